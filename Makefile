@@ -1,0 +1,29 @@
+# The README's commands. `make setup` is idempotent: it reinstalls only when pyproject.toml changed.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[torch,test]'
+	touch $(STAMP)
+
+# A quick look at this machine: ResNet-50 and BERT-Base training, bf16 autocast, 3 repeats.
+run: setup
+	-$(BIN)/dlperf run --framework torch --model resnet50 --batch-size 16 --precision amp-bf16 \
+		--warmup-steps 8 --steps 15 --repeats 3 --json quick-resnet50.json
+	-$(BIN)/dlperf run --framework torch --model bert-base --batch-size 8 --seq-len 128 \
+		--precision amp-bf16 --warmup-steps 5 --steps 10 --repeats 3 --json quick-bert-base.json
+	$(BIN)/dlperf results --last 2
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

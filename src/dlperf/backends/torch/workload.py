@@ -1,0 +1,260 @@
+"""Device, precision, compilation and distribution plumbing shared by every PyTorch model.
+
+The model files only describe networks; everything that changes *how* they run (autocast,
+GradScaler, TF32 switches, channels_last, torch.compile, DDP) lives here so all models are
+measured under the same rules.
+"""
+
+import contextlib
+import os
+import platform
+from typing import Any, Callable, Dict, Optional
+
+import torch
+from torch import nn
+
+from dlperf.worker.workload import UnsupportedError, Workload
+
+PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32")
+COMPILE_MODE = "default"
+
+
+# --------------------------------------------------------------------------------------------
+# device and distribution
+# --------------------------------------------------------------------------------------------
+
+
+def world_size():
+    # type: () -> int
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def select_device(requested):
+    # type: (str) -> torch.device
+    """Resolve ``auto``/``cpu``/``cuda``; under torchrun each process takes cuda:LOCAL_RANK."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    has_cuda = torch.cuda.is_available()
+    if requested == "cuda" and not has_cuda:
+        raise UnsupportedError(
+            "device cuda requested but torch %s sees no CUDA device" % torch.__version__
+        )
+    if requested == "cpu" or not has_cuda:
+        return torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def maybe_wrap_ddp(model, device):
+    # type: (nn.Module, torch.device) -> nn.Module
+    """Join the process group torchrun described (RANK/WORLD_SIZE/MASTER_ADDR env) and wrap the
+    model in DistributedDataParallel; a single process gets the model back untouched.
+
+    NCCL on CUDA, gloo on CPU. DDP broadcasts rank 0's weights at construction, so every rank
+    starts identical whatever its seed.
+    """
+    if world_size() <= 1:
+        return model
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    if device.type == "cuda":
+        return DistributedDataParallel(model, device_ids=[device.index], output_device=device.index)
+    return DistributedDataParallel(model)
+
+
+def rank():
+    # type: () -> int
+    return int(os.environ.get("RANK", "0"))
+
+
+# --------------------------------------------------------------------------------------------
+# precision
+# --------------------------------------------------------------------------------------------
+
+
+class Precision(object):
+    """What a precision name means on a given device: autocast dtype, scaler, TF32 switches."""
+
+    def __init__(self, name, device):
+        # type: (str, torch.device) -> None
+        if name not in PRECISIONS:
+            raise UnsupportedError(
+                "unknown precision %r; allowed: %s" % (name, ", ".join(PRECISIONS))
+            )
+        self.name = name
+        self.device = device
+        self.autocast_dtype = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(name)
+        self.scaler = None  # type: Optional[Any]
+        self.tf32 = name == "tf32"
+        if self.tf32 and device.type != "cuda":
+            raise UnsupportedError("precision tf32 needs a CUDA device; this run is on %s"
+                                   % device.type)
+        if device.type == "cuda":
+            # cuDNN allows TF32 convolutions by default; switch it off unless asked, so that
+            # "fp32" really is IEEE fp32 on Ampere and later.
+            torch.backends.cuda.matmul.allow_tf32 = self.tf32
+            torch.backends.cudnn.allow_tf32 = self.tf32
+            if name == "amp-fp16":
+                self.scaler = torch.amp.GradScaler("cuda")
+        if self.autocast_dtype is not None:
+            self._probe_autocast()
+
+    def _probe_autocast(self):
+        # type: () -> None
+        """Fail at build time, with a clear message, if this device cannot autocast to dtype."""
+        try:
+            with self.autocast():
+                a = torch.ones(4, 4, device=self.device)
+                out = torch.mm(a, a)
+            ok = out.dtype == self.autocast_dtype
+        except (RuntimeError, TypeError) as exc:
+            raise UnsupportedError(
+                "precision %s: torch %s cannot autocast to %s on %s: %s"
+                % (self.name, torch.__version__, self.autocast_dtype, self.device.type, exc)
+            )
+        if not ok:
+            raise UnsupportedError(
+                "precision %s: torch %s autocast on %s does not produce %s"
+                % (self.name, torch.__version__, self.device.type, self.autocast_dtype)
+            )
+
+    def autocast(self):
+        # type: () -> Any
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def info(self):
+        # type: () -> Dict[str, Any]
+        out = {
+            "precision": self.name,
+            "autocast_dtype": str(self.autocast_dtype).replace("torch.", "")
+            if self.autocast_dtype is not None
+            else None,
+            "grad_scaler": self.scaler is not None,
+        }  # type: Dict[str, Any]
+        if self.device.type == "cuda":
+            out["tf32_matmul"] = torch.backends.cuda.matmul.allow_tf32
+            out["tf32_cudnn"] = torch.backends.cudnn.allow_tf32
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# the workload
+# --------------------------------------------------------------------------------------------
+
+
+def count_params(model):
+    # type: (nn.Module) -> int
+    """Unique trainable parameters; ``parameters()`` already yields a tied tensor once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def cpu_name():
+    # type: () -> str
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class TorchWorkload(Workload):
+    """A model, its optimizer and one synthetic batch already on the device.
+
+    ``forward_loss(model)`` runs the model on the stored batch and returns the loss (training) or
+    a scalar summary of the output (inference); everything else — autocast, backward, scaler,
+    clipping, optimizer — is applied here identically for every model.
+    """
+
+    def __init__(
+        self,
+        model,  # type: nn.Module
+        optimizer,  # type: Optional[torch.optim.Optimizer]
+        forward_loss,  # type: Callable[[nn.Module], torch.Tensor]
+        precision,  # type: Precision
+        device,  # type: torch.device
+        samples_per_step,  # type: int
+        params,  # type: int
+        clip_grad_norm=None,  # type: Optional[float]
+        info=None,  # type: Optional[Dict[str, Any]]
+    ):
+        # type: (...) -> None
+        self.model = model
+        self.optimizer = optimizer
+        self.forward_loss = forward_loss
+        self.precision = precision
+        self.device = device
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.clip_grad_norm = clip_grad_norm
+        self.info = dict(info or {})
+        self.train = optimizer is not None
+
+    def step(self):
+        # type: () -> torch.Tensor
+        if not self.train:
+            with torch.inference_mode(), self.precision.autocast():
+                return self.forward_loss(self.model)
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.precision.autocast():
+            loss = self.forward_loss(self.model)
+        scaler = self.precision.scaler
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            if self.clip_grad_norm is not None:
+                scaler.unscale_(self.optimizer)
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+            scaler.step(self.optimizer)  # reads found_inf on the host: inherent to fp16 AMP
+            scaler.update()
+        else:
+            loss.backward()
+            if self.clip_grad_norm is not None:
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+            self.optimizer.step()
+        return loss.detach()
+
+    def sync(self):
+        # type: () -> None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(handle.detach().float().item())
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return None
+
+
+def runtime_info(device):
+    # type: (torch.device) -> Dict[str, Any]
+    """Facts about this torch and device that change performance and belong with a result."""
+    info = {
+        "torch_version": torch.__version__,
+        "device": str(device),
+        "num_threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "world_size": world_size(),
+        "rank": rank(),
+    }  # type: Dict[str, Any]
+    if device.type == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(device)
+        info["cuda_version"] = torch.version.cuda
+        info["cudnn_version"] = torch.backends.cudnn.version()
+        info["cudnn_benchmark"] = torch.backends.cudnn.benchmark
+        info["device_capability"] = "%d.%d" % torch.cuda.get_device_capability(device)
+    else:
+        info["device_name"] = cpu_name()
+    return info

@@ -1,0 +1,54 @@
+"""The ``dlperf`` command. Each subcommand lives in ``dlperf.commands.<name>`` and is a thin layer
+over a library function; this module only wires them up and turns bad input into exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from dlperf import __version__
+from dlperf.errors import UsageError
+from dlperf.spec import SpecError
+from dlperf.store import StoreError
+
+COMMANDS = ("run", "models", "sysinfo", "results")
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line (no usage dump) with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="dlperf", description="Trustworthy deep-learning framework benchmarks.")
+    parser.add_argument("--version", action="version", version=f"dlperf {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for name in COMMANDS:
+        module = importlib.import_module(f"dlperf.commands.{name}")
+        command = module.add_parser(sub)
+        command.set_defaults(handler=module.main)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (UsageError, SpecError, StoreError) as error:
+        print(f"dlperf {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dlperf: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

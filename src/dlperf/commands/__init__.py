@@ -1,0 +1,1 @@
+"""One module per ``dlperf`` subcommand: ``add_parser(subparsers)`` and ``main(args) -> int``."""

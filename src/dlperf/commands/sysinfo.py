@@ -1,0 +1,60 @@
+"""``dlperf sysinfo``: the machine, its libraries and thread settings, as results record them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from rich.table import Table
+
+from dlperf import display, sysinfo
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("sysinfo", help="hardware, OS, libraries, threads")
+    parser.add_argument("--json", action="store_true")
+    return parser
+
+
+def torch_threads() -> dict[str, Any]:
+    """Torch's own view of its thread pools, when torch is in this environment."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    return {"torch_threads": torch.get_num_threads(),
+            "torch_interop_threads": torch.get_num_interop_threads(),
+            "torch_cuda": torch.cuda.is_available()}
+
+
+def main(args: argparse.Namespace) -> int:
+    info = sysinfo.capture()
+    info["torch"] = torch_threads()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    table = Table(title="dlperf sysinfo", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    cpu = info["cpu"]
+    table.add_row("CPU", f"{cpu['model']} ({cpu['arch']}), {cpu['physical_cores']} cores / "
+                         f"{cpu['logical_cores']} threads")
+    table.add_row("CPU extensions", ", ".join(cpu["flags"]) or "-")
+    table.add_row("memory", display.human_bytes(info["memory_bytes"]))
+    gpus = info["gpus"]
+    table.add_row("GPUs", "; ".join(f"{g['name']} {display.human_bytes(g['memory_bytes'])} "
+                                    f"(driver {g['driver']})" for g in gpus) or "none")
+    table.add_row("OS", info["platform"])
+    table.add_row("Python", info["python"])
+    for name, version in info["libraries"].items():
+        table.add_row(name, version or "not installed")
+    for name, value in info["torch"].items():
+        table.add_row(name, str(value))
+    table.add_row("thread variables", ", ".join(f"{k}={v}" for k, v in
+                                                info["thread_variables"].items()) or "none set")
+    git = info["git"]
+    table.add_row("git", f"{git['commit'][:12]}{' (dirty)' if git['dirty'] else ''}"
+                  if git else "not a git checkout")
+    display.out.print(table)
+    return 0

@@ -1,0 +1,93 @@
+"""Terminal output: progress while measuring, and the results table people read."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from dlperf.spec import Case
+
+# Piped output (CI logs, `| tee`) has no terminal width; a table wrapped to 80 columns is unreadable.
+out = Console(width=None if Console().is_terminal else 180)
+err = Console(stderr=True)
+
+
+def human_bytes(value: float | None) -> str:
+    if not value:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return "-"
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+@contextlib.contextmanager
+def progress(case: Case) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A progress bar over the repeats; yields the callback the runner calls per repeat."""
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total} repeats"),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                   console=err, transient=True)
+
+    def on_repeat(record: dict[str, Any]) -> None:
+        if record["status"] == "ok":
+            err.print(f"  repeat {record['repeat'] + 1}/{case.repeats}: "
+                      f"{number(record['throughput'])} samples/s "
+                      f"(window {record['window_s']:.2f} s, first step "
+                      f"{record['first_step_s']:.2f} s)")
+        else:
+            err.print(f"  repeat {record['repeat'] + 1}/{case.repeats}: "
+                      f"[red]{record['status']}[/red]: {record['error']}")
+        bar.advance(task)
+
+    with bar:
+        task = bar.add_task(case.label(), total=case.repeats)
+        yield on_repeat
+
+
+def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -> None:
+    """One row per result: the median and the spread beside it, memory, and any failure."""
+    table = Table(title=title, show_lines=False)
+    for name, justify in (("framework", "left"), ("model", "left"), ("task", "left"),
+                          ("precision", "left"), ("compile", "left"), ("devices", "right"),
+                          ("batch", "right"), ("samples/s (median)", "right"),
+                          ("95% CI", "right"), ("CV", "right"), ("n", "right"),
+                          ("TFLOP/s", "right"), ("peak mem", "right"), ("status", "left")):
+        table.add_column(name, justify=justify)
+    notes: list[str] = []
+    for result in results:
+        case, tp = result["case"], result["throughput"]
+        ci = tp.get("ci95")
+        achieved = result["flops"].get("achieved_per_s")
+        status = result["status"]
+        if status != "ok":
+            status = f"[red]{status}[/red]"
+            notes.append(f"{result['label']}: {result['error']}")
+        for warning in result.get("warnings", []):
+            notes.append(f"{result['label']}: {warning}")
+        table.add_row(
+            case["framework"], case["model"], case["task"], case["precision"],
+            "yes" if case["compile"] else "no", str(case["devices"] * case["nnodes"]),
+            str(case["batch_size"]), number(tp["median"]),
+            f"{number(ci[0])}–{number(ci[1])}" if ci else "-", percent(tp.get("cv")),
+            str(tp.get("n", 0)), number(achieved / 1e12, 2) if achieved else "-",
+            human_bytes(result["memory"].get("peak_device_bytes")
+                        or result["memory"].get("peak_host_bytes")),
+            status)
+    out.print(table)
+    for note in notes:
+        out.print(f"[yellow]! {note}[/yellow]")

@@ -1,0 +1,49 @@
+"""How a repeat's worker processes are started.
+
+A launcher turns a case into the command line that runs ``python -m dlperf.worker`` once per
+rank. The runner owns the process (timeouts, Ctrl-C, failure classes); the launcher only says what
+to run and with which environment, so a multi-process launcher drops in beside the local one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlperf.spec import Case
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the dlperf package
+
+
+@dataclass
+class Launch:
+    """A command to run for one repeat, and the variables it adds to the environment."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ranks: int = 1  # rank result files this launch writes on this node
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: ours, with the source tree importable by any interpreter."""
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(SOURCE_ROOT) + (os.pathsep + path if path else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(extra or {})
+    return env
+
+
+def worker_argv(python: str, case_file: Path, out_dir: Path) -> list[str]:
+    return [python, "-m", "dlperf.worker", "--case", str(case_file), "--out-dir", str(out_dir)]
+
+
+def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None) -> Launch:
+    """One worker process on this machine."""
+    if case.devices * case.nnodes != 1:
+        raise NotImplementedError(
+            f"{case.framework} has no multi-process launcher yet (devices={case.devices}, "
+            f"nnodes={case.nnodes})")
+    return Launch(worker_argv(python or sys.executable, case_file, out_dir))

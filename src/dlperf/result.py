@@ -1,0 +1,118 @@
+"""The result object: per-repeat records folded into DESIGN.md's JSON contract.
+
+Schema 1. Fields may be added; renaming or removing one needs a new ``SCHEMA``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf import models, stats
+from dlperf.spec import Case
+
+SCHEMA = 1
+UNIT = "samples/s"
+
+
+def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One repeat's job-level figures: global samples over the slowest rank's window."""
+    slowest = max(ranks, key=lambda r: r["window_s"])
+    samples = sum(r["window_samples"] for r in ranks)
+    device_peaks = [r["peak_device_bytes"] for r in ranks if r.get("peak_device_bytes")]
+    return {
+        "throughput": stats.throughput(samples, slowest["window_s"]),
+        "samples": samples,
+        "window_s": slowest["window_s"],
+        "build_s": max(r["build_s"] for r in ranks),
+        "first_step_s": max(r["first_step_s"] for r in ranks),
+        "warmup_s": max(r["warmup_s"] for r in ranks),
+        "drift": stats.half_drift(slowest["step_times_s"]),
+        "loss_first": ranks[0]["loss_first"],
+        "loss_last": ranks[0]["loss_last"],
+        "params": ranks[0]["params"],
+        "peak_host_bytes": max(r.get("peak_host_bytes") or 0 for r in ranks),
+        "peak_device_bytes": max(device_peaks) if device_peaks else None,
+    }
+
+
+def _values(repeats: list[dict[str, Any]], field: str) -> list[Any]:
+    return [r[field] for r in repeats if r.get(field) is not None]
+
+
+def _peak(repeats: list[dict[str, Any]], field: str) -> int | None:
+    values = _values(repeats, field)
+    return max(values) if values else None
+
+
+def _monitor(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean of each monitored quantity over the repeats that reported it."""
+    out: dict[str, Any] = {}
+    keys = {k for r in repeats for k in (r.get("monitor") or {})}
+    for key in sorted(keys):
+        values = [r["monitor"][key] for r in repeats
+                  if (r.get("monitor") or {}).get(key) is not None]
+        if not values:
+            out[key] = None
+        elif key.endswith("_max") or key.endswith("_peak_bytes"):
+            out[key] = max(values)
+        else:
+            out[key] = sum(values) / len(values)
+    return out
+
+
+def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the first rank of the first repeat saw inside the framework's environment."""
+    for record in repeats:
+        for rank in record.get("ranks", []):
+            if rank.get("env"):
+                return {**rank["env"], "framework": rank.get("info") or {}}
+    return {}
+
+
+def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
+              run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
+    """Fold per-repeat records into the result contract."""
+    ok = [r for r in repeats if r["status"] == "ok"]
+    failed = [r for r in repeats if r["status"] != "ok"]
+    status = failed[0]["status"] if failed else ("ok" if ok else "crash")
+    error = failed[0]["error"] if failed else (None if ok else "no repeat finished")
+    throughput = stats.summarize(_values(ok, "throughput"), seed=case.seed)
+    spec = models.get(case.model)
+    train = case.task == "train"
+    per_sample = spec.flops_per_sample(dict(case.knobs), train=train)
+    achieved = per_sample * throughput["median"] if throughput["median"] else None
+    built_params = ok[0]["params"] if ok else None
+    warnings = stats.spread_warnings(throughput, _values(ok, "drift"))
+    if built_params is not None and built_params != spec.params(dict(case.knobs)):
+        warnings.append(f"backend built {built_params:,} parameters, the catalogue says "
+                        f"{spec.params(dict(case.knobs)):,}")
+    if interrupted:
+        warnings.append(f"interrupted: {len(ok)} of {case.repeats} repeats finished")
+    return {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "case_key": case.key(),
+        "label": case.label(),
+        "case": case.to_dict(),
+        "model": {"params": built_params, "catalogue_params": spec.params(dict(case.knobs)),
+                  "flops_per_sample": per_sample},
+        "status": status,
+        "error": error,
+        "unit": UNIT,
+        "global_batch": case.global_batch,
+        "throughput": throughput,
+        "latency_ms": None,
+        "timings": {key: _values(ok, key)
+                    for key in ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")},
+        "loss": {"first": _values(ok, "loss_first"), "last": _values(ok, "loss_last")},
+        "memory": {"peak_host_bytes": _peak(repeats, "peak_host_bytes"),
+                   "peak_device_bytes": _peak(ok, "peak_device_bytes")},
+        "flops": {"per_sample": per_sample, "achieved_per_s": achieved,
+                  "peak_per_s": None, "mfu": None},
+        "monitor": _monitor(repeats),
+        "warnings": warnings,
+        "repeats_done": len(repeats),
+        "interrupted": interrupted,
+        "stderr_tail": failed[0].get("stderr_tail") if failed else None,
+        "env": {**env, "worker": worker_env(repeats)},
+    }

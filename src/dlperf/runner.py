@@ -1,0 +1,194 @@
+"""Run one case: a fresh worker process per repeat, watched, timed out, classified, stored.
+
+Every finished repeat is written to the database before the next starts, so a crash, a kill or
+Ctrl-C loses at most the repeat in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dlperf import launch, result
+from dlperf.monitor import Monitor
+from dlperf.spec import Case
+from dlperf.store import Store
+
+STDERR_TAIL_LINES = 30
+KILL_GRACE_S = 5.0
+FAILURES = ("oom", "timeout", "crash", "unsupported")
+
+Launcher = Callable[[Case, Path, Path], launch.Launch]
+
+
+class Interrupted(Exception):
+    """Ctrl-C arrived; the result so far travels with it."""
+
+    def __init__(self, partial: dict[str, Any]) -> None:
+        super().__init__("interrupted")
+        self.result = partial
+
+
+@dataclass
+class Outcome:
+    """What became of one launched repeat before its rank files are read."""
+
+    returncode: int | None
+    timed_out: bool
+    wall_s: float
+    log_tail: str
+    monitor: dict[str, Any]
+
+
+def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def kill_tree(pid: int) -> None:
+    """Stop a worker and everything it started (compile workers, launcher children)."""
+    try:
+        members = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        members = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in members:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(members, timeout=KILL_GRACE_S)
+        if not alive:
+            return
+        members = alive
+
+
+def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
+    """Run a launch to completion or timeout, in its own session so it can be killed whole."""
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=launch.worker_env(spec.env),
+                                start_new_session=True)
+        with Monitor(proc.pid) as watch:
+            try:
+                proc.wait(timeout=timeout_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                kill_tree(proc.pid)
+                proc.wait()
+                timed_out = True
+            except KeyboardInterrupt:
+                kill_tree(proc.pid)
+                proc.wait()
+                raise
+    return Outcome(proc.returncode, timed_out, time.monotonic() - start, _tail(log_path),
+                   watch.summary())
+
+
+def _signal_failure(returncode: int) -> tuple[str, str]:
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if returncode == -signal.SIGKILL:
+        return "oom", f"worker killed by {name}, most likely by the kernel's out-of-memory killer"
+    return "crash", f"worker died from {name}"
+
+
+def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int
+            ) -> dict[str, Any]:
+    """Turn rank files plus the process outcome into one repeat record."""
+    rank_results = []
+    for path in sorted(out_dir.glob("rank*.json")):
+        rank_results.append(json.loads(path.read_text()))
+    record: dict[str, Any] = {"repeat": index, "wall_s": outcome.wall_s,
+                              "monitor": outcome.monitor, "ranks": rank_results}
+    failed = [r for r in rank_results if r["status"] != "ok"]
+    if outcome.timed_out:
+        record.update(status="timeout",
+                      error=f"repeat exceeded the timeout of {case.timeout_s:g} s "
+                            f"(--timeout); the worker was stopped")
+    elif failed:
+        record.update(status=failed[0]["status"],
+                      error=f"rank {failed[0]['rank']}: {failed[0]['error']}")
+    elif outcome.returncode and outcome.returncode < 0:
+        status, message = _signal_failure(outcome.returncode)
+        record.update(status=status, error=message)
+    elif len(rank_results) < ranks or outcome.returncode != 0:
+        last = outcome.log_tail.splitlines()[-1] if outcome.log_tail.strip() else "no output"
+        record.update(status="crash", error=f"worker exited with code {outcome.returncode} "
+                                            f"and no result: {last[:300]}")
+    else:
+        record.update(status="ok", error=None)
+    if record["status"] != "ok":
+        record["stderr_tail"] = outcome.log_tail
+    if rank_results and record["status"] == "ok":
+        record.update(result.merge_ranks(rank_results))
+    elif rank_results:
+        record["peak_host_bytes"] = max(r.get("peak_host_bytes") or 0 for r in rank_results)
+    return record
+
+
+def run_repeat(case: Case, index: int, launcher: Launcher) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
+        work = Path(tmp)
+        case_file = work / "case.json"
+        case_file.write_text(json.dumps(case.to_dict()))
+        spec = launcher(case, case_file, work)
+        outcome = execute(spec, work / "worker.log", case.timeout_s)
+        return collect(case, index, work, outcome, spec.ranks)
+
+
+def run_case(case: Case, store: Store | None = None, launcher: Launcher | None = None,
+             env: dict[str, Any] | None = None, sweep: str | None = None,
+             on_repeat: Callable[[dict[str, Any]], None] | None = None,
+             run_id: int | None = None, done: list[dict[str, Any]] | None = None
+             ) -> dict[str, Any]:
+    """Measure ``case`` over its repeats and return the result object (DESIGN.md's contract).
+
+    Stops at the first failed repeat: OOM, unsupported and crashes repeat themselves, and a
+    timeout would only cost another timeout. ``run_id``/``done`` continue a stored run.
+    """
+    launcher = launcher or launch.local
+    env = env or {}
+    repeats = list(done or [])
+    if store is not None and run_id is None:
+        run_id = store.start_run(case.key(), case.label(), case.to_dict(), env, sweep)
+    try:
+        for index in range(len(repeats), case.repeats):
+            record = run_repeat(case, index, launcher)
+            repeats.append(record)
+            if store is not None and run_id is not None:
+                store.add_repeat(run_id, index, record)
+            if on_repeat:
+                on_repeat(record)
+            if record["status"] != "ok":
+                break
+    except KeyboardInterrupt:
+        partial = result.aggregate(case, repeats, env, run_id=run_id, interrupted=True)
+        if store is not None and run_id is not None:
+            store.finish_run(run_id, partial)
+        raise Interrupted(partial) from None
+    final = result.aggregate(case, repeats, env, run_id=run_id)
+    if store is not None and run_id is not None:
+        store.finish_run(run_id, final)
+    return final
+

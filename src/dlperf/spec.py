@@ -1,0 +1,138 @@
+"""What one benchmark case is, with its defaults and validation.
+
+A :class:`Case` is one point of the matrix. Everything that changes the measurement is a field,
+so that two cases with the same normalised fields are the same experiment (see :meth:`Case.key`).
+Validation raises :class:`SpecError` with one line that names the field and what is allowed;
+the command line turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from dlperf import models
+
+BACKENDS_DIR = Path(__file__).parent / "backends"
+
+TASKS = ("train", "infer")
+PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
+DEVICES = ("auto", "cpu", "cuda")
+DATA_SOURCES = ("synthetic",)
+KNOB_NAMES = ("image_size", "num_classes", "seq_len", "vocab_size")
+
+
+class SpecError(ValueError):
+    """A case or sweep field holds a value that is not allowed."""
+
+
+def frameworks() -> tuple[str, ...]:
+    """Frameworks with a backend package in this install; adding a backend registers it."""
+    return tuple(sorted(p.name for p in BACKENDS_DIR.iterdir()
+                        if (p / "__init__.py").is_file()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One point of the benchmark matrix. ``batch_size`` is per device."""
+
+    framework: str
+    model: str
+    batch_size: int
+    task: str = "train"
+    precision: str = "fp32"
+    compile: bool = False
+    device: str = "auto"
+    devices: int = 1
+    nnodes: int = 1
+    data: str = "synthetic"
+    knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    warmup_steps: int = 20
+    steps: int = 100
+    repeats: int = 7
+    seed: int = 0
+    timeout_s: float = 1800.0
+
+    def __post_init__(self) -> None:
+        validate(self)
+        resolved = models.resolve_knobs(self.model, dict(self.knobs))
+        object.__setattr__(self, "knobs", resolved)
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.devices * self.nnodes
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["knobs"] = dict(self.knobs)
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that define the experiment: not how many times or how long we wait."""
+        out = self.to_dict()
+        for field in ("repeats", "timeout_s"):
+            out.pop(field)
+        return out
+
+    def key(self) -> str:
+        """Stable hash of the normalised identity; equal cases share it across runs."""
+        text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        parts = [self.framework, self.model, self.task, f"bs{self.batch_size}", self.precision]
+        if self.compile:
+            parts.append("compile")
+        if self.devices * self.nnodes > 1:
+            parts.append(f"{self.nnodes}n{self.devices}d")
+        return " ".join(parts)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Case":
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise SpecError(f"unknown case field {unknown[0]!r}; allowed: "
+                            + ", ".join(f.name for f in dataclasses.fields(cls)))
+        return cls(**data)
+
+
+def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise SpecError(f"{field}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _at_least(field: str, value: Any, low: float, kind: type = int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (kind, int)) or value < low:
+        what = "an integer" if kind is int else "a number"
+        raise SpecError(f"{field}: {value!r} must be {what} >= {low}")
+
+
+def validate(case: Case) -> None:
+    """Raise SpecError naming the first bad field of ``case``."""
+    _choice("framework", case.framework, frameworks())
+    _choice("model", case.model, tuple(models.CATALOGUE))
+    _choice("task", case.task, TASKS)
+    _choice("precision", case.precision, PRECISIONS)
+    _choice("device", case.device, DEVICES)
+    _choice("data", case.data, DATA_SOURCES)
+    if not isinstance(case.compile, bool):
+        raise SpecError(f"compile: {case.compile!r} must be true or false")
+    _at_least("batch_size", case.batch_size, 1)
+    _at_least("devices", case.devices, 1)
+    _at_least("nnodes", case.nnodes, 1)
+    _at_least("warmup_steps", case.warmup_steps, 1)
+    _at_least("steps", case.steps, 2)
+    _at_least("repeats", case.repeats, 1)
+    _at_least("seed", case.seed, 0)
+    _at_least("timeout_s", case.timeout_s, 1, kind=float)
+    allowed_knobs = models.get(case.model).knobs
+    for name, value in case.knobs.items():
+        if value is None:
+            continue
+        if name not in allowed_knobs:
+            raise SpecError(f"{name}: not a knob of model {case.model}; "
+                            f"allowed: {', '.join(allowed_knobs)}")
+        _at_least(name, value, 1)

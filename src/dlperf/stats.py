@@ -1,0 +1,88 @@
+"""Honest summaries of repeated measurements.
+
+The reported figure is the median over repeats; the spread beside it (min, max, IQR, CV and a
+seeded bootstrap 95% interval of the median) tells the reader how far to trust it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+CV_WARN = 0.05  # a spread wider than this is flagged, not hidden
+STEADY_WARN = 0.05  # first vs second half of the window differing by more means too little warm-up
+BOOTSTRAP_SAMPLES = 10_000
+
+
+def throughput(samples: float, window_s: float) -> float:
+    """Samples in the timed window over the window's wall time; never a mean of per-step rates."""
+    if window_s <= 0:
+        raise ValueError(f"window time must be positive, got {window_s}")
+    return samples / window_s
+
+
+def bootstrap_ci(values: Sequence[float], seed: int = 0, level: float = 0.95,
+                 n_resamples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the median; None when there is nothing to resample."""
+    data = np.asarray(values, dtype=float)
+    if data.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    resamples = rng.choice(data, size=(n_resamples, data.size), replace=True)
+    medians = np.median(resamples, axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(medians, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def summarize(values: Sequence[float], seed: int = 0) -> dict[str, Any]:
+    """Median and spread of per-repeat values, in the result contract's shape."""
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        return {"median": None, "mean": None, "min": None, "max": None, "iqr": None,
+                "cv": None, "ci95": None, "n": 0, "repeats": []}
+    q1, q3 = np.percentile(data, [25, 75])
+    mean = float(data.mean())
+    cv = float(data.std(ddof=1) / mean) if data.size > 1 and mean > 0 else None
+    ci = bootstrap_ci(data, seed=seed)
+    return {
+        "median": float(np.median(data)),
+        "mean": mean,
+        "min": float(data.min()),
+        "max": float(data.max()),
+        "iqr": float(q3 - q1),
+        "cv": cv,
+        "ci95": list(ci) if ci else None,
+        "n": int(data.size),
+        "repeats": [float(v) for v in data],
+    }
+
+
+def half_drift(step_times: Sequence[float]) -> float | None:
+    """Relative change of the mean step time from the window's first half to its second.
+
+    Positive means the second half was slower. None when the window is too short to split.
+    """
+    times = np.asarray(step_times, dtype=float)
+    if times.size < 4:
+        return None
+    half = times.size // 2
+    first, second = times[:half].mean(), times[half:2 * half].mean()
+    return float((second - first) / first)
+
+
+def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None]) -> list[str]:
+    """Human-readable flags for a noisy or unsteady measurement."""
+    warnings = []
+    cv = summary.get("cv")
+    if cv is not None and cv > CV_WARN:
+        warnings.append(f"noisy: CV across repeats is {cv:.1%} (> {CV_WARN:.0%})")
+    unsteady = [d for d in drifts if d is not None and abs(d) > STEADY_WARN]
+    if unsteady:
+        worst = max(unsteady, key=abs)
+        warnings.append(
+            f"unsteady window in {len(unsteady)} repeat(s): step time changed {worst:+.1%} "
+            f"from first to second half (> {STEADY_WARN:.0%}); raise --warmup-steps")
+    return warnings

@@ -1,0 +1,113 @@
+"""``python -m dlperf.worker --case CASE.json --out-dir DIR``: measure one repeat on this rank.
+
+The result goes to ``DIR/rank<RANK>.json`` (written atomically), never to stdout, because
+frameworks print freely. A failure is a result too: the file then holds its status and message.
+"""
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import resource
+import sys
+import traceback
+from typing import Any, Dict
+
+from dlperf.worker.loop import NonFiniteLoss, measure
+from dlperf.worker.workload import UnsupportedError
+
+OOM_MARKERS = ("out of memory", "outofmemory", "resourceexhausted", "resource exhausted",
+               "failed to allocate", "cannot allocate memory")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND", "XLA_FLAGS",
+                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
+                    "CUDA_VISIBLE_DEVICES")
+
+
+def classify(error):
+    # type: (BaseException) -> str
+    """Map an exception to a failure class of the result contract."""
+    if isinstance(error, UnsupportedError):
+        return "unsupported"
+    if isinstance(error, MemoryError):
+        return "oom"
+    text = "{} {}".format(type(error).__name__, error).lower()
+    if any(marker in text for marker in OOM_MARKERS):
+        return "oom"
+    return "crash"
+
+
+def peak_host_bytes():
+    # type: () -> int
+    """Peak resident set of this process (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def process_env():
+    # type: () -> Dict[str, Any]
+    """Facts about this worker's interpreter that the harness cannot see from outside."""
+    env = {
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }  # type: Dict[str, Any]
+    try:
+        import numpy
+        env["numpy"] = numpy.__version__
+    except ImportError:
+        env["numpy"] = None
+    return env
+
+
+def one_line(error):
+    # type: (BaseException) -> str
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    return "{}: {}".format(type(error).__name__, first)[:500]
+
+
+def run(case):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    rank = int(os.environ.get("RANK", "0"))
+    result = {"rank": rank, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+              "status": "ok", "error": None}  # type: Dict[str, Any]
+    try:
+        backend = importlib.import_module("dlperf.backends." + case["framework"])
+        result.update(measure(backend.build, case))
+    except NonFiniteLoss as error:
+        result.update(status="crash", error=str(error))
+    except Exception as error:  # a failure is a result: classify it and keep the message
+        result.update(status=classify(error), error=one_line(error))
+        traceback.print_exc()
+    result["peak_host_bytes"] = peak_host_bytes()
+    result["env"] = process_env()
+    return result
+
+
+def write_atomic(path, payload):
+    # type: (str, Dict[str, Any]) -> None
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(payload, handle)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    # type: (Any) -> int
+    parser = argparse.ArgumentParser(prog="python -m dlperf.worker")
+    parser.add_argument("--case", required=True, help="case JSON file")
+    parser.add_argument("--out-dir", required=True, help="directory for rank<N>.json")
+    args = parser.parse_args(argv)
+    with open(args.case) as handle:
+        case = json.load(handle)
+    result = run(case)
+    write_atomic(os.path.join(args.out_dir, "rank{}.json".format(result["rank"])), result)
+    return 0 if result["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

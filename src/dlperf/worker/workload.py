@@ -1,0 +1,52 @@
+"""The contract between the shared timing loop and a framework backend.
+
+A backend module ``dlperf.backends.<framework>`` exposes ``build(case) -> Workload``. The timing
+loop in :mod:`dlperf.worker.loop` is the only code that calls ``step``/``sync``; backends never time
+anything themselves, so every framework is measured the same way.
+
+Standard library only; valid Python 3.7.
+"""
+
+from typing import Any, Dict, Optional
+
+
+class UnsupportedError(Exception):
+    """The backend cannot run this combination (e.g. tf32 on a CPU, int8 training)."""
+
+
+class Workload(object):
+    """One built model with its optimizer and synthetic data, ready to step.
+
+    Subclasses fill ``samples_per_step`` (samples processed per step on this process),
+    ``params`` (trainable parameter count as built), and ``info`` (framework facts worth
+    recording: versions, threads, device, layout, compile mode...).
+    """
+
+    samples_per_step = 0  # type: int
+    params = 0  # type: int
+    info = {}  # type: Dict[str, Any]
+
+    def step(self):
+        # type: () -> Any
+        """Run one training (or inference) step; return a handle on the loss, possibly lazy."""
+        raise NotImplementedError
+
+    def sync(self):
+        # type: () -> None
+        """Block until all asynchronous device work issued so far has finished."""
+        raise NotImplementedError
+
+    def barrier(self):
+        # type: () -> None
+        """Wait for every rank of a distributed job; a no-op for a single process."""
+        return None
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        """Turn a loss handle from ``step`` into a Python float (may synchronise)."""
+        return float(handle)
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        """Peak device memory allocated by this process, or None on a host-only device."""
+        return None
