@@ -22,7 +22,6 @@ TASKS = ("train", "infer")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 DATA_SOURCES = ("synthetic",)
-KNOB_NAMES = ("image_size", "num_classes", "seq_len", "vocab_size")
 
 
 class SpecError(ValueError):
@@ -58,7 +57,10 @@ class Case:
 
     def __post_init__(self) -> None:
         validate(self)
-        resolved = models.resolve_knobs(self.model, dict(self.knobs))
+        try:
+            resolved = models.resolve_knobs(self.model, dict(self.knobs))
+        except (KeyError, ValueError) as error:
+            raise SpecError(f"knobs: {error.args[0] if error.args else error}") from None
         object.__setattr__(self, "knobs", resolved)
 
     @property

@@ -20,6 +20,13 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
 
 
+def knob_pair(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip().replace("-", "_"), positive_int(value)
+
+
 def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that describe a case; shared by every command that measures one."""
     parser.add_argument("--framework", required=True, choices=frameworks())
@@ -37,6 +44,8 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=positive_int, help="vision models (default 1000)")
     parser.add_argument("--seq-len", type=positive_int, help="language models (default 128)")
     parser.add_argument("--vocab-size", type=positive_int, help="language models")
+    parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                        type=knob_pair, help="any other model knob (see `dlperf models`)")
     parser.add_argument("--warmup-steps", type=positive_int, default=20,
                         help="steps before the window, the first included (default 20)")
     parser.add_argument("--steps", type=positive_int, default=100,
@@ -49,9 +58,10 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def case_from_args(args: argparse.Namespace) -> Case:
-    knobs = {name: getattr(args, name) for name in ("image_size", "num_classes", "seq_len",
-                                                      "vocab_size")
-             if getattr(args, name) is not None}
+    knobs = dict(args.knob)
+    knobs.update({name: getattr(args, name)
+                  for name in ("image_size", "num_classes", "seq_len", "vocab_size")
+                  if getattr(args, name) is not None})
     return Case(framework=args.framework, model=args.model, task=args.task,
                 batch_size=args.batch_size, precision=args.precision, compile=args.compile,
                 device=args.device, devices=args.devices, nnodes=args.nnodes, knobs=knobs,

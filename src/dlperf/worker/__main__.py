@@ -18,7 +18,7 @@ from dlperf.worker.loop import NonFiniteLoss, measure
 from dlperf.worker.workload import UnsupportedError
 
 OOM_MARKERS = ("out of memory", "outofmemory", "resourceexhausted", "resource exhausted",
-               "failed to allocate", "cannot allocate memory")
+               "failed to allocate", "cannot allocate memory", "not enough memory")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND", "XLA_FLAGS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",

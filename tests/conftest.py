@@ -1,0 +1,36 @@
+"""Shared helpers: run the real `dlperf` command in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Smallest real cases: seconds per repeat on a 2-core CPU.
+TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32",
+               "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
+TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16",
+             "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
+
+
+def dlperf(*args: str, timeout: float = 900, check: bool = False,
+           cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"dlperf {' '.join(args)} exited {proc.returncode}:\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def load(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "results.db"

@@ -1,0 +1,136 @@
+"""Failure classes and bad input: real workers that really time out, crash and run out of memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import TINY_RESNET, dlperf, load
+from dlperf import launch, runner
+from dlperf.spec import Case
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--framework", "caffe", "--model", "resnet50"], "argument --framework: invalid choice"),
+    (["--framework", "torch", "--model", "vgg99"], "argument --model: invalid choice"),
+    (["--framework", "torch", "--model", "resnet50", "--precision", "fp8"],
+     "argument --precision: invalid choice"),
+    (["--framework", "torch", "--model", "resnet50", "--batch-size", "0"],
+     "batch_size: 0 must be an integer >= 1"),
+    (["--framework", "torch", "--model", "resnet50", "--batch-size", "many"],
+     "argument --batch-size: invalid integer"),
+    (["--framework", "torch", "--model", "resnet50", "--seq-len", "16"],
+     "seq_len: not a knob of model resnet50"),
+    (["--framework", "torch"], "the following arguments are required: --model"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    proc = dlperf("run", *args, "--db", str(tmp_path / "x.db"))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unusable_database_is_exit_2(tmp_path):
+    bad = tmp_path / "not.db"
+    bad.write_text("this is not sqlite " * 100)
+    proc = dlperf("results", "--db", str(bad))
+    assert proc.returncode == 2 and "not a usable dlperf database" in proc.stderr
+
+
+def test_tf32_on_cpu_is_unsupported(tmp_path):
+    out = tmp_path / "u.json"
+    proc = dlperf("run", *TINY_RESNET, "--repeats", "3", "--precision", "tf32", "--device",
+                  "cpu", "--db", str(tmp_path / "u.db"), "--json", str(out))
+    assert proc.returncode == 1
+    result = load(out)
+    assert result["status"] == "unsupported" and "tf32" in result["error"]
+    assert result["repeats_done"] == 1  # a deterministic failure is not repeated
+
+
+def test_timeout_stops_the_worker_and_is_recorded(tmp_path):
+    out = tmp_path / "t.json"
+    proc = dlperf("run", *TINY_RESNET, "--repeats", "2", "--timeout", "1",
+                  "--db", str(tmp_path / "t.db"), "--json", str(out))
+    assert proc.returncode == 1
+    result = load(out)
+    assert result["status"] == "timeout" and "timeout of 1 s" in result["error"]
+    con = sqlite3.connect(tmp_path / "t.db")
+    assert con.execute("SELECT status FROM repeats").fetchall() == [("timeout",)]
+
+
+def _wrapped(code: str):
+    """A launcher running real Python code in place of (or around) the worker."""
+    def launcher(case, case_file, out_dir):
+        argv = launch.worker_argv(sys.executable, case_file, out_dir)
+        return launch.Launch([sys.executable, "-c", code, *argv[1:]])
+    return launcher
+
+
+def test_worker_dying_from_a_signal_is_a_crash_with_its_output():
+    case = Case(framework="torch", model="resnet50", batch_size=2, repeats=2,
+                knobs={"image_size": 32}, warmup_steps=1, steps=2)
+    result = runner.run_case(case, launcher=_wrapped(
+        "import os, sys; print('about to abort', flush=True); os.abort()"))
+    assert result["status"] == "crash" and "SIGABRT" in result["error"]
+    assert "about to abort" in result["stderr_tail"]
+
+
+def test_out_of_memory_is_classified(tmp_path):
+    # the real worker, under a 3 GiB address-space limit, asked for far more than that
+    code = ("import resource, runpy, sys; limit = 3 * 2**30; "
+            "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
+            "sys.argv = ['dlperf.worker'] + sys.argv[1:]; "
+            "runpy.run_module('dlperf.worker', run_name='__main__', alter_sys=True)")
+    wrapped = _wrapped(code)
+
+    def launcher(case, case_file, out_dir):
+        spec = wrapped(case, case_file, out_dir)
+        spec.argv = [spec.argv[0], "-c", code, *spec.argv[5:]]  # drop "-m dlperf.worker"
+        return spec
+
+    case = Case(framework="torch", model="resnet50", batch_size=512, repeats=2,
+                warmup_steps=1, steps=2, knobs={"image_size": 224}, device="cpu")
+    result = runner.run_case(case, launcher=launcher)
+    assert result["status"] == "oom", result["error"]
+    assert result["repeats_done"] == 1
+
+
+def test_ctrl_c_keeps_finished_repeats_and_leaves_no_worker(tmp_path):
+    db = tmp_path / "i.db"
+    proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", *TINY_RESNET,
+                             "--repeats", "5", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        if db.exists():
+            con = sqlite3.connect(db)
+            try:
+                if con.execute("SELECT COUNT(*) FROM repeats").fetchone()[0] >= 1:
+                    break
+            except sqlite3.OperationalError:
+                pass
+            finally:
+                con.close()
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    _, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive
+    con = sqlite3.connect(db)
+    repeats = con.execute("SELECT status FROM repeats").fetchall()
+    assert len(repeats) >= 1 and all(r == ("ok",) for r in repeats)
+    result_json = con.execute("SELECT result_json FROM runs").fetchone()[0]
+    assert '"interrupted": true' in result_json
+    assert "interrupted" in stdout

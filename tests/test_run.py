@@ -1,0 +1,88 @@
+"""`dlperf run` end to end: real workers, a real SQLite file, the JSON contract."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from conftest import TINY_BERT, TINY_RESNET, dlperf, load
+from dlperf import models
+
+CONTRACT = {"schema", "case", "model", "status", "error", "unit", "throughput", "latency_ms",
+            "timings", "memory", "flops", "monitor", "env"}
+
+
+@pytest.fixture(scope="module")
+def resnet_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("resnet")
+    proc = dlperf("run", *TINY_RESNET, "--repeats", "2", "--db", str(tmp / "r.db"),
+                  "--json", str(tmp / "r.json"), check=True)
+    return proc, load(tmp / "r.json"), tmp / "r.db"
+
+
+def test_resnet_result_follows_the_contract(resnet_run):
+    proc, result, _ = resnet_run
+    assert CONTRACT <= set(result)
+    assert result["schema"] == 1 and result["status"] == "ok" and result["error"] is None
+    assert result["unit"] == "samples/s"
+    case = result["case"]
+    assert (case["framework"], case["model"], case["batch_size"]) == ("torch", "resnet50", 2)
+    assert case["knobs"]["image_size"] == 32
+    assert result["model"]["params"] == 25_557_032 == models.get("resnet50").params()
+    tp = result["throughput"]
+    assert len(tp["repeats"]) == 2 and tp["min"] <= tp["median"] <= tp["max"]
+    assert all(v > 0 for v in tp["repeats"])
+    for key in ("build_s", "first_step_s", "warmup_s", "window_s"):
+        assert len(result["timings"][key]) == 2
+    # throughput is window samples over window time, repeat by repeat
+    windows = result["timings"]["window_s"]
+    assert sorted(tp["repeats"]) == pytest.approx(sorted(3 * 2 / w for w in windows))
+    assert result["flops"]["per_sample"] == models.get("resnet50").flops_per_sample(
+        {"image_size": 32})
+    assert result["flops"]["achieved_per_s"] == pytest.approx(
+        result["flops"]["per_sample"] * tp["median"])
+    assert result["memory"]["peak_host_bytes"] > 100 * 2**20
+    assert all(loss == loss for loss in result["loss"]["last"])  # finite, not NaN
+    env = result["env"]
+    assert env["cpu"]["logical_cores"] >= 1 and env["libraries"]["torch"]
+    assert env["worker"]["framework"]["torch_version"].startswith("2.")
+    assert "num_threads" in env["worker"]["framework"]
+    assert "resnet50" in proc.stdout and "ok" in proc.stdout
+
+
+def test_every_repeat_is_a_row_in_sqlite(resnet_run):
+    _, result, db = resnet_run
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "1"
+    runs = con.execute("SELECT id, case_key, status, case_json, env_json FROM runs").fetchall()
+    assert len(runs) == 1 and runs[0][2] == "ok" and runs[0][1] == result["case_key"]
+    rows = con.execute("SELECT repeat_index, status, throughput FROM repeats WHERE run_id=? "
+                       "ORDER BY repeat_index", (runs[0][0],)).fetchall()
+    assert [r[0] for r in rows] == [0, 1] and {r[1] for r in rows} == {"ok"}
+    assert sorted(r[2] for r in rows) == pytest.approx(sorted(result["throughput"]["repeats"]))
+
+
+def test_bert_runs_with_catalogue_parameter_count(tmp_path):
+    out = tmp_path / "b.json"
+    dlperf("run", *TINY_BERT, "--repeats", "1", "--precision", "amp-bf16",
+           "--db", str(tmp_path / "b.db"), "--json", str(out), check=True)
+    result = load(out)
+    assert result["status"] == "ok"
+    assert result["model"]["params"] == 110_106_428
+    assert result["case"]["knobs"]["seq_len"] == 16
+    assert result["env"]["worker"]["framework"]["precision"] == "amp-bf16"
+
+
+def test_results_command_lists_stored_runs(resnet_run):
+    _, _, db = resnet_run
+    proc = dlperf("results", "--db", str(db), check=True)
+    assert "resnet50" in proc.stdout and "1 result(s)" in proc.stdout
+
+
+def test_models_and_sysinfo_commands():
+    models_out = dlperf("models", check=True).stdout
+    assert "25,557,032" in models_out and "110,106,428" in models_out
+    info = dlperf("sysinfo", check=True).stdout
+    assert "CPU" in info and "torch" in info

@@ -1,0 +1,42 @@
+"""Case validation and identity."""
+
+import pytest
+
+from dlperf.spec import Case, SpecError
+
+
+def test_defaults_follow_dlperf_methodology():
+    case = Case(framework="torch", model="resnet50", batch_size=16)
+    assert (case.warmup_steps, case.steps, case.repeats) == (20, 100, 7)
+    assert case.knobs == {"image_size": 224, "num_classes": 1000}
+    assert case.global_batch == 16
+
+
+def test_key_is_stable_and_ignores_repeat_count():
+    a = Case(framework="torch", model="resnet50", batch_size=16, repeats=7)
+    b = Case(framework="torch", model="resnet50", batch_size=16, repeats=3,
+             knobs={"image_size": 224})
+    c = Case(framework="torch", model="resnet50", batch_size=32)
+    assert a.key() == b.key() != c.key()
+    assert Case.from_dict(a.to_dict()) == a
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"framework": "caffe"}, "framework: 'caffe' is not one of"),
+    ({"model": "vgg99"}, "model: 'vgg99' is not one of"),
+    ({"precision": "fp8"}, "precision: 'fp8' is not one of"),
+    ({"batch_size": 0}, "batch_size: 0 must be an integer >= 1"),
+    ({"steps": 1}, "steps: 1 must be an integer >= 2"),
+    ({"knobs": {"seq_len": 16}}, "seq_len: not a knob of model resnet50"),
+    ({"knobs": {"image_size": -3}}, "image_size: -3 must be an integer >= 1"),
+])
+def test_bad_fields_name_the_field_and_what_is_allowed(fields, message):
+    base = {"framework": "torch", "model": "resnet50", "batch_size": 2}
+    with pytest.raises(SpecError, match=message.replace("(", r"\(")):
+        Case.from_dict({**base, **fields})
+
+
+def test_unknown_field():
+    with pytest.raises(SpecError, match="unknown case field 'colour'"):
+        Case.from_dict({"framework": "torch", "model": "resnet50", "batch_size": 2,
+                        "colour": "red"})

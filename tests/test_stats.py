@@ -1,0 +1,49 @@
+"""Statistics against values computed by hand."""
+
+import math
+
+import pytest
+
+from dlperf import stats
+
+
+def test_throughput_is_window_samples_over_window_time():
+    assert stats.throughput(300, 1.5) == 200.0
+    with pytest.raises(ValueError):
+        stats.throughput(10, 0)
+
+
+def test_summary_against_hand_computed_values():
+    values = [10.0, 12.0, 11.0, 13.0, 9.0]
+    s = stats.summarize(values, seed=1)
+    assert s["median"] == 11.0
+    assert s["min"] == 9.0 and s["max"] == 13.0
+    assert s["mean"] == 11.0
+    # numpy's linear percentiles of 9,10,11,12,13: q1 = 10, q3 = 12
+    assert s["iqr"] == pytest.approx(2.0)
+    # sample standard deviation sqrt(10/4) over the mean 11
+    assert s["cv"] == pytest.approx(math.sqrt(2.5) / 11.0)
+    assert s["n"] == 5 and s["repeats"] == values
+    low, high = s["ci95"]
+    assert 9.0 <= low <= 11.0 <= high <= 13.0
+
+
+def test_bootstrap_is_seeded_and_degenerate_inputs_are_honest():
+    values = [100.0, 103.0, 99.0, 101.0, 98.0, 104.0, 100.5]
+    assert stats.bootstrap_ci(values, seed=7) == stats.bootstrap_ci(values, seed=7)
+    assert stats.bootstrap_ci([5.0], seed=0) is None
+    one = stats.summarize([5.0])
+    assert one["median"] == 5.0 and one["cv"] is None and one["ci95"] is None
+    empty = stats.summarize([])
+    assert empty["median"] is None and empty["n"] == 0
+
+
+def test_half_drift_and_warnings():
+    assert stats.half_drift([1.0, 1.0, 1.2, 1.2]) == pytest.approx(0.2)
+    assert stats.half_drift([1.0, 1.0, 1.0]) is None
+    steady = stats.summarize([100.0, 101.0, 99.0])
+    assert stats.spread_warnings(steady, [0.01, -0.02]) == []
+    noisy = stats.summarize([100.0, 150.0, 60.0])
+    warnings = stats.spread_warnings(noisy, [0.2, None])
+    assert any(w.startswith("noisy: CV") for w in warnings)
+    assert any(w.startswith("unsteady window in 1 repeat") for w in warnings)
