@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test clean
+.PHONY: setup envs run test clean
 
 setup: $(STAMP)
 
@@ -22,7 +22,13 @@ run: setup
 		--precision amp-bf16 --warmup-steps 5 --steps 10 --repeats 3 --json quick-bert-base.json
 	$(BIN)/dlperf results --last 2
 
-test: setup
+# The framework environments the tests use, each from its pinned set in src/dlperf/envs/requirements.
+# Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
+TEST_ENVS ?= tensorflow tensorflow1 jax paddle
+envs: setup
+	$(BIN)/dlperf envs install $(TEST_ENVS)
+
+test: setup envs
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -14,7 +14,7 @@ from dlperf.errors import UsageError
 from dlperf.spec import SpecError
 from dlperf.store import StoreError
 
-COMMANDS = ("run", "models", "sysinfo", "results")
+COMMANDS = ("run", "models", "sysinfo", "results", "envs")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

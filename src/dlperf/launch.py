@@ -8,10 +8,10 @@ to run and with which environment, so a multi-process launcher drops in beside t
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlperf import envs
 from dlperf.spec import Case
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the dlperf package
@@ -41,9 +41,10 @@ def worker_argv(python: str, case_file: Path, out_dir: Path) -> list[str]:
 
 
 def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None) -> Launch:
-    """One worker process on this machine."""
+    """One worker process on this machine, run by the framework's environment's interpreter
+    (dlperf's own for torch); UsageError if that environment is not installed."""
     if case.devices * case.nnodes != 1:
         raise NotImplementedError(
             f"{case.framework} has no multi-process launcher yet (devices={case.devices}, "
             f"nnodes={case.nnodes})")
-    return Launch(worker_argv(python or sys.executable, case_file, out_dir))
+    return Launch(worker_argv(python or envs.interpreter(case.framework), case_file, out_dir))

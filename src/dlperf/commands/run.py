@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, models, runner, sysinfo
+from dlperf import display, envs, models, runner, sysinfo
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
 
@@ -85,6 +85,7 @@ def write_json(path: Path, payload: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     case = case_from_args(args)
+    envs.interpreter(case.framework)  # not installed: one line naming the install command
     env = sysinfo.capture()
     with Store(args.db) as store:
         try:

@@ -1,0 +1,27 @@
+"""Per-framework environments: pinned requirement sets, install, status, check.
+
+Harness side (Python 3.10+). The worker never imports this package: it runs inside the
+environment these functions create, from the source tree.
+
+    interpreter(name)   the Python that runs a framework's worker (UsageError if not installed)
+    status(name)        EnvStatus: installed? where, which Python, which framework version
+    install(name, ...)  create/refresh from requirements/<file>; a no-op when current
+    registry.names()    every framework with an environment entry
+"""
+
+from dlperf.envs import registry
+from dlperf.envs.manage import (
+    EnvStatus,
+    InstallError,
+    InstallResult,
+    env_dir,
+    env_python,
+    install,
+    interpreter,
+    not_installed_message,
+    root,
+    status,
+)
+
+__all__ = ["EnvStatus", "InstallError", "InstallResult", "env_dir", "env_python", "install",
+           "interpreter", "not_installed_message", "registry", "root", "status"]

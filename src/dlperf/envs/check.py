@@ -1,0 +1,44 @@
+"""``dlperf envs check``: prove a framework's environment works end to end.
+
+Imports the framework with the environment's interpreter, then runs one tiny real training case
+(ResNet-50 v1.5 at image 32, batch 2, two measured steps) through the real runner and worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dlperf import runner
+from dlperf.envs import manage, registry
+from dlperf.spec import Case, frameworks
+
+TINY_CASE = dict(model="resnet50", batch_size=2, knobs={"image_size": 32, "num_classes": 10},
+                 warmup_steps=2, steps=2, repeats=1, timeout_s=900.0)
+
+
+@dataclass
+class CheckReport:
+    framework: str
+    python: str
+    import_ok: bool
+    version: str  # or the import error
+    result: dict[str, Any] | None  # the tiny case's result object, if it ran
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.import_ok and self.result is not None and self.result["status"] == "ok"
+
+
+def check(name: str, device: str = "auto") -> CheckReport:
+    fw = registry.get(name)
+    python = manage.interpreter(name)  # UsageError when not installed
+    ok, version = manage.import_version(python, fw)
+    if not ok:
+        return CheckReport(name, python, False, version, None)
+    if name not in frameworks():
+        return CheckReport(name, python, True, version, None,
+                           f"no dlperf backend package for {name} yet")
+    case = Case(framework=name, device=device, **TINY_CASE)  # type: ignore[arg-type]
+    return CheckReport(name, python, ok, version, runner.run_case(case))

@@ -1,0 +1,263 @@
+"""Per-framework virtual environments: where they live, whether they are current, installing them.
+
+Layout under the cache root (``$DLPERF_ENVS``, else ``$XDG_CACHE_HOME/dlperf/envs``, else
+``~/.cache/dlperf/envs``)::
+
+    <root>/<framework>/             a venv with the framework's pinned requirement set
+    <root>/<framework>/dlperf-env.json   stamp: hash of the pins + interpreter, versions
+    <root>/<framework>/install.log  pip's output from the last install
+    <root>/.<framework>.lock        serialises concurrent installs of one framework
+
+The stamp is written last, only after the framework imported successfully, so an interrupted
+install leaves an environment that counts as not installed. ``install`` is a no-op while the
+stamp's hash matches the requirement file, which keeps a second ``make test`` fast.
+
+dlperf itself is never installed into these environments: the worker runs from the source tree
+(``launch.worker_env`` puts it on PYTHONPATH) and needs only the standard library, numpy and the
+framework.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from dlperf.envs import interpreters, registry
+from dlperf.envs.registry import Framework
+from dlperf.errors import UsageError
+
+STAMP_NAME = "dlperf-env.json"
+LOG_NAME = "install.log"
+IMPORT_TIMEOUT_S = 600.0
+INSTALL_TIMEOUT_S = 3600.0
+# Quiet frameworks' C++ logging while we only ask for a version.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"}
+
+
+class InstallError(Exception):
+    """pip or the import check failed; the message says where the log is."""
+
+
+def root() -> Path:
+    """The directory holding every framework environment."""
+    if os.environ.get("DLPERF_ENVS"):
+        return Path(os.environ["DLPERF_ENVS"]).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(cache) / "dlperf" / "envs"
+
+
+def env_dir(name: str) -> Path:
+    return root() / name
+
+
+def env_python(name: str) -> Path:
+    return env_dir(name) / "bin" / "python"
+
+
+def read_stamp(name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads((env_dir(name) / STAMP_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class EnvStatus:
+    """What ``dlperf envs list`` shows for one framework."""
+
+    framework: str
+    state: str  # "main" | "installed" | "outdated" | "not installed"
+    path: str | None
+    python: str | None
+    version: str | None
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.state in ("main", "installed", "outdated")
+
+
+def _main_version(fw: Framework) -> str | None:
+    for dist in (fw.import_name, fw.name):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def status(name: str) -> EnvStatus:
+    """Whether ``name``'s environment exists and matches its pinned set (no subprocess)."""
+    fw = registry.get(name)
+    if fw.main:
+        version = _main_version(fw)
+        return EnvStatus(name, "main" if version else "not installed", sys.executable,
+                         "%d.%d.%d" % sys.version_info[:3], version,
+                         "dlperf's own environment" if version else
+                         f"{fw.import_name} is missing from dlperf's own environment")
+    stamp = read_stamp(name)
+    if stamp is None or not env_python(name).exists():
+        return EnvStatus(name, "not installed", None, None, None)
+    state, note = "installed", ""
+    if stamp.get("hash") != fw.requirements_hash(interpreters.short(stamp.get("python", "0.0"))):
+        state, note = "outdated", f"requirements/{fw.requirements} changed since the install"
+    return EnvStatus(name, state, str(env_dir(name)), stamp.get("python"),
+                     stamp.get("framework_version"), note)
+
+
+def not_installed_message(name: str) -> str:
+    return f"framework {name} is not installed: run `dlperf envs install {name}`"
+
+
+def interpreter(name: str) -> str:
+    """The Python that runs ``name``'s worker; UsageError (one line) if it is not installed.
+
+    A framework with no registry entry is taken to live in dlperf's own environment.
+    """
+    if name not in registry.load() or registry.get(name).main:
+        return sys.executable
+    if read_stamp(name) is None or not env_python(name).exists():
+        raise UsageError(not_installed_message(name))
+    return str(env_python(name))
+
+
+@contextlib.contextmanager
+def _locked(name: str) -> Iterator[None]:
+    """One install of a framework at a time (two `make test` runs, two engineers)."""
+    root().mkdir(parents=True, exist_ok=True)
+    with open(root() / f".{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT_S
+                   ) -> tuple[bool, str]:
+    """Import the framework with ``python`` as the worker would; (ok, version or error line)."""
+    from dlperf.launch import worker_env  # harness side; imported late to keep this light
+
+    code = (f"import {fw.import_name} as m, dlperf.worker.loop; "
+            f"print('DLPERF_VERSION=' + str(getattr(m, '__version__', '?')))")
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                              timeout=timeout_s, env=worker_env(QUIET_ENV))
+    except subprocess.TimeoutExpired:
+        return False, f"importing {fw.import_name} took over {timeout_s:g} s"
+    for line in done.stdout.splitlines():
+        if line.startswith("DLPERF_VERSION="):
+            return True, line.split("=", 1)[1].strip()
+    lines = [x for x in done.stderr.strip().splitlines() if x.strip()]
+    return False, lines[-1] if lines else f"exit code {done.returncode}"
+
+
+def _run_logged(argv: list[str], log: Path, echo: bool) -> int:
+    """Run ``argv`` appending its output to ``log`` (and to our stdout when ``echo``)."""
+    with open(log, "a") as handle:
+        handle.write("$ " + " ".join(argv) + "\n")
+        handle.flush()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, stdin=subprocess.DEVNULL,
+                                env={k: v for k, v in os.environ.items()
+                                     if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")})
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            handle.write(line)
+            if echo:
+                sys.stdout.write(line)
+        return proc.wait(timeout=INSTALL_TIMEOUT_S)
+
+
+def _tail(log: Path, lines: int = 5) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+@dataclass
+class InstallResult:
+    framework: str
+    action: str  # "up to date" | "installed" | "main"
+    path: str
+    python: str
+    version: str | None
+    seconds: float
+
+
+def install(name: str, python: str | None = None, force: bool = False, verbose: bool = False,
+            say: Callable[[str], None] = print) -> InstallResult:
+    """Create (or refresh) ``name``'s environment from its pinned set; a no-op when current."""
+    fw = registry.get(name)
+    start = time.monotonic()
+    if fw.main:
+        st = status(name)
+        if not st.version:
+            raise UsageError(f"{fw.import_name} belongs in dlperf's own environment: "
+                             f"run `make setup` (pip install -e '.[{name}]')")
+        return InstallResult(name, "main", sys.executable, st.python or "", st.version, 0.0)
+    if fw.requirements_file is None:
+        raise UsageError(f"framework {name} has no requirement file in the registry")
+    with _locked(name):
+        if python:
+            base, full = interpreters.check(python, fw.python)
+        else:
+            base, full = interpreters.find(fw.python or "%d.%d" % sys.version_info[:2])
+        digest = fw.requirements_hash(interpreters.short(full))
+        stamp = read_stamp(name)
+        same_base = python is None or (stamp or {}).get("base_python") == base
+        if (not force and stamp and stamp.get("hash") == digest and same_base
+                and env_python(name).exists()):
+            return InstallResult(name, "up to date", str(env_dir(name)), stamp["python"],
+                                 stamp.get("framework_version"), time.monotonic() - start)
+
+        target = env_dir(name)
+        (target / STAMP_NAME).unlink(missing_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        say(f"{name}: creating {target} with Python {full} ({base})")
+        log = target.parent / f"{name}.{LOG_NAME}"  # the venv does not exist yet
+        log.write_text("")
+        if _run_logged([base, "-m", "venv", str(target)], log, verbose) != 0:
+            raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
+        say(f"{name}: pip install -r {fw.requirements_file} (log: {target / LOG_NAME})")
+        pip = [str(env_python(name)), "-m", "pip", "install", "--disable-pip-version-check",
+               "--no-input", "--progress-bar", "off", "-r", str(fw.requirements_file)]
+        code = _run_logged(pip, log, verbose)
+        final_log = target / LOG_NAME
+        shutil.move(str(log), str(final_log))
+        if code != 0:
+            raise InstallError(f"{name}: pip install failed (exit {code}); see {final_log}\n"
+                               f"{_tail(final_log)}")
+        ok, version = import_version(str(env_python(name)), fw)
+        if not ok:
+            raise InstallError(f"{name}: installed, but `import {fw.import_name}` fails: "
+                               f"{version}")
+        stamp = {
+            "framework": name,
+            "hash": digest,
+            "python": full,
+            "base_python": base,
+            "framework_version": version,
+            "requirements": fw.requirement_lines(),
+            "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        tmp = target / (STAMP_NAME + ".tmp")
+        tmp.write_text(json.dumps(stamp, indent=2))
+        tmp.replace(target / STAMP_NAME)
+        return InstallResult(name, "installed", str(target), full, version,
+                             time.monotonic() - start)
