@@ -14,7 +14,8 @@ from dlperf.errors import UsageError
 from dlperf.spec import SpecError
 from dlperf.store import StoreError
 
-COMMANDS = ("run", "models", "sysinfo", "results", "envs")
+COMMANDS = ("run", "models", "sysinfo", "results", "envs",
+            "sweep", "report", "compare", "external")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -6,10 +6,12 @@ Ctrl-C loses at most the repeat in flight.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -80,13 +82,36 @@ def kill_tree(pid: int) -> None:
         members = alive
 
 
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+
+
+def _die_with_harness(parent_pid: int) -> Callable[[], None] | None:
+    """In the child: ask the kernel for SIGTERM when the harness dies (even by SIGKILL).
+
+    Without it a killed sweep leaves its worker running in its own session, competing for the
+    CPU with the repeats that ``--resume`` measures next.
+    """
+    if _LIBC is None:
+        return None
+    libc = _LIBC
+
+    def setup() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent_pid:  # the harness died before prctl took effect
+            os._exit(1)
+
+    return setup
+
+
 def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
     """Run a launch to completion or timeout, in its own session so it can be killed whole."""
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=launch.worker_env(spec.env),
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=_die_with_harness(os.getpid()))
         with Monitor(proc.pid) as watch:
             try:
                 proc.wait(timeout=timeout_s)

@@ -131,6 +131,31 @@ class Store:
     def runs(self, where: str = "1=1", params: tuple[Any, ...] = ()) -> Iterator[sqlite3.Row]:
         yield from self.db.execute(f"SELECT * FROM runs WHERE {where} ORDER BY id", params)
 
+    # -- sweeps (issue 3): resume needs the latest run of a case within a sweep --------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def max_run_id(self) -> int:
+        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM runs").fetchone()[0])
+
+    def latest_run(self, case_key: str, sweep: str, after_id: int = 0) -> sqlite3.Row | None:
+        """The newest run of ``case_key`` stored by ``sweep`` with an id above ``after_id``."""
+        return self.db.execute(
+            "SELECT * FROM runs WHERE case_key=? AND sweep=? AND id>? ORDER BY id DESC LIMIT 1",
+            (case_key, sweep, after_id)).fetchone()
+
+    def sweeps(self) -> list[str]:
+        """Names of the sweeps with stored runs, in the order they first appeared."""
+        rows = self.db.execute("SELECT sweep FROM runs WHERE sweep IS NOT NULL "
+                               "GROUP BY sweep ORDER BY MIN(id)")
+        return [str(row[0]) for row in rows]
+
     def results(self, where: str = "result_json IS NOT NULL",
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Finished results (the JSON contract), oldest first."""

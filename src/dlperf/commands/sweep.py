@@ -1,0 +1,219 @@
+"""``dlperf sweep FILE``: a whole matrix of cases, crash-safe and resumable."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dlperf import display, models, sysinfo
+from dlperf.commands.run import write_json
+from dlperf.spec import Case
+from dlperf.store import DEFAULT_DB, Store
+from dlperf.sweep import Sweep, load
+from dlperf.sweep_runner import CaseState, Estimator, Eta, Observer, SweepRun, state_of
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("sweep", help="run a sweep file (matrix of cases), resumable")
+    parser.add_argument("file", type=Path, help="sweep YAML file (see sweeps/)")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true",
+                      help="finish a sweep that was stopped: keep every stored repeat")
+    mode.add_argument("--force", action="store_true",
+                      help="measure every case again (older runs stay in the database)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the cases and an estimated time; measure nothing")
+    parser.add_argument("--json", type=Path, help="also write the result objects (a list)")
+    return parser
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def knob_text(case: Case) -> str:
+    """The knobs that differ from the catalogue's defaults."""
+    defaults = models.get(case.model).defaults
+    return " ".join(f"{k}={v}" for k, v in sorted(case.knobs.items()) if defaults.get(k) != v)
+
+
+def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator) -> float:
+    """Print the cases with what is stored and the time each still needs; return the total."""
+    table = Table(title=f"sweep {sweep.name}: {len(sweep.cases)} case(s) from {sweep.path}")
+    for name, justify in (("#", "right"), ("case", "left"), ("knobs", "left"),
+                          ("steps", "right"), ("repeats", "right"), ("in database", "left"),
+                          ("est. time", "right"), ("estimate from", "left")):
+        table.add_column(name, justify=justify)
+    total = 0.0
+    kinds: set[str] = set()
+    for index, state in enumerate(states, 1):
+        case = state.case
+        per_repeat, how = estimator.repeat_seconds(case)
+        seconds = per_repeat * state.remaining_repeats()
+        total += seconds
+        if state.remaining_repeats():
+            kinds.add(how)
+        table.add_row(str(index), case.label(), knob_text(case),
+                      f"{case.warmup_steps}+{case.steps}", str(case.repeats), state.describe(),
+                      duration(seconds) if state.remaining_repeats() else "-",
+                      how if state.remaining_repeats() else "")
+    display.out.print(table)
+    if sweep.on_oom == "halve":
+        display.out.print("on_oom: halve — a case that runs out of memory is retried at half "
+                          "the batch size (not in the estimate)")
+    for note in sweep.notes:
+        display.out.print(f"[yellow]! {note}[/yellow]")
+    caveat = " (rough guess: nothing similar is in the database yet)" if "guess" in kinds else ""
+    display.out.print(f"estimated time: {duration(total)}{caveat}")
+    return total
+
+
+class SweepDisplay(Observer):
+    """A progress bar over all repeats with the current case, repeat and an ETA."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                            TextColumn("{task.completed}/{task.total} repeats"),
+                            TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
+                            console=display.err, transient=True)
+        self.task = self.bar.add_task("sweep", total=0, eta="?")
+        self.estimator: Estimator | None = None
+        self.eta: Eta | None = None
+        self.current: Case | None = None
+        self.repeat = 0
+        self.order = {case.key(): number for number, case in enumerate(sweep.cases, 1)}
+        self.case_number = 0
+
+    def __enter__(self) -> "SweepDisplay":
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def _describe(self) -> None:
+        if self.current is None or self.eta is None:
+            return
+        self.bar.update(self.task, description=(
+            f"[{self.case_number}/{len(self.sweep.cases)}] {self.current.label()} "
+            f"repeat {self.repeat + 1}/{self.current.repeats}"),
+            eta=duration(self.eta.seconds()))
+
+    def planned(self, states: list[CaseState], estimator: Estimator) -> None:
+        self.estimator = estimator
+        self.eta = Eta(sum(estimator.case_seconds(s) for s in states))
+        self.bar.update(self.task, total=sum(s.remaining_repeats() for s in states),
+                        eta=duration(self.eta.seconds()))
+        stored = sum(1 for s in states if s.finished)
+        partial = sum(1 for s in states if not s.finished and s.run_id is not None)
+        display.err.print(f"sweep {self.sweep.name}: {len(states)} case(s), {stored} stored, "
+                          f"{partial} partly stored, estimated {duration(self.eta.remaining_estimate_s)}")
+
+    def case_started(self, state: CaseState, fallback: dict[str, Any] | None) -> None:
+        assert self.estimator is not None and self.eta is not None
+        self.current = state.case
+        self.repeat = len(state.done)
+        if state.case.key() in self.order:
+            self.case_number = self.order[state.case.key()]
+        else:  # an on_oom retry: more work than planned
+            self.bar.update(self.task, total=(self.bar.tasks[0].total or 0)
+                            + state.remaining_repeats())
+            self.eta.add(self.estimator.case_seconds(state))
+        if state.done:
+            display.err.print(f"  resuming {state.case.label()} at repeat {len(state.done) + 1} "
+                              f"({len(state.done)} stored)")
+        if fallback:
+            display.err.print(f"  [yellow]retrying at batch size {state.case.batch_size}: "
+                              f"{fallback['reason']}[/yellow]")
+        self._describe()
+
+    def repeat_done(self, case: Case, record: dict[str, Any]) -> None:
+        assert self.estimator is not None and self.eta is not None
+        self.eta.advance(self.estimator.repeat_seconds(case)[0])
+        self.repeat += 1
+        self.bar.advance(self.task)
+        if record["status"] == "ok":
+            display.err.print(f"    repeat {record['repeat'] + 1}/{case.repeats}: "
+                              f"{display.number(record['throughput'])} samples/s")
+        else:
+            display.err.print(f"    repeat {record['repeat'] + 1}/{case.repeats}: "
+                              f"[red]{record['status']}[/red]: {record['error']}")
+            # the case stops at its first failure: its other repeats will not run
+            skipped = case.repeats - record["repeat"] - 1
+            if skipped > 0:
+                self.bar.update(self.task, total=(self.bar.tasks[0].total or 0) - skipped)
+                self.eta.advance(self.estimator.repeat_seconds(case)[0] * skipped)
+        self._describe()
+
+    def case_done(self, case: Case, result: dict[str, Any], reused: bool) -> None:
+        where = "stored" if reused else "measured"
+        if result["status"] == "ok":
+            tp = result["throughput"]
+            display.err.print(f"  [green]ok[/green] {case.label()}: {display.number(tp['median'])}"
+                              f" samples/s (median of {tp['n']}, CV "
+                              f"{display.percent(tp.get('cv'))}) ({where})")
+        else:
+            display.err.print(f"  [red]{result['status']}[/red] {case.label()}: "
+                              f"{result.get('error')} ({where})")
+
+
+def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool) -> int:
+    states = [CaseState(case) for case in sweep.cases]
+    history: list[dict[str, Any]] = []
+    if db.exists():
+        with Store(db) as store:
+            history = store.results()
+            if not force:
+                since = int(store.get_meta(f"sweep_since:{sweep.name}") or 0)
+                states = [state_of(store, case, sweep.name, since) for case in sweep.cases]
+                if not resume and any(s.run_id is not None for s in states):
+                    display.out.print(f"[yellow]! {db} already holds runs of sweep "
+                                      f"{sweep.name!r}: run with --resume or --force[/yellow]")
+    plan_table(sweep, states, Estimator(history))
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    sweep = load(args.file)
+    db = Path(args.db)
+    if args.dry_run:
+        return dry_run(sweep, db, args.resume, args.force)
+    mode = "resume" if args.resume else "force" if args.force else "new"
+    started = dt.datetime.now().isoformat(timespec="seconds")
+    with Store(db) as store:
+        watcher = SweepDisplay(sweep)
+        run = SweepRun(sweep, store, mode=mode, env=sysinfo.capture(), observer=watcher)
+        with watcher:
+            outcome = run.run()
+    results = outcome.results
+    display.results_table(results, title=f"sweep {sweep.name} ({db}), started {started}")
+    for item in results:
+        if item.get("fallback"):
+            display.out.print(f"[yellow]! {item['label']}: {item['fallback']['reason']}[/yellow]")
+    overhead = outcome.overhead
+    display.out.print(
+        f"sweep {sweep.name}: {len(results)} result(s): {outcome.measured_cases} case(s) measured "
+        f"now ({outcome.measured_repeats} repeats), {outcome.reused} taken from the database, "
+        f"{len(outcome.failed_cases)} failed; wall time {duration(outcome.wall_s)}"
+        + (f", timed work (first steps + warm-ups + windows) {duration(outcome.timed_s)}, "
+           f"overhead x{overhead:.2f}" if overhead else ""))
+    if args.json:
+        write_json(args.json, results)
+    if outcome.interrupted:
+        display.out.print("interrupted: finished repeats are stored; run again with --resume")
+        raise KeyboardInterrupt
+    return 1 if outcome.failed_cases else 0

@@ -1,0 +1,325 @@
+"""Sweep files: a YAML matrix of cases, validated with file and line before anything runs.
+
+A sweep file names defaults, a ``matrix`` whose cartesian product gives the cases, ``exclude``
+entries that drop combinations, ``include`` entries that add single cases and an ``on_oom``
+policy. Field names are those of :class:`dlperf.spec.Case` (``dlperf run``'s flags, with ``_``
+or ``-``), plus model knobs such as ``image_size`` or ``seq_len`` at the top level.
+
+Every error names the file, the line, the field and what is allowed, so a typo on line 40 of a
+twelve-hour matrix is caught in a second, not after six hours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dlperf import models
+from dlperf.spec import Case, SpecError
+
+TOP_LEVEL = ("name", "description", "defaults", "matrix", "exclude", "include", "on_oom")
+ON_OOM = ("halve", "record")
+CASE_FIELDS = tuple(f.name for f in dataclasses.fields(Case))
+REQUIRED = ("framework", "model", "batch_size")
+ALIASES = {"timeout": "timeout_s"}
+
+
+def knob_names() -> tuple[str, ...]:
+    """Every knob of every catalogue model: allowed at the top level of a case entry."""
+    names: dict[str, None] = {}
+    for model in models.names():
+        names.update(dict.fromkeys(models.get(model).knobs))
+    return tuple(names)
+
+
+def allowed_fields() -> tuple[str, ...]:
+    return tuple(f for f in CASE_FIELDS) + tuple(k for k in knob_names() if k not in CASE_FIELDS)
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value read from the file, with the line it came from and the part of the file."""
+
+    value: Any
+    line: int
+    origin: str  # "defaults", "matrix", "include"
+
+
+@dataclass
+class Sweep:
+    """A validated sweep: its cases in file order, duplicates merged."""
+
+    name: str
+    path: Path
+    cases: list[Case]
+    on_oom: str = "record"
+    description: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def total_repeats(self) -> int:
+        return sum(case.repeats for case in self.cases)
+
+
+class _Reader:
+    """Turns YAML nodes into values, raising SpecError with ``file:line:`` in front."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._loader = yaml.SafeLoader("")
+
+    def error(self, node: yaml.Node | int, message: str) -> SpecError:
+        line = node if isinstance(node, int) else node.start_mark.line + 1
+        return SpecError(f"{self.path}:{line}: {message}")
+
+    def scalar(self, node: yaml.Node, where: str) -> Any:
+        if isinstance(node, yaml.SequenceNode):
+            raise self.error(node, f"{where}: a list is not allowed here; one value belongs "
+                                   f"here (lists of values go under `matrix:`)")
+        if isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{where}: a mapping is not allowed here; one value belongs "
+                                   f"here")
+        return self._loader.construct_object(node, deep=True)
+
+    def mapping(self, node: yaml.Node, where: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+        """(key, key node, value node) of a mapping node; duplicate keys are an error."""
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{where}: expected a mapping of field: value")
+        seen: dict[str, int] = {}
+        items = []
+        for key_node, value_node in node.value:
+            key = self._loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                raise self.error(key_node, f"{where}: field names are text, got {key!r}")
+            if key in seen:
+                raise self.error(key_node, f"{where}: {key!r} given twice (first on line "
+                                           f"{seen[key]})")
+            seen[key] = key_node.start_mark.line + 1
+            items.append((key, key_node, value_node))
+        return items
+
+    def sequence(self, node: yaml.Node, where: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(node, f"{where}: expected a list")
+        return list(node.value)
+
+    def field_name(self, key: str, key_node: yaml.Node, where: str) -> str:
+        name = ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
+        allowed = allowed_fields()
+        if name not in allowed:
+            close = difflib.get_close_matches(name, allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise self.error(key_node, f"{where}: unknown field {key!r}{hint}; allowed: "
+                                       + ", ".join(allowed))
+        return name
+
+    def fields(self, node: yaml.Node, where: str, origin: str) -> dict[str, Value]:
+        """A mapping of case fields with scalar values (``knobs`` may hold a mapping)."""
+        out: dict[str, Value] = {}
+        for key, key_node, value_node in self.mapping(node, where):
+            name = self.field_name(key, key_node, where)
+            if name == "knobs":
+                for knob, knob_node, knob_value in self.mapping(value_node, f"{where}.knobs"):
+                    knob = knob.replace("-", "_")
+                    if knob not in knob_names():
+                        raise self.error(knob_node, f"{where}.knobs: unknown knob {knob!r}; "
+                                                    f"allowed: {', '.join(knob_names())}")
+                    out[knob] = Value(self.scalar(knob_value, f"{where}.knobs.{knob}"),
+                                      knob_value.start_mark.line + 1, origin)
+                continue
+            out[name] = Value(self.scalar(value_node, f"{where}.{name}"),
+                              value_node.start_mark.line + 1, origin)
+        return out
+
+
+def _compose(path: Path) -> yaml.Node:
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read the sweep file ({error.strerror})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark else 1
+        raise SpecError(f"{path}:{line}: not valid YAML: {error.problem}") from None
+    if node is None:
+        raise SpecError(f"{path}:1: the sweep file is empty; it needs at least `matrix:` or "
+                        f"`include:`")
+    return node
+
+
+def _value_of(name: str, raw: dict[str, Value], model: Any) -> Any:
+    """The value a case has for ``name``: as written, else its default."""
+    spec = models.CATALOGUE.get(model) if isinstance(model, str) else None
+    if name in raw:
+        item = raw[name]
+        if (name not in CASE_FIELDS and spec is not None and name not in spec.knobs
+                and item.origin != "include"):
+            return None  # a knob meant for the sweep's other models
+        return item.value
+    if name in CASE_FIELDS:
+        default = next(f for f in dataclasses.fields(Case) if f.name == name).default
+        return None if default is dataclasses.MISSING else default
+    return spec.defaults.get(name) if spec is not None else None
+
+
+def _matches(entry: dict[str, Value], raw: dict[str, Value]) -> bool:
+    model = raw["model"].value if "model" in raw else None
+    return all(_value_of(name, raw, model) == want.value for name, want in entry.items())
+
+
+def _build_case(reader: _Reader, raw: dict[str, Value], entry_line: int) -> Case:
+    """A Case from merged fields; knobs from defaults/matrix apply only to models having them."""
+    missing = [name for name in REQUIRED if name not in raw]
+    if missing:
+        raise reader.error(entry_line, f"{missing[0]}: no value; set it in `defaults:`, "
+                                       f"`matrix:` or the `include:` entry")
+    model = raw["model"].value
+    model_knobs = models.get(model).knobs if model in models.CATALOGUE else ()
+    data: dict[str, Any] = {}
+    knobs: dict[str, Any] = {}
+    for name, item in raw.items():
+        if name in CASE_FIELDS:
+            data[name] = item.value
+        elif name in model_knobs or item.origin == "include" or not model_knobs:
+            knobs[name] = item.value
+    data["knobs"] = knobs
+    try:
+        return Case.from_dict(data)
+    except SpecError as error:
+        message = str(error)
+        name = message.split(":", 1)[0].strip()
+        line = raw[name].line if name in raw else entry_line
+        raise reader.error(line, message) from None
+    except TypeError as error:  # a value of the wrong type deep inside validation
+        raise reader.error(entry_line, f"invalid case: {error}") from None
+
+
+def _combinations(reader: _Reader, matrix: list[tuple[str, list[Value]]]
+                  ) -> Iterator[dict[str, Value]]:
+    names = [name for name, _ in matrix]
+    for values in itertools.product(*(vals for _, vals in matrix)):
+        yield dict(zip(names, values))
+
+
+def load(path: str | Path) -> Sweep:
+    """Read and validate a sweep file; raise SpecError ``file:line: field: ...`` on bad input."""
+    path = Path(path)
+    reader = _Reader(path)
+    root = _compose(path)
+    top: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+    for key, key_node, value_node in reader.mapping(root, "sweep"):
+        if key not in TOP_LEVEL:
+            close = difflib.get_close_matches(key, TOP_LEVEL, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise reader.error(key_node, f"unknown section {key!r}{hint}; allowed: "
+                                         + ", ".join(TOP_LEVEL))
+        top[key] = (key_node, value_node)
+
+    name = path.stem
+    if "name" in top:
+        name = reader.scalar(top["name"][1], "name")
+        if not isinstance(name, str) or not name.strip():
+            raise reader.error(top["name"][1], "name: must be non-empty text")
+    description = ""
+    if "description" in top:
+        description = str(reader.scalar(top["description"][1], "description") or "")
+    on_oom = "record"
+    if "on_oom" in top:
+        on_oom = reader.scalar(top["on_oom"][1], "on_oom")
+        if on_oom not in ON_OOM:
+            raise reader.error(top["on_oom"][1], f"on_oom: {on_oom!r} is not one of "
+                                                 f"{', '.join(ON_OOM)}")
+
+    defaults: dict[str, Value] = {}
+    if "defaults" in top and not _is_null(top["defaults"][1]):
+        defaults = reader.fields(top["defaults"][1], "defaults", "defaults")
+
+    matrix: list[tuple[str, list[Value]]] = []
+    matrix_line = 1
+    if "matrix" in top and not _is_null(top["matrix"][1]):
+        matrix_line = top["matrix"][0].start_mark.line + 1
+        for key, key_node, value_node in reader.mapping(top["matrix"][1], "matrix"):
+            field_name = reader.field_name(key, key_node, "matrix")
+            if field_name == "knobs":
+                raise reader.error(key_node, "matrix.knobs: list each knob under `matrix:` by "
+                                             "name (e.g. `seq_len: [128, 512]`)")
+            if not isinstance(value_node, yaml.SequenceNode):
+                raise reader.error(value_node, f"matrix.{field_name}: expected a list of values "
+                                               f"(e.g. [{reader.scalar(value_node, key)!r}]); "
+                                               f"single values go under `defaults:`")
+            items = [Value(reader.scalar(item, f"matrix.{field_name}"),
+                           item.start_mark.line + 1, "matrix")
+                     for item in value_node.value]
+            if not items:
+                raise reader.error(value_node, f"matrix.{field_name}: the list is empty")
+            matrix.append((field_name, items))
+
+    excludes: list[tuple[int, dict[str, Value]]] = []
+    if "exclude" in top and not _is_null(top["exclude"][1]):
+        for item in reader.sequence(top["exclude"][1], "exclude"):
+            excludes.append((item.start_mark.line + 1,
+                             reader.fields(item, "exclude entry", "exclude")))
+
+    includes: list[tuple[int, dict[str, Value]]] = []
+    if "include" in top and not _is_null(top["include"][1]):
+        for item in reader.sequence(top["include"][1], "include"):
+            includes.append((item.start_mark.line + 1,
+                             reader.fields(item, "include entry", "include")))
+
+    if not matrix and not includes:
+        raise reader.error(1, "the sweep defines no case: add `matrix:` or `include:`")
+
+    cases: list[Case] = []
+    seen: set[str] = set()
+    notes: list[str] = []
+    excluded = dict.fromkeys(range(len(excludes)), 0)
+    duplicates = 0
+    combos = list(_combinations(reader, matrix)) if matrix else []
+    for combo in combos:
+        raw = {**defaults, **combo}
+        hits = [i for i, (_, entry) in enumerate(excludes) if _matches(entry, raw)]
+        if hits:
+            for i in hits:
+                excluded[i] += 1
+            continue
+        line = min((v.line for v in combo.values()), default=matrix_line)
+        case = _build_case(reader, raw, line)
+        if case.key() in seen:
+            duplicates += 1
+            continue
+        seen.add(case.key())
+        cases.append(case)
+    for line, entry in includes:
+        case = _build_case(reader, {**defaults, **entry}, line)
+        if case.key() in seen:
+            duplicates += 1
+            continue
+        seen.add(case.key())
+        cases.append(case)
+    for i, count in excluded.items():
+        if count == 0:
+            notes.append(f"{path}:{excludes[i][0]}: exclude entry matches no combination")
+    if duplicates:
+        notes.append(f"{duplicates} duplicate case(s) merged (same fields once knobs that do "
+                     f"not apply to a model are dropped)")
+    return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, description=description,
+                 notes=notes)
+
+
+def _is_null(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
+
+
+def halved(case: Case) -> Case | None:
+    """The case to try after an out-of-memory failure, or None at batch size 1."""
+    if case.batch_size <= 1:
+        return None
+    return dataclasses.replace(case, batch_size=case.batch_size // 2)

@@ -1,0 +1,349 @@
+"""Run a sweep so that a kill at any moment loses at most the repeat in flight.
+
+The database is the only state. Each case of the sweep is looked up by its identity hash
+(:meth:`Case.key`) among the runs this sweep stored since its last ``--force``; a finished run is
+kept, an unfinished one (killed, or stopped with Ctrl-C) is continued from its stored repeats
+(``runner.run_case(run_id=..., done=...)``), a missing one is started. Every repeat is committed
+as it finishes and ``UNIQUE(run_id, repeat_index)`` makes a second copy impossible, so
+``--resume`` after SIGKILL redoes only the repeat that was in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import statistics
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlperf import models, runner
+from dlperf import result as result_mod
+from dlperf.errors import UsageError
+from dlperf.spec import Case
+from dlperf.store import Store
+from dlperf.sweep import Sweep, halved
+
+MODES = ("new", "resume", "force")
+GUESS_RATE_FLOPS = 2e10  # FLOP/s assumed for a case nothing in the database resembles
+GUESS_OVERHEAD_S = 8.0  # process start, imports and build, per repeat, when nothing is known
+
+
+def _since_key(name: str) -> str:
+    return f"sweep_since:{name}"
+
+
+@dataclass
+class CaseState:
+    """What the database holds for one case of the sweep."""
+
+    case: Case
+    run_id: int | None = None
+    done: list[dict[str, Any]] = field(default_factory=list)
+    env: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None  # set when the stored run is finished
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def remaining_repeats(self) -> int:
+        if self.finished:
+            return 0
+        if self.done and self.done[-1]["status"] != "ok":
+            return 0
+        return max(0, self.case.repeats - len(self.done))
+
+    def describe(self) -> str:
+        if self.finished:
+            assert self.result is not None
+            return f"stored ({self.result['status']})"
+        if self.run_id is not None:
+            return f"partial: {len(self.done)}/{self.case.repeats} repeats stored"
+        return "to run"
+
+
+def session_start(store: Store, name: str, mode: str) -> int:
+    """The run id after which this sweep's runs count; refuses to mix sessions silently."""
+    if mode not in MODES:
+        raise UsageError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    if mode == "force":
+        since = store.max_run_id()
+        store.set_meta(_since_key(name), str(since))
+        return since
+    since = int(store.get_meta(_since_key(name)) or 0)
+    if mode == "new":
+        stored = store.db.execute("SELECT COUNT(*) FROM runs WHERE sweep=? AND id>?",
+                                  (name, since)).fetchone()[0]
+        if stored:
+            raise UsageError(f"sweep {name!r} already has {stored} run(s) in {store.path}; "
+                             f"use --resume to finish it or --force to measure it again")
+    return since
+
+
+def state_of(store: Store, case: Case, sweep_name: str, since: int) -> CaseState:
+    row = store.latest_run(case.key(), sweep_name, since)
+    if row is None:
+        return CaseState(case)
+    stored = json.loads(row["result_json"]) if row["result_json"] else None
+    if stored is not None and not stored.get("interrupted"):
+        return CaseState(case, run_id=row["id"], result=stored)
+    env = json.loads(row["env_json"]) if row["env_json"] else None
+    return CaseState(case, run_id=row["id"], done=store.repeats(row["id"]), env=env)
+
+
+class Estimator:
+    """Seconds per repeat of a case, from what the database already measured.
+
+    The same case measured before gives its own wall time; otherwise the case's FLOPs are
+    divided by the FLOP rate that similar stored cases achieved, plus their per-repeat overhead
+    (process start, build, first step). With nothing similar stored it is a rough guess, and says so.
+    """
+
+    def __init__(self, history: list[dict[str, Any]]) -> None:
+        self.by_key: dict[str, float] = {}
+        self.samples: list[tuple[dict[str, Any], float, float]] = []  # case, rate, overhead
+        for stored in history:
+            if stored.get("status") != "ok":
+                continue
+            walls = (stored.get("timings") or {}).get("wall_s") or []
+            if walls:
+                self.by_key[stored["case_key"]] = statistics.median(walls)
+            rate = (stored.get("flops") or {}).get("achieved_per_s")
+            timings = stored.get("timings") or {}
+            if rate and walls and timings.get("window_s") and timings.get("warmup_s"):
+                overhead = statistics.median(walls) - statistics.median(timings["window_s"]) \
+                    - statistics.median(timings["warmup_s"])
+                self.samples.append((stored["case"], rate, max(overhead, 0.0)))
+
+    def _similar(self, case: Case) -> list[tuple[float, float]]:
+        for fields in (("framework", "precision", "compile", "device"),
+                       ("framework", "device"), ("framework",), ()):
+            found = [(rate, overhead) for stored, rate, overhead in self.samples
+                     if all(stored.get(f) == getattr(case, f) for f in fields)]
+            if found:
+                return found
+        return []
+
+    def repeat_seconds(self, case: Case) -> tuple[float, str]:
+        """(seconds, how it was estimated)."""
+        if case.key() in self.by_key:
+            return self.by_key[case.key()], "measured"
+        per_sample = models.get(case.model).flops_per_sample(
+            dict(case.knobs), train=case.task == "train")
+        similar = self._similar(case)
+        if similar:
+            rate = statistics.median(r for r, _ in similar)
+            overhead = statistics.median(o for _, o in similar)
+            how = "scaled"
+        else:
+            rate, overhead, how = GUESS_RATE_FLOPS, GUESS_OVERHEAD_S, "guess"
+        # each device computes its own batch, so time per step follows batch per device
+        step_s = case.batch_size * per_sample / rate
+        return overhead + (case.warmup_steps - 1 + case.steps) * step_s, how
+
+    def case_seconds(self, state: CaseState) -> float:
+        return self.repeat_seconds(state.case)[0] * state.remaining_repeats()
+
+
+class Eta:
+    """Remaining time: the estimate of what is left, corrected by how the estimate has fared."""
+
+    def __init__(self, total_estimate_s: float) -> None:
+        self.remaining_estimate_s = total_estimate_s
+        self.done_estimate_s = 0.0
+        self.start = time.monotonic()
+
+    def advance(self, estimate_s: float) -> None:
+        self.remaining_estimate_s = max(0.0, self.remaining_estimate_s - estimate_s)
+        self.done_estimate_s += estimate_s
+
+    def add(self, estimate_s: float) -> None:
+        self.remaining_estimate_s += estimate_s
+
+    def seconds(self) -> float:
+        if self.done_estimate_s <= 0:
+            return self.remaining_estimate_s
+        correction = (time.monotonic() - self.start) / self.done_estimate_s
+        return self.remaining_estimate_s * correction
+
+
+class Observer:
+    """What a display hears from a running sweep; the default hears nothing."""
+
+    def planned(self, states: list[CaseState], estimator: Estimator) -> None: ...
+
+    def case_started(self, state: CaseState, fallback: dict[str, Any] | None) -> None: ...
+
+    def repeat_done(self, case: Case, record: dict[str, Any]) -> None: ...
+
+    def case_done(self, case: Case, result: dict[str, Any], reused: bool) -> None: ...
+
+
+@dataclass
+class SweepOutcome:
+    """A sweep's results in order (fallback cases after the case that ran out of memory)."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+    reused: int = 0
+    measured_cases: int = 0
+    measured_repeats: int = 0
+    timed_s: float = 0.0  # first step + warm-up + window of the repeats measured now
+    wall_s: float = 0.0
+    interrupted: bool = False
+    failed_cases: list[str] = field(default_factory=list)  # labels whose last attempt failed
+
+    @property
+    def overhead(self) -> float | None:
+        return self.wall_s / self.timed_s if self.timed_s > 0 else None
+
+
+def _lock_path(db: Path, name: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    return db.with_name(f".{db.name}.sweep-{safe}.lock")
+
+
+@contextlib.contextmanager
+def exclusive(db: Path, name: str) -> Iterator[None]:
+    """One process at a time per sweep and database; the kernel drops the lock if we die."""
+    path = _lock_path(db, name)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UsageError(f"sweep {name!r} is already running against {db} "
+                             f"(pid {holder}); wait for it or stop it first") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _harness_failure(case: Case, index: int, error: BaseException) -> dict[str, Any]:
+    """A repeat record for a case the harness could not even launch (e.g. no launcher yet)."""
+    status = "unsupported" if isinstance(error, NotImplementedError) else "crash"
+    return {"repeat": index, "status": status, "error": f"{type(error).__name__}: {error}",
+            "wall_s": 0.0, "ranks": [], "monitor": {},
+            "stderr_tail": traceback.format_exc()[-4000:]}
+
+
+class SweepRun:
+    """One invocation of a sweep against a store."""
+
+    def __init__(self, sweep: Sweep, store: Store, mode: str = "new",
+                 launcher: runner.Launcher | None = None, env: dict[str, Any] | None = None,
+                 observer: Observer | None = None) -> None:
+        self.sweep = sweep
+        self.store = store
+        self.launcher = launcher
+        self.env = env or {}
+        self.observer = observer or Observer()
+        self.since = session_start(store, sweep.name, mode)
+        self.estimator = Estimator(store.results())
+        self.outcome = SweepOutcome()
+
+    def states(self) -> list[CaseState]:
+        return [state_of(self.store, case, self.sweep.name, self.since)
+                for case in self.sweep.cases]
+
+    def run(self) -> SweepOutcome:
+        start = time.monotonic()
+        with exclusive(self.store.path, self.sweep.name):
+            self.observer.planned(self.states(), self.estimator)
+            try:
+                for case in self.sweep.cases:
+                    self._run_with_fallbacks(case)
+            except runner.Interrupted as stop:
+                self.outcome.results.append(stop.result)
+                self.outcome.interrupted = True
+            finally:
+                self.outcome.wall_s = time.monotonic() - start
+        return self.outcome
+
+    def _run_with_fallbacks(self, case: Case) -> None:
+        current: Case | None = case
+        fallback: dict[str, Any] | None = None
+        while current is not None:
+            found = self._ensure(current, fallback)
+            self.outcome.results.append(found)
+            retry = halved(current) if self.sweep.on_oom == "halve" else None
+            if found["status"] != "oom" or retry is None:
+                if found["status"] != "ok":
+                    self.outcome.failed_cases.append(found["label"])
+                return
+            fallback = {"from_batch_size": current.batch_size,
+                        "reason": f"batch size {current.batch_size} ran out of memory: "
+                                  f"{found.get('error')}"}
+            current = retry
+
+    def _record(self, case: Case, record: dict[str, Any]) -> None:
+        if record.get("status") == "ok":
+            self.outcome.timed_s += sum(record.get(k) or 0.0
+                                        for k in ("first_step_s", "warmup_s", "window_s"))
+        self.outcome.measured_repeats += 1
+        self.observer.repeat_done(case, record)
+
+    def _finish(self, case: Case, run_id: int, repeats: list[dict[str, Any]],
+                env: dict[str, Any], fallback: dict[str, Any] | None) -> dict[str, Any]:
+        final = result_mod.aggregate(case, repeats, env, run_id=run_id)
+        if fallback:
+            final["fallback"] = fallback
+        self.store.finish_run(run_id, final)
+        return final
+
+    def _ensure(self, case: Case, fallback: dict[str, Any] | None) -> dict[str, Any]:
+        """The case's finished result: the stored one, the stored one continued, or a new one."""
+        state = state_of(self.store, case, self.sweep.name, self.since)
+        if state.result is not None:
+            stored = state.result
+            if fallback and "fallback" not in stored:
+                stored["fallback"] = fallback
+                self.store.finish_run(int(stored.get("run_id") or state.run_id or 0), stored)
+            self.outcome.reused += 1
+            self.observer.case_done(case, stored, reused=True)
+            return stored
+        env = state.env or self.env
+        if state.run_id is None:
+            run_id = self.store.start_run(case.key(), case.label(), case.to_dict(), env,
+                                          self.sweep.name)
+        else:
+            run_id = state.run_id
+        if state.remaining_repeats() == 0 and state.done:
+            final = self._finish(case, run_id, state.done, env, fallback)
+            self.observer.case_done(case, final, reused=True)
+            return final
+        self.observer.case_started(state, fallback)
+        self.outcome.measured_cases += 1
+        try:
+            final = runner.run_case(case, store=self.store, launcher=self.launcher, env=env,
+                                    sweep=self.sweep.name, run_id=run_id, done=state.done,
+                                    on_repeat=lambda record: self._record(case, record))
+        except runner.Interrupted as stop:
+            if fallback:
+                stop.result["fallback"] = fallback
+                self.store.finish_run(run_id, stop.result)
+            raise
+        except Exception as error:  # noqa: BLE001 - one failed case never stops a sweep
+            done = self.store.repeats(run_id)
+            record = _harness_failure(case, len(done), error)
+            self.store.add_repeat(run_id, len(done), record)
+            self._record(case, record)
+            final = self._finish(case, run_id, done + [record], env, fallback)
+        else:
+            if fallback:
+                final["fallback"] = fallback
+                self.store.finish_run(run_id, final)
+        self.observer.case_done(case, final, reused=False)
+        return final
