@@ -1,8 +1,154 @@
-"""placeholder"""
+"""``dlperf compare BASELINE CANDIDATE``: what got faster or slower, with significance.
+
+Each side is a result JSON file (one object or a list), a results database file, a run id or a
+sweep name in ``--db`` (``run:ID`` and ``sweep:NAME`` say which explicitly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
 from typing import Any
 
-def add_parser(sub: Any):
-    return sub.add_parser("compare", help="(in progress)")
+from rich.table import Table
 
-def main(args) -> int:
+from dlperf import display
+from dlperf.commands.run import write_json
+from dlperf.errors import UsageError
+from dlperf.report import results as stored
+from dlperf.report.compare import DEFAULT_ALPHA, TESTS, Comparison, compare
+from dlperf.store import DEFAULT_DB, Store
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+VERDICT_STYLE = {"faster": "green", "slower": "red", "failed": "red", "fixed": "green",
+                 "same": "", "only in baseline": "yellow", "only in candidate": "yellow"}
+
+
+def threshold(text: str) -> float:
+    """``5%`` or ``5``: both mean 5 percent (a bare number is a percentage too)."""
+    value = text.strip().rstrip("%").strip()
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage like 5%, got {text!r}") from None
+    if not 0 <= number < 100:
+        raise argparse.ArgumentTypeError(f"must be between 0% and 100%, got {text!r}")
+    return number / 100.0
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("compare", help="compare two result sets with significance tests")
+    parser.add_argument("baseline", help="result JSON file, database file, run id or sweep name")
+    parser.add_argument("candidate", help="result JSON file, database file, run id or sweep name")
+    parser.add_argument("--db", default=DEFAULT_DB, help="database for run ids and sweep names")
+    parser.add_argument("--threshold", type=threshold, default=0.05,
+                        help="smallest change that counts, e.g. 5%% (default 5%%)")
+    parser.add_argument("--test", choices=TESTS, default="mannwhitney",
+                        help="test on the per-repeat values (default mannwhitney)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help=f"significance level (default {DEFAULT_ALPHA})")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when a case got slower beyond the threshold or failed")
+    parser.add_argument("--json", type=Path, help="also write the comparison as JSON")
+    return parser
+
+
+def _from_file(path: Path, which: str) -> list[dict[str, Any]]:
+    with open(path, "rb") as handle:
+        head = handle.read(len(SQLITE_MAGIC))
+    if head == SQLITE_MAGIC:
+        with Store(path) as store:
+            return stored.load(store)
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"{which}: {path} is neither a result JSON file nor a dlperf database "
+                         f"({error})") from None
+    items = data if isinstance(data, list) else [data]
+    if not items or not all(isinstance(i, dict) and "throughput" in i and "case" in i
+                            for i in items):
+        raise UsageError(f"{which}: {path} does not hold dlperf result objects "
+                         f"(each needs 'case' and 'throughput')")
+    return items
+
+
+def resolve(spec: str, which: str, db: str) -> list[dict[str, Any]]:
+    """The results one side names."""
+    path = Path(spec)
+    if path.is_file():
+        return _from_file(path, which)
+    match = re.fullmatch(r"(?:run:)?(\d+)", spec)
+    kind, name = ("run", match.group(1)) if match else (
+        ("sweep", spec[len("sweep:"):]) if spec.startswith("sweep:") else ("any", spec))
+    if not Path(db).exists():
+        raise UsageError(f"{which}: {spec!r} is not a file, and there is no database {db} to "
+                         f"look it up in (--db)")
+    with Store(db) as store:
+        if kind == "run":
+            rows = list(store.runs("id=? AND result_json IS NOT NULL", (int(name),)))
+            if not rows:
+                raise UsageError(f"{which}: no finished run with id {name} in {db}")
+            result = json.loads(rows[0]["result_json"])
+            result.setdefault("run_id", rows[0]["id"])
+            return [result]
+        if name in store.sweeps():
+            return stored.load(store, name)
+        known = ", ".join(store.sweeps()) or "none"
+        raise UsageError(f"{which}: {spec!r} is not a file, a run id or a sweep in {db} "
+                         f"(sweeps: {known})")
+
+
+def _value(value: float | None) -> str:
+    return display.number(value)
+
+
+def print_comparison(result: Comparison, base_name: str, cand_name: str) -> None:
+    table = Table(title=f"{base_name} → {cand_name} (threshold {result.threshold:.0%}, "
+                        f"{result.test}, alpha {result.alpha:g})")
+    for name, justify in (("case", "left"), ("baseline (median)", "right"),
+                          ("candidate (median)", "right"), ("change", "right"),
+                          ("significance", "left"), ("verdict", "left")):
+        table.add_column(name, justify=justify)
+    notes = []
+    for item in result.cases:
+        base = (item.baseline or {}).get("throughput") or {}
+        cand = (item.candidate or {}).get("throughput") or {}
+        style = VERDICT_STYLE.get(item.verdict, "")
+        verdict = f"[{style}]{item.verdict}[/{style}]" if style else item.verdict
+        table.add_row(
+            item.label,
+            _value(base.get("median")) if (item.baseline or {}).get("status") == "ok"
+            else (item.baseline or {}).get("status", "—"),
+            _value(cand.get("median")) if (item.candidate or {}).get("status") == "ok"
+            else (item.candidate or {}).get("status", "—"),
+            "—" if item.ratio is None else f"{item.ratio - 1:+.1%}",
+            item.test.brief() if item.test else "—", verdict)
+        notes += [f"{item.label}: {note}" for note in item.notes]
+    display.out.print(table)
+    for note in notes:
+        display.out.print(f"[yellow]! {note}[/yellow]", highlight=False)
+    mean = result.geometric_mean
+    summary = (f"geometric mean of candidate/baseline over {len(result.ratios)} case(s): "
+               + ("—" if mean is None else f"{mean:.3f} ({mean - 1:+.1%})"))
+    counts = ", ".join(f"{result.count(v)} {v}" for v in
+                       ("faster", "slower", "same", "failed", "fixed", "only in baseline",
+                        "only in candidate") if result.count(v))
+    display.out.print(f"{summary}; {counts}", highlight=False)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha: {args.alpha} must be between 0 and 1")
+    baseline = resolve(args.baseline, "BASELINE", args.db)
+    candidate = resolve(args.candidate, "CANDIDATE", args.db)
+    result = compare(baseline, candidate, args.threshold, args.alpha, args.test)
+    print_comparison(result, args.baseline, args.candidate)
+    if args.json:
+        write_json(args.json, result.to_dict())
+    if args.fail_on_regression and result.regressions:
+        display.out.print(f"[red]{len(result.regressions)} regression(s) beyond "
+                          f"{result.threshold:.0%}[/red]")
+        return 1
     return 0

@@ -1,8 +1,64 @@
-"""placeholder"""
+"""``dlperf report``: the stored results as Markdown, HTML (with plots), CSV or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
-def add_parser(sub: Any):
-    return sub.add_parser("report", help="(in progress)")
+from dlperf.errors import UsageError
+from dlperf.report import export, html, markdown, results, tables
+from dlperf.store import DEFAULT_DB, Store
 
-def main(args) -> int:
+FORMATS = ("md", "html", "csv", "json")
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("report", help="tables and plots of stored results (md/html/csv/json)")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    parser.add_argument("--sweep", help="only this sweep's results (default: everything stored)")
+    parser.add_argument("--format", choices=FORMATS, help="default: from the -o suffix, else md")
+    parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    parser.add_argument("--title", help="report title")
+    return parser
+
+
+def output_format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    suffix = args.output.suffix.lower().lstrip(".") if args.output else ""
+    return {"markdown": "md", "htm": "html"}.get(suffix, suffix) if suffix in (
+        *FORMATS, "markdown", "htm") else "md"
+
+
+def render(found: list[dict[str, Any]], fmt: str, title: str) -> str:
+    scaled = results.with_scaling(found)
+    if fmt == "csv":
+        return export.to_csv(scaled)
+    if fmt == "json":
+        return export.to_json(scaled)
+    content = tables.build(scaled)
+    return markdown.render(content, title) if fmt == "md" else html.render(content, title)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not Path(args.db).exists():
+        raise UsageError(f"--db: {args.db} does not exist; measure something first "
+                         f"(dlperf run / dlperf sweep) or point --db at a results file")
+    with Store(args.db) as store:
+        found = results.load(store, args.sweep)
+    if not found:
+        raise UsageError(f"--db: {args.db} holds no finished result"
+                         + (f" for sweep {args.sweep!r}" if args.sweep else ""))
+    fmt = output_format(args)
+    title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
+    text = render(found, fmt, title)
+    if args.output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return 0
+    tmp = args.output.with_name(args.output.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(args.output)
+    print(f"wrote {args.output} ({fmt}, {len(found)} result(s))", file=sys.stderr)
     return 0

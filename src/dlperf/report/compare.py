@@ -1,0 +1,226 @@
+"""What got faster or slower between two sets of results, and whether the data can tell.
+
+Cases are matched by their identity hash (``case_key``). Per case: both medians, their ratio, a
+two-sided test on the per-repeat throughputs (Mann–Whitney U by default, Welch's t on request)
+and a verdict that respects a threshold. A test that cannot be computed, or that cannot reach
+significance with so few repeats, is reported as such ("n/a: ...") and never as significant; the
+verdict then rests on the threshold alone and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+TESTS = ("mannwhitney", "welch")
+DEFAULT_ALPHA = 0.05
+DEFAULT_THRESHOLD = 0.05
+
+
+@dataclass
+class TestResult:
+    """p-value of a two-sided test, or why there is none."""
+
+    name: str
+    p_value: float | None
+    reason: str | None = None  # set when p_value is None or cannot reach alpha
+
+    def usable(self) -> bool:
+        return self.p_value is not None and self.reason is None
+
+    def brief(self) -> str:
+        if self.p_value is None:
+            return "n/a"
+        return f"p={self.p_value:.3g}" + (" (n/a)" if self.reason else "")
+
+    def text(self) -> str:
+        if self.p_value is None:
+            return f"n/a: {self.reason}"
+        if self.reason:
+            return f"p={self.p_value:.3g} (n/a: {self.reason})"
+        return f"p={self.p_value:.3g}"
+
+
+def mannwhitney_min_p(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value the exact Mann–Whitney U test can give for these sizes."""
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+
+
+def significance(baseline: list[float], candidate: list[float], test: str = "mannwhitney",
+                 alpha: float = DEFAULT_ALPHA) -> TestResult:
+    """Two-sided test of the per-repeat values; never a p-value where the test is undefined."""
+    if test not in TESTS:
+        raise ValueError(f"test: {test!r} is not one of {', '.join(TESTS)}")
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return TestResult(test, None, f"needs at least 2 repeats on each side "
+                                      f"(have {a.size} and {b.size})")
+    if test == "mannwhitney":
+        p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        floor = mannwhitney_min_p(a.size, b.size)
+        if not math.isfinite(p):
+            return TestResult(test, None, "the test is undefined for these values")
+        if floor >= alpha:
+            return TestResult(test, p, f"with {a.size} and {b.size} repeats Mann–Whitney U "
+                                       f"cannot reach p<{alpha:g} (smallest p is {floor:.3g}); "
+                                       f"use more repeats or --test welch")
+        return TestResult(test, p)
+    if np.var(a, ddof=1) == 0 and np.var(b, ddof=1) == 0:
+        return TestResult(test, None, "no variance on either side: Welch's t is undefined")
+    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    if not math.isfinite(p):
+        return TestResult(test, None, "Welch's t is undefined for these values")
+    return TestResult(test, p)
+
+
+@dataclass
+class CaseComparison:
+    key: str
+    label: str
+    baseline: dict[str, Any] | None
+    candidate: dict[str, Any] | None
+    verdict: str  # faster | slower | same | failed | fixed | only in baseline | only in candidate
+    ratio: float | None = None
+    test: TestResult | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return self.verdict in ("slower", "failed")
+
+
+@dataclass
+class Comparison:
+    cases: list[CaseComparison]
+    threshold: float
+    alpha: float
+    test: str
+
+    @property
+    def ratios(self) -> list[float]:
+        return [c.ratio for c in self.cases if c.ratio is not None]
+
+    @property
+    def geometric_mean(self) -> float | None:
+        """Geometric mean of candidate/baseline over the cases both measured."""
+        ratios = self.ratios
+        return float(math.exp(sum(math.log(r) for r in ratios) / len(ratios))) if ratios else None
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for c in self.cases if c.verdict == verdict)
+
+    @property
+    def regressions(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.regressed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threshold": self.threshold, "alpha": self.alpha, "test": self.test,
+            "geometric_mean_ratio": self.geometric_mean,
+            "counts": {v: self.count(v) for v in ("faster", "slower", "same", "failed", "fixed",
+                                                  "only in baseline", "only in candidate")},
+            "cases": [{
+                "case_key": c.key, "label": c.label, "verdict": c.verdict, "ratio": c.ratio,
+                "baseline_median": _median(c.baseline), "candidate_median": _median(c.candidate),
+                "baseline_repeats": _repeats(c.baseline),
+                "candidate_repeats": _repeats(c.candidate),
+                "baseline_run_id": (c.baseline or {}).get("run_id"),
+                "candidate_run_id": (c.candidate or {}).get("run_id"),
+                "p_value": c.test.p_value if c.test else None,
+                "significance": c.test.text() if c.test else None,
+                "significant": (c.test.usable() and c.test.p_value is not None
+                                and c.test.p_value < self.alpha) if c.test else False,
+                "notes": c.notes,
+            } for c in self.cases],
+        }
+
+
+def _median(result: dict[str, Any] | None) -> float | None:
+    if not result or result.get("status") != "ok":
+        return None
+    return (result.get("throughput") or {}).get("median")
+
+
+def _repeats(result: dict[str, Any] | None) -> list[float]:
+    if not result or result.get("status") != "ok":
+        return []
+    return list((result.get("throughput") or {}).get("repeats") or [])
+
+
+def compare_pair(key: str, baseline: dict[str, Any], candidate: dict[str, Any],
+                 threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+                 test: str = "mannwhitney") -> CaseComparison:
+    label = candidate.get("label") or baseline.get("label") or key
+    base_ok, cand_ok = _median(baseline), _median(candidate)
+    if not base_ok and not cand_ok:
+        return CaseComparison(key, label, baseline, candidate, "same",
+                              notes=[f"failed on both sides ({baseline.get('status')} / "
+                                     f"{candidate.get('status')})"])
+    if base_ok and not cand_ok:
+        return CaseComparison(key, label, baseline, candidate, "failed",
+                              notes=[f"candidate {candidate.get('status')}: "
+                                     f"{candidate.get('error')}"])
+    if cand_ok and not base_ok:
+        return CaseComparison(key, label, baseline, candidate, "fixed",
+                              notes=[f"baseline {baseline.get('status')}: "
+                                     f"{baseline.get('error')}"])
+    assert base_ok and cand_ok
+    ratio = cand_ok / base_ok
+    result = significance(_repeats(baseline), _repeats(candidate), test, alpha)
+    change = ratio - 1.0
+    notes: list[str] = []
+    if abs(change) < threshold:
+        verdict = "same"
+    elif result.usable():
+        assert result.p_value is not None
+        if result.p_value < alpha:
+            verdict = "faster" if change > 0 else "slower"
+        else:
+            verdict = "same"
+            notes.append(f"{change:+.1%} is within the noise ({result.text()} ≥ {alpha:g})")
+    else:
+        verdict = "faster" if change > 0 else "slower"
+        notes.append(f"verdict from the {threshold:.0%} threshold alone: "
+                     f"significance {result.text()}")
+    return CaseComparison(key, label, baseline, candidate, verdict, ratio, result, notes)
+
+
+def case_key(result: dict[str, Any]) -> str:
+    if result.get("case_key"):
+        return str(result["case_key"])
+    # results written by other tools: identify them by their case fields
+    case = {k: v for k, v in (result.get("case") or {}).items()
+            if k not in ("repeats", "timeout_s")}
+    return json.dumps(case, sort_keys=True)
+
+
+def compare(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
+            threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+            test: str = "mannwhitney") -> Comparison:
+    """Match by case key; two single results are compared even when their cases differ."""
+    base = {case_key(r): r for r in baseline}
+    cand = {case_key(r): r for r in candidate}
+    cases: list[CaseComparison] = []
+    if len(base) == 1 and len(cand) == 1 and set(base) != set(cand):
+        rb, (kc, rc) = next(iter(base.values())), next(iter(cand.items()))
+        item = compare_pair(kc, rb, rc, threshold, alpha, test)
+        item.label = f"{rb.get('label')} → {rc.get('label')}"
+        item.notes.insert(0, "the two results are different cases")
+        return Comparison([item], threshold, alpha, test)
+    for key, result in base.items():
+        if key in cand:
+            cases.append(compare_pair(key, result, cand[key], threshold, alpha, test))
+        else:
+            cases.append(CaseComparison(key, result.get("label") or key, result, None,
+                                        "only in baseline"))
+    for key, result in cand.items():
+        if key not in base:
+            cases.append(CaseComparison(key, result.get("label") or key, None, result,
+                                        "only in candidate"))
+    return Comparison(cases, threshold, alpha, test)

@@ -1,0 +1,73 @@
+"""CSV (one row per case, every case field and statistic) and JSON (the result contract) export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from typing import Any
+
+CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
+                "devices", "nnodes", "data", "warmup_steps", "steps", "repeats", "seed",
+                "timeout_s")
+STAT_COLUMNS = ("median", "mean", "min", "max", "iqr", "cv", "n")
+TIMING_COLUMNS = ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")
+LATENCY_COLUMNS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def _median(values: list[float] | None) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
+    case = result.get("case") or {}
+    tp = result.get("throughput") or {}
+    flops = result.get("flops") or {}
+    memory = result.get("memory") or {}
+    timings = result.get("timings") or {}
+    latency = result.get("latency_ms") or {}
+    ci = tp.get("ci95") or [None, None]
+    out: dict[str, Any] = {
+        "run_id": result.get("run_id"), "sweep": result.get("sweep"),
+        "case_key": result.get("case_key"), "label": result.get("label"),
+        "status": result.get("status"), "error": result.get("error"),
+        "source": (case.get("external") or {}).get("name") or "dlperf",
+    }
+    out.update({name: case.get(name) for name in CASE_COLUMNS})
+    out.update({f"knob_{name}": (case.get("knobs") or {}).get(name) for name in knobs})
+    out["global_batch"] = result.get("global_batch")
+    out["unit"] = result.get("unit")
+    out.update({f"throughput_{name}": tp.get(name) for name in STAT_COLUMNS})
+    out["throughput_ci95_low"], out["throughput_ci95_high"] = ci[0], ci[1]
+    out["throughput_repeats"] = ";".join(repr(v) for v in tp.get("repeats") or [])
+    out["speedup"] = result.get("speedup")
+    out["scaling_efficiency"] = result.get("scaling_efficiency")
+    out["params"] = (result.get("model") or {}).get("params")
+    out["flops_per_sample"] = flops.get("per_sample")
+    out["achieved_flops_per_s"] = flops.get("achieved_per_s")
+    out["mfu"] = flops.get("mfu")
+    out["peak_host_bytes"] = memory.get("peak_host_bytes")
+    out["peak_device_bytes"] = memory.get("peak_device_bytes")
+    out.update({f"{name}_median": _median(timings.get(name)) for name in TIMING_COLUMNS})
+    out.update({f"latency_{name}_ms": latency.get(name) for name in LATENCY_COLUMNS})
+    out["fallback_from_batch_size"] = (result.get("fallback") or {}).get("from_batch_size")
+    out["warnings"] = " | ".join(result.get("warnings") or [])
+    out["git_commit"] = ((result.get("env") or {}).get("git") or {}).get("commit")
+    return out
+
+
+def to_csv(results: list[dict[str, Any]]) -> str:
+    knobs = sorted({k for r in results for k in ((r.get("case") or {}).get("knobs") or {})})
+    rows = [row(r, knobs) for r in results]
+    header = list(row({}, knobs))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for item in rows:
+        writer.writerow({k: "" if v is None else v for k, v in item.items()})
+    return buffer.getvalue()
+
+
+def to_json(results: list[dict[str, Any]]) -> str:
+    return json.dumps(results, indent=2)

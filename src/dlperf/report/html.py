@@ -1,0 +1,129 @@
+"""The report as one self-contained HTML file: tables, plots embedded as base64 PNG, environment.
+
+Nothing is fetched when the file is opened (no scripts, fonts or stylesheets from elsewhere), so it
+can be mailed, attached to a CI run or opened years later.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import re
+from collections.abc import Callable
+from typing import Any
+
+from dlperf.report import plots
+from dlperf.report.tables import Cell, Report, Table
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
+       max-width: 1100px; padding: 0 1em; color: #1d1d1f; line-height: 1.4; }
+h1 { font-size: 1.7em; margin-bottom: 0.2em; }
+h2 { border-bottom: 2px solid #d0d7de; padding-bottom: 0.2em; margin-top: 2em; }
+h3 { font-size: 1.05em; margin-top: 1.5em; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.9em; }
+th, td { border: 1px solid #d0d7de; padding: 0.3em 0.6em; }
+th { background: #f3f5f7; text-align: left; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; }
+tr:nth-child(even) td { background: #fafbfc; }
+sup a { text-decoration: none; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #e5e7eb; }
+figcaption, .muted { color: #57606a; font-size: 0.9em; }
+ol.notes li { font-size: 0.88em; margin-bottom: 0.3em; }
+.env td:first-child { font-weight: 600; white-space: nowrap; }
+nav ul { columns: 2; }
+"""
+
+FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], ...] = (
+    ("Throughput vs devices", plots.scaling,
+     "no configuration here was measured on more than one device count"),
+    ("Throughput vs batch size", plots.batch_size,
+     "no configuration here was measured at more than one batch size"),
+    ("Precision and compile", plots.precision_compile,
+     "no framework and batch size was measured with more than one precision or compile setting"),
+    ("Per-repeat spread", plots.repeat_spread, "no finished case to show"),
+)
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def anchor(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
+def cell(value: Cell, align: str, header: bool = False) -> str:
+    marks = "".join(f'<sup><a href="#note-{n}">[{n}]</a></sup>'
+                    for n in dict.fromkeys(value.notes))
+    tag = "th" if header else "td"
+    return f'<{tag} class="{align}">{_e(value.text)}{marks}</{tag}>'
+
+
+def table(t: Table) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(cell(c, a) for c, a in zip(row, t.align)) + "</tr>"
+                   for row in t.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def figure(title: str, png: bytes | None, why_not: str) -> str:
+    if png is None:
+        return f'<p class="muted"><strong>{_e(title)}:</strong> {_e(why_not)}.</p>'
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_e(title)}</figcaption></figure>")
+
+
+def raw_repeats(results: list[dict[str, Any]]) -> str:
+    rows = []
+    for result in results:
+        tp = result.get("throughput") or {}
+        values = ", ".join(f"{v:,.2f}" for v in tp.get("repeats") or []) or "—"
+        rows.append(f"<tr><td>{_e(result.get('run_id', ''))}</td><td>{_e(result.get('label'))}"
+                    f"</td><td>{_e(result.get('status'))}</td><td>{_e(values)}</td></tr>")
+    return ("<details><summary>Raw per-repeat throughput</summary><table><thead><tr>"
+            "<th>run</th><th>case</th><th>status</th><th>repeats (samples/s)</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></details>")
+
+
+def render(report: Report, title: str = "dlperf report") -> str:
+    now = dt.datetime.now().isoformat(timespec="seconds")
+    parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+             f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>{_e(title)}</h1>",
+             f'<p class="muted">{len(report.results)} result(s), generated {_e(now)}. '
+             "Throughput is the median over repeats, each repeat in a fresh process; batch size "
+             "is per device; speedup is throughput on N devices over 1 device of the same "
+             "configuration, and scaling efficiency is speedup / N.</p>"]
+    parts.append("<nav><ul>" + "".join(
+        f'<li><a href="#{anchor(s.title)}">{_e(s.title)}</a></li>' for s in report.sections)
+        + '<li><a href="#notes">Notes</a></li><li><a href="#environment">Environment</a></li>'
+        "</ul></nav>")
+    for section in report.sections:
+        parts.append(f'<section><h2 id="{anchor(section.title)}">{_e(section.title)}</h2>')
+        parts.append(table(section.summary))
+        for name, draw, why_not in FIGURES:
+            parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
+        for detail in section.details:
+            parts.append(f"<h3>{_e(detail.title)}</h3>{table(detail)}")
+        parts.append(raw_repeats(section.results))
+        parts.append("</section>")
+    parts.append('<h2 id="notes">Notes</h2>')
+    if report.notes:
+        parts.append('<ol class="notes">' + "".join(
+            f'<li id="note-{n}">{_e(text)}</li>' for n, text in enumerate(report.notes, 1))
+            + "</ol>")
+    else:
+        parts.append('<p class="muted">No failures, fallbacks or warnings.</p>')
+    parts.append('<h2 id="environment">Environment</h2>')
+    for index, facts in enumerate(report.environments, 1):
+        if len(report.environments) > 1:
+            parts.append(f"<h3>Environment {index}</h3>")
+        parts.append('<table class="env">' + "".join(
+            f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in facts) + "</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

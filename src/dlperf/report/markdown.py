@@ -1,0 +1,52 @@
+"""The report as Markdown: DLPerf's summary table per model, detail tables, footnotes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from dlperf.report.tables import Cell, Report, Table
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def cell(value: Cell) -> str:
+    marks = "".join(f"[{n}]" for n in dict.fromkeys(value.notes))
+    return _escape(value.text) + (f" {marks}" if marks else "")
+
+
+def table(t: Table) -> list[str]:
+    lines = ["| " + " | ".join(_escape(h) for h in t.headers) + " |",
+             "|" + "|".join("---:" if a == "r" else "---" for a in t.align) + "|"]
+    for row in t.rows:
+        lines.append("| " + " | ".join(cell(c) for c in row) + " |")
+    return lines
+
+
+def render(report: Report, title: str = "dlperf report") -> str:
+    now = dt.datetime.now().isoformat(timespec="seconds")
+    lines = [f"# {title}", "",
+             f"{len(report.results)} result(s), generated {now}. Throughput is the median over "
+             "repeats (each in a fresh process); batch size is per device; speedup is "
+             "throughput on N devices over 1 device of the same configuration.", ""]
+    for section in report.sections:
+        lines += [f"## {section.title}", ""]
+        lines += table(section.summary)
+        lines.append("")
+        for detail in section.details:
+            lines += [f"### {section.title}: {detail.title}", ""]
+            lines += table(detail)
+            lines.append("")
+    if report.notes:
+        lines += ["## Notes", ""]
+        lines += [f"[{n}]: {_escape(text)}  " for n, text in enumerate(report.notes, 1)]
+        lines.append("")
+    lines += ["## Environment", ""]
+    for index, facts in enumerate(report.environments, 1):
+        if len(report.environments) > 1:
+            lines += [f"### Environment {index}", ""]
+        lines += ["| | |", "|---|---|"]
+        lines += [f"| {_escape(k)} | {_escape(v)} |" for k, v in facts]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""The report's figures, drawn with matplotlib (no display needed) and returned as PNG bytes.
+
+Each function returns None when the results hold nothing for that figure to show (e.g. no
+configuration measured on more than one device count), so the report says so instead of
+drawing an empty chart.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib import ticker  # noqa: E402
+
+from dlperf.report.results import total_devices  # noqa: E402
+from dlperf.report.tables import precision_rank, variant  # noqa: E402
+
+DPI = 100
+WIDTH = 7.5
+
+
+def _ok(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if r.get("status") == "ok"
+            and (r.get("throughput") or {}).get("median") is not None]
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _log2_axis(axes: Any, values: list[int]) -> None:
+    """A base-2 log axis labelled with the values themselves (1, 2, 4, … not 2^0, 2^1, …)."""
+    axes.set_xscale("log", base=2)
+    axes.set_xticks(sorted(set(values)))
+    axes.xaxis.set_major_formatter(ticker.ScalarFormatter())
+    axes.xaxis.set_minor_formatter(ticker.NullFormatter())
+
+
+def _unit(results: list[dict[str, Any]]) -> str:
+    return results[0].get("unit", "samples/s") if results else "samples/s"
+
+
+def _series_name(case: dict[str, Any], *fields: str) -> str:
+    parts = [case.get("framework", "?"), variant(case)]
+    for name in fields:
+        value = case.get(name)
+        parts.append(f"bsz {value}" if name == "batch_size" else
+                     f"{value} dev" if name == "devices" else str(value))
+    return " ".join(parts)
+
+
+def scaling(results: list[dict[str, Any]]) -> bytes | None:
+    """Throughput against device count per configuration, with the ideal-scaling line."""
+    series: dict[str, dict[int, float]] = {}
+    for result in _ok(results):
+        name = _series_name(result["case"], "precision", "batch_size")
+        series.setdefault(name, {})[total_devices(result)] = result["throughput"]["median"]
+    series = {name: points for name, points in series.items() if len(points) > 1}
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.2))
+    for index, (name, points) in enumerate(sorted(series.items())):
+        devices = sorted(points)
+        color = f"C{index % 10}"
+        axes.plot(devices, [points[d] for d in devices], "o-", color=color, label=name)
+        if 1 in points:
+            axes.plot(devices, [points[1] * d for d in devices], "--", color=color, alpha=0.5,
+                      label=f"{name}: ideal")
+    axes.set_xlabel("devices (nodes × devices per node)")
+    axes.set_ylabel(f"throughput ({_unit(results)})")
+    axes.set_title("Throughput vs devices (dashed: ideal linear scaling from 1 device)")
+    _log2_axis(axes, [d for points in series.values() for d in points])
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    return _png(figure)
+
+
+def batch_size(results: list[dict[str, Any]]) -> bytes | None:
+    """Throughput against batch size per configuration; bars show min–max over repeats."""
+    series: dict[str, dict[int, tuple[float, float, float]]] = {}
+    for result in _ok(results):
+        tp = result["throughput"]
+        name = _series_name(result["case"], "precision", "devices")
+        series.setdefault(name, {})[result["case"]["batch_size"]] = (
+            tp["median"], tp["min"], tp["max"])
+    if not any(len(points) > 1 for points in series.values()):
+        return None
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.2))
+    for name, points in sorted(series.items()):
+        sizes = sorted(points)
+        medians = [points[b][0] for b in sizes]
+        low = [points[b][0] - points[b][1] for b in sizes]
+        high = [points[b][2] - points[b][0] for b in sizes]
+        axes.errorbar(sizes, medians, yerr=[low, high], fmt="o-", capsize=3, label=name)
+    axes.set_xlabel("batch size per device")
+    axes.set_ylabel(f"throughput ({_unit(results)}, median)")
+    axes.set_title("Throughput vs batch size (error bars: min–max over repeats)")
+    _log2_axis(axes, [b for points in series.values() for b in points])
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    return _png(figure)
+
+
+def precision_compile(results: list[dict[str, Any]]) -> bytes | None:
+    """Grouped bars: each precision × compile setting, per framework, batch and device count."""
+    groups: dict[str, dict[str, float]] = {}
+    for result in _ok(results):
+        case = result["case"]
+        group = f"{case.get('framework')} bsz {case.get('batch_size')}"
+        if total_devices(result) > 1:
+            group += f" {total_devices(result)} dev"
+        setting = f"{case.get('precision')} {variant(case)}"
+        groups.setdefault(group, {})[setting] = result["throughput"]["median"]
+    groups = {g: bars for g, bars in groups.items() if len(bars) > 1}
+    if not groups:
+        return None
+    settings = sorted({s for bars in groups.values() for s in bars},
+                      key=lambda s: (precision_rank(s.split()[0]), s))
+    names = sorted(groups)
+    width = 0.8 / len(settings)
+    figure, axes = plt.subplots(figsize=(max(WIDTH, 1.2 * len(names)), 4.2))
+    for index, setting in enumerate(settings):
+        xs = [i + (index - (len(settings) - 1) / 2) * width for i in range(len(names))]
+        heights = [groups[name].get(setting, 0.0) for name in names]
+        axes.bar(xs, heights, width=width, label=setting)
+    axes.set_xticks(range(len(names)))
+    axes.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+    axes.set_ylabel(f"throughput ({_unit(results)}, median)")
+    axes.set_title("Precision and compile settings compared (same batch and devices)")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=7)
+    return _png(figure)
+
+
+def repeat_spread(results: list[dict[str, Any]]) -> bytes | None:
+    """Every repeat of every case, as its deviation from the case's median: noise made visible."""
+    cases = [r for r in _ok(results) if r["throughput"].get("repeats")]
+    if not cases:
+        return None
+    figure, axes = plt.subplots(figsize=(WIDTH, 0.9 + 0.32 * len(cases)))
+    labels = []
+    for row, result in enumerate(cases):
+        tp = result["throughput"]
+        deviations = [100.0 * (v / tp["median"] - 1.0) for v in tp["repeats"]]
+        axes.scatter(deviations, [row] * len(deviations), s=18, alpha=0.75, color="C0")
+        cv = f", CV {tp['cv']:.1%}" if tp.get("cv") is not None else ""
+        labels.append(f"{result.get('label', '?')} ({tp['median']:,.1f}{cv})")
+    axes.axvline(0.0, color="0.3", linewidth=1)
+    axes.set_yticks(range(len(cases)))
+    axes.set_yticklabels(labels, fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel("repeat throughput vs the case's median (%)")
+    axes.set_title("Per-repeat spread of every case")
+    axes.grid(True, axis="x", alpha=0.3)
+    return _png(figure)

@@ -1,0 +1,98 @@
+"""Which stored results a report shows, and their speedup over the matching 1-device result.
+
+A report shows the newest finished result of each case (per sweep when a sweep is named). A
+speedup is only ever a ratio of two measurements: throughput on N devices over throughput on one
+device of the same configuration. With no such 1-device result the speedup stays ``None`` with a
+note saying why; it is never defaulted to 1.0 or 0.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from dlperf.errors import UsageError
+from dlperf.store import Store
+
+NO_BASELINE = "no 1-device baseline"
+# What must be equal for a 1-device result to be the baseline of an N-device one.
+CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "device",
+                 "data", "knobs")
+
+
+def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
+    """Newest finished result per case (per case and sweep), oldest case first."""
+    if sweep is not None and sweep not in store.sweeps():
+        known = ", ".join(store.sweeps()) or "none"
+        raise UsageError(f"--sweep: no sweep named {sweep!r} in {store.path}; stored sweeps: "
+                         f"{known}")
+    where, params = "result_json IS NOT NULL", ()
+    if sweep is not None:
+        where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
+    latest: dict[tuple[str | None, str], dict[str, Any]] = {}
+    for row in store.runs(where, params):
+        result = json.loads(row["result_json"])
+        result.setdefault("run_id", row["id"])
+        result["sweep"] = row["sweep"]
+        latest.pop((row["sweep"], row["case_key"]), None)  # re-insert: newest wins, in order
+        latest[(row["sweep"], row["case_key"])] = result
+    return list(latest.values())
+
+
+def total_devices(result: dict[str, Any]) -> int:
+    case = result["case"]
+    return int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
+
+
+def config_key(result: dict[str, Any]) -> str:
+    case = result["case"]
+    source = (case.get("external") or {}).get("name")
+    return json.dumps([case.get(f) for f in CONFIG_FIELDS] + [source], sort_keys=True)
+
+
+def median(result: dict[str, Any]) -> float | None:
+    if result.get("status") != "ok":
+        return None
+    return (result.get("throughput") or {}).get("median")
+
+
+def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of ``results`` with ``speedup`` and ``scaling_efficiency`` filled where absent.
+
+    Values a result already carries (the multi-device runner computes them when it stores the
+    result) are kept; the others come from the 1-device result of the same configuration among
+    ``results`` (the newest one), or stay None with ``speedup_note``.
+    """
+    baselines: dict[str, dict[str, Any]] = {}
+    for result in results:
+        if total_devices(result) == 1 and median(result):
+            current = baselines.get(config_key(result))
+            if current is None or (result.get("run_id") or 0) >= (current.get("run_id") or 0):
+                baselines[config_key(result)] = result
+    out = []
+    for original in results:
+        result = copy.deepcopy(original)
+        n = total_devices(result)
+        value = median(result)
+        if result.get("speedup") is not None:
+            result.setdefault("scaling_efficiency", result["speedup"] / n)
+        elif value is None:
+            result["speedup"] = None
+            result["scaling_efficiency"] = None
+        elif n == 1:
+            result["speedup"] = 1.0
+            result["scaling_efficiency"] = 1.0
+        else:
+            base = baselines.get(config_key(result))
+            base_value = median(base) if base else None
+            if base is None or not base_value:
+                result["speedup"] = None
+                result["scaling_efficiency"] = None
+                result["speedup_note"] = NO_BASELINE
+            else:
+                result["speedup"] = value / base_value
+                result["scaling_efficiency"] = result["speedup"] / n
+                result["speedup_baseline_run_id"] = base.get("run_id")
+        out.append(result)
+    return out

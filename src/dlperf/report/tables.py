@@ -1,0 +1,275 @@
+"""The report's content as plain tables, shared by the Markdown and HTML renderers.
+
+Like DLPerf's summary: per model, one row per framework (and variant), a throughput and a speedup
+column per precision, failed or fallback cells footnoted with the reason. Under it, one detail
+table per configuration: nodes | devices | batch/device | throughput | spread | speedup |
+scaling efficiency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf import models
+from dlperf.report.results import NO_BASELINE, total_devices
+
+PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
+NOTE_CHARS = 220
+
+
+@dataclass
+class Cell:
+    text: str
+    notes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    align: list[str]  # "l" or "r" per column
+    rows: list[list[Cell]] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    """One model (with its knobs and task): its summary and its detail tables."""
+
+    title: str
+    summary: Table
+    details: list[Table]
+    results: list[dict[str, Any]]
+
+
+@dataclass
+class Report:
+    sections: list[Section]
+    notes: list[str]  # footnote i is notes[i - 1]
+    environments: list[list[tuple[str, str]]]
+    results: list[dict[str, Any]]
+
+    def note(self, text: str) -> int:
+        if text in self.notes:
+            return self.notes.index(text) + 1
+        self.notes.append(text)
+        return len(self.notes)
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def short(text: str | None, limit: int = NOTE_CHARS) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def knob_text(case: dict[str, Any]) -> str:
+    """Knobs that differ from the catalogue's defaults, e.g. ``image_size=32``."""
+    model = case.get("model")
+    defaults = models.get(model).defaults if model in models.CATALOGUE else {}
+    knobs = case.get("knobs") or {}
+    return " ".join(f"{k}={v}" for k, v in sorted(knobs.items()) if defaults.get(k) != v)
+
+
+def variant(case: dict[str, Any]) -> str:
+    """How the framework ran: its own script (external), compiled or eager."""
+    external = (case.get("external") or {}).get("name")
+    if external:
+        return f"external: {external}"
+    return "compiled" if case.get("compile") else "eager"
+
+
+def precision_rank(precision: str) -> int:
+    return PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 99
+
+
+def section_key(result: dict[str, Any]) -> tuple[str, str, str]:
+    case = result["case"]
+    return case.get("model") or "?", knob_text(case), case.get("task") or "train"
+
+
+def spread(result: dict[str, Any]) -> str:
+    tp = result.get("throughput") or {}
+    if tp.get("median") is None:
+        return "—"
+    parts = []
+    if tp.get("cv") is not None:
+        parts.append(f"CV {tp['cv']:.1%}")
+    if tp.get("min") is not None and tp.get("n", 0) > 1:
+        parts.append(f"{number(tp['min'])}–{number(tp['max'])}")
+    parts.append(f"n={tp.get('n', 0)}")
+    return ", ".join(parts)
+
+
+def speedup_text(result: dict[str, Any]) -> str:
+    if result.get("speedup") is not None:
+        return f"{result['speedup']:.2f}"
+    if result.get("speedup_note") == NO_BASELINE:
+        return NO_BASELINE
+    return "—"
+
+
+def failure_note(result: dict[str, Any]) -> str:
+    case = result["case"]
+    where = f"bsz {case.get('batch_size')}"
+    if total_devices(result) > 1:
+        where += f" on {case.get('nnodes', 1)}×{case.get('devices', 1)} devices"
+    return short(f"{case.get('framework')} {case.get('precision')} {where}: "
+                 f"{result.get('status')} — {result.get('error')}")
+
+
+def fallback_note(result: dict[str, Any]) -> str | None:
+    fallback = result.get("fallback")
+    if not fallback:
+        return None
+    case = result["case"]
+    return short(f"{case.get('framework')} {case.get('precision')} bsz "
+                 f"{case.get('batch_size')}: {fallback['from_batch_size']} ran out of memory "
+                 f"({fallback.get('reason', '')})")
+
+
+def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
+    precisions = sorted({r["case"].get("precision", "fp32") for r in results},
+                        key=precision_rank)
+    headers, align = ["framework", "variant"], ["l", "l"]
+    for precision in precisions:
+        headers += [f"{precision.upper()} throughput ({results[0].get('unit', 'samples/s')})",
+                    f"{precision.upper()} speedup"]
+        align += ["r", "r"]
+    table = Table("summary", headers, align)
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for result in results:
+        rows.setdefault((result["case"].get("framework", "?"), variant(result["case"])),
+                        []).append(result)
+    for (framework, kind), members in sorted(rows.items()):
+        row = [Cell(framework), Cell(kind)]
+        for precision in precisions:
+            cell_results = [r for r in members if r["case"].get("precision") == precision]
+            ok = [r for r in cell_results if r.get("status") == "ok"
+                  and (r.get("throughput") or {}).get("median") is not None]
+            if not cell_results:
+                row += [Cell("—"), Cell("—")]
+                continue
+            if ok:
+                most = max(total_devices(r) for r in ok)
+                best = max((r for r in ok if total_devices(r) == most),
+                           key=lambda r: r["throughput"]["median"])
+                notes = []
+                if fallback_note(best):
+                    notes.append(report.note(fallback_note(best) or ""))
+                # failures at the chosen scale (larger batches that did not fit, crashes)
+                for failed in cell_results:
+                    if failed.get("status") != "ok" and total_devices(failed) == most:
+                        notes.append(report.note(failure_note(failed)))
+                scale = f", {most} devices" if most > 1 else ""
+                row.append(Cell(f"{number(best['throughput']['median'])} "
+                                f"(bsz {best['case'].get('batch_size')}{scale})", notes))
+                row.append(Cell(speedup_text(best)))
+            else:
+                notes = [report.note(failure_note(r)) for r in cell_results]
+                statuses = sorted({r.get("status", "?") for r in cell_results})
+                row += [Cell("/".join(statuses), notes), Cell("—")]
+        table.rows.append(row)
+    return table
+
+
+def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
+    configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for result in results:
+        case = result["case"]
+        configs.setdefault((case.get("framework", "?"), variant(case),
+                            case.get("precision", "fp32")), []).append(result)
+    has_latency = any(r.get("latency_ms") for r in results)
+    tables = []
+    for (framework, kind, precision), members in sorted(
+            configs.items(), key=lambda item: (item[0][0], item[0][1], precision_rank(item[0][2]))):
+        headers = ["nodes", "devices", "batch/device", "global batch",
+                   f"throughput ({members[0].get('unit', 'samples/s')}, median)", "spread",
+                   "speedup", "scaling efficiency"]
+        align = ["r", "r", "r", "r", "r", "l", "r", "r"]
+        if has_latency:
+            headers += ["p50 ms", "p99 ms"]
+            align += ["r", "r"]
+        headers.append("status")
+        align.append("l")
+        table = Table(f"{framework} · {kind} · {precision}", headers, align)
+        members.sort(key=lambda r: (r["case"].get("nnodes", 1), r["case"].get("devices", 1),
+                                    r["case"].get("batch_size", 0)))
+        for result in members:
+            case = result["case"]
+            tp = result.get("throughput") or {}
+            notes = []
+            if result.get("status") != "ok":
+                notes.append(report.note(failure_note(result)))
+            if fallback_note(result):
+                notes.append(report.note(fallback_note(result) or ""))
+            for warning in result.get("warnings") or []:
+                notes.append(report.note(short(f"{result.get('label')}: {warning}")))
+            efficiency = result.get("scaling_efficiency")
+            row = [Cell(str(case.get("nnodes", 1))), Cell(str(case.get("devices", 1))),
+                   Cell(str(case.get("batch_size"))),
+                   Cell(str(result.get("global_batch") or "—")),
+                   Cell(number(tp.get("median") if result.get("status") == "ok" else None)),
+                   Cell(spread(result)), Cell(speedup_text(result)),
+                   Cell("—" if efficiency is None else f"{efficiency:.1%}")]
+            if has_latency:
+                latency = result.get("latency_ms") or {}
+                row += [Cell(number(latency.get("p50"), 2)), Cell(number(latency.get("p99"), 2))]
+            row.append(Cell(result.get("status", "?"), notes))
+            table.rows.append(row)
+        tables.append(table)
+    return tables
+
+
+def environment(env: dict[str, Any]) -> list[tuple[str, str]]:
+    """The facts of one environment worth printing beside the numbers."""
+    worker = env.get("worker") or {}
+    framework = worker.get("framework") or {}
+    cpu = env.get("cpu") or {}
+    gpus = env.get("gpus") or []
+    git = env.get("git") or {}
+    libraries = env.get("libraries") or {}
+    threads = {k: v for k, v in framework.items() if "thread" in k}
+    rows = [
+        ("host", str(env.get("hostname", "?"))),
+        ("CPU", f"{cpu.get('model', '?')} ({cpu.get('physical_cores', '?')} cores, "
+                f"{cpu.get('logical_cores', '?')} threads; {' '.join(cpu.get('flags') or [])})"),
+        ("memory", f"{(env.get('memory_bytes') or 0) / 2**30:.1f} GiB"),
+        ("GPUs", ", ".join(f"{g.get('name', '?')} ({g.get('driver', '')})" for g in gpus)
+         or "none"),
+        ("OS", str(env.get("os", "?"))),
+        ("Python", f"harness {env.get('python', '?')}, worker {worker.get('python', '?')}"),
+        ("libraries", ", ".join(f"{k} {v}" for k, v in sorted(libraries.items()) if v)),
+        ("framework", ", ".join(f"{k}={v}" for k, v in sorted(framework.items())
+                                if k.endswith("version")) or "—"),
+        ("threads", ", ".join(f"{k}={v}" for k, v in sorted(threads.items())) or "—"),
+        ("thread variables", ", ".join(f"{k}={v}" for k, v in sorted(
+            (worker.get("thread_variables") or env.get("thread_variables") or {}).items()))
+         or "none set"),
+        ("git", f"{git.get('commit', '?')[:12]}{' (dirty)' if git.get('dirty') else ''}"
+         if git else "—"),
+    ]
+    return rows
+
+
+def build(results: list[dict[str, Any]]) -> Report:
+    """Sections per model (knobs, task) in the order the models first appear."""
+    report = Report([], [], [], results)
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for result in results:
+        groups.setdefault(section_key(result), []).append(result)
+    for (model, knobs, task), members in groups.items():
+        title = model + (f" ({knobs})" if knobs else "")
+        if task != "train":
+            title += f" — {task}"
+        report.sections.append(Section(title, _summary(report, members),
+                                       _details(report, members), members))
+    seen: list[list[tuple[str, str]]] = []
+    for result in results:
+        facts = environment(result.get("env") or {})
+        if facts not in seen:
+            seen.append(facts)
+    report.environments = seen
+    return report
