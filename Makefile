@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup envs run test clean
+.PHONY: setup envs browser run test clean
 
 setup: $(STAMP)
 
@@ -28,7 +28,13 @@ TEST_ENVS ?= tensorflow tensorflow1 jax paddle
 envs: setup
 	$(BIN)/dlperf envs install $(TEST_ENVS)
 
-test: setup envs
+# Debian's chromium: tests/test_report.py renders the HTML report in it (headless). Installed once.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+browser:
+	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: setup envs browser
 	$(BIN)/python -m pytest -q
 
 clean:
