@@ -4,7 +4,7 @@ v1.5: a downsampling bottleneck strides on its 3x3 convolution, not the first 1x
 shapes follow :func:`dlperf.models.resnet50_convs`, so the parameter count matches the catalogue.
 """
 
-from typing import List
+from typing import List, Optional
 
 import torch
 from torch import nn
@@ -26,7 +26,7 @@ class Bottleneck(nn.Module):
         self.conv3 = nn.Conv2d(width, c_out, 1, bias=False)
         self.bn3 = nn.BatchNorm2d(c_out)
         self.relu = nn.ReLU(inplace=True)
-        self.downsample = None  # type: nn.Module
+        self.downsample = None  # type: Optional[nn.Module]
         if stride != 1 or c_in != c_out:
             self.downsample = nn.Sequential(
                 nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out)
