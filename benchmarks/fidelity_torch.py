@@ -27,6 +27,7 @@ from dlperf.backends.torch.resnet import ResNet50
 batch, size, warmup, steps, precision, compiled = sys.argv[1:7]
 batch, size, warmup, steps = int(batch), int(size), int(warmup), int(steps)
 torch.manual_seed(0)
+torch.set_flush_denormal(True)  # as dlperf's torch backend does on CPU (see its build())
 model = ResNet50(1000).to(memory_format=torch.channels_last).train()
 if compiled == "1":
     model = torch.compile(model)
