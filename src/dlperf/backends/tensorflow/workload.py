@@ -1,0 +1,166 @@
+"""Device, precision and the step wrapper shared by every TensorFlow 2.x model.
+
+Precision goes through Keras mixed precision (``mixed_bfloat16`` / ``mixed_float16`` global
+policies, variables stay float32, ``LossScaleOptimizer`` for fp16). ``fp32`` switches TF32 off on
+GPUs (TensorFlow enables it by default on Ampere and later) so it really is IEEE fp32.
+"""
+
+import os
+import platform
+from typing import Any, Callable, Dict, Optional
+
+import keras
+import tensorflow as tf
+
+from dlperf.worker.workload import UnsupportedError, Workload
+
+PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
+            "amp-fp16": "mixed_float16"}
+
+
+def select_device(requested):
+    # type: (str) -> str
+    """'/GPU:0' or '/CPU:0'. Must run before TensorFlow initialises its devices."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    gpus = tf.config.list_physical_devices("GPU")
+    if requested == "cuda" and not gpus:
+        raise UnsupportedError("device cuda requested but tensorflow %s sees no GPU (this is "
+                               "the tensorflow-cpu build or no GPU is present)" % tf.__version__)
+    if requested == "cpu" and gpus:
+        tf.config.set_visible_devices([], "GPU")
+        gpus = []
+    if gpus:
+        for gpu in gpus:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        return "/GPU:0"
+    return "/CPU:0"
+
+
+def set_precision(name, device):
+    # type: (str, str) -> Dict[str, Any]
+    """Set the global Keras dtype policy (before any layer is built); return facts to record."""
+    if name not in PRECISIONS:
+        raise UnsupportedError(
+            "precision %s is not offered by the tensorflow backend; allowed: %s (bf16/fp16 "
+            "without float32 master weights and int8 training are not Keras training modes)"
+            % (name, ", ".join(PRECISIONS)))
+    gpu = device.startswith("/GPU")
+    if name == "tf32" and not gpu:
+        raise UnsupportedError("precision tf32 needs a GPU (TensorFloat-32 is an Ampere+ tensor "
+                               "core mode); this run is on the CPU")
+    if gpu:
+        tf.config.experimental.enable_tensor_float_32_execution(name == "tf32")
+    keras.mixed_precision.set_global_policy(POLICIES[name])
+    return {"precision": name, "keras_policy": POLICIES[name],
+            "loss_scale": "dynamic" if name == "amp-fp16" else None,
+            "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()) if gpu
+            else None}
+
+
+def count_params(variables):
+    # type: (Any) -> int
+    """Unique trainable parameters (a tied variable counts once)."""
+    seen = {}  # type: Dict[int, int]
+    for v in variables:
+        seen[id(v)] = int(v.shape.num_elements() if hasattr(v.shape, "num_elements")
+                          else _prod(v.shape))
+    return sum(seen.values())
+
+
+def _prod(shape):
+    # type: (Any) -> int
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
+
+
+def unique(variables):
+    # type: (Any) -> list
+    out, seen = [], set()
+    for v in variables:
+        if id(v) not in seen:
+            seen.add(id(v))
+            out.append(v)
+    return out
+
+
+def cpu_name():
+    # type: () -> str
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def runtime_info(device):
+    # type: (str) -> Dict[str, Any]
+    build = tf.sysconfig.get_build_info()
+    info = {
+        "tensorflow_version": tf.__version__,
+        "keras_version": keras.__version__,
+        "device": device,
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads() or "default",
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or "default",
+        "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 Linux)"),
+        "cuda_build": bool(build.get("is_cuda_build", False)),
+    }  # type: Dict[str, Any]
+    if device.startswith("/GPU"):
+        details = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0])
+        info["device_name"] = details.get("device_name")
+        info["compute_capability"] = details.get("compute_capability")
+        info["cuda_version"] = build.get("cuda_version")
+        info["cudnn_version"] = build.get("cudnn_version")
+    else:
+        info["device_name"] = cpu_name()
+    return info
+
+
+class TFWorkload(Workload):
+    """A traced ``tf.function`` step over data already on the device.
+
+    TensorFlow returns from a function call once its ops are enqueued; ``.numpy()`` on the loss
+    waits for them, so ``sync`` fetches the last loss (and on a GPU also waits for every device
+    stream, where the API exists).
+    """
+
+    def __init__(self, step_fn, device, samples_per_step, params, info):
+        # type: (Callable[[], Any], str, int, int, Dict[str, Any]) -> None
+        self._step_fn = step_fn
+        self._last = None  # type: Any
+        self.device = device
+        self.gpu = device.startswith("/GPU")
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.info = info
+
+    def step(self):
+        # type: () -> Any
+        self._last = self._step_fn()
+        return self._last
+
+    def sync(self):
+        # type: () -> None
+        if self._last is not None:
+            self._last.numpy()
+        if self.gpu:
+            sync_devices = getattr(tf.test.experimental, "sync_devices", None)
+            if sync_devices is not None:
+                sync_devices()
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(handle.numpy())
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        if not self.gpu:
+            return None
+        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
