@@ -1,0 +1,273 @@
+"""Device, precision, the jitted step and the Workload shared by every JAX model.
+
+The model files only describe networks; how they run (compute dtype, matmul precision, loss
+scaling, ``jax.jit`` with buffer donation) lives here so every model is measured under the same
+rules.
+
+``compile`` for JAX: the step is always one ``jax.jit``-compiled XLA program — that *is* JAX's
+execution model, and the idiomatic fastest loop. There is no uncompiled mode worth measuring
+(running the step op by op is a debugging aid, not a way anyone trains), so ``compile=false``
+is rejected as unsupported instead of silently measuring the same program twice.
+"""
+
+import os
+import platform
+from typing import Any, Callable, Dict, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dlperf.worker.workload import UnsupportedError, Workload
+
+PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32")
+OTHER_PRECISIONS = {
+    "bf16": "pure bf16 parameters are not offered; use amp-bf16 (fp32 params, bf16 compute)",
+    "fp16": "pure fp16 parameters are not offered; use amp-fp16 on a GPU",
+    "int8": "int8 training does not exist in JAX/XLA",
+}
+# Dynamic loss scaling for amp-fp16, as in NVIDIA's and PyTorch's GradScaler.
+LOSS_SCALE_INIT = 2.0 ** 15
+LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+
+def require_compile(compile_flag):
+    # type: (bool) -> None
+    if not compile_flag:
+        raise UnsupportedError(
+            "jax always compiles the whole train step with jax.jit (XLA); there is no eager "
+            "mode to measure, so compile=false is not a separate case: run with --compile"
+        )
+
+
+def world_size():
+    # type: () -> int
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank():
+    # type: () -> int
+    return int(os.environ.get("RANK", "0"))
+
+
+def select_device(requested):
+    # type: (str) -> Any
+    """Resolve ``auto``/``cpu``/``cuda`` to one JAX device, before JAX picks a backend."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    if requested == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+        return jax.devices("cpu")[0]
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if requested == "cuda" and not gpus:
+        raise UnsupportedError(
+            "device cuda requested but jax %s sees no GPU (is jax[cuda] installed?)"
+            % jax.__version__
+        )
+    if gpus:
+        return gpus[int(os.environ.get("LOCAL_RANK", "0"))]
+    return jax.devices("cpu")[0]
+
+
+class Precision(object):
+    """What a precision name means for JAX on a device: compute dtype, matmul precision,
+    loss scaling. Parameters, optimizer state and batch statistics always stay float32."""
+
+    def __init__(self, name, device):
+        # type: (str, Any) -> None
+        if name in OTHER_PRECISIONS:
+            raise UnsupportedError("jax backend: precision %s: %s" % (name, OTHER_PRECISIONS[name]))
+        if name not in PRECISIONS:
+            raise UnsupportedError(
+                "unknown precision %r; allowed: %s" % (name, ", ".join(PRECISIONS)))
+        gpu = device.platform == "gpu"
+        if name in ("tf32", "amp-fp16") and not gpu:
+            raise UnsupportedError(
+                "jax backend: precision %s needs a GPU (%s); this run is on %s"
+                % (name, "TF32 tensor cores" if name == "tf32" else "fp16 with loss scaling",
+                   device.platform))
+        self.name = name
+        self.compute_dtype = {"amp-bf16": jnp.bfloat16, "amp-fp16": jnp.float16}.get(
+            name, jnp.float32)
+        self.loss_scaling = name == "amp-fp16"
+        self.matmul_precision = None  # type: Optional[str]
+        if gpu:
+            # XLA on GPU runs fp32 dots/convs in TF32 by default; "fp32" must be IEEE fp32.
+            self.matmul_precision = "tensorfloat32" if name == "tf32" else "highest"
+            jax.config.update("jax_default_matmul_precision", self.matmul_precision)
+
+    def info(self):
+        # type: () -> Dict[str, Any]
+        return {
+            "precision": self.name,
+            "compute_dtype": jnp.dtype(self.compute_dtype).name,
+            "param_dtype": "float32",
+            "loss_scaling": "dynamic" if self.loss_scaling else None,
+            "matmul_precision": self.matmul_precision,
+        }
+
+
+def make_train_step(loss_fn, tx, loss_scaling):
+    # type: (Callable[..., Any], Any, bool) -> Callable[..., Any]
+    """One whole training step as a pure function of (state, batch) -> (state, loss).
+
+    ``loss_fn(params, stats, batch, rng) -> (loss, new_stats)``; ``stats`` carries mutable
+    model state (BatchNorm running statistics) through the step. The dropout key advances
+    inside the step, so every step draws new masks without a host round trip.
+    """
+
+    def step(state, batch):
+        rng, dropout_rng = jax.random.split(state["rng"])
+        scale = state["loss_scale"] if loss_scaling else None
+
+        def objective(params):
+            loss, new_stats = loss_fn(params, state["stats"], batch, dropout_rng)
+            return (loss * scale if loss_scaling else loss), (loss, new_stats)
+
+        grads, (loss, new_stats) = jax.grad(objective, has_aux=True)(state["params"])
+        if loss_scaling:
+            grads = jax.tree_util.tree_map(lambda g: g / scale, grads)
+        updates, opt_state = tx.update(grads, state["opt"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        new_state = dict(state, params=params, stats=new_stats, opt=opt_state, rng=rng)
+        if loss_scaling:
+            new_state = _apply_loss_scale(state, new_state, grads)
+        return new_state, loss
+
+    return step
+
+
+def _apply_loss_scale(old, new, grads):
+    # type: (Dict[str, Any], Dict[str, Any], Any) -> Dict[str, Any]
+    """Skip the update and halve the scale on overflow; double it after a clean stretch."""
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g))
+                                for g in jax.tree_util.tree_leaves(grads)]))
+    keep = lambda a, b: jax.tree_util.tree_map(  # noqa: E731
+        lambda x, y: jnp.where(finite, x, y), a, b)
+    good = jnp.where(finite, old["good_steps"] + 1, 0)
+    grow = good >= LOSS_SCALE_GROWTH_INTERVAL
+    scale = jnp.where(finite, jnp.where(grow, old["loss_scale"] * 2.0, old["loss_scale"]),
+                      jnp.maximum(old["loss_scale"] / 2.0, 1.0))
+    out = dict(new, params=keep(new["params"], old["params"]), opt=keep(new["opt"], old["opt"]),
+               stats=keep(new["stats"], old["stats"]))
+    out["loss_scale"] = scale
+    out["good_steps"] = jnp.where(grow, 0, good)
+    return out
+
+
+def host_init(init_fn, rule, seed):
+    # type: (Callable[[Any], Any], Callable[..., np.ndarray], int) -> Any
+    """Initialise a model's variables on the host with numpy, following the model's own rule.
+
+    ``jax.eval_shape(init_fn)`` gives the variable tree without running anything; ``rule(names,
+    shape, rng)`` fills each leaf. Calling ``model.init`` instead would make XLA compile one
+    threefry kernel per parameter: 7-15 s of CPU per repeat for ResNet-50 or BERT, spent on
+    random numbers that do not change what is measured.
+    """
+    shapes = jax.eval_shape(init_fn, jax.random.PRNGKey(0))
+    rng = np.random.default_rng(seed)
+    leaves, tree = jax.tree_util.tree_flatten_with_path(shapes)
+    values = []
+    for path, leaf in leaves:
+        names = tuple(str(getattr(k, "key", k)) for k in path)
+        value = rule(names, tuple(leaf.shape), rng)
+        assert value.shape == tuple(leaf.shape), names
+        values.append(value)
+    return jax.tree_util.tree_unflatten(tree, values)
+
+
+def count_params(params):
+    # type: (Any) -> int
+    return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
+
+
+class JaxWorkload(Workload):
+    """A jitted step, its state (params, BN stats, optimizer, RNG) and one batch on the device.
+
+    ``step`` dispatches asynchronously and returns the loss as a device array (not converted);
+    ``sync`` blocks on the newest state and output, which depend on every earlier step.
+    """
+
+    def __init__(self, step_fn, state, batch, device, samples_per_step, params, info):
+        # type: (Callable[..., Any], Any, Any, Any, int, int, Dict[str, Any]) -> None
+        self._step = step_fn
+        self.state = state
+        self.batch = batch
+        self.device = device
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.info = info
+        self._last = None  # type: Any
+        self.train = isinstance(state, dict) and "opt" in state
+
+    def step(self):
+        # type: () -> Any
+        if self.train:
+            self.state, self._last = self._step(self.state, self.batch)
+        else:
+            self._last = self._step(self.state, self.batch)
+        return self._last
+
+    def sync(self):
+        # type: () -> None
+        jax.block_until_ready((self.state, self._last))
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(jnp.asarray(handle, dtype=jnp.float32))
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        try:
+            stats = self.device.memory_stats()
+        except Exception:  # noqa: BLE001 - some PJRT clients do not implement it
+            return None
+        if not stats or "peak_bytes_in_use" not in stats:
+            return None
+        return int(stats["peak_bytes_in_use"])
+
+
+def _version(module_name):
+    # type: (str) -> Optional[str]
+    try:
+        module = __import__(module_name)
+    except ImportError:
+        return None
+    return getattr(module, "__version__", None)
+
+
+def cpu_name():
+    # type: () -> str
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def runtime_info(device):
+    # type: (Any) -> Dict[str, Any]
+    """Facts about this JAX and device that change performance and belong with a result."""
+    import jaxlib
+
+    return {
+        "jax_version": jax.__version__,
+        "jaxlib_version": getattr(jaxlib, "__version__", None),
+        "flax_version": _version("flax"),
+        "optax_version": _version("optax"),
+        "backend": jax.default_backend(),
+        "device": str(device),
+        "device_kind": getattr(device, "device_kind", None),
+        "device_name": cpu_name() if device.platform == "cpu" else device.device_kind,
+        "device_count": jax.device_count(),
+        "xla_flags": os.environ.get("XLA_FLAGS"),
+        "world_size": world_size(),
+        "rank": rank(),
+    }
