@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[torch,test]'
+	$(BIN)/python -m pip install --quiet -e '.[torch,onnxruntime,test]'
 	touch $(STAMP)
 
 # A quick look at this machine: ResNet-50 and BERT-Base training, bf16 autocast, 3 repeats.

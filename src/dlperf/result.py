@@ -60,6 +60,21 @@ def _monitor(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _latencies(repeats: list[dict[str, Any]]) -> list[list[float]]:
+    """Per-iteration latencies of each repeat, every rank's pooled (inference only)."""
+    return [[value for rank in record.get("ranks", []) for value in rank.get("latencies_s") or []]
+            for record in repeats]
+
+
+def _server(repeats: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The load the server scenario offered and what came of it (first rank of first repeat)."""
+    for record in repeats:
+        for rank in record.get("ranks", []):
+            if rank.get("server"):
+                return dict(rank["server"])
+    return None
+
+
 def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     """What the first rank of the first repeat saw inside the framework's environment."""
     for record in repeats:
@@ -101,7 +116,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "unit": UNIT,
         "global_batch": case.global_batch,
         "throughput": throughput,
-        "latency_ms": None,
+        "latency_ms": stats.latency_ms(_latencies(ok)) if case.task == "infer" else None,
         "timings": {key: _values(ok, key)
                     for key in ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")},
         "loss": {"first": _values(ok, "loss_first"), "last": _values(ok, "loss_last")},
@@ -110,6 +125,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "flops": {"per_sample": per_sample, "achieved_per_s": achieved,
                   "peak_per_s": None, "mfu": None},
         "monitor": _monitor(repeats),
+        "server": _server(ok) if case.scenario == "server" else None,
         "warnings": warnings,
         "repeats_done": len(repeats),
         "interrupted": interrupted,

@@ -22,6 +22,11 @@ TASKS = ("train", "infer")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 DATA_SOURCES = ("synthetic",)
+SCENARIOS = ("offline", "single-stream", "server")
+SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
+# Fields added after results were first stored: left out of the identity while at their default,
+# so the keys of earlier cases (and `sweep --resume`) stay what they were.
+LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {}}
 
 
 class SpecError(ValueError):
@@ -47,6 +52,7 @@ class Case:
     device: str = "auto"
     devices: int = 1
     nnodes: int = 1
+    threads: int | None = None  # per process; None: the node's cores divided among its processes
     data: str = "synthetic"
     knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     warmup_steps: int = 20
@@ -54,6 +60,10 @@ class Case:
     repeats: int = 7
     seed: int = 0
     timeout_s: float = 1800.0
+    # inference: how queries arrive (see dlperf.infer / dlperf.server), and a minimum window time
+    scenario: str = "offline"
+    min_duration_s: float = 0.0
+    server: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -70,6 +80,7 @@ class Case:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["knobs"] = dict(self.knobs)
+        out["server"] = dict(self.server)
         return out
 
     def identity(self) -> dict[str, Any]:
@@ -77,6 +88,11 @@ class Case:
         out = self.to_dict()
         for field in ("repeats", "timeout_s"):
             out.pop(field)
+        if out["threads"] is None:  # added later: earlier cases keep their keys
+            out.pop("threads")
+        for field, default in LATER_FIELDS.items():
+            if out[field] == default:
+                out.pop(field)
         return out
 
     def key(self) -> str:
@@ -90,6 +106,12 @@ class Case:
             parts.append("compile")
         if self.devices * self.nnodes > 1:
             parts.append(f"{self.nnodes}n{self.devices}d")
+        if self.threads is not None:
+            parts.append(f"{self.threads}thr")
+        if self.scenario != "offline":
+            parts.append(self.scenario)
+        if self.server:
+            parts.append(f"{self.server['rate_qps']:g}qps")
         return " ".join(parts)
 
     @classmethod
@@ -125,11 +147,14 @@ def validate(case: Case) -> None:
     _at_least("batch_size", case.batch_size, 1)
     _at_least("devices", case.devices, 1)
     _at_least("nnodes", case.nnodes, 1)
+    if case.threads is not None:
+        _at_least("threads", case.threads, 1)
     _at_least("warmup_steps", case.warmup_steps, 1)
     _at_least("steps", case.steps, 2)
     _at_least("repeats", case.repeats, 1)
     _at_least("seed", case.seed, 0)
     _at_least("timeout_s", case.timeout_s, 1, kind=float)
+    _validate_scenario(case)
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
         if value is None:
@@ -138,3 +163,29 @@ def validate(case: Case) -> None:
             raise SpecError(f"{name}: not a knob of model {case.model}; "
                             f"allowed: {', '.join(allowed_knobs)}")
         _at_least(name, value, 1)
+
+
+def _validate_scenario(case: Case) -> None:
+    """Scenario, minimum window time and server load; only inference has scenarios."""
+    _choice("scenario", case.scenario, SCENARIOS)
+    _at_least("min_duration_s", case.min_duration_s, 0, kind=float)
+    if case.scenario != "offline" and case.task != "infer":
+        raise SpecError(f"scenario: {case.scenario!r} needs task infer, not {case.task!r}")
+    if case.scenario == "single-stream" and case.batch_size != 1:
+        raise SpecError(f"batch_size: single-stream sends one sample per query, got "
+                        f"{case.batch_size}; use scenario offline for larger batches")
+    if case.scenario != "server":
+        if case.server:
+            raise SpecError("server: only the server scenario takes server settings")
+        return
+    missing = [name for name in SERVER_FIELDS if name not in case.server]
+    unknown = sorted(set(case.server) - set(SERVER_FIELDS))
+    if missing or unknown:
+        raise SpecError(f"server: needs exactly {', '.join(SERVER_FIELDS)}"
+                        + (f"; missing {', '.join(missing)}" if missing else "")
+                        + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    for name in ("rate_qps", "target_latency_ms"):
+        value = case.server[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise SpecError(f"server.{name}: {value!r} must be a number > 0")
+    _at_least("server.min_queries", case.server["min_queries"], 1)

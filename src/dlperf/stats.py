@@ -86,3 +86,34 @@ def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None]) -> 
             f"unsteady window in {len(unsteady)} repeat(s): step time changed {worst:+.1%} "
             f"from first to second half (> {STEADY_WARN:.0%}); raise --warmup-steps")
     return warnings
+
+
+# Latency percentiles reported for inference, with the name each gets in ``latency_ms``.
+LATENCY_PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0),
+                       ("p99_9", 99.9))
+LATENCY_METHOD = "numpy.percentile method='linear' (Hyndman-Fan type 7), pooled over repeats"
+
+
+def latency_ms(per_repeat: Sequence[Sequence[float]]) -> dict[str, Any] | None:
+    """Latency summary in milliseconds from per-iteration latencies in seconds, one list per repeat.
+
+    Percentiles are taken over **all repeats' iterations pooled** (each repeat is a fresh process,
+    so pooling gives the tail the most samples), with numpy's default 'linear' interpolation
+    between the two nearest order statistics, which is monotone in the level: p50 <= p90 <= p95
+    <= p99 <= p99.9 always. The per-repeat p50/p99 lists beside them show the spread across
+    processes. None when no latency was recorded (training, or every repeat failed).
+    """
+    lists = [np.asarray(values, dtype=float) * 1000.0 for values in per_repeat if len(values)]
+    if not lists:
+        return None
+    pooled = np.concatenate(lists)
+    levels = [level for _, level in LATENCY_PERCENTILES]
+    out: dict[str, Any] = {"mean": float(pooled.mean())}
+    out.update({name: float(value) for (name, _), value in
+                zip(LATENCY_PERCENTILES, np.percentile(pooled, levels, method="linear"))})
+    out.update({"min": float(pooled.min()), "max": float(pooled.max()), "n": int(pooled.size),
+                "method": LATENCY_METHOD,
+                "repeats": {"mean": [float(v.mean()) for v in lists],
+                            "p50": [float(np.percentile(v, 50)) for v in lists],
+                            "p99": [float(np.percentile(v, 99)) for v in lists]}})
+    return out

@@ -2,9 +2,24 @@
 
 build (timed) -> first step (timed apart: it holds compilation) -> remaining warm-up steps ->
 barrier + device sync -> timed window of measured steps -> device sync -> barrier.
+
+The window has three modes, chosen by the case:
+
+- **throughput** (training): steps are issued back to back and the device is synchronised only at
+  the window's ends, so asynchronous frameworks keep their pipelines full.
+- **latency** (``task == "infer"``): every iteration is synchronised, so the time between two
+  marks is the real latency of one batch; the per-iteration latencies go into the result.
+- **server** (``scenario == "server"``): queries arrive by a seeded Poisson process at
+  ``server.rate_qps``; each is served in arrival order once the previous one is done, and its
+  latency runs from its *scheduled* arrival, so queueing behind a slow query is never hidden.
+
+In the first two modes the window holds at least ``steps`` iterations and, when
+``min_duration_s`` is set, keeps going until that much time has passed. Throughput is always the
+samples in the window over the window's time.
 """
 
 import math
+import random
 import time
 from typing import Any, Dict, List
 
@@ -47,31 +62,144 @@ def measure(build, case):
 
     workload.barrier()
     workload.sync()
-    marks = []  # type: List[float]
-    window_start = clock()
-    for _ in range(steps):
-        handle = workload.step()
-        marks.append(clock())
-    workload.sync()
-    window_end = clock()
+    if case.get("scenario") == "server":
+        window = serve(workload, case, clock)
+    else:
+        window = timed_window(workload, steps, float(case.get("min_duration_s") or 0.0),
+                              case.get("task") == "infer", clock)
     workload.barrier()
-
-    marks[-1] = window_end  # the last step is done only once the device says so
-    step_times = [b - a for a, b in zip([window_start] + marks[:-1], marks)]
+    handle = window.pop("handle")
     loss_last = _finite(workload.loss_value(handle),
-                        "after {} warm-up and {} measured steps".format(warmup_steps, steps))
-    return {
+                        "after {} warm-up and {} measured steps".format(
+                            warmup_steps, window["window_steps"]))
+    result = {
         "samples_per_step": workload.samples_per_step,
         "params": workload.params,
         "build_s": build_s,
         "first_step_s": first_step_s,
         "warmup_s": warmup_s,
-        "window_s": window_end - window_start,
-        "window_steps": steps,
-        "window_samples": steps * workload.samples_per_step,
-        "step_times_s": step_times,
         "loss_first": loss_first,
         "loss_last": loss_last,
         "peak_device_bytes": workload.peak_device_bytes(),
         "info": workload.info,
+    }  # type: Dict[str, Any]
+    result.update(window)
+    result["window_samples"] = result["window_steps"] * workload.samples_per_step
+    return result
+
+
+def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
+    # type: (Workload, int, float, bool, Any) -> Dict[str, Any]
+    """At least ``steps`` iterations and at least ``min_duration_s`` seconds.
+
+    With ``synchronise_each`` every iteration waits for the device, so consecutive marks bound one
+    batch's latency; without it the device is synchronised only at the end (the last mark is then
+    moved to that point, because the last step is done only once the device says so).
+    """
+    marks = []  # type: List[float]
+    window_start = clock()
+    now = window_start
+    handle = None  # type: Any
+    while len(marks) < steps or now - window_start < min_duration_s:
+        handle = workload.step()
+        if synchronise_each:
+            workload.sync()
+        now = clock()
+        marks.append(now)
+    workload.sync()
+    window_end = clock()
+    if not synchronise_each:
+        marks[-1] = window_end
+    step_times = [b - a for a, b in zip([window_start] + marks[:-1], marks)]
+    out = {
+        "handle": handle,
+        "window_s": window_end - window_start,
+        "window_steps": len(marks),
+        "step_times_s": step_times,
+    }  # type: Dict[str, Any]
+    if synchronise_each:
+        out["latencies_s"] = step_times
+    return out
+
+
+def poisson_arrivals(rate_qps, min_duration_s, min_queries, seed):
+    # type: (float, float, int, int) -> List[float]
+    """Seeded Poisson arrival times (s from the start): as many as it takes to pass both minimums."""
+    rng = random.Random(seed)
+    arrivals = []  # type: List[float]
+    now = 0.0
+    while len(arrivals) < min_queries or now < min_duration_s:
+        now += rng.expovariate(rate_qps)
+        arrivals.append(now)
+    return arrivals
+
+
+def allowed_late(queries, level=99.0):
+    # type: (int, float) -> int
+    """How many of ``queries`` latencies may exceed a bound while the ``level`` percentile
+    (linear interpolation) can still be within it: beyond this the bound is already broken."""
+    return queries - 1 - int(math.floor(level / 100.0 * (queries - 1)))
+
+
+def serve(workload, case, clock):
+    # type: (Workload, Dict[str, Any], Any) -> Dict[str, Any]
+    """Serve a seeded Poisson stream of queries (one ``step`` each) in arrival order.
+
+    Latency is measured from each query's scheduled arrival to the end of its (synchronised)
+    step. The run stops early once more queries have exceeded the target than p99 allows: the
+    bound is then broken whatever the rest would do, and an overloaded probe costs no more time.
+    """
+    server = case["server"]
+    rate = float(server["rate_qps"])
+    target_s = float(server["target_latency_ms"]) / 1000.0
+    min_queries = int(server["min_queries"])
+    min_duration_s = float(case.get("min_duration_s") or 0.0)
+    arrivals = poisson_arrivals(rate, min_duration_s, min_queries, int(case.get("seed", 0)))
+    budget = allowed_late(len(arrivals))
+    latencies = []  # type: List[float]
+    service = []  # type: List[float]
+    late = 0
+    early_stop = False
+    handle = None  # type: Any
+    start = clock()
+    for arrival in arrivals:
+        wait = start + arrival - clock()
+        if wait > 0:
+            time.sleep(wait)
+        began = clock()
+        handle = workload.step()
+        workload.sync()
+        done = clock()
+        latencies.append(done - start - arrival)
+        service.append(done - began)
+        if latencies[-1] > target_s:
+            late += 1
+            if late > budget:
+                early_stop = True
+                break
+    end = clock()
+    span = end - start
+    completed = len(latencies)
+    return {
+        "handle": handle,
+        "window_s": span,
+        "window_steps": completed,
+        "step_times_s": service,
+        "latencies_s": latencies,
+        "server": {
+            "rate_qps": rate,
+            "target_latency_ms": target_s * 1000.0,
+            "scheduled": len(arrivals),
+            "completed": completed,
+            "span_s": span,
+            "achieved_qps": completed / span if span > 0 else None,
+            "over_target": late,
+            "allowed_over_target": budget,
+            "early_stop": early_stop,
+            "min_queries": min_queries,
+            "min_duration_s": min_duration_s,
+            "valid": (not early_stop and completed >= min_queries
+                      and span >= min_duration_s),
+            "busy_fraction": sum(service) / span if span > 0 else None,
+        },
     }

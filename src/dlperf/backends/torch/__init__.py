@@ -14,6 +14,7 @@ from torch import nn
 
 from dlperf import models
 from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
+from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
 from dlperf.backends.torch.workload import (
     COMPILE_MODE,
@@ -169,7 +170,7 @@ def build(case):
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
         torch.cuda.reset_peak_memory_stats(device)
-    precision = Precision(case["precision"], device)
+    precision = Precision(case["precision"], device, train=train)
 
     seed = int(case.get("seed", 0))
     torch.manual_seed(seed)  # weights: identical on every rank (DDP broadcasts rank 0's anyway)
@@ -181,8 +182,12 @@ def build(case):
     params = count_params(model)
     model.train(train)
     optimizer = parts.make_optimizer(model.parameters()) if train else None
-    model = maybe_wrap_ddp(model, device)
     compiled = bool(case.get("compile", False))
+    inference_info = {}  # type: Dict[str, Any]
+    if not train:  # bf16/fp16 whole-model casts and int8 quantization; fp32/amp-* unchanged
+        model, inference_info = inference_model(model, parts.forward_loss, case["precision"],
+                                                device, seed, compiled)
+    model = maybe_wrap_ddp(model, device)
     if compiled:
         model = torch.compile(model, mode=None if COMPILE_MODE == "default" else COMPILE_MODE)
 
@@ -201,6 +206,7 @@ def build(case):
             "data": "synthetic, generated once on the device",
         }
     )
+    info.update(inference_info)
     return TorchWorkload(
         model=model,
         optimizer=optimizer,

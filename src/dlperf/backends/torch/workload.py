@@ -15,7 +15,8 @@ from torch import nn
 
 from dlperf.worker.workload import UnsupportedError, Workload
 
-PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32")
+PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32", "bf16", "fp16", "int8")
+INFERENCE_ONLY = ("bf16", "fp16", "int8")  # whole-model casts and quantization
 COMPILE_MODE = "default"
 
 
@@ -79,11 +80,16 @@ def rank():
 class Precision(object):
     """What a precision name means on a given device: autocast dtype, scaler, TF32 switches."""
 
-    def __init__(self, name, device):
-        # type: (str, torch.device) -> None
+    def __init__(self, name, device, train=True):
+        # type: (str, torch.device, bool) -> None
         if name not in PRECISIONS:
             raise UnsupportedError(
                 "unknown precision %r; allowed: %s" % (name, ", ".join(PRECISIONS))
+            )
+        if train and name in INFERENCE_ONLY:
+            raise UnsupportedError(
+                "precision %s is an inference precision in the torch backend (the whole model "
+                "cast or quantized); for training use amp-bf16 or amp-fp16" % name
             )
         self.name = name
         self.device = device
@@ -102,6 +108,23 @@ class Precision(object):
                 self.scaler = torch.amp.GradScaler("cuda")
         if self.autocast_dtype is not None:
             self._probe_autocast()
+        self.cast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(name)
+        if self.cast_dtype is not None:
+            self._probe_cast()
+
+    def _probe_cast(self):
+        # type: () -> None
+        """Fail at build time if this device has no kernels for a whole-model cast."""
+        try:
+            x = torch.ones(1, 2, 4, 4, device=self.device, dtype=self.cast_dtype)
+            w = torch.ones(2, 2, 3, 3, device=self.device, dtype=self.cast_dtype)
+            torch.nn.functional.conv2d(x, w)
+            torch.mm(x[0, 0], x[0, 0])
+        except (RuntimeError, TypeError) as exc:
+            raise UnsupportedError(
+                "precision %s: torch %s has no %s kernels on %s: %s"
+                % (self.name, torch.__version__, self.cast_dtype, self.device.type, exc)
+            )
 
     def _probe_autocast(self):
         # type: () -> None

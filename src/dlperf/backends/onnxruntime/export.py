@@ -1,0 +1,169 @@
+"""ONNX artefacts of the project's own PyTorch models: export, int8 quantization, and their cache.
+
+The network ONNX Runtime runs is the one the torch backend builds (same code, same seed, same
+parameter count), exported with ``torch.onnx`` (the dynamo exporter) with a dynamic batch axis,
+so one file serves every batch size. INT8 is ONNX Runtime's static post-training quantization
+(QDQ format, per-channel int8 weights, uint8 activations, MinMax calibration) of that export,
+calibrated on a held-out slice of data. Both files are cached under ``$DLPERF_CACHE/onnx``
+(default ``~/.cache/dlperf/onnx``), keyed by everything that changes their contents, written
+atomically under a lock so concurrent workers never read half a file.
+
+Valid Python 3.7; imports torch, onnx and onnxruntime only when a file has to be made.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+EXPORT_VERSION = 1  # bump when the export recipe changes, so cached files are remade
+EXPORT_BATCH = 2  # torch.export specialises a dimension of size 1, so never export at batch 1
+Batch = Dict[str, np.ndarray]
+
+
+def cache_dir():
+    # type: () -> str
+    root = os.environ.get("DLPERF_CACHE")
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                            "dlperf")
+    path = os.path.join(root, "onnx")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def artefact_path(kind, identity):
+    # type: (str, Dict[str, Any]) -> str
+    """Where the file described by ``identity`` lives; its hash names it."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return os.path.join(cache_dir(), "%s-%s-%s.onnx" % (identity["model"], kind, digest))
+
+
+@contextlib.contextmanager
+def _locked(path):
+    # type: (str) -> Iterator[None]
+    with open(path + ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def cached(path, make):
+    # type: (str, Callable[[str], Dict[str, Any]]) -> Tuple[bool, Dict[str, Any]]
+    """Return (was it cached, facts); otherwise ``make(tmp_path)`` writes it and we rename it in.
+
+    The facts ``make`` returns (times, settings) are kept beside the file as JSON.
+    """
+    meta = path + ".json"
+    with _locked(path):
+        if os.path.exists(path) and os.path.exists(meta):
+            with open(meta) as handle:
+                return True, json.load(handle)
+        fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=os.path.dirname(path))
+        os.close(fd)
+        try:
+            facts = make(tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        with open(meta + ".tmp", "w") as handle:
+            json.dump(facts, handle)
+        os.replace(meta + ".tmp", meta)
+        return False, facts
+
+
+def export_inputs(args):
+    # type: (Sequence[Any]) -> Tuple[Any, ...]
+    """Example inputs for the exporter: batch >= EXPORT_BATCH so the batch axis stays dynamic."""
+    import torch
+
+    out = []
+    for value in args:
+        if isinstance(value, torch.Tensor) and value.dim() and value.shape[0] < EXPORT_BATCH:
+            reps = (EXPORT_BATCH + value.shape[0] - 1) // value.shape[0]
+            value = value.repeat((reps,) + (1,) * (value.dim() - 1))[:EXPORT_BATCH]
+        out.append(value)
+    return tuple(out)
+
+
+def export(model, args, path):
+    # type: (Any, Sequence[Any], str) -> Dict[str, Any]
+    """Export ``model`` (eval mode) called as ``model(*args)`` to ``path``, batch axis dynamic."""
+    import torch
+
+    names = ["input%d" % i for i in range(len(args))]
+    batch = torch.export.Dim("batch", min=1, max=65536)
+    dynamic = tuple({0: batch} for _ in args)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(args), path, dynamo=True, dynamic_shapes=dynamic,
+                          input_names=names, external_data=False, verbose=False)
+    return {"export_s": time.perf_counter() - start, "input_names": names,
+            "exporter": "torch.onnx.export(dynamo=True), torch %s" % torch.__version__}
+
+
+class _Reader(object):
+    """onnxruntime's CalibrationDataReader protocol over a list of feeds."""
+
+    def __init__(self, batches):
+        # type: (List[Batch]) -> None
+        self._batches = iter(batches)
+
+    def get_next(self):
+        # type: () -> Optional[Batch]
+        return next(self._batches, None)
+
+    def rewind(self):
+        # type: () -> None
+        pass
+
+
+def quantize_int8(fp32_path, out_path, calibration_batches):
+    # type: (str, str, List[Batch]) -> Dict[str, Any]
+    """Static int8 quantization of an fp32 ONNX file, calibrated on ``calibration_batches``.
+
+    Pre-processing (shape inference + graph optimisation) first, as onnxruntime recommends; if a
+    model's shapes defeat it the raw export is quantized instead and the facts say so.
+    """
+    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    start = time.perf_counter()
+    source = fp32_path
+    preprocessed = True
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(out_path)) as work:
+        pre = os.path.join(work, "pre.onnx")
+        try:
+            quant_pre_process(fp32_path, pre)
+            source = pre
+        except Exception:  # pre-processing is an optimisation; quantizing without it still works
+            preprocessed = False
+        quantize_static(source, out_path, _Reader(calibration_batches),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax)
+    return {
+        "quantize_s": time.perf_counter() - start,
+        "method": "onnxruntime.quantization.quantize_static",
+        "format": "QDQ",
+        "weights": "int8 per-channel",
+        "activations": "uint8 per-tensor",
+        "calibration_method": "MinMax",
+        "calibration_batches": len(calibration_batches),
+        "calibration_samples": int(sum(next(iter(b.values())).shape[0]
+                                       for b in calibration_batches)),
+        "preprocessed": preprocessed,
+    }
