@@ -1,0 +1,177 @@
+"""TensorFlow 2.x and 1.x: their environments, their models and real tiny training runs.
+
+The environments come from the pinned sets the project ships (`make test` installs them first
+through `make envs`; the fixture's install is then a no-op, or does the install itself when run
+alone). Everything else runs the real `dlperf` command and real workers in those environments.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlperf import envs, launch, models
+
+TIMEOUT = 1200
+TF_VERSIONS = {"tensorflow": "2.21.", "tensorflow1": "1.15."}
+
+
+def run_dlperf(*args: str, env: dict[str, str] | None = None, timeout: float = TIMEOUT
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module", params=["tensorflow", "tensorflow1"])
+def framework(request: pytest.FixtureRequest) -> str:
+    """The framework's environment, installed from its pinned set (cached: no-op if current)."""
+    name = request.param
+    done = envs.install(name, say=lambda line: None)
+    assert done.action in ("installed", "up to date")
+    return name
+
+
+def test_environment_matches_pinned_set(framework):
+    st = envs.status(framework)
+    assert st.state == "installed", st
+    assert st.version and st.version.startswith(TF_VERSIONS[framework])
+    wanted = envs.registry.get(framework).python
+    assert st.python and st.python.startswith(wanted + ".")
+    # a second install is a no-op: this is what keeps `make test` fast
+    again = envs.install(framework, say=lambda line: None)
+    assert again.action == "up to date"
+
+
+def test_both_models_have_the_catalogue_parameter_count(framework):
+    """Built inside the framework's own interpreter, default (full-size) knobs."""
+    if framework == "tensorflow":
+        code = """
+import json, dlperf.backends.tensorflow as B
+from dlperf import models
+from dlperf.backends.tensorflow.workload import count_params, unique
+out = {}
+for name in ("resnet50", "bert-base"):
+    parts = B.BUILDERS[name](models.resolve_knobs(name, {}), 1 if name == "bert-base" else 2, 0)
+    out[name] = count_params(unique(parts.model.trainable_variables))
+print("PARAMS=" + json.dumps(out))
+"""
+    else:
+        code = """
+import json, numpy as np, dlperf.backends.tensorflow1 as B
+from dlperf import models
+out = {}
+for name in ("resnet50", "bert-base"):
+    with B.tf.Graph().as_default():
+        B.BUILDERS[name](models.resolve_knobs(name, {}), 2, 0, True, {})
+        out[name] = int(sum(np.prod(v.shape.as_list()) for v in B.tf1.trainable_variables()))
+print("PARAMS=" + json.dumps(out))
+"""
+    proc = subprocess.run([envs.interpreter(framework), "-c", code], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=launch.worker_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
+    built = json.loads(line.split("=", 1)[1])
+    assert built == {"resnet50": models.get("resnet50").params(),
+                     "bert-base": models.get("bert-base").params()}
+    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+
+
+TINY = {
+    "resnet50": ["--model", "resnet50", "--image-size", "32", "--num-classes", "10",
+                 "--batch-size", "2"],
+    # a 2-layer BERT with a small vocabulary: every part (embeddings, attention, heads, tied
+    # decoder, AdamW + clipping) in a few seconds
+    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--vocab-size", "512",
+                  "--knob", "layers=2", "--batch-size", "2"],
+}
+CASES = [
+    ("tensorflow", "resnet50", ["--precision", "fp32"]),
+    ("tensorflow", "bert-base", ["--precision", "amp-bf16", "--compile"]),
+    ("tensorflow1", "resnet50", ["--precision", "fp32"]),
+    ("tensorflow1", "bert-base", ["--precision", "fp32"]),
+]
+
+
+@pytest.mark.parametrize("framework,model,extra", CASES, indirect=["framework"],
+                         ids=[f"{f}-{m}" for f, m, e in CASES])
+def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", framework, *TINY[model], *extra,
+                      "--warmup-steps", "2", "--steps", "3", "--repeats", "1",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    loss = result["loss"]["last"][0]
+    assert math.isfinite(loss) and math.isfinite(result["loss"]["first"][0])
+    assert result["model"]["params"] == result["model"]["catalogue_params"]
+    assert result["throughput"]["median"] > 0
+    worker = result["env"]["worker"]
+    assert str(envs.env_dir(framework)) in json.dumps(worker)  # ran in the framework's env
+
+
+UNSUPPORTED = {"tensorflow": ("tf32", "needs a GPU"),
+               "tensorflow1": ("amp-bf16", "no bfloat16 mixed precision")}
+
+
+def test_unsupported_combination_reports_unsupported(framework, tmp_path):
+    precision, phrase = UNSUPPORTED[framework]
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", framework, *TINY["resnet50"], "--precision",
+                      precision, "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 1
+    assert result["status"] == "unsupported"
+    assert phrase in result["error"]
+    assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+def test_not_installed_framework_is_one_line_exit_2(framework, tmp_path):
+    empty = {"DLPERF_ENVS": str(tmp_path / "no-envs")}
+    for args in (["run", "--framework", framework, *TINY["resnet50"], "--repeats", "1",
+                  "--db", str(tmp_path / "r.db")],
+                 ["envs", "check", framework]):
+        proc = run_dlperf(*args, env=empty, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            f"dlperf {args[0]}: error: framework {framework} is not installed: "
+            f"run `dlperf envs install {framework}`"]
+        assert "Traceback" not in proc.stderr + proc.stdout
+    assert not (tmp_path / "r.db").exists()  # nothing started, nothing stored
+
+
+def test_envs_list_shows_the_installed_environment(framework):
+    proc = run_dlperf("envs", "list", env={"COLUMNS": "200"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if f" {framework} " in line)
+    assert "installed" in row and TF_VERSIONS[framework] in row
+
+
+def test_envs_check_runs_a_real_step(framework):
+    if framework != "tensorflow1":
+        pytest.skip("one end-to-end `envs check` is enough (tensorflow1: the Python 3.7 env)")
+    proc = run_dlperf("envs", "check", framework)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "import ok, version 1.15" in proc.stdout
+    assert "tiny training step ok" in proc.stdout
+
+
+def test_envs_install_rejects_unknown_framework():
+    proc = run_dlperf("envs", "install", "caffe", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "dlperf envs: error: unknown framework 'caffe'; allowed: "
+        + ", ".join(envs.registry.names())]
+
+
+def test_interpreter_of_torch_is_dlperfs_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLPERF_ENVS", str(tmp_path))
+    assert envs.interpreter("torch") == sys.executable
+    assert Path(envs.root()) == tmp_path
