@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +18,11 @@ TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16",
              "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
 
 
-def dlperf(*args: str, timeout: float = 900, check: bool = False,
-           cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def dlperf(*args: str, timeout: float = 900, check: bool = False, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+                          text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **env} if env else None)
     if check and proc.returncode != 0:
         raise AssertionError(f"dlperf {' '.join(args)} exited {proc.returncode}:\n"
                              f"{proc.stdout}\n{proc.stderr}")

@@ -8,12 +8,15 @@ from typing import Any
 
 from rich.table import Table
 
-from dlperf import display, sysinfo
+from dlperf import display, peak, sysinfo
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("sysinfo", help="hardware, OS, libraries, threads")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--probe", action="store_true",
+                        help="measure peak matmul FLOP/s per precision and memory bandwidth "
+                             "(cached; results then report MFU)")
     return parser
 
 
@@ -31,6 +34,7 @@ def torch_threads() -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     info = sysinfo.capture()
     info["torch"] = torch_threads()
+    info["peaks"] = peak.probe(info) if args.probe else peak.cached(info)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -53,6 +57,14 @@ def main(args: argparse.Namespace) -> int:
         table.add_row(name, str(value))
     table.add_row("thread variables", ", ".join(f"{k}={v}" for k, v in
                                                 info["thread_variables"].items()) or "none set")
+    peaks = info["peaks"]
+    if peaks:
+        for dtype, rate in peaks["flops_per_s"].items():
+            table.add_row(f"peak {dtype} matmul", f"{rate / 1e12:.2f} TFLOP/s")
+        table.add_row("host copy bandwidth", f"{peaks['host_copy_bytes_per_s'] / 1e9:.1f} GB/s")
+        table.add_row("probed", f"{peaks['measured_at']} (load average {peaks['load_average']})")
+    else:
+        table.add_row("peak FLOP/s", "not measured: run `dlperf sysinfo --probe`")
     git = info["git"]
     table.add_row("git", f"{git['commit'][:12]}{' (dirty)' if git['dirty'] else ''}"
                   if git else "not a git checkout")
