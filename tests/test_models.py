@@ -62,8 +62,8 @@ def test_catalogue_default_params_are_the_reference_counts():
 
 
 def test_catalogue_lookup_and_knobs():
-    with pytest.raises(KeyError, match="allowed: bert-base, resnet50"):
-        models.get("vgg16")
+    with pytest.raises(KeyError, match="allowed: .*bert-base.*resnet50"):
+        models.get("no-such-model")
     knobs = models.resolve_knobs("resnet50", {"image_size": 32, "num_classes": None})
     assert knobs == {"image_size": 32, "num_classes": 1000}
     with pytest.raises(KeyError, match="image_size"):
@@ -201,7 +201,7 @@ def test_cuda_without_cuda_is_unsupported():
 
 def test_unknown_model_is_unsupported():
     case = make_case("resnet50", SMALL_RESNET)
-    case["model"] = "vgg16"
+    case["model"] = "no-such-model"
     with pytest.raises((UnsupportedError, KeyError)):
         build(case)
 

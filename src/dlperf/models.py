@@ -19,11 +19,15 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 Knobs = Dict[str, int]
 
 # --------------------------------------------------------------------------------------------
-# ResNet-50 v1.5
+# ResNet v1.5 (50, 101, 152 layers)
 # --------------------------------------------------------------------------------------------
 
-#: (bottleneck width, blocks) per stage; output channels are 4 x width.
-RESNET50_STAGES = ((64, 3), (128, 4), (256, 6), (512, 3))
+#: Bottleneck widths of the four stages; output channels are 4 x width.
+RESNET_WIDTHS = (64, 128, 256, 512)
+#: Bottleneck blocks per stage for each depth (He et al. 2016, table 1).
+RESNET_BLOCKS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+#: (bottleneck width, blocks) per stage of ResNet-50.
+RESNET50_STAGES = tuple(zip(RESNET_WIDTHS, RESNET_BLOCKS[50]))
 RESNET_EXPANSION = 4
 
 Conv = NamedTuple(
@@ -45,9 +49,18 @@ def _conv_out(size, kernel, stride, padding):
     return (size + 2 * padding - kernel) // stride + 1
 
 
-def resnet50_convs(image_size):
-    # type: (int) -> List[Conv]
-    """Every convolution of ResNet-50 v1.5 with its spatial sizes, for a square input.
+def resnet_stages(depth):
+    # type: (int) -> Tuple[Tuple[int, int], ...]
+    """(bottleneck width, blocks) per stage of the ResNet of ``depth`` layers (50, 101, 152)."""
+    if depth not in RESNET_BLOCKS:
+        raise ValueError("ResNet depth must be one of %s, got %r"
+                         % (", ".join(str(d) for d in sorted(RESNET_BLOCKS)), depth))
+    return tuple(zip(RESNET_WIDTHS, RESNET_BLOCKS[depth]))
+
+
+def resnet_convs(image_size, depth=50):
+    # type: (int, int) -> List[Conv]
+    """Every convolution of ResNet-``depth`` v1.5 with its spatial sizes, for a square input.
 
     v1.5 puts the stride-2 of a downsampling bottleneck on the 3x3 convolution (v1 put it on the
     first 1x1), which costs more FLOPs but is what NVIDIA, MLPerf and torchvision train. Padding
@@ -59,7 +72,7 @@ def resnet50_convs(image_size):
     convs.append(Conv("conv1", 3, 64, 7, 2, image_size, size))
     size = _conv_out(size, 3, 2, 1)  # max pool
     c_in = 64
-    for stage, (width, blocks) in enumerate(RESNET50_STAGES):
+    for stage, (width, blocks) in enumerate(resnet_stages(depth)):
         c_out = width * RESNET_EXPANSION
         for block in range(blocks):
             stride = 2 if (block == 0 and stage > 0) else 1
@@ -76,23 +89,40 @@ def resnet50_convs(image_size):
     return convs
 
 
-def _resnet50_params(k):
-    # type: (Mapping[str, int]) -> int
-    weights = sum(c.c_in * c.c_out * c.kernel * c.kernel for c in resnet50_convs(32))
-    batchnorm = 2 * sum(c.c_out for c in resnet50_convs(32))  # gamma and beta (no conv biases)
-    features = RESNET50_STAGES[-1][0] * RESNET_EXPANSION
-    fc = features * k["num_classes"] + k["num_classes"]
-    return weights + batchnorm + fc
+def resnet50_convs(image_size):
+    # type: (int) -> List[Conv]
+    """Every convolution of ResNet-50 v1.5 (see :func:`resnet_convs`)."""
+    return resnet_convs(image_size, 50)
 
 
-def _resnet50_flops(k):
-    # type: (Mapping[str, int]) -> float
-    """Forward FLOPs: every convolution plus the classifier matmul."""
-    macs = 0
-    for c in resnet50_convs(k["image_size"]):
-        macs += c.c_in * c.c_out * c.kernel * c.kernel * c.size_out * c.size_out
-    macs += RESNET50_STAGES[-1][0] * RESNET_EXPANSION * k["num_classes"]
-    return 2.0 * macs
+def _resnet_params_fn(depth):
+    # type: (int) -> Callable[[Mapping[str, int]], int]
+    def params(k):
+        # type: (Mapping[str, int]) -> int
+        convs = resnet_convs(32, depth)
+        weights = sum(c.c_in * c.c_out * c.kernel * c.kernel for c in convs)
+        batchnorm = 2 * sum(c.c_out for c in convs)  # gamma and beta (no conv biases)
+        features = RESNET_WIDTHS[-1] * RESNET_EXPANSION
+        fc = features * k["num_classes"] + k["num_classes"]
+        return weights + batchnorm + fc
+    return params
+
+
+def _resnet_flops_fn(depth):
+    # type: (int) -> Callable[[Mapping[str, int]], float]
+    def flops(k):
+        # type: (Mapping[str, int]) -> float
+        """Forward FLOPs: every convolution plus the classifier matmul."""
+        macs = 0
+        for c in resnet_convs(k["image_size"], depth):
+            macs += c.c_in * c.c_out * c.kernel * c.kernel * c.size_out * c.size_out
+        macs += RESNET_WIDTHS[-1] * RESNET_EXPANSION * k["num_classes"]
+        return 2.0 * macs
+    return flops
+
+
+_resnet50_params = _resnet_params_fn(50)
+_resnet50_flops = _resnet_flops_fn(50)
 
 
 def _resnet50_check(k):
@@ -173,6 +203,276 @@ def _bert_inputs(k):
     # type: (Mapping[str, int]) -> Dict[str, Tuple[int, ...]]
     s = k["seq_len"]
     return {"input_ids": (s,), "token_type_ids": (s,), "mlm_labels": (s,), "nsp_label": ()}
+
+
+# --------------------------------------------------------------------------------------------
+# The other networks of the Dell EMC INT8 study: VGG-16/19, AlexNet, GoogLeNet (Inception v1)
+# --------------------------------------------------------------------------------------------
+#
+# Each is the torchvision architecture (so a user's torchvision weights load by name): VGG and
+# AlexNet without batch normalisation, with biases and an adaptive average pool in front of the
+# classifier (7x7 for VGG, 6x6 for AlexNet) so the classifier's size does not depend on the
+# image size; GoogLeNet with batch normalisation after every convolution and without the two
+# auxiliary training heads. Unlike ResNet these have a smallest image size: a pooling window
+# cannot be larger than the (padded) map it slides over, and the check says which size is the
+# first that works.
+
+Pool = NamedTuple("Pool", [("kernel", int), ("stride", int), ("padding", int), ("ceil", bool)])
+Linear = NamedTuple("Linear", [("name", str), ("n_in", int), ("n_out", int)])
+
+#: Output channels of VGG's 3x3 convolutions, "M" a 2x2 max pool (Simonyan & Zisserman, D and E).
+VGG_CONFIGS = {
+    16: (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+         512, 512, 512, "M"),
+    19: (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+         512, 512, 512, 512, "M"),
+}  # type: Dict[int, Tuple[Any, ...]]
+VGG_POOL = 7  # adaptive average pool in front of the classifier
+VGG_HIDDEN = 4096
+
+#: AlexNet (torchvision's one-GPU variant, Krizhevsky 2014): (c_out, kernel, stride, padding)
+#: per convolution, a 3x3 stride-2 max pool after the 1st, 2nd and 5th.
+ALEXNET_CONVS = ((64, 11, 4, 2), (192, 5, 1, 2), (384, 3, 1, 1), (256, 3, 1, 1), (256, 3, 1, 1))
+ALEXNET_POOL_AFTER = (0, 1, 4)
+ALEXNET_POOL = 6
+ALEXNET_HIDDEN = 4096
+
+#: GoogLeNet's inception modules: (name, c_in, 1x1, 3x3 reduce, 3x3, "5x5" reduce, "5x5",
+#: pool proj) (Szegedy et al. 2015, table 1). As in torchvision the "5x5" branch uses a 3x3
+#: kernel (a long-standing torchvision quirk its pretrained weights depend on).
+GOOGLENET_INCEPTIONS = (
+    ("inception3a", 192, 64, 96, 128, 16, 32, 32),
+    ("inception3b", 256, 128, 128, 192, 32, 96, 64),
+    ("inception4a", 480, 192, 96, 208, 16, 48, 64),
+    ("inception4b", 512, 160, 112, 224, 24, 64, 64),
+    ("inception4c", 512, 128, 128, 256, 24, 64, 64),
+    ("inception4d", 512, 112, 144, 288, 32, 64, 64),
+    ("inception4e", 528, 256, 160, 320, 32, 128, 128),
+    ("inception5a", 832, 256, 160, 320, 32, 128, 128),
+    ("inception5b", 832, 384, 192, 384, 48, 128, 128),
+)
+GOOGLENET_BRANCH3_KERNEL = 3
+#: Max pools (kernel, stride) with ceil_mode before the inception module of that name (the one
+#: before inception3a is the stem's maxpool2).
+GOOGLENET_POOLS_BEFORE = {"inception4a": (3, 2), "inception5a": (2, 2)}
+GOOGLENET_FEATURES = 1024
+
+
+class ImageTooSmall(ValueError):
+    """A layer of the network would see a map smaller than its window."""
+
+
+def _pool_out(size, pool):
+    # type: (int, Pool) -> int
+    """Output size of a max pool exactly as PyTorch computes it (ceil_mode included)."""
+    span = size + 2 * pool.padding - pool.kernel + (pool.stride - 1 if pool.ceil else 0)
+    out = span // pool.stride + 1
+    if pool.ceil and (out - 1) * pool.stride >= size + pool.padding:
+        out -= 1  # the last window must start inside the input
+    return out
+
+
+def _checked(size, what):
+    # type: (int, str) -> int
+    if size < 1:
+        raise ImageTooSmall(what)
+    return size
+
+
+def _conv(convs, name, c_in, c_out, kernel, stride, padding, size):
+    # type: (List[Conv], str, int, int, int, int, int, int) -> int
+    out = _checked(_conv_out(size, kernel, stride, padding), name)
+    convs.append(Conv(name, c_in, c_out, kernel, stride, size, out))
+    return out
+
+
+def _pool(name, pool, size):
+    # type: (str, Pool, int) -> int
+    return _checked(_pool_out(size, pool), name)
+
+
+def vgg_convs(image_size, depth=16):
+    # type: (int, int) -> List[Conv]
+    """VGG-``depth``'s convolutions (3x3, padding 1, with bias) and their sizes."""
+    convs = []  # type: List[Conv]
+    size, c_in, index = image_size, 3, 0
+    for item in VGG_CONFIGS[depth]:
+        if item == "M":
+            size = _pool("features.%d (max pool)" % index, Pool(2, 2, 0, False), size)
+        else:
+            size = _conv(convs, "features.%d" % index, c_in, item, 3, 1, 1, size)
+            c_in = item
+            index += 1  # a ReLU follows every convolution
+        index += 1
+    return convs
+
+
+def vgg_linears(num_classes):
+    # type: (int) -> List[Linear]
+    last = [c for c in VGG_CONFIGS[16] if c != "M"][-1]
+    return [Linear("classifier.0", last * VGG_POOL * VGG_POOL, VGG_HIDDEN),
+            Linear("classifier.3", VGG_HIDDEN, VGG_HIDDEN),
+            Linear("classifier.6", VGG_HIDDEN, num_classes)]
+
+
+def alexnet_convs(image_size):
+    # type: (int) -> List[Conv]
+    """AlexNet's five convolutions (with bias) and their sizes."""
+    convs = []  # type: List[Conv]
+    size, c_in = image_size, 3
+    for i, (c_out, kernel, stride, padding) in enumerate(ALEXNET_CONVS):
+        size = _conv(convs, "features.conv%d" % (i + 1), c_in, c_out, kernel, stride, padding,
+                     size)
+        if i in ALEXNET_POOL_AFTER:
+            size = _pool("the max pool after conv%d" % (i + 1), Pool(3, 2, 0, False), size)
+        c_in = c_out
+    return convs
+
+
+def alexnet_linears(num_classes):
+    # type: (int) -> List[Linear]
+    return [Linear("classifier.1", ALEXNET_CONVS[-1][0] * ALEXNET_POOL * ALEXNET_POOL,
+                   ALEXNET_HIDDEN),
+            Linear("classifier.4", ALEXNET_HIDDEN, ALEXNET_HIDDEN),
+            Linear("classifier.6", ALEXNET_HIDDEN, num_classes)]
+
+
+def googlenet_convs(image_size):
+    # type: (int) -> List[Conv]
+    """GoogLeNet's convolutions (no bias; each followed by batch norm) and their sizes."""
+    convs = []  # type: List[Conv]
+    size = _conv(convs, "conv1", 3, 64, 7, 2, 3, image_size)
+    size = _pool("maxpool1", Pool(3, 2, 0, True), size)
+    size = _conv(convs, "conv2", 64, 64, 1, 1, 0, size)
+    size = _conv(convs, "conv3", 64, 192, 3, 1, 1, size)
+    size = _pool("maxpool2", Pool(3, 2, 0, True), size)
+    for name, c_in, b1, b2_red, b2, b3_red, b3, b4 in GOOGLENET_INCEPTIONS:
+        if name in GOOGLENET_POOLS_BEFORE:
+            kernel, stride = GOOGLENET_POOLS_BEFORE[name]
+            size = _pool("the max pool before " + name, Pool(kernel, stride, 0, True), size)
+        k3 = GOOGLENET_BRANCH3_KERNEL
+        _conv(convs, name + ".branch1", c_in, b1, 1, 1, 0, size)
+        _conv(convs, name + ".branch2.0", c_in, b2_red, 1, 1, 0, size)
+        _conv(convs, name + ".branch2.1", b2_red, b2, 3, 1, 1, size)
+        _conv(convs, name + ".branch3.0", c_in, b3_red, 1, 1, 0, size)
+        _conv(convs, name + ".branch3.1", b3_red, b3, k3, 1, k3 // 2, size)
+        _pool(name + ".branch4 (max pool)", Pool(3, 1, 1, True), size)
+        _conv(convs, name + ".branch4.1", c_in, b4, 1, 1, 0, size)
+    return convs
+
+
+def _smallest_image(convs_fn):
+    # type: (Callable[[int], Any]) -> int
+    size = 1
+    while True:
+        try:
+            convs_fn(size)
+            return size
+        except ImageTooSmall:
+            size += 1
+
+
+def _vision_check(convs_fn, model):
+    # type: (Optional[Callable[[int], Any]], str) -> Callable[[Mapping[str, int]], None]
+    """Knob check of an image classifier: classes >= 2, and an image every layer can take."""
+    def check(k):
+        # type: (Mapping[str, int]) -> None
+        if k["num_classes"] < 2:
+            raise ValueError("num_classes must be at least 2, got %d" % k["num_classes"])
+        if k["image_size"] < 1:
+            raise ValueError("image_size must be positive, got %d" % k["image_size"])
+        if convs_fn is None:
+            return
+        try:
+            convs_fn(k["image_size"])
+        except ImageTooSmall as error:
+            raise ValueError(
+                "image_size %d is too small for %s: %s would get an empty map; the smallest "
+                "image_size it takes is %d" % (k["image_size"], model, error,
+                                                _smallest_image(convs_fn)))
+    return check
+
+
+def smallest_image_size(name):
+    # type: (str) -> int
+    """The smallest ``image_size`` the catalogue's vision model ``name`` accepts."""
+    spec = get(name)
+    size = 1
+    while True:
+        try:
+            spec.resolve({"image_size": size})
+            return size
+        except ValueError:
+            size += 1
+
+
+def _conv_params(convs, bias):
+    # type: (List[Conv], bool) -> int
+    """Weights plus either a bias per output channel or a batch norm's gamma and beta."""
+    weights = sum(c.c_in * c.c_out * c.kernel * c.kernel for c in convs)
+    return weights + (1 if bias else 2) * sum(c.c_out for c in convs)
+
+
+def _conv_macs(convs):
+    # type: (List[Conv]) -> int
+    return sum(c.c_in * c.c_out * c.kernel * c.kernel * c.size_out * c.size_out for c in convs)
+
+
+def _classifier_fns(convs_fn, linears_fn, bias):
+    # type: (Callable[[int], List[Conv]], Callable[[int], List[Linear]], bool) -> Tuple[Callable[[Mapping[str, int]], int], Callable[[Mapping[str, int]], float]]
+    """(params, forward FLOPs) of convolutions followed by fully connected layers."""
+    def params(k):
+        # type: (Mapping[str, int]) -> int
+        fc = sum(l.n_in * l.n_out + l.n_out for l in linears_fn(k["num_classes"]))
+        return _conv_params(convs_fn(224), bias) + fc
+
+    def flops(k):
+        # type: (Mapping[str, int]) -> float
+        fc = sum(l.n_in * l.n_out for l in linears_fn(k["num_classes"]))
+        return 2.0 * (_conv_macs(convs_fn(k["image_size"])) + fc)
+    return params, flops
+
+
+def _googlenet_linears(num_classes):
+    # type: (int) -> List[Linear]
+    return [Linear("fc", GOOGLENET_FEATURES, num_classes)]
+
+
+def _vision_inputs(k):
+    # type: (Mapping[str, int]) -> Dict[str, Tuple[int, ...]]
+    return {"image": (3, k["image_size"], k["image_size"]), "label": ()}
+
+
+def final_feature_size(name, knobs=None):
+    # type: (str, Optional[Mapping[str, Any]]) -> int
+    """Side of the last convolutional feature map of vision model ``name`` (before pooling)."""
+    k = resolve_knobs(name, knobs)
+    return _VISION_CONVS[name](k["image_size"])[-1].size_out
+
+
+_VISION_CONVS = {
+    "resnet50": lambda size: resnet_convs(size, 50),
+    "resnet101": lambda size: resnet_convs(size, 101),
+    "resnet152": lambda size: resnet_convs(size, 152),
+    "vgg16": lambda size: vgg_convs(size, 16),
+    "vgg19": lambda size: vgg_convs(size, 19),
+    "alexnet": alexnet_convs,
+    "googlenet": googlenet_convs,
+}  # type: Dict[str, Callable[[int], List[Conv]]]
+
+
+def _vision_spec(name, description, params_fn, flops_fn, needs_size_check):
+    # type: (str, str, Callable[[Mapping[str, int]], int], Callable[[Mapping[str, int]], float], bool) -> ModelSpec
+    return ModelSpec(
+        name=name,
+        kind="vision",
+        description=description,
+        defaults={"image_size": 224, "num_classes": 1000},
+        params_fn=params_fn,
+        flops_fn=flops_fn,
+        check_fn=_vision_check(_VISION_CONVS[name] if needs_size_check else None, name),
+        inputs_fn=_vision_inputs,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,6 +579,26 @@ CATALOGUE = {
         inputs_fn=_bert_inputs,
     ),
 }  # type: Dict[str, ModelSpec]
+
+# The inference models of the Dell EMC V100 study (TensorRT INT8 vs FP32 accuracy and speed).
+for _depth in (101, 152):
+    CATALOGUE["resnet%d" % _depth] = _vision_spec(
+        "resnet%d" % _depth, "ResNet-%d v1.5 (stride 2 on the 3x3 conv), image classification"
+        % _depth, _resnet_params_fn(_depth), _resnet_flops_fn(_depth), False)
+for _depth in (16, 19):
+    _params, _flops = _classifier_fns(_VISION_CONVS["vgg%d" % _depth], vgg_linears, True)
+    CATALOGUE["vgg%d" % _depth] = _vision_spec(
+        "vgg%d" % _depth, "VGG-%d (configuration %s, no batch norm), image classification"
+        % (_depth, "D" if _depth == 16 else "E"), _params, _flops, True)
+_params, _flops = _classifier_fns(alexnet_convs, alexnet_linears, True)
+CATALOGUE["alexnet"] = _vision_spec(
+    "alexnet", "AlexNet (torchvision's single-tower variant), image classification",
+    _params, _flops, True)
+_params, _flops = _classifier_fns(googlenet_convs, _googlenet_linears, False)
+CATALOGUE["googlenet"] = _vision_spec(
+    "googlenet", "GoogLeNet / Inception v1 (batch norm, no auxiliary heads), image "
+    "classification", _params, _flops, True)
+del _depth, _params, _flops
 
 
 def names():

@@ -16,6 +16,7 @@ from dlperf import models
 from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
+from dlperf.backends.torch import vision
 from dlperf.backends.torch.workload import (
     COMPILE_MODE,
     Precision,
@@ -136,10 +137,46 @@ def _bert(knobs, batch, device, gen, train):
     )
 
 
+def _image_classifier(name):
+    # type: (str) -> Callable[..., Parts]
+    """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
+    AlexNet): synthetic images and labels, cross-entropy, SGD, channels-last like ResNet-50."""
+    optimizer_desc = "SGD(lr=%g, momentum=0.9, weight_decay=1e-4)" % vision.SGD_LR[name]
+
+    def builder(knobs, batch, device, gen, train):
+        # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+        size, classes = knobs["image_size"], knobs["num_classes"]
+        vision.check_batch(name, knobs, batch, train)
+        model = vision.network(name, classes).to(device, memory_format=torch.channels_last)
+        images = torch.randn(batch, 3, size, size, device=device, generator=gen)
+        images = images.contiguous(memory_format=torch.channels_last)
+        labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
+
+        def train_loss(m):
+            # type: (nn.Module) -> torch.Tensor
+            return F.cross_entropy(m(images), labels)
+
+        def infer_out(m):
+            # type: (nn.Module) -> torch.Tensor
+            return m(images).float().mean()
+
+        def make_optimizer(params):
+            # type: (Any) -> torch.optim.Optimizer
+            return torch.optim.SGD(params, lr=vision.SGD_LR[name], momentum=0.9,
+                                   weight_decay=1e-4)
+
+        return Parts(model, train_loss if train else infer_out, make_optimizer, None,
+                     "channels_last", optimizer_desc)
+
+    return builder
+
+
 BUILDERS = {
     "resnet50": _resnet50,
     "bert-base": _bert,
 }  # type: Dict[str, Callable[..., Parts]]
+BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
+                if name not in BUILDERS)
 
 
 def build(case):

@@ -1,7 +1,8 @@
-"""ResNet-50 v1.5 in plain PyTorch, written out so the architecture is visible (no torchvision).
+"""ResNet v1.5 (50, 101, 152 layers) in plain PyTorch, written out so the architecture is visible
+(no torchvision; parameter names are torchvision's, so its state dicts load).
 
 v1.5: a downsampling bottleneck strides on its 3x3 convolution, not the first 1x1. The layer
-shapes follow :func:`dlperf.models.resnet50_convs`, so the parameter count matches the catalogue.
+shapes follow :func:`dlperf.models.resnet_convs`, so the parameter count matches the catalogue.
 """
 
 from typing import List, Optional
@@ -9,7 +10,7 @@ from typing import List, Optional
 import torch
 from torch import nn
 
-from dlperf.models import RESNET50_STAGES, RESNET_EXPANSION
+from dlperf.models import RESNET_EXPANSION, resnet_stages
 
 
 class Bottleneck(nn.Module):
@@ -41,17 +42,19 @@ class Bottleneck(nn.Module):
         return self.relu(out + identity)
 
 
-class ResNet50(nn.Module):
-    def __init__(self, num_classes=1000):
-        # type: (int) -> None
-        super(ResNet50, self).__init__()
+class ResNet(nn.Module):
+    """ResNet-``depth`` v1.5 (depth 50, 101 or 152) with a ``num_classes`` classifier."""
+
+    def __init__(self, depth=50, num_classes=1000):
+        # type: (int, int) -> None
+        super(ResNet, self).__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         stages = []  # type: List[nn.Module]
         c_in = 64
-        for index, (width, blocks) in enumerate(RESNET50_STAGES):
+        for index, (width, blocks) in enumerate(resnet_stages(depth)):
             first_stride = 1 if index == 0 else 2
             layers = []  # type: List[nn.Module]
             for block in range(blocks):
@@ -82,3 +85,9 @@ class ResNet50(nn.Module):
         x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class ResNet50(ResNet):
+    def __init__(self, num_classes=1000):
+        # type: (int) -> None
+        super(ResNet50, self).__init__(50, num_classes)

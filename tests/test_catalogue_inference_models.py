@@ -1,0 +1,111 @@
+"""The INT8 study's inference models: the catalogue's closed forms against the built torch models.
+
+ResNet-101/152, VGG-16/19, GoogLeNet and AlexNet: parameter counts equal the torchvision
+reference counts and the modules the torch backend builds; FLOPs equal torch's own
+FlopCounterMode over the real modules; the smallest image size the catalogue accepts is the
+smallest the real network runs on. Real modules, no mocks.
+"""
+
+import math
+
+import pytest
+
+from dlperf import models
+
+torch = pytest.importorskip("torch")
+
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from dlperf.backends.torch import BUILDERS, build, vision  # noqa: E402
+from dlperf.worker.workload import UnsupportedError  # noqa: E402
+
+#: torchvision's parameter counts (1000 classes; GoogLeNet without the auxiliary heads).
+REFERENCE_PARAMS = {
+    "resnet50": 25557032,
+    "resnet101": 44549160,
+    "resnet152": 60192808,
+    "vgg16": 138357544,
+    "vgg19": 143667240,
+    "googlenet": 6624904,
+    "alexnet": 61100840,
+}
+#: torchvision's published forward cost in multiply-adds (its "GFLOPS" column), at 224x224.
+REFERENCE_GMACS = {"resnet101": 7.80, "resnet152": 11.51, "vgg16": 15.47, "vgg19": 19.63,
+                   "alexnet": 0.71, "googlenet": 1.50}
+STUDY = sorted(REFERENCE_PARAMS)
+
+
+def unique_params(module):
+    return sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+
+
+def case(model, knobs, task="infer", batch_size=2):
+    return {"framework": "torch", "model": model, "task": task, "batch_size": batch_size,
+            "precision": "fp32", "compile": False, "device": "cpu", "seed": 0,
+            "knobs": models.resolve_knobs(model, knobs), "devices": 1, "nnodes": 1}
+
+
+def test_catalogue_has_the_study_models_with_reference_counts():
+    for name in STUDY:
+        spec = models.get(name)
+        assert spec.kind == "vision" and spec.defaults == {"image_size": 224, "num_classes": 1000}
+        assert spec.params() == REFERENCE_PARAMS[name], name
+    for name, gmacs in REFERENCE_GMACS.items():
+        forward = models.get(name).flops_per_sample(train=False)
+        assert forward / 2e9 == pytest.approx(gmacs, abs=0.01), name
+
+
+@pytest.mark.parametrize("name", STUDY)
+def test_full_size_networks_have_the_reference_params(name):
+    assert unique_params(vision.network(name, 1000)) == REFERENCE_PARAMS[name]
+
+
+@pytest.mark.parametrize("name", STUDY)
+def test_flops_match_torch_flop_counter(name):
+    sizes = sorted({models.smallest_image_size(name), 97})
+    for size in sizes:
+        model = vision.network(name, 10).eval()
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            out = model(torch.randn(1, 3, size, size))
+        assert out.shape == (1, 10)
+        knobs = {"image_size": size, "num_classes": 10}
+        assert counter.get_total_flops() == models.get(name).flops_per_sample(knobs, train=False)
+
+
+@pytest.mark.parametrize("name", ["vgg16", "vgg19", "alexnet", "googlenet"])
+def test_smallest_image_size_is_the_real_networks(name):
+    smallest = models.smallest_image_size(name)
+    assert smallest == {"vgg16": 32, "vgg19": 32, "alexnet": 63, "googlenet": 15}[name]
+    model = vision.network(name, 10).eval()
+    with torch.no_grad():
+        model(torch.randn(1, 3, smallest, smallest))
+        with pytest.raises(RuntimeError):
+            model(torch.randn(1, 3, smallest - 1, smallest - 1))
+    with pytest.raises(ValueError, match="image_size %d is too small for %s.*smallest "
+                                         "image_size it takes is %d"
+                                         % (smallest - 1, name, smallest)):
+        models.resolve_knobs(name, {"image_size": smallest - 1})
+
+
+@pytest.mark.parametrize("name,knobs", [
+    ("resnet101", {"image_size": 32, "num_classes": 10}),
+    ("resnet152", {"image_size": 32, "num_classes": 7}),
+    ("vgg16", {"image_size": 32, "num_classes": 10}),
+    ("vgg19", {"image_size": 40, "num_classes": 3}),
+    ("googlenet", {"image_size": 32, "num_classes": 10}),
+    ("alexnet", {"image_size": 64, "num_classes": 10}),
+])
+def test_built_workloads_match_catalogue_and_step(name, knobs):
+    assert name in BUILDERS
+    workload = build(case(name, knobs, task="train"))
+    assert workload.params == models.get(name).params(knobs) == unique_params(workload.model)
+    losses = [workload.loss_value(workload.step()) for _ in range(2)]
+    assert all(math.isfinite(v) for v in losses), losses
+    infer = build(case(name, knobs))
+    assert math.isfinite(infer.loss_value(infer.step()))
+
+
+def test_batchnorm_single_value_training_is_unsupported():
+    with pytest.raises(UnsupportedError, match="batch >= 2"):
+        build(case("googlenet", {"image_size": 32}, task="train", batch_size=1))
+    build(case("alexnet", {"image_size": 63}, task="train", batch_size=1))  # no batch norm
