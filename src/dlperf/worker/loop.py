@@ -137,7 +137,9 @@ def poisson_arrivals(rate_qps, min_duration_s, min_queries, seed):
 def allowed_late(queries, level=99.0):
     # type: (int, float) -> int
     """How many of ``queries`` latencies may exceed a bound while the ``level`` percentile
-    (linear interpolation) can still be within it: beyond this the bound is already broken."""
+    (numpy 'linear' interpolation) can still be within it. One more and the order statistic
+    below the percentile's position is itself over the bound, so the bound is broken whatever
+    the remaining queries do."""
     return queries - 1 - int(math.floor(level / 100.0 * (queries - 1)))
 
 
