@@ -8,8 +8,10 @@ to run and with which environment, so a multi-process launcher drops in beside t
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dlperf import envs
 from dlperf.spec import Case
@@ -24,6 +26,34 @@ class Launch:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ranks: int = 1  # rank result files this launch writes on this node
+    # reads the launcher's whole log when no rank wrote a failure: (status, message) or None
+    explain: Callable[[str], tuple[str, str] | None] | None = None
+    facts: dict[str, Any] = field(default_factory=dict)  # how it was launched, kept in the result
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (an affinity mask or cpuset counts, not the whole machine)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def threads_per_process(case: Case) -> int | None:
+    """The case's explicit threads; else, with several processes on a node, the node's cores
+    divided among them (at least one each); else None: the framework's own default."""
+    if case.threads is not None:
+        return case.threads
+    if case.devices > 1:
+        return max(1, usable_cores() // case.devices)
+    return None
+
+
+def thread_env(threads: int | None) -> dict[str, str]:
+    """The variables that size OpenMP / MKL pools (and so torch's intra-op threads)."""
+    return {} if threads is None else {name: str(threads) for name in THREAD_VARIABLES}
 
 
 def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -46,5 +76,8 @@ def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None)
     if case.devices * case.nnodes != 1:
         raise NotImplementedError(
             f"{case.framework} has no multi-process launcher yet (devices={case.devices}, "
-            f"nnodes={case.nnodes})")
-    return Launch(worker_argv(python or envs.interpreter(case.framework), case_file, out_dir))
+            f"nnodes={case.nnodes}); torch cases use dlperf.torchrun")
+    threads = threads_per_process(case)
+    return Launch(worker_argv(python or envs.interpreter(case.framework), case_file, out_dir),
+                  env=thread_env(threads),
+                  facts={"launcher": "local", "processes": 1, "threads_per_process": threads})

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dlperf import models, stats
 from dlperf.spec import Case
 
@@ -33,6 +35,38 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_host_bytes": max(r.get("peak_host_bytes") or 0 for r in ranks),
         "peak_device_bytes": max(device_peaks) if device_peaks else None,
     }
+
+
+def rank_figures(repeats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every rank's own figures over the successful repeats, rank by rank.
+
+    A rank's throughput is its own samples over its own window; ``slowest_in`` counts the
+    repeats whose job figure that rank's window set (the job waits for the slowest rank).
+    """
+    by_rank: dict[int, dict[str, Any]] = {}
+    for record in repeats:
+        ranks = [r for r in record.get("ranks", []) if r.get("status") == "ok"
+                 and r.get("window_s")]
+        slowest = max(ranks, key=lambda r: r["window_s"])["rank"] if ranks else None
+        for rank in ranks:
+            entry = by_rank.setdefault(rank["rank"], {
+                "rank": rank["rank"], "host": rank.get("host"),
+                "local_rank": rank.get("local_rank"),
+                "threads": (rank.get("info") or {}).get("num_threads"),
+                "throughput": [], "window_s": [], "first_step_s": [], "build_s": [],
+                "slowest_in": 0, "peak_host_bytes": 0})
+            entry["throughput"].append(stats.throughput(rank["window_samples"], rank["window_s"]))
+            for field in ("window_s", "first_step_s", "build_s"):
+                entry[field].append(rank.get(field))
+            entry["slowest_in"] += rank["rank"] == slowest
+            entry["peak_host_bytes"] = max(entry["peak_host_bytes"],
+                                           rank.get("peak_host_bytes") or 0)
+    out = []
+    for number in sorted(by_rank):
+        entry = by_rank[number]
+        entry["throughput_median"] = float(np.median(entry["throughput"]))
+        out.append(entry)
+    return out
 
 
 def _values(repeats: list[dict[str, Any]], field: str) -> list[Any]:
@@ -131,4 +165,6 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "interrupted": interrupted,
         "stderr_tail": failed[0].get("stderr_tail") if failed else None,
         "env": {**env, "worker": worker_env(repeats)},
+        "ranks": rank_figures(ok),
+        "launch": next((r["launch"] for r in repeats if r.get("launch")), None),
     }

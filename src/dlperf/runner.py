@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from dlperf import launch, result
+from dlperf import launch, result, scaling, torchrun
 from dlperf.monitor import Monitor
 from dlperf.spec import Case
 from dlperf.store import Store
@@ -29,6 +29,9 @@ from dlperf.store import Store
 STDERR_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
 FAILURES = ("oom", "timeout", "crash", "unsupported")
+# What a rank reports when another rank died under it: a consequence, never the cause to show.
+PEER_SYMPTOMS = ("connection closed by peer", "connection reset by peer", "broken pipe",
+                 "remote worker crashing")
 
 Launcher = Callable[[Case, Path, Path], launch.Launch]
 
@@ -138,22 +141,48 @@ def _signal_failure(returncode: int) -> tuple[str, str]:
     return "crash", f"worker died from {name}"
 
 
-def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int
-            ) -> dict[str, Any]:
-    """Turn rank files plus the process outcome into one repeat record."""
+def is_peer_symptom(rank_result: dict[str, Any]) -> bool:
+    """Whether a rank failed only because a peer went away (gloo/NCCL connection errors)."""
+    text = str(rank_result.get("error") or "").lower()
+    return any(symptom in text for symptom in PEER_SYMPTOMS)
+
+
+def _rank_number(path: Path) -> int:
+    digits = path.stem[len("rank"):]
+    return int(digits) if digits.isdigit() else -1
+
+
+def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
+            explain: Callable[[str], tuple[str, str] | None] | None = None) -> dict[str, Any]:
+    """Turn rank files plus the process outcome into one repeat record.
+
+    With several ranks the failure shown is the cause: a rank's own failure first, then what the
+    launcher's log says (``explain``: a rank killed by a signal writes no file), and only then a
+    rank that merely lost its peers.
+    """
     rank_results = []
-    for path in sorted(out_dir.glob("rank*.json")):
+    for path in sorted(out_dir.glob("rank*.json"), key=_rank_number):
         rank_results.append(json.loads(path.read_text()))
     record: dict[str, Any] = {"repeat": index, "wall_s": outcome.wall_s,
                               "monitor": outcome.monitor, "ranks": rank_results}
-    failed = [r for r in rank_results if r["status"] != "ok"]
+    failed = sorted((r for r in rank_results if r["status"] != "ok"), key=is_peer_symptom)
+    explained = None
+    if explain is not None and not outcome.timed_out and (
+            not failed or is_peer_symptom(failed[0])) and (
+            outcome.returncode != 0 or len(rank_results) < ranks):
+        explained = explain((out_dir / "worker.log").read_text(errors="replace")
+                            if (out_dir / "worker.log").exists() else outcome.log_tail)
     if outcome.timed_out:
         record.update(status="timeout",
                       error=f"repeat exceeded the timeout of {case.timeout_s:g} s "
                             f"(--timeout); the worker was stopped")
+    elif explained is not None:
+        record.update(status=explained[0], error=explained[1])
     elif failed:
+        cause = (" (it lost a peer: another rank failed first; with several nodes, see the "
+                 "output of the others)" if is_peer_symptom(failed[0]) else "")
         record.update(status=failed[0]["status"],
-                      error=f"rank {failed[0]['rank']}: {failed[0]['error']}")
+                      error=f"rank {failed[0]['rank']}: {failed[0]['error']}{cause}")
     elif outcome.returncode and outcome.returncode < 0:
         status, message = _signal_failure(outcome.returncode)
         record.update(status=status, error=message)
@@ -179,7 +208,17 @@ def run_repeat(case: Case, index: int, launcher: Launcher) -> dict[str, Any]:
         case_file.write_text(json.dumps(case.to_dict()))
         spec = launcher(case, case_file, work)
         outcome = execute(spec, work / "worker.log", case.timeout_s)
-        return collect(case, index, work, outcome, spec.ranks)
+        record = collect(case, index, work, outcome, spec.ranks, spec.explain)
+        record["launch"] = spec.facts
+        return record
+
+
+def default_launcher(case: Case) -> Launcher:
+    """torchrun for a torch case of several processes (one node; several nodes need a
+    :class:`torchrun.Rendezvous`, which ``dlperf run`` builds), else one local process."""
+    if case.framework == "torch" and case.devices * case.nnodes > 1:
+        return torchrun.Torchrun()
+    return launch.local
 
 
 def run_case(case: Case, store: Store | None = None, launcher: Launcher | None = None,
@@ -192,7 +231,7 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
     Stops at the first failed repeat: OOM, unsupported and crashes repeat themselves, and a
     timeout would only cost another timeout. ``run_id``/``done`` continue a stored run.
     """
-    launcher = launcher or launch.local
+    launcher = launcher or default_launcher(case)
     env = env or {}
     repeats = list(done or [])
     if store is not None and run_id is None:
@@ -209,10 +248,12 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
                 break
     except KeyboardInterrupt:
         partial = result.aggregate(case, repeats, env, run_id=run_id, interrupted=True)
+        partial.update(scaling.scaling(partial, store))
         if store is not None and run_id is not None:
             store.finish_run(run_id, partial)
         raise Interrupted(partial) from None
     final = result.aggregate(case, repeats, env, run_id=run_id)
+    final.update(scaling.scaling(final, store))
     if store is not None and run_id is not None:
         store.finish_run(run_id, final)
     return final

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, envs, models, runner, sysinfo
+from dlperf import display, envs, models, runner, scaling, slurm, sysinfo, torchrun
+from dlperf.errors import UsageError
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
 
@@ -39,7 +41,11 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch.compile / XLA / to_static, as the framework offers")
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--devices", type=positive_int, default=1, help="devices per node")
-    parser.add_argument("--nnodes", type=positive_int, default=1)
+    parser.add_argument("--nnodes", type=positive_int, default=None,
+                        help="nodes (default 1, or the Slurm step's node count)")
+    parser.add_argument("--threads-per-process", type=positive_int, dest="threads",
+                        help="CPU threads of each worker process (OMP/MKL; default: the node's "
+                             "cores divided among its processes, or the framework's own)")
     parser.add_argument("--image-size", type=positive_int, help="vision models (default 224)")
     parser.add_argument("--num-classes", type=positive_int, help="vision models (default 1000)")
     parser.add_argument("--seq-len", type=positive_int, help="language models (default 128)")
@@ -64,14 +70,58 @@ def case_from_args(args: argparse.Namespace) -> Case:
                   if getattr(args, name) is not None})
     return Case(framework=args.framework, model=args.model, task=args.task,
                 batch_size=args.batch_size, precision=args.precision, compile=args.compile,
-                device=args.device, devices=args.devices, nnodes=args.nnodes, knobs=knobs,
+                device=args.device, devices=args.devices, nnodes=nnodes_from_args(args),
+                threads=getattr(args, "threads", None), knobs=knobs,
                 warmup_steps=args.warmup_steps, steps=args.steps, repeats=args.repeats,
                 seed=args.seed, timeout_s=args.timeout_s)
+
+
+def nnodes_from_args(args: argparse.Namespace) -> int:
+    """--nnodes, else the Slurm step's node count, else 1."""
+    if getattr(args, "nnodes", None) is not None:
+        return int(args.nnodes)
+    place = slurm.placement(os.environ)
+    return place.nnodes if place else 1
+
+
+def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the nodes of a multi-node case meet (torchrun's static rendezvous)."""
+    group = parser.add_argument_group(
+        "multi-node", "run the same command on every node, each with its --node-rank; under "
+        "Slurm these come from the SLURM_* variables")
+    group.add_argument("--node-rank", type=positive_int, default=None,
+                       help="this node's rank, 0 .. nnodes-1 (node 0 stores the result)")
+    group.add_argument("--master-addr", default=None,
+                       help="address of node 0, reachable from every node")
+    group.add_argument("--master-port", type=positive_int, default=None,
+                       help=f"port on node 0 (default {torchrun.DEFAULT_PORT})")
+    group.add_argument("--rdzv-timeout", type=float, default=torchrun.DEFAULT_RDZV_TIMEOUT_S,
+                       help="seconds to wait for the other nodes to join before failing with "
+                            f"status timeout (default {torchrun.DEFAULT_RDZV_TIMEOUT_S:g})")
+
+
+def rendezvous_from_args(args: argparse.Namespace, case: Case) -> torchrun.Rendezvous:
+    """The flags, with any left out filled from Slurm's variables; checked against the case."""
+    place = slurm.placement(os.environ)
+    node_rank, addr, port = args.node_rank, args.master_addr, args.master_port
+    if place is not None:
+        node_rank = place.node_rank if node_rank is None else node_rank
+        addr = addr or place.master_addr
+        port = port or place.master_port
+    rendezvous = torchrun.Rendezvous(node_rank=node_rank or 0, master_addr=addr,
+                                     master_port=port or torchrun.DEFAULT_PORT,
+                                     timeout_s=args.rdzv_timeout)
+    rendezvous.check(case.nnodes)
+    if case.devices * case.nnodes > 1 and case.framework != "torch":
+        raise UsageError(f"--devices/--nnodes: the {case.framework} backend runs one process; "
+                         f"multi-process cases need --framework torch")
+    return rendezvous
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("run", help="measure one case (fresh worker per repeat)")
     add_case_arguments(parser)
+    add_rendezvous_arguments(parser)
     parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
     return parser
@@ -85,19 +135,64 @@ def write_json(path: Path, payload: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     case = case_from_args(args)
+    rendezvous = rendezvous_from_args(args, case)
     envs.interpreter(case.framework)  # not installed: one line naming the install command
+    launcher = runner.default_launcher(case)
+    if isinstance(launcher, torchrun.Torchrun):
+        launcher = torchrun.Torchrun(rendezvous)
+        if not launcher.is_master(case):
+            return run_peer(case, launcher, args)
     env = sysinfo.capture()
     with Store(args.db) as store:
         try:
             with display.progress(case) as on_repeat:
-                result = runner.run_case(case, store=store, env=env, on_repeat=on_repeat)
+                result = runner.run_case(case, store=store, env=env, on_repeat=on_repeat,
+                                         launcher=launcher)
         except runner.Interrupted as stop:
             result = stop.result
-            display.results_table([result])
+            show(result, args.db)
             if args.json:
                 write_json(args.json, result)
             raise KeyboardInterrupt from None
-    display.results_table([result])
+    show(result, args.db)
     if args.json:
         write_json(args.json, result)
+    return 0 if result["status"] == "ok" else 1
+
+
+def show(result: dict[str, Any], db: str) -> None:
+    display.results_table([result])
+    if len(result.get("ranks") or []) > 1:
+        display.ranks_table(result)
+    if scaling.total_devices(result["case"]) > 1:
+        display.out.print(scaling.describe(result, db))
+
+
+def run_peer(case: Case, launcher: torchrun.Torchrun, args: argparse.Namespace) -> int:
+    """A node other than node 0: run its ranks repeat by repeat; node 0 stores the case."""
+    rdzv = launcher.rendezvous
+    first = rdzv.node_rank * case.devices
+    ranks = f"ranks {first}-{first + case.devices - 1}" if case.devices > 1 else f"rank {first}"
+    display.err.print(f"node {rdzv.node_rank} of {case.nnodes} ({ranks}); node 0 at "
+                      f"{rdzv.endpoint} stores the result")
+
+    def on_repeat(record: dict[str, Any]) -> None:
+        what = "ok" if record["status"] == "ok" else f"{record['status']}: {record['error']}"
+        display.err.print(f"  repeat {record['repeat'] + 1}/{case.repeats}: {what}")
+
+    try:
+        result = runner.run_case(case, store=None, launcher=launcher, on_repeat=on_repeat)
+    except runner.Interrupted:
+        raise KeyboardInterrupt from None
+    marker = {"schema": result["schema"], "case_key": result["case_key"], "label": result["label"],
+              "case": result["case"], "status": result["status"], "error": result["error"],
+              "node_rank": rdzv.node_rank, "stored_by": f"node 0 ({rdzv.master_addr})",
+              "repeats_done": result["repeats_done"], "launch": result.get("launch")}
+    if result["status"] == "ok":
+        display.out.print(f"node {rdzv.node_rank}: ok; node 0 stores the result of "
+                          f"{case.label()}")
+    else:
+        display.out.print(f"node {rdzv.node_rank}: {result['status']} — {result['error']}")
+    if args.json:
+        write_json(args.json, marker)
     return 0 if result["status"] == "ok" else 1

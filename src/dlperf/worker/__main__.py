@@ -2,6 +2,11 @@
 
 The result goes to ``DIR/rank<RANK>.json`` (written atomically), never to stdout, because
 frameworks print freely. A failure is a result too: the file then holds its status and message.
+
+In a job of several ranks each rank writes its own file, and then, if it succeeded, the backend's
+``gather_results(result)`` (when it has one) collects every rank's result at global rank 0, which
+writes the files of the ranks on other nodes too: the node holding rank 0 sees the whole job.
+A rank that failed skips the gather and exits; the launcher then stops the others.
 """
 
 import argparse
@@ -10,6 +15,7 @@ import json
 import os
 import platform
 import resource
+import socket
 import sys
 import traceback
 from typing import Any, Dict
@@ -74,7 +80,8 @@ def run(case):
     # type: (Dict[str, Any]) -> Dict[str, Any]
     rank = int(os.environ.get("RANK", "0"))
     result = {"rank": rank, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-              "status": "ok", "error": None}  # type: Dict[str, Any]
+              "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+              "host": socket.gethostname(), "status": "ok", "error": None}  # type: Dict[str, Any]
     try:
         backend = importlib.import_module("dlperf.backends." + case["framework"])
         result.update(measure(backend.build, case))
@@ -105,8 +112,36 @@ def main(argv=None):
     with open(args.case) as handle:
         case = json.load(handle)
     result = run(case)
-    write_atomic(os.path.join(args.out_dir, "rank{}.json".format(result["rank"])), result)
-    return 0 if result["status"] == "ok" else 1
+    write_atomic(rank_file(args.out_dir, result["rank"]), result)
+    if result["status"] != "ok":
+        return 1
+    if result["world_size"] > 1:
+        return gather(case, result, args.out_dir)
+    return 0
+
+
+def rank_file(out_dir, rank):
+    # type: (str, int) -> str
+    return os.path.join(out_dir, "rank{}.json".format(rank))
+
+
+def gather(case, result, out_dir):
+    # type: (Dict[str, Any], Dict[str, Any], str) -> int
+    """Hand this rank's result to global rank 0; there, write the ranks this node lacks."""
+    backend = importlib.import_module("dlperf.backends." + case["framework"])
+    gather_results = getattr(backend, "gather_results", None)
+    if gather_results is None:
+        return 0
+    try:
+        everyone = gather_results(result)
+    except Exception:  # a peer died during the gather: the launcher reports it
+        traceback.print_exc()
+        return 1
+    for other in everyone or []:
+        path = rank_file(out_dir, other["rank"])
+        if not os.path.exists(path):  # a rank on another node
+            write_atomic(path, other)
+    return 0
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from dlperf.backends.torch.workload import (
     Precision,
     TorchWorkload,
     count_params,
+    gather_results,
     maybe_wrap_ddp,
     runtime_info,
     select_device,
@@ -30,7 +31,7 @@ from dlperf.backends.torch.workload import (
 )
 from dlperf.worker.workload import UnsupportedError, Workload
 
-__all__ = ["build", "maybe_wrap_ddp"]
+__all__ = ["build", "gather_results", "maybe_wrap_ddp"]
 
 MLM_FRACTION = 0.15
 

@@ -8,7 +8,7 @@ measured under the same rules.
 import contextlib
 import os
 import platform
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from torch import nn
@@ -70,6 +70,20 @@ def maybe_wrap_ddp(model, device):
 def rank():
     # type: () -> int
     return int(os.environ.get("RANK", "0"))
+
+
+def gather_results(payload):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    """Every rank's result (a JSON-able dict) at global rank 0, None on the others; then leave
+    the process group. A single process gets its own result back."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [payload]
+    everyone = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    dist.gather_object(payload, everyone, dst=0)
+    dist.destroy_process_group()
+    return everyone
 
 
 # --------------------------------------------------------------------------------------------
@@ -248,6 +262,18 @@ class TorchWorkload(Workload):
         # type: () -> None
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def barrier(self):
+        # type: () -> None
+        """Every rank waits for the others (the timing loop brackets the window with this)."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
 
     def loss_value(self, handle):
         # type: (Any) -> float

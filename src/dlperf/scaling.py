@@ -1,0 +1,101 @@
+"""Speedup and scaling efficiency of a multi-device result over its 1-device baseline.
+
+speedup = throughput(N devices) / throughput(1 device of the same configuration), and scaling
+efficiency = speedup / N (DESIGN.md). The baseline is the newest successful 1-device result in the
+database whose configuration matches: same framework, model, task, precision, compile, batch size
+per device, device kind, data, model knobs and threads per process (plus the inference scenario).
+Steps, warm-up and seed may differ: they change how long we measure, not what.
+
+Without such a baseline the speedup is None with a note saying so; never 1.0 or 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from dlperf.spec import Case
+from dlperf.store import Store
+
+NO_BASELINE = "no 1-device baseline"  # the same words the report shows
+CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "device",
+                 "data", "knobs", "threads", "scenario", "server")
+_DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+             for f in dataclasses.fields(Case)
+             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+
+
+def total_devices(case: dict[str, Any]) -> int:
+    return int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
+
+
+def config(case: dict[str, Any]) -> dict[str, Any]:
+    """The fields a baseline must share with ``case`` (missing ones: older results, defaults)."""
+    out = {}
+    for name in CONFIG_FIELDS:
+        value = case.get(name, _DEFAULTS.get(name))
+        out[name] = dict(value) if isinstance(value, dict) else value
+    return out
+
+
+def _median(result: dict[str, Any]) -> float | None:
+    if result.get("status") != "ok":
+        return None
+    return (result.get("throughput") or {}).get("median") or None
+
+
+def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest successful 1-device result of ``case``'s configuration, or None."""
+    wanted = json.dumps(config(case), sort_keys=True)
+    best: dict[str, Any] | None = None
+    rows = store.runs("result_json IS NOT NULL AND status = 'ok'")
+    for row in rows:
+        stored = json.loads(row["case_json"])
+        if total_devices(stored) != 1 or json.dumps(config(stored), sort_keys=True) != wanted:
+            continue
+        result = json.loads(row["result_json"])
+        if _median(result):
+            result.setdefault("run_id", row["id"])
+            best = result  # rows come oldest first: the last match is the newest
+    return best
+
+
+def scaling(result: dict[str, Any], store: Store | None) -> dict[str, Any]:
+    """The fields to add to ``result``: speedup, scaling_efficiency, their baseline or a note."""
+    n = total_devices(result["case"])
+    value = _median(result)
+    out: dict[str, Any] = {"speedup": None, "scaling_efficiency": None,
+                           "speedup_baseline": None, "speedup_note": None}
+    if value is None:
+        out["speedup_note"] = f"the case did not succeed ({result.get('status')})"
+    elif n == 1:
+        out.update(speedup=1.0, scaling_efficiency=1.0,
+                   speedup_note="1 device: its own baseline")
+    elif store is None:
+        out["speedup_note"] = f"{NO_BASELINE}: no results database to look in"
+    else:
+        base = find_baseline(store, result["case"])
+        if base is None:
+            out["speedup_note"] = NO_BASELINE
+        else:
+            speedup = value / base["throughput"]["median"]
+            out.update(speedup=speedup, scaling_efficiency=speedup / n,
+                       speedup_baseline={"run_id": base.get("run_id"), "label": base.get("label"),
+                                         "throughput": base["throughput"]["median"]})
+    return out
+
+
+def describe(result: dict[str, Any], db: str | None = None) -> str:
+    """One line for people: the speedup and efficiency, or why there are none."""
+    n = total_devices(result["case"])
+    if result.get("speedup") is not None and n > 1:
+        base = result.get("speedup_baseline") or {}
+        return (f"speedup {result['speedup']:.2f}x on {n} devices over 1 device "
+                f"({base.get('throughput', 0):,.1f} samples/s, run {base.get('run_id')}); "
+                f"scaling efficiency {result['scaling_efficiency']:.1%}")
+    if result.get("speedup_note", "").startswith(NO_BASELINE):
+        where = f" in {db}" if db else ""
+        return (f"speedup: none — {NO_BASELINE} of this configuration{where}; measure it with "
+                f"the same command and --devices 1 --nnodes 1")
+    return f"speedup: none — {result.get('speedup_note') or 'not computed'}"

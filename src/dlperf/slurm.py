@@ -1,0 +1,106 @@
+"""Where this process sits in a Slurm job: node count, node rank and the master node.
+
+``srun -N 4 --ntasks-per-node 1 dlperf run ... --devices 8`` starts one ``dlperf run`` per node;
+each reads its place from the variables Slurm sets (the step's, else the job's), and the first
+host of the node list is node 0, the rendezvous master.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# torchrun's port is fixed; jobs sharing a node need different ones, so derive it from the job id
+# (the convention PyTorch Lightning uses).
+PORT_BASE = 15000
+
+
+@dataclass(frozen=True)
+class Placement:
+    nnodes: int
+    node_rank: int
+    master_addr: str | None
+    master_port: int | None
+    job_id: str | None
+
+
+def _first(environ: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside brackets: ``a[1,3],b`` -> ``a[1,3]``, ``b``."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _expand_brackets(ranges: str) -> list[str]:
+    """``01-03,07`` -> 01 02 03 07 (zero padding kept)."""
+    out = []
+    for item in ranges.split(","):
+        low, _, high = item.partition("-")
+        if not high:
+            out.append(low)
+            continue
+        width = len(low)
+        out.extend(str(n).zfill(width) for n in range(int(low), int(high) + 1))
+    return out
+
+
+def expand_nodelist(nodelist: str) -> list[str]:
+    """Host names of a Slurm node list: ``node[01-02,05],gpu7`` -> node01 node02 node05 gpu7.
+
+    Handles the compact forms Slurm prints (several bracket groups per name included);
+    ``scontrol show hostnames`` is preferred where it exists (see :func:`hostnames`).
+    """
+    hosts: list[str] = []
+    for item in _split_top_level(nodelist.strip()):
+        names = [""]
+        for text, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item):
+            choices = _expand_brackets(ranges) if ranges else [""]
+            names = [name + text + choice for name in names for choice in choices]
+        hosts.extend(names)
+    return [host for host in hosts if host]
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """``scontrol show hostnames`` when Slurm's tools are installed, else our own expansion."""
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        try:
+            out = subprocess.run([scontrol, "show", "hostnames", nodelist], capture_output=True,
+                                 text=True, timeout=30, check=True).stdout.split()
+            if out:
+                return out
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return expand_nodelist(nodelist)
+
+
+def placement(environ: Mapping[str, str]) -> Placement | None:
+    """This process's place in a Slurm job, or None outside Slurm."""
+    nnodes = _first(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    if nnodes is None:
+        return None
+    nodelist = _first(environ, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+    hosts = hostnames(nodelist) if nodelist else []
+    job_id = _first(environ, "SLURM_JOB_ID", "SLURM_JOBID")
+    port = PORT_BASE + int(job_id[-4:]) if job_id and job_id[-4:].isdigit() else None
+    return Placement(nnodes=int(nnodes), node_rank=int(environ.get("SLURM_NODEID", "0")),
+                     master_addr=hosts[0] if hosts else None, master_port=port, job_id=job_id)
