@@ -1,0 +1,147 @@
+"""JAX and PaddlePaddle: their environments, their models and real tiny training runs.
+
+The environments come from the pinned sets the project ships (`make test` installs them first
+through `make envs`; the fixture's install is then a no-op, or does the install itself when run
+alone). Everything else runs the real `dlperf` command and real workers in those environments.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dlperf import envs, launch, models
+
+TIMEOUT = 1200
+VERSIONS = {"jax": "0.10.2", "paddle": "3.3.1"}
+
+
+def run_dlperf(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ))
+
+
+@pytest.fixture(scope="module", params=["jax", "paddle"])
+def framework(request: pytest.FixtureRequest) -> str:
+    """The framework's environment, installed from its pinned set (cached: no-op if current)."""
+    name = request.param
+    done = envs.install(name, say=lambda line: None)
+    assert done.action in ("installed", "up to date")
+    return name
+
+
+def test_environment_matches_pinned_set(framework):
+    st = envs.status(framework)
+    assert st.state == "installed", st
+    assert st.version == VERSIONS[framework]
+    assert st.python and st.python.startswith(envs.registry.get(framework).python + ".")
+    pins = envs.registry.get(framework).requirement_lines()
+    assert pins and all("==" in line for line in pins)  # every package pinned exactly
+    assert f"{'jax' if framework == 'jax' else 'paddlepaddle'}=={VERSIONS[framework]}" in pins
+    assert envs.install(framework, say=lambda line: None).action == "up to date"
+
+
+COUNT = {
+    # jax: the variable tree from jax.eval_shape (what the backend initialises, leaf by leaf)
+    "jax": """
+import json, jax, jax.numpy as jnp
+from dlperf import models
+from dlperf.backends.jax import bert, resnet
+from dlperf.backends.jax.workload import count_params
+r = resnet.ResNet50(num_classes=1000)
+b = bert.BertForPreTraining(**{k: v for k, v in models.resolve_knobs("bert-base").items()
+                               if k != "seq_len"})
+ids = jnp.zeros((1, 16), jnp.int32)
+shapes = {
+    "resnet50": jax.eval_shape(lambda k: r.init(k, jnp.zeros((1, 224, 224, 3)), train=False),
+                               jax.random.PRNGKey(0)),
+    "bert-base": jax.eval_shape(lambda k: b.init(k, ids, ids, train=False),
+                                jax.random.PRNGKey(0)),
+}
+print("PARAMS=" + json.dumps({k: count_params(v["params"]) for k, v in shapes.items()}))
+""",
+    "paddle": """
+import json
+from dlperf.backends.paddle import bert, resnet
+from dlperf.backends.paddle.workload import count_params
+print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "bert-base": count_params(bert.BertForPreTraining())}))
+""",
+}
+
+
+def test_both_models_have_the_catalogue_parameter_count(framework):
+    """Built inside the framework's own interpreter, default (full-size) knobs."""
+    proc = subprocess.run([envs.interpreter(framework), "-c", COUNT[framework]],
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          env=launch.worker_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
+    built = json.loads(line.split("=", 1)[1])
+    assert built == {"resnet50": models.get("resnet50").params(),
+                     "bert-base": models.get("bert-base").params()}
+    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+
+
+TINY = {
+    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
+    # full BERT-Base width and depth, short sequences
+    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2"],
+}
+CASES = [
+    ("jax", "resnet50", ["--compile"]),
+    ("jax", "bert-base", ["--compile", "--precision", "amp-bf16"]),
+    ("paddle", "resnet50", ["--compile"]),
+    ("paddle", "bert-base", []),
+]
+
+
+@pytest.mark.parametrize("framework,model,extra", CASES, indirect=["framework"],
+                         ids=[f"{f}-{m}" for f, m, e in CASES])
+def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", framework, *TINY[model], *extra,
+                      "--warmup-steps", "2", "--steps", "3", "--repeats", "1",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
+    assert result["model"]["params"] == result["model"]["catalogue_params"]
+    assert result["throughput"]["median"] > 0
+    worker = result["env"]["worker"]
+    assert str(envs.env_dir(framework)) in json.dumps(worker)  # ran in the framework's env
+    info = worker["framework"]
+    if framework == "jax":
+        assert info["compile"].startswith("jax.jit") and info["buffer_donation"] is True
+        assert info["compute_dtype"] == ("bfloat16" if "amp-bf16" in extra else "float32")
+    else:
+        assert info["compile"] == ("--compile" in extra)
+        assert info["omp_num_threads"] >= 1 and info["layout"] in ("NCHW", "NHWC",
+                                                                     "batch-major (B, S, H)")
+
+
+UNSUPPORTED = {
+    # JAX has no uncompiled mode worth measuring: compile=false is refused, not faked
+    "jax": (["--precision", "fp32"], "always compiles"),
+    # paddle.amp.auto_cast only warns and stays fp32 on a CPU
+    "paddle": (["--precision", "amp-bf16"], "has no effect on cpu"),
+}
+
+
+def test_unsupported_combination_reports_unsupported(framework, tmp_path):
+    extra, phrase = UNSUPPORTED[framework]
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", framework, *TINY["resnet50"], *extra,
+                      "--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 1
+    assert result["status"] == "unsupported"
+    assert phrase in result["error"]
+    assert result["repeats_done"] == 1  # an unsupported case is not retried
