@@ -88,8 +88,8 @@ def held_out_batches(inputs, seed, samples=CALIBRATION_SAMPLES, batch=CALIBRATIO
     """Calibration batches shaped like ``inputs`` but drawn from a different seed.
 
     Floating inputs (images) are fresh standard-normal draws like the synthetic data; integer
-    inputs (token ids, segment ids) are the captured ones repeated, since a generic backend cannot
-    know their valid range.
+    inputs (token ids, segment ids) are fresh uniform draws within the range of the captured
+    batch's first row, so the slice does not depend on the batch size being timed.
     """
     args, kwargs = inputs
     if kwargs:
@@ -110,8 +110,10 @@ def held_out_batches(inputs, seed, samples=CALIBRATION_SAMPLES, batch=CALIBRATIO
                     fresh = fresh.contiguous(memory_format=torch.channels_last)
                 one.append(fresh.to(value.device))
             else:
-                reps = (batch + value.shape[0] - 1) // value.shape[0]
-                one.append(value.repeat((reps,) + (1,) * (value.dim() - 1))[:batch])
+                first = value[:1]
+                shape = (batch,) + tuple(value.shape[1:])
+                one.append(torch.randint(int(first.min()), int(first.max()) + 1, shape,
+                                         generator=gen, dtype=value.dtype).to(value.device))
         batches.append(tuple(one))
     return batches
 
