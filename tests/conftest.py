@@ -36,3 +36,7 @@ def load(path: Path) -> Any:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "results.db"
+
+
+# One real sweep per session, shared by the sweep, report and compare tests (issue 3).
+from sweep_session import fixture_db  # noqa: E402,F401

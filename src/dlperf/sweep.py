@@ -52,6 +52,13 @@ class Value:
     origin: str  # "defaults", "matrix", "include"
 
 
+@dataclass(frozen=True)
+class AnyOf:
+    """An exclude entry's list: a combination matches when its value is any of these."""
+
+    values: tuple[Any, ...]
+
+
 @dataclass
 class Sweep:
     """A validated sweep: its cases in file order, duplicates merged."""
@@ -119,10 +126,19 @@ class _Reader:
                                        + ", ".join(allowed))
         return name
 
-    def fields(self, node: yaml.Node, where: str, origin: str) -> dict[str, Value]:
-        """A mapping of case fields with scalar values (``knobs`` may hold a mapping)."""
+    def fields(self, node: yaml.Node, where: str, origin: str,
+               any_of: bool = False) -> dict[str, Value]:
+        """A mapping of case fields with scalar values (``knobs`` may hold a mapping).
+
+        With ``any_of`` (exclude entries) a value may be a list: any of its values matches.
+        """
         out: dict[str, Value] = {}
         for key, key_node, value_node in self.mapping(node, where):
+            if any_of and isinstance(value_node, yaml.SequenceNode):
+                name = self.field_name(key, key_node, where)
+                values = tuple(self.scalar(item, f"{where}.{name}") for item in value_node.value)
+                out[name] = Value(AnyOf(values), value_node.start_mark.line + 1, origin)
+                continue
             name = self.field_name(key, key_node, where)
             if name == "knobs":
                 for knob, knob_node, knob_value in self.mapping(value_node, f"{where}.knobs"):
@@ -172,7 +188,11 @@ def _value_of(name: str, raw: dict[str, Value], model: Any) -> Any:
 
 def _matches(entry: dict[str, Value], raw: dict[str, Value]) -> bool:
     model = raw["model"].value if "model" in raw else None
-    return all(_value_of(name, raw, model) == want.value for name, want in entry.items())
+    def hit(name: str, want: Any) -> bool:
+        value = _value_of(name, raw, model)
+        return value in want.values if isinstance(want, AnyOf) else value == want
+
+    return all(hit(name, want.value) for name, want in entry.items())
 
 
 def _build_case(reader: _Reader, raw: dict[str, Value], entry_line: int) -> Case:
@@ -266,7 +286,7 @@ def load(path: str | Path) -> Sweep:
     if "exclude" in top and not _is_null(top["exclude"][1]):
         for item in reader.sequence(top["exclude"][1], "exclude"):
             excludes.append((item.start_mark.line + 1,
-                             reader.fields(item, "exclude entry", "exclude")))
+                             reader.fields(item, "exclude entry", "exclude", any_of=True)))
 
     includes: list[tuple[int, dict[str, Value]]] = []
     if "include" in top and not _is_null(top["include"][1]):

@@ -31,7 +31,9 @@ from dlperf.store import Store
 from dlperf.sweep import Sweep, halved
 
 MODES = ("new", "resume", "force")
-GUESS_RATE_FLOPS = 2e10  # FLOP/s assumed for a case nothing in the database resembles
+GUESS_RATE_FLOPS = 2e10  # FLOP/s assumed for a CPU case nothing in the database resembles
+GUESS_GPU_FP32_FLOPS = 6e12  # ... and for a GPU (a V100 trains ResNet-50 at ~40% of 15 TFLOP/s)
+GUESS_GPU_LOW_FLOPS = 2e13
 GUESS_OVERHEAD_S = 8.0  # process start, imports and build, per repeat, when nothing is known
 
 
@@ -144,6 +146,9 @@ class Estimator:
             how = "scaled"
         else:
             rate, overhead, how = GUESS_RATE_FLOPS, GUESS_OVERHEAD_S, "guess"
+            if case.device == "cuda":
+                rate = GUESS_GPU_FP32_FLOPS if case.precision in ("fp32", "tf32") \
+                    else GUESS_GPU_LOW_FLOPS
         # each device computes its own batch, so time per step follows batch per device
         step_s = case.batch_size * per_sample / rate
         return overhead + (case.warmup_steps - 1 + case.steps) * step_s, how

@@ -208,9 +208,12 @@ def main(args: argparse.Namespace) -> int:
     display.out.print(
         f"sweep {sweep.name}: {len(results)} result(s): {outcome.measured_cases} case(s) measured "
         f"now ({outcome.measured_repeats} repeats), {outcome.reused} taken from the database, "
-        f"{len(outcome.failed_cases)} failed; wall time {duration(outcome.wall_s)}"
-        + (f", timed work (first steps + warm-ups + windows) {duration(outcome.timed_s)}, "
-           f"overhead x{overhead:.2f}" if overhead else ""))
+        f"{len(outcome.failed_cases)} failed", highlight=False)
+    display.out.print(
+        f"wall time {duration(outcome.wall_s)} ({outcome.wall_s:.1f} s)"
+        + (f"; timed work (first steps + warm-ups + windows) {outcome.timed_s:.1f} s; "
+           f"overhead x{overhead:.2f} (wall time / timed work)" if overhead else ""),
+        highlight=False)
     if args.json:
         write_json(args.json, results)
     if outcome.interrupted:

@@ -124,6 +124,6 @@ def render(report: Report, title: str = "dlperf report") -> str:
         if len(report.environments) > 1:
             parts.append(f"<h3>Environment {index}</h3>")
         parts.append('<table class="env">' + "".join(
-            f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in facts) + "</table>")
+            f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in facts.rows()) + "</table>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -47,6 +47,6 @@ def render(report: Report, title: str = "dlperf report") -> str:
         if len(report.environments) > 1:
             lines += [f"### Environment {index}", ""]
         lines += ["| | |", "|---|---|"]
-        lines += [f"| {_escape(k)} | {_escape(v)} |" for k, v in facts]
+        lines += [f"| {_escape(k)} | {_escape(v)} |" for k, v in facts.rows()]
         lines.append("")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from dlperf.report.tables import precision_rank, variant  # noqa: E402
 
 DPI = 100
 WIDTH = 7.5
+SPREAD_BAND_PERCENT = 5.0
 
 
 def _ok(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -152,7 +153,14 @@ def repeat_spread(results: list[dict[str, Any]]) -> bytes | None:
         axes.scatter(deviations, [row] * len(deviations), s=18, alpha=0.75, color="C0")
         cv = f", CV {tp['cv']:.1%}" if tp.get("cv") is not None else ""
         labels.append(f"{result.get('label', '?')} ({tp['median']:,.1f}{cv})")
+    widest = max((abs(100.0 * (v / r["throughput"]["median"] - 1.0))
+                  for r in cases for v in r["throughput"]["repeats"]), default=0.0)
+    limit = max(SPREAD_BAND_PERCENT * 2, widest * 1.15)
+    axes.set_xlim(-limit, limit)  # the same ±5% band looks the same size in every report
+    axes.axvspan(-SPREAD_BAND_PERCENT, SPREAD_BAND_PERCENT, color="C2", alpha=0.12,
+                 label=f"±{SPREAD_BAND_PERCENT:g}%")
     axes.axvline(0.0, color="0.3", linewidth=1)
+    axes.legend(fontsize=7, loc="lower right")
     axes.set_yticks(range(len(cases)))
     axes.set_yticklabels(labels, fontsize=7)
     axes.invert_yaxis()

@@ -43,10 +43,24 @@ class Section:
 
 
 @dataclass
+class Environment:
+    """Machine facts shared by some results, and the worker settings each of them ran with."""
+
+    facts: list[tuple[str, str]]
+    workers: dict[str, list[str]] = field(default_factory=dict)  # setting -> result labels
+
+    def rows(self) -> list[tuple[str, str]]:
+        out = list(self.facts)
+        for setting, labels in self.workers.items():
+            out.append(("worker", f"{setting} — {', '.join(labels)}"))
+        return out
+
+
+@dataclass
 class Report:
     sections: list[Section]
     notes: list[str]  # footnote i is notes[i - 1]
-    environments: list[list[tuple[str, str]]]
+    environments: list[Environment]
     results: list[dict[str, Any]]
 
     def note(self, text: str) -> int:
@@ -106,7 +120,7 @@ def spread(result: dict[str, Any]) -> str:
 def speedup_text(result: dict[str, Any]) -> str:
     if result.get("speedup") is not None:
         return f"{result['speedup']:.2f}"
-    if result.get("speedup_note") == NO_BASELINE:
+    if result.get("status") == "ok" and total_devices(result) > 1:
         return NO_BASELINE
     return "—"
 
@@ -126,8 +140,7 @@ def fallback_note(result: dict[str, Any]) -> str | None:
         return None
     case = result["case"]
     return short(f"{case.get('framework')} {case.get('precision')} bsz "
-                 f"{case.get('batch_size')}: {fallback['from_batch_size']} ran out of memory "
-                 f"({fallback.get('reason', '')})")
+                 f"{case.get('batch_size')}: {fallback['from_batch_size']} ran out of memory")
 
 
 def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
@@ -224,15 +237,12 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
 
 
 def environment(env: dict[str, Any]) -> list[tuple[str, str]]:
-    """The facts of one environment worth printing beside the numbers."""
-    worker = env.get("worker") or {}
-    framework = worker.get("framework") or {}
+    """The machine and harness facts of one result's environment."""
     cpu = env.get("cpu") or {}
     gpus = env.get("gpus") or []
     git = env.get("git") or {}
     libraries = env.get("libraries") or {}
-    threads = {k: v for k, v in framework.items() if "thread" in k}
-    rows = [
+    return [
         ("host", str(env.get("hostname", "?"))),
         ("CPU", f"{cpu.get('model', '?')} ({cpu.get('physical_cores', '?')} cores, "
                 f"{cpu.get('logical_cores', '?')} threads; {' '.join(cpu.get('flags') or [])})"),
@@ -240,18 +250,25 @@ def environment(env: dict[str, Any]) -> list[tuple[str, str]]:
         ("GPUs", ", ".join(f"{g.get('name', '?')} ({g.get('driver', '')})" for g in gpus)
          or "none"),
         ("OS", str(env.get("os", "?"))),
-        ("Python", f"harness {env.get('python', '?')}, worker {worker.get('python', '?')}"),
+        ("Python (harness)", str(env.get("python", "?"))),
         ("libraries", ", ".join(f"{k} {v}" for k, v in sorted(libraries.items()) if v)),
-        ("framework", ", ".join(f"{k}={v}" for k, v in sorted(framework.items())
-                                if k.endswith("version")) or "—"),
-        ("threads", ", ".join(f"{k}={v}" for k, v in sorted(threads.items())) or "—"),
-        ("thread variables", ", ".join(f"{k}={v}" for k, v in sorted(
-            (worker.get("thread_variables") or env.get("thread_variables") or {}).items()))
-         or "none set"),
         ("git", f"{git.get('commit', '?')[:12]}{' (dirty)' if git.get('dirty') else ''}"
-         if git else "—"),
+         if git else "not a git checkout"),
     ]
-    return rows
+
+
+def worker_setting(env: dict[str, Any]) -> str | None:
+    """What the worker saw: Python, framework version, threads; None when no worker reported."""
+    worker = env.get("worker") or {}
+    framework = worker.get("framework") or {}
+    if not worker:
+        return None
+    parts = [f"Python {worker.get('python', '?')}"]
+    parts += [f"{k}={v}" for k, v in sorted(framework.items()) if k.endswith("version")]
+    parts += [f"{k}={v}" for k, v in sorted(framework.items()) if "thread" in k]
+    variables = worker.get("thread_variables") or {}
+    parts += [f"{k}={v}" for k, v in sorted(variables.items())] or ["no thread variables set"]
+    return ", ".join(parts)
 
 
 def build(results: list[dict[str, Any]]) -> Report:
@@ -266,10 +283,14 @@ def build(results: list[dict[str, Any]]) -> Report:
             title += f" — {task}"
         report.sections.append(Section(title, _summary(report, members),
                                        _details(report, members), members))
-    seen: list[list[tuple[str, str]]] = []
     for result in results:
-        facts = environment(result.get("env") or {})
-        if facts not in seen:
-            seen.append(facts)
-    report.environments = seen
+        env = result.get("env") or {}
+        facts = environment(env)
+        found = next((e for e in report.environments if e.facts == facts), None)
+        if found is None:
+            found = Environment(facts)
+            report.environments.append(found)
+        setting = worker_setting(env)
+        if setting is not None:
+            found.workers.setdefault(setting, []).append(result.get("label") or "?")
     return report

@@ -1,0 +1,123 @@
+"""One real sweep per test session, shared by the sweep, report and compare tests.
+
+``fixture_db`` holds two sweeps measured by real workers:
+
+* ``fixture`` (run with the real ``dlperf sweep`` command): a tiny BERT at fp32 and amp-bf16,
+  batch 2 and 4; the same on 2 devices; tf32 on the CPU (``unsupported``: a failure is a result
+  and the sweep goes on); and a ResNet-50 at image 32.
+* ``oom-halve`` (the sweep library with a launcher that caps the worker's address space at
+  3 GiB, so the kernel's allocator really refuses): a BERT with a 100k vocabulary at batch 32
+  runs out of memory and ``on_oom: halve`` measures it at 16.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# A BERT-Base with tiny knobs: the same code path, seconds per repeat.
+TINY_BERT_KNOBS = """\
+  seq_len: 8
+  vocab_size: 1000
+  hidden: 64
+  layers: 1
+  heads: 2
+  intermediate: 128
+"""
+
+FIXTURE_SWEEP = f"""\
+name: fixture
+defaults:
+  framework: torch
+  device: cpu
+  warmup_steps: 2
+  steps: 3
+  repeats: 2
+  image_size: 32
+{TINY_BERT_KNOBS}matrix:
+  model: [bert-base]
+  precision: [fp32, amp-bf16]
+  batch_size: [2, 4]
+include:
+  - {{model: bert-base, precision: fp32, batch_size: 2, devices: 2}}
+  - {{model: bert-base, precision: tf32, batch_size: 2}}
+  - {{model: resnet50, precision: fp32, batch_size: 2}}
+"""
+
+OOM_SWEEP = """\
+name: oom-halve
+defaults:
+  framework: torch
+  device: cpu
+  warmup_steps: 1
+  steps: 2
+  repeats: 1
+  seq_len: 64
+  vocab_size: 100000
+  hidden: 32
+  layers: 1
+  heads: 2
+  intermediate: 64
+matrix:
+  model: [bert-base]
+  batch_size: [32]
+on_oom: halve
+"""
+
+ADDRESS_SPACE_LIMIT = 3 * 2**30
+LIMITED_WORKER = (
+    "import resource, runpy, sys; limit = {limit}; "
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
+    "sys.argv = ['dlperf.worker'] + sys.argv[1:]; "
+    "runpy.run_module('dlperf.worker', run_name='__main__', alter_sys=True)"
+).format(limit=ADDRESS_SPACE_LIMIT)
+
+
+def limited_launcher(case: Any, case_file: Path, out_dir: Path) -> Any:
+    """The real worker under a 3 GiB address-space limit: large batches really run out."""
+    from dlperf import launch
+
+    argv = launch.worker_argv(sys.executable, case_file, out_dir)
+    assert argv[1:3] == ["-m", "dlperf.worker"]
+    return launch.Launch([sys.executable, "-c", LIMITED_WORKER, *argv[3:]])
+
+
+@dataclass
+class FixtureDb:
+    path: Path
+    sweep_file: Path
+    sweep_json: list[dict[str, Any]]  # what `dlperf sweep --json` wrote
+    sweep_stdout: str
+    sweep_stderr: str
+    sweep_returncode: int
+    oom_results: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="session")
+def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> FixtureDb:
+    from dlperf import sysinfo
+    from dlperf.store import Store
+    from dlperf.sweep import load as load_sweep
+    from dlperf.sweep_runner import SweepRun
+
+    tmp = tmp_path_factory.mktemp("sweep-session")
+    db = tmp / "fixture.db"
+    sweep_file = tmp / "fixture.yaml"
+    sweep_file.write_text(FIXTURE_SWEEP)
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "sweep", str(sweep_file),
+                           "--db", str(db), "--json", str(tmp / "sweep.json")],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode in (0, 1), proc.stderr  # 1: some case failed (tf32 on a CPU)
+    oom_file = tmp / "oom.yaml"
+    oom_file.write_text(OOM_SWEEP)
+    with Store(db) as store:
+        outcome = SweepRun(load_sweep(oom_file), store, launcher=limited_launcher,
+                           env=sysinfo.capture()).run()
+    return FixtureDb(db, sweep_file, json.loads((tmp / "sweep.json").read_text()), proc.stdout, proc.stderr,
+                     proc.returncode, outcome.results)
