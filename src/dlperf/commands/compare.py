@@ -10,7 +10,7 @@ import argparse
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -18,8 +18,14 @@ from dlperf import display
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.report import results as stored
-from dlperf.report.compare import DEFAULT_ALPHA, TESTS, Comparison, compare
 from dlperf.store import DEFAULT_DB, Store
+
+if TYPE_CHECKING:
+    from dlperf.report.compare import Comparison
+
+# as in dlperf.report.compare, which loads scipy only when a comparison runs
+TESTS = ("mannwhitney", "welch")
+DEFAULT_ALPHA = 0.05
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 VERDICT_STYLE = {"faster": "green", "slower": "red", "failed": "red", "fixed": "green",
@@ -104,7 +110,7 @@ def _value(value: float | None) -> str:
     return display.number(value)
 
 
-def print_comparison(result: Comparison, base_name: str, cand_name: str) -> None:
+def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> None:
     table = Table(title=f"{base_name} → {cand_name} (threshold {result.threshold:.0%}, "
                         f"{result.test}, alpha {result.alpha:g})")
     for name, justify in (("case", "left"), ("baseline (median)", "right"),
@@ -141,6 +147,8 @@ def print_comparison(result: Comparison, base_name: str, cand_name: str) -> None
 def main(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha: {args.alpha} must be between 0 and 1")
+    from dlperf.report.compare import compare
+
     baseline = resolve(args.baseline, "BASELINE", args.db)
     candidate = resolve(args.candidate, "CANDIDATE", args.db)
     result = compare(baseline, candidate, args.threshold, args.alpha, args.test)

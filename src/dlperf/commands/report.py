@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.errors import UsageError
-from dlperf.report import export, html, markdown, results, tables
+from dlperf.report import results
 from dlperf.store import DEFAULT_DB, Store
 
 FORMATS = ("md", "html", "csv", "json")
@@ -33,6 +33,9 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def render(found: list[dict[str, Any]], fmt: str, title: str) -> str:
+    # matplotlib and the renderers load here, not when every dlperf command starts
+    from dlperf.report import export, html, markdown, tables
+
     scaled = results.with_scaling(found)
     if fmt == "csv":
         return export.to_csv(scaled)

@@ -1,0 +1,217 @@
+"""`dlperf report` from a real sweep: Markdown, HTML (rendered by a real headless chromium), CSV, JSON."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import dlperf
+
+CONTRACT = {"schema", "case", "model", "status", "error", "unit", "throughput", "latency_ms",
+            "timings", "memory", "flops", "monitor", "env"}
+TINY = "bert-base (heads=2 hidden=64 intermediate=128 layers=1 seq_len=8 vocab_size=1000)"
+BIG_VOCAB = "bert-base (heads=2 hidden=32 intermediate=64 layers=1 seq_len=64 vocab_size=100000)"
+
+
+def stored(db: Path, sweep: str | None = None) -> dict[str, dict]:
+    """The results as the database holds them, by label (read with sqlite3, not dlperf)."""
+    con = sqlite3.connect(db)
+    query = "SELECT label, result_json FROM runs WHERE result_json IS NOT NULL"
+    rows = con.execute(query + (" AND sweep=?" if sweep else "") + " ORDER BY id",
+                       (sweep,) if sweep else ()).fetchall()
+    return {label: json.loads(text) for label, text in rows}
+
+
+@pytest.fixture(scope="module")
+def reports(fixture_db, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports")
+    for fmt in ("md", "html", "csv", "json"):
+        dlperf("report", "--db", str(fixture_db.path), "--format", fmt,
+               "-o", str(out / f"report.{fmt}"), check=True)
+    return out
+
+
+def test_markdown_has_dlperf_summary_and_detail_tables(fixture_db, reports):
+    text = (reports / "report.md").read_text()
+    results = stored(fixture_db.path)
+    assert f"## {TINY}" in text and "## resnet50 (image_size=32)" in text
+    section = text.split(f"## {TINY}")[1].split("\n## ")[0]
+    header = next(line for line in section.splitlines() if line.startswith("| framework"))
+    assert header == ("| framework | variant | FP32 throughput (samples/s) | FP32 speedup | "
+                      "TF32 throughput (samples/s) | TF32 speedup | AMP-BF16 throughput "
+                      "(samples/s) | AMP-BF16 speedup |")
+    # AMP cell: the best 1-device amp-bf16 result, at its batch size
+    amp = [r for label, r in results.items() if "amp-bf16" in label and "bert-base" in label]
+    best = max(amp, key=lambda r: r["throughput"]["median"])
+    assert f"{best['throughput']['median']:,.1f} (bsz {best['case']['batch_size']})" in section
+    # every stored case is a detail row with its median
+    for label, result in results.items():
+        if result["status"] == "ok":
+            assert f"| {result['throughput']['median']:,.1f} |" in text, label
+    # the failure is footnoted with its reason, in the cell and in the notes
+    assert re.search(r"\| unsupported \[(\d+)\] \|", section)
+    note = re.search(r"\| unsupported \[(\d+)\] \|", section).group(1)
+    assert re.search(rf"\[{note}\]: torch tf32 bsz 2: unsupported — .*tf32 needs a CUDA device",
+                     text)
+
+
+def test_speedup_is_measured_or_says_there_is_no_baseline(fixture_db, reports):
+    text = (reports / "report.md").read_text()
+    results = stored(fixture_db.path)
+    two = results["torch bert-base train bs2 fp32 1n2d"]
+    one = results["torch bert-base train bs2 fp32"]
+    row = next(line for line in text.splitlines() if line.startswith("| 1 | 2 | 2 | 4 |"))
+    if two["status"] == "ok":
+        speedup = two["throughput"]["median"] / one["throughput"]["median"]
+        assert f"| {speedup:.2f} | {speedup / 2:.1%} |" in row
+    else:
+        assert two["status"] in row
+    # the big-vocabulary BERT was measured only on one device, at batch 16 after an OOM at 32
+    section = text.split(f"## {BIG_VOCAB}")[1].split("\n## ")[0]
+    cell = re.search(r"\| ([\d.,]+) \(bsz 16\) ((?:\[\d+\])+) \|", section)
+    assert cell, section
+    notes = re.findall(r"\[(\d+)\]", cell.group(2))
+    texts = {n: re.search(rf"\[{n}\]: (.*)", text).group(1) for n in notes}
+    assert any("bsz 16: 32 ran out of memory" in t for t in texts.values()), texts
+    assert any("bsz 32: oom" in t and "allocate" in t for t in texts.values()), texts
+
+
+def test_no_made_up_speedup_without_a_baseline(fixture_db, tmp_path):
+    # the 2-device case alone, without its 1-device baseline in the database
+    db = tmp_path / "alone.db"
+    shutil.copy(fixture_db.path, db)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("DELETE FROM repeats WHERE run_id IN (SELECT id FROM runs WHERE label != "
+                    "'torch bert-base train bs2 fp32 1n2d')")
+        con.execute("DELETE FROM runs WHERE label != 'torch bert-base train bs2 fp32 1n2d'")
+        # a speedup stored by the run itself would be kept; this checks the report's own rule
+        row = con.execute("SELECT id, result_json FROM runs").fetchone()
+        result = json.loads(row[1])
+        for key in ("speedup", "scaling_efficiency", "speedup_note", "speedup_baseline"):
+            result.pop(key, None)
+        con.execute("UPDATE runs SET result_json=? WHERE id=?", (json.dumps(result), row[0]))
+    con.close()
+    text = dlperf("report", "--db", str(db), check=True).stdout
+    if result["status"] == "ok":
+        assert "no 1-device baseline" in text
+        exported = json.loads(dlperf("report", "--db", str(db), "--format", "json",
+                                     check=True).stdout)
+        assert exported[0]["speedup"] is None and exported[0]["scaling_efficiency"] is None
+        assert exported[0]["speedup_note"] == "no 1-device baseline"
+
+
+def _pngs(html: str) -> list[bytes]:
+    return [base64.b64decode(data) for data in
+            re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)]
+
+
+def test_html_is_one_self_contained_file_with_plots(fixture_db, reports):
+    html = (reports / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing fetched
+    assert "<script" not in html and "<link" not in html
+    images = _pngs(html)
+    assert len(images) == html.count("<img")
+    two_ok = stored(fixture_db.path)["torch bert-base train bs2 fp32 1n2d"]["status"] == "ok"
+    # tiny BERT: devices (when the 2-device case ran), batch size, precision, spread;
+    # ResNet-50 and the big-vocabulary BERT: spread only
+    assert len(images) == (4 if two_ok else 3) + 1 + 1
+    for data in images:
+        picture = Image.open(io.BytesIO(data))
+        picture.verify()
+        assert picture.size[0] > 300 and picture.size[1] > 100
+    for title in ("Throughput vs batch size", "Precision and compile", "Per-repeat spread"):
+        assert f"{TINY}: {title}" in html
+    assert "no configuration here was measured on more than one device count" in html
+    assert "AMD" in html or "Intel" in html or "CPU" in html
+    assert "Raw per-repeat throughput" in html
+
+
+def test_html_renders_in_headless_chromium(reports, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is missing: `make browser` installs it (Debian's chromium)"
+    shot = tmp_path / "report.png"
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars"]
+    url = (reports / "report.html").resolve().as_uri()
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
+                         timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<table>" in dom.stdout and "FP32 throughput" in dom.stdout
+    assert dom.stdout.count("data:image/png;base64,") >= 5
+    proc = subprocess.run([*flags, "--window-size=1100,3000", f"--screenshot={shot}", url],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    picture = Image.open(shot).convert("RGB")
+    assert picture.size == (1100, 3000)
+    pixels = np.asarray(picture, dtype=int)
+    ink = float((pixels.sum(axis=2) < 600).mean())
+    assert ink > 0.02, "the page rendered (almost) blank"
+    # matplotlib's first colour (the plotted lines and dots) is on the page: the plots drew
+    blue = int((np.abs(pixels - np.array([31, 119, 180])) < 40).all(axis=2).sum())
+    assert blue > 200
+    copy = Path(__file__).resolve().parent.parent / ".pytest-report-screenshot.png"
+    shutil.copy(shot, copy)  # for a person to look at after the run
+    print(f"screenshot: {copy}")
+
+
+def test_csv_has_one_row_per_case_with_every_field_and_statistic(fixture_db, reports):
+    rows = list(csv.DictReader((reports / "report.csv").open()))
+    exported = json.loads((reports / "report.json").read_text())
+    assert len(rows) == len(exported) == len(stored(fixture_db.path))
+    columns = set(rows[0])
+    assert {"framework", "model", "task", "batch_size", "precision", "compile", "device",
+            "devices", "nnodes", "data", "warmup_steps", "steps", "repeats", "seed",
+            "timeout_s"} <= columns
+    assert {"knob_seq_len", "knob_image_size", "knob_vocab_size"} <= columns
+    assert {"throughput_median", "throughput_min", "throughput_max", "throughput_iqr",
+            "throughput_cv", "throughput_ci95_low", "throughput_ci95_high",
+            "throughput_repeats", "speedup", "scaling_efficiency", "status", "error"} <= columns
+    for row, result in zip(rows, exported):
+        assert row["label"] == result["label"] and row["status"] == result["status"]
+        if result["status"] == "ok":
+            assert float(row["throughput_median"]) == pytest.approx(
+                result["throughput"]["median"])
+            assert [float(v) for v in row["throughput_repeats"].split(";")] == pytest.approx(
+                result["throughput"]["repeats"])
+        else:
+            assert row["throughput_median"] == "" and row["error"]
+
+
+def test_json_is_a_list_of_contract_objects_with_every_repeat(fixture_db, reports):
+    exported = json.loads((reports / "report.json").read_text())
+    db = stored(fixture_db.path)
+    for result in exported:
+        assert CONTRACT <= set(result)
+        original = db[result["label"]]
+        assert result["throughput"]["repeats"] == original["throughput"]["repeats"]
+        if result["status"] == "ok":
+            assert len(result["throughput"]["repeats"]) == result["repeats_done"]
+        assert "speedup" in result and "scaling_efficiency" in result
+
+
+def test_sweep_filter_and_bad_input(fixture_db, tmp_path):
+    only = json.loads(dlperf("report", "--db", str(fixture_db.path), "--sweep", "oom-halve",
+                             "--format", "json", check=True).stdout)
+    assert sorted(r["case"]["batch_size"] for r in only) == [16, 32]
+    proc = dlperf("report", "--db", str(fixture_db.path), "--sweep", "nope")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "no sweep named 'nope'" in proc.stderr and "fixture" in proc.stderr
+    proc = dlperf("report", "--db", str(tmp_path / "missing.db"))
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    assert not (tmp_path / "missing.db").exists()
+    proc = dlperf("report", "--db", str(fixture_db.path), "--format", "pdf")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
