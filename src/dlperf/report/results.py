@@ -13,12 +13,10 @@ import json
 from typing import Any
 
 from dlperf.errors import UsageError
+from dlperf.scaling import NO_BASELINE, config  # the same rule `dlperf run` applies
 from dlperf.store import Store
 
-NO_BASELINE = "no 1-device baseline"
-# What must be equal for a 1-device result to be the baseline of an N-device one.
-CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "device",
-                 "data", "knobs")
+__all__ = ["NO_BASELINE", "load", "total_devices", "with_scaling"]
 
 
 def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
@@ -46,9 +44,10 @@ def total_devices(result: dict[str, Any]) -> int:
 
 
 def config_key(result: dict[str, Any]) -> str:
+    """What must be equal for a 1-device result to be the baseline of an N-device one."""
     case = result["case"]
     source = (case.get("external") or {}).get("name")
-    return json.dumps([case.get(f) for f in CONFIG_FIELDS] + [source], sort_keys=True)
+    return json.dumps([config(case), source], sort_keys=True)
 
 
 def median(result: dict[str, Any]) -> float | None:
