@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from dlperf import models, stats
+from dlperf.peak import peak_for
 from dlperf.spec import Case
 
 SCHEMA = 1
@@ -118,6 +119,20 @@ def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
+def flops_block(per_sample: float, achieved: float | None, case: Case,
+                env: dict[str, Any]) -> dict[str, Any]:
+    """Achieved FLOP/s against this machine's measured matmul peak (`dlperf sysinfo --probe`).
+
+    MFU is per device: the job's achieved rate over the peak of all devices in it.
+    """
+    peak = peak_for(case.precision, env) if env.get("cpu") else None
+    devices = case.devices * case.nnodes
+    mfu = achieved / (peak * devices) if achieved and peak else None
+    return {"per_sample": per_sample, "achieved_per_s": achieved, "peak_per_s": peak,
+            "peak_source": "dlperf sysinfo --probe (matmul)" if peak else
+            "not probed: run `dlperf sysinfo --probe`", "mfu": mfu}
+
+
 def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """Fold per-repeat records into the result contract."""
@@ -156,8 +171,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "loss": {"first": _values(ok, "loss_first"), "last": _values(ok, "loss_last")},
         "memory": {"peak_host_bytes": _peak(repeats, "peak_host_bytes"),
                    "peak_device_bytes": _peak(ok, "peak_device_bytes")},
-        "flops": {"per_sample": per_sample, "achieved_per_s": achieved,
-                  "peak_per_s": None, "mfu": None},
+        "flops": flops_block(per_sample, achieved, case, env),
         "monitor": _monitor(repeats),
         "server": _server(ok) if case.scenario == "server" else None,
         "warnings": warnings,
