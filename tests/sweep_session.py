@@ -3,8 +3,8 @@
 ``fixture_db`` holds two sweeps measured by real workers:
 
 * ``fixture`` (run with the real ``dlperf sweep`` command): a tiny BERT at fp32 and amp-bf16,
-  batch 2 and 4; the same on 2 devices; tf32 on the CPU (``unsupported``: a failure is a result
-  and the sweep goes on); and a ResNet-50 at image 32.
+  batch 2 and 4, 2 repeats; fp32 batch 2 on 2 devices; tf32 on the CPU (``unsupported``: a
+  failure is a result and the sweep goes on); and one repeat of a ResNet-50 at image 32.
 * ``oom-halve`` (the sweep library with a launcher that caps the worker's address space at
   3 GiB, so the kernel's allocator really refuses): a BERT with a 100k vocabulary at batch 32
   runs out of memory and ``on_oom: halve`` measures it at 16.
@@ -47,7 +47,7 @@ defaults:
 include:
   - {{model: bert-base, precision: fp32, batch_size: 2, devices: 2}}
   - {{model: bert-base, precision: tf32, batch_size: 2}}
-  - {{model: resnet50, precision: fp32, batch_size: 2}}
+  - {{model: resnet50, precision: fp32, batch_size: 2, repeats: 1}}
 """
 
 OOM_SWEEP = """\

@@ -165,7 +165,8 @@ def test_a_failed_case_does_not_stop_the_sweep(fixture_db):
     assert fixture_db.sweep_returncode == 1  # some case failed: a script can tell
     assert "tf32" in fixture_db.sweep_stdout and "overhead x" in fixture_db.sweep_stdout
     for result in ok:
-        assert len(result["throughput"]["repeats"]) == 2
+        assert len(result["throughput"]["repeats"]) == result["case"]["repeats"]
+    assert {r["case"]["repeats"] for r in ok} == {1, 2}  # an include entry overrides defaults
     # the ResNet case kept only its own knobs from the defaults
     resnet = by_label["torch resnet50 train bs2 fp32"]
     assert resnet["case"]["knobs"] == {"image_size": 32, "num_classes": 1000}
