@@ -164,19 +164,23 @@ class Eta:
         self.remaining_estimate_s = total_estimate_s
         self.done_estimate_s = 0.0
         self.start = time.monotonic()
+        self.last_advance = self.start
 
     def advance(self, estimate_s: float) -> None:
         self.remaining_estimate_s = max(0.0, self.remaining_estimate_s - estimate_s)
         self.done_estimate_s += estimate_s
+        self.last_advance = time.monotonic()
 
     def add(self, estimate_s: float) -> None:
         self.remaining_estimate_s += estimate_s
 
     def seconds(self) -> float:
-        if self.done_estimate_s <= 0:
-            return self.remaining_estimate_s
-        correction = (time.monotonic() - self.start) / self.done_estimate_s
-        return self.remaining_estimate_s * correction
+        """Counts down between repeats; each finished repeat re-calibrates it."""
+        correction = 1.0
+        if self.done_estimate_s > 0:
+            correction = (self.last_advance - self.start) / self.done_estimate_s
+        since = time.monotonic() - self.last_advance
+        return max(0.0, self.remaining_estimate_s * correction - since)
 
 
 class Observer:

@@ -7,7 +7,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 from rich.table import Table
 
 from dlperf import display, models, sysinfo
@@ -81,6 +82,18 @@ def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator) -> f
     return total
 
 
+class EtaColumn(ProgressColumn):
+    """The sweep's own ETA, from per-case estimates (repeats differ too much for rich's)."""
+
+    def __init__(self, display_: "SweepDisplay") -> None:
+        super().__init__()
+        self.display = display_
+
+    def render(self, task: Any) -> Text:
+        eta = self.display.eta
+        return Text(f"ETA {duration(eta.seconds())}" if eta else "ETA ?")
+
+
 class SweepDisplay(Observer):
     """A progress bar over all repeats with the current case, repeat and an ETA."""
 
@@ -88,9 +101,9 @@ class SweepDisplay(Observer):
         self.sweep = sweep
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                             TextColumn("{task.completed}/{task.total} repeats"),
-                            TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
-                            console=display.err, transient=True)
-        self.task = self.bar.add_task("sweep", total=0, eta="?")
+                            TimeElapsedColumn(), EtaColumn(self), console=display.err,
+                            transient=True)
+        self.task = self.bar.add_task("sweep", total=0)
         self.estimator: Estimator | None = None
         self.eta: Eta | None = None
         self.current: Case | None = None
@@ -110,14 +123,12 @@ class SweepDisplay(Observer):
             return
         self.bar.update(self.task, description=(
             f"[{self.case_number}/{len(self.sweep.cases)}] {self.current.label()} "
-            f"repeat {self.repeat + 1}/{self.current.repeats}"),
-            eta=duration(self.eta.seconds()))
+            f"repeat {min(self.repeat + 1, self.current.repeats)}/{self.current.repeats}"))
 
     def planned(self, states: list[CaseState], estimator: Estimator) -> None:
         self.estimator = estimator
         self.eta = Eta(sum(estimator.case_seconds(s) for s in states))
-        self.bar.update(self.task, total=sum(s.remaining_repeats() for s in states),
-                        eta=duration(self.eta.seconds()))
+        self.bar.update(self.task, total=sum(s.remaining_repeats() for s in states))
         stored = sum(1 for s in states if s.finished)
         partial = sum(1 for s in states if not s.finished and s.run_id is not None)
         display.err.print(f"sweep {self.sweep.name}: {len(states)} case(s), {stored} stored, "
