@@ -174,7 +174,10 @@ def build(case):
 
     model = parts.model
     params = count_params(model)
-    model.train() if train else model.eval()
+    if train:
+        model.train()
+    else:
+        model.eval()
     optimizer = parts.make_optimizer(model.parameters()) if train else None
     model, optimizer = precision.decorate(model, optimizer)
     objective = parts.objective
