@@ -224,6 +224,9 @@ def build(case):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
+    threads = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if threads.isdigit() and int(threads) > 0:  # the same knob torch's intra-op pool follows
+        options.intra_op_num_threads = int(threads)
     try:
         session = ort.InferenceSession(path, options, providers=providers)
     except Exception as error:
@@ -244,6 +247,7 @@ def build(case):
         "device": "cuda" if set(session.get_providers()) & set(GPU_PROVIDERS) else "cpu",
         "graph_optimization_level": "ORT_ENABLE_ALL",
         "intra_op_threads": options.intra_op_num_threads or "auto (one per physical core)",
+        "intra_op_threads_from": "OMP_NUM_THREADS" if options.intra_op_num_threads else "default",
         "cpu_count": os.cpu_count(),
         "model": case["model"],
         "knobs": models.resolve_knobs(case["model"], case.get("knobs") or {}),
