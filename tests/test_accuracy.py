@@ -1,0 +1,207 @@
+"""``dlperf accuracy``: real training on scikit-learn's digits, real int8 engines, real workers.
+
+The end-to-end test trains GoogLeNet (the cheapest network of the study at image 32) for two
+epochs in a worker process, scores fp32 and int8 on the held-out digits with torch and ONNX
+Runtime, and checks that a second invocation reuses the cached weights. An ImageNet-style folder
+made here with PIL exercises ``--data`` with ``--weights``. No mocks.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlperf import accuracy
+from dlperf.worker import accuracy as worker
+
+pytest.importorskip("sklearn")
+torch = pytest.importorskip("torch")
+
+TIMEOUT_S = 900
+
+
+def dlperf(*args, cache, check=None):
+    env = dict(os.environ, DLPERF_CACHE=str(cache))
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "accuracy", *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+    if check is not None:
+        assert proc.returncode == check, proc.stdout + proc.stderr
+    return proc
+
+
+# ------------------------------------------------------------------------------ metrics, data
+
+
+def test_top_k_and_score_count_exactly():
+    logits = np.array([[0.1, 0.9, 0.0], [0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0]])
+    labels = np.array([1, 2, 2, 0])
+    predictions = worker.top_k(logits, 2)
+    assert predictions.tolist() == [[1, 0], [0, 1], [2, 1], [0, 1]]  # ties: lowest index first
+    out = worker.score(predictions, labels)
+    assert out["top1"] == 75.0 and out["top5"] == 75.0 and out["top5_k"] == 2
+    reference = worker.top_k(np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0], [1, 0, 0]]), 2)
+    out = worker.score(predictions, labels, reference)
+    assert (out["changed_top1"], out["gained_top1"], out["lost_top1"]) == (2, 1, 1)
+
+
+def test_bilinear_upscale_keeps_rows_normalised():
+    matrix = accuracy._bilinear_matrix(8, 32)
+    assert matrix.shape == (32, 8)
+    assert np.allclose(matrix.sum(axis=1), 1.0) and (matrix >= 0).all()
+    flat = np.full((8, 8), 0.25)
+    assert np.allclose(matrix @ flat @ matrix.T, 0.25)
+
+
+def test_digits_are_split_stratified_and_disjoint(tmp_path):
+    meta = accuracy.prepare_digits(tmp_path, 32, seed=3)
+    data_train = np.load(tmp_path / "train_images.npy")
+    test_labels = np.load(tmp_path / "test_labels.npy")
+    train_labels = np.load(tmp_path / "train_labels.npy")
+    assert data_train.shape[1:] == (3, 32, 32) and data_train.dtype == np.uint8
+    assert len(train_labels) + len(test_labels) == 1797
+    assert len(test_labels) == pytest.approx(0.3 * 1797, abs=1)
+    assert sorted(set(test_labels.tolist())) == list(range(10))
+    assert np.array_equal(data_train[:, 0], data_train[:, 2])  # grey in three channels
+    assert meta["classes"] == [str(i) for i in range(10)] and len(meta["mean"]) == 3
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    data = worker.Data(str(tmp_path))
+    index = data.calibration_indices(100, seed=0)
+    assert len(set(index.tolist())) == 100 and index.max() < len(data.train)
+    images, labels = next(data.train.batches(16))
+    assert images.dtype == np.float32 and images.shape == (16, 3, 32, 32)
+    assert abs(float(data.train.normalised(slice(None)).mean())) < 0.05  # standardised
+
+
+def test_weights_cache_key_changes_with_what_changes_the_weights():
+    def path(**change):
+        knobs = {"image_size": 32, "num_classes": 10}
+        recipe = accuracy.Recipe(**change.pop("recipe", {}))
+        identity = accuracy.weights_identity(change.get("model", "googlenet"),
+                                             dict(knobs, **change.get("knobs", {})),
+                                             change.get("seed", 0), recipe, {"name": "digits"})
+        return accuracy.weights_path(identity)
+
+    base = path()
+    assert base == path() and base.name.startswith("googlenet-")
+    others = [path(seed=1), path(knobs={"image_size": 64}), path(recipe={"epochs": 9}),
+              path(model="resnet50")]
+    assert len({base, *others}) == 5
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "vgg17"], "--model: 'vgg17' is not an image classifier"),
+    (["--model", "bert-base"], "--model: 'bert-base' is not an image classifier"),
+    (["--model", "alexnet", "--image-size", "32"], "smallest image_size it takes is 63"),
+    (["--model", "resnet50", "--precisions", "fp32,int4"], "--precisions: unknown 'int4'"),
+    (["--model", "resnet50", "--frameworks", "tensorrt"], "--frameworks: unknown 'tensorrt'"),
+    (["--model", "resnet50", "--epochs", "0"], "--epochs: must be at least 1"),
+    (["--model", "resnet50", "--weights", "w.pt"], "--weights: needs --data"),
+    (["--model", "resnet50", "--data", "/no/such/dir"], "--data: /no/such/dir is not a dir"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    proc = dlperf(*args, cache=tmp_path, check=2)
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_folder_needs_class_subfolders(tmp_path):
+    (tmp_path / "only").mkdir()
+    proc = dlperf("--model", "googlenet", "--data", tmp_path, cache=tmp_path, check=2)
+    assert "1 class sub-folder(s)" in proc.stderr
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
+    cache = tmp_path / "cache"
+    first = tmp_path / "first.json"
+    proc = dlperf("--model", "googlenet", "--epochs", "2", "--precisions", "fp32,int8",
+                  "--frameworks", "torch,onnxruntime", "--json", first, cache=cache, check=0)
+    assert "fp32 top-1" in proc.stdout and "googlenet" in proc.stdout
+    payload = json.loads(first.read_text())
+    result = payload["results"][0]
+    assert result["status"] == "ok" and result["training"]["cached"] is False
+    assert result["knobs"] == {"image_size": 32, "num_classes": 10}
+    assert len(result["training"]["epochs"]) == 2
+    rows = {(r["framework"], r["precision"]): r for r in payload["rows"]}
+    assert set(rows) == {("torch", "int8"), ("onnxruntime", "int8")}
+    for row in rows.values():
+        assert row["status"] == "ok", row
+        assert row["samples"] == 540
+        assert row["fp32_top1"] > 50.0, row  # chance is 10%
+        assert row["diff_top1"] == pytest.approx(row["top1"] - row["fp32_top1"])
+        assert row["diff_top5"] == pytest.approx(row["top5"] - row["fp32_top5"])
+        assert 0 <= row["changed_top1"] <= 540
+        assert row["top1"] > 50.0, row  # int8 stays far above chance
+    cells = {(c["framework"], c["precision"]): c for c in result["cells"]}
+    assert "training images" in cells[("torch", "int8")]["engine"]["calibration"]
+    assert cells[("onnxruntime", "int8")]["engine"]["int8"]["format"] == "QDQ"
+    # the two engines run the same trained network: their fp32 answers agree
+    assert abs(rows[("torch", "int8")]["fp32_top1"]
+               - rows[("onnxruntime", "int8")]["fp32_top1"]) <= 0.5
+    weights = Path(result["training"]["weights_path"])
+    assert weights.exists() and weights.parent == cache / "accuracy"
+
+    second = tmp_path / "second.json"
+    dlperf("--model", "googlenet", "--epochs", "2", "--precisions", "fp32",
+           "--json", second, cache=cache, check=0)
+    again = json.loads(second.read_text())["results"][0]
+    assert again["training"]["cached"] is True
+    assert again["training"]["weights_path"] == str(weights)
+    fp32 = [c for c in again["cells"] if c["precision"] == "fp32"][0]
+    assert fp32["top1"] == cells[("torch", "fp32")]["top1"]  # same weights, same answers
+
+
+def _image_folder(root, classes=3, per_class=6, size=40):
+    from PIL import Image
+
+    rng = np.random.RandomState(0)
+    for label in range(classes):
+        folder = root / f"n{label:08d}"
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.randint(0, 255, size=(size, size + 7, 3), dtype=np.uint8)
+            pixels[..., label] = 255  # a colour per class
+            Image.fromarray(pixels).save(folder / f"img{i}.png")
+
+
+def test_image_folder_with_user_weights(tmp_path):
+    from dlperf.backends.torch import vision
+
+    _image_folder(tmp_path / "val")
+    torch.manual_seed(0)
+    torch.save(vision.network("googlenet", 3).state_dict(), tmp_path / "weights.pt")
+    out = tmp_path / "out.json"
+    dlperf("--model", "googlenet", "--data", tmp_path / "val", "--weights",
+           tmp_path / "weights.pt", "--calibration-samples", "4", "--json", out,
+           cache=tmp_path / "cache", check=0)
+    result = json.loads(out.read_text())["results"][0]
+    assert result["status"] == "ok"
+    assert result["training"]["source"].startswith("user weights")
+    assert result["data"]["classes"] == ["n00000000", "n00000001", "n00000002"]
+    assert result["data"]["test_samples"] == 18 - 3  # a fifth held back to calibrate
+    assert {c["precision"]: c["status"] for c in result["cells"]} == {"fp32": "ok",
+                                                                       "int8": "ok"}
+
+    torch.save(vision.network("googlenet", 5).state_dict(), tmp_path / "wrong.pt")
+    proc = dlperf("--model", "googlenet", "--data", tmp_path / "val", "--weights",
+                  tmp_path / "wrong.pt", cache=tmp_path / "cache", check=1)
+    assert "size mismatch" in proc.stderr or "do not fit" in proc.stderr
+
+
+def test_worker_side_accuracy_code_parses_as_python37():
+    """It runs inside framework environments as old as Python 3.7."""
+    import ast
+
+    src = Path(worker.__file__).resolve().parents[1]
+    for path in (src / "worker" / "accuracy.py", src / "backends" / "torch" / "accuracy.py",
+                 src / "backends" / "onnxruntime" / "accuracy.py"):
+        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 7))
