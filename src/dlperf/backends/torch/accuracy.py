@@ -170,6 +170,9 @@ def _user_model(name, num_classes, path):
     # type: (str, int, str) -> nn.Module
     model = vision.network(name, num_classes)
     state = _load_state(path)
+    # torchvision's GoogLeNet checkpoints carry the two auxiliary training heads; inference
+    # (and dlperf's network) has none
+    state = {k: v for k, v in state.items() if not k.startswith(("aux1.", "aux2."))}
     try:
         result = model.load_state_dict(state, strict=False)
     except RuntimeError as error:  # a shape that differs: another class count, another net
