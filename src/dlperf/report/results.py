@@ -20,7 +20,7 @@ __all__ = ["NO_BASELINE", "load", "total_devices", "with_scaling"]
 
 
 def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
-    """Newest finished result per case (per case and sweep), oldest case first."""
+    """Newest finished result per case (within ``sweep`` when given), oldest case first."""
     if sweep is not None and sweep not in store.sweeps():
         known = ", ".join(store.sweeps()) or "none"
         raise UsageError(f"--sweep: no sweep named {sweep!r} in {store.path}; stored sweeps: "
@@ -28,13 +28,13 @@ def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
     where, params = "result_json IS NOT NULL", ()
     if sweep is not None:
         where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
-    latest: dict[tuple[str | None, str], dict[str, Any]] = {}
+    latest: dict[str, dict[str, Any]] = {}
     for row in store.runs(where, params):
         result = json.loads(row["result_json"])
         result.setdefault("run_id", row["id"])
         result["sweep"] = row["sweep"]
-        latest.pop((row["sweep"], row["case_key"]), None)  # re-insert: newest wins, in order
-        latest[(row["sweep"], row["case_key"])] = result
+        latest.pop(row["case_key"], None)  # re-insert: the newest wins, in order
+        latest[row["case_key"]] = result
     return list(latest.values())
 
 
