@@ -238,8 +238,7 @@ def _load_image(path: Path, image_size: int) -> np.ndarray:
 
 
 def prepare_folder(root: Path, directory: Path, image_size: int, seed: int, pretrained: bool,
-                   limit: int | None, calibration_samples: int,
-                   progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                   limit: int | None, calibration_samples: int) -> dict[str, Any]:
     """An ImageNet-style folder as uint8 arrays, split into training (or calibration) and test.
 
     With pretrained weights only a calibration slice is held back from evaluation (the
@@ -281,8 +280,6 @@ def prepare_folder(root: Path, directory: Path, image_size: int, seed: int, pret
                 out[row] = _load_image(path, image_size)
             except Exception as error:
                 raise UsageError(f"--data: cannot read image {path}: {error}") from None
-            if progress:
-                progress(1, len(files))
         out.flush()
         del out
         np.save(directory / f"{name}_labels.npy", labels[index])
