@@ -7,6 +7,7 @@ anything themselves, so every framework is measured the same way.
 Standard library only; valid Python 3.7.
 """
 
+import platform
 from typing import Any, Dict, Optional
 
 
@@ -50,3 +51,16 @@ class Workload(object):
         # type: () -> Optional[int]
         """Peak device memory allocated by this process, or None on a host-only device."""
         return None
+
+
+def cpu_name():
+    # type: () -> str
+    """The CPU's marketing name, which backends record as the device name on a host-only run."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -11,7 +11,6 @@ is rejected as unsupported instead of silently measuring the same program twice.
 """
 
 import os
-import platform
 from typing import Any, Callable, Dict, Optional
 
 import jax
@@ -19,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
 
 PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32")
 OTHER_PRECISIONS = {
@@ -240,16 +239,6 @@ def _version(module_name):
     return getattr(module, "__version__", None)
 
 
-def cpu_name():
-    # type: () -> str
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def runtime_info(device):

@@ -11,7 +11,6 @@ import.
 
 import contextlib
 import os
-import platform
 import warnings
 from typing import Any, Callable, Dict, Optional
 
@@ -57,7 +56,7 @@ prepare_process()
 
 import paddle  # noqa: E402  (after prepare_process, on purpose)
 
-from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name  # noqa: E402
 
 
 def world_size():
@@ -245,16 +244,6 @@ def count_params(model):
     return total
 
 
-def cpu_name():
-    # type: () -> str
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def runtime_info(device):

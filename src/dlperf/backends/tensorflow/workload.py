@@ -6,13 +6,12 @@ GPUs (TensorFlow enables it by default on Ampere and later) so it really is IEEE
 """
 
 import os
-import platform
 from typing import Any, Callable, Dict, Optional
 
 import keras
 import tensorflow as tf
 
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
 
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
@@ -87,16 +86,6 @@ def unique(variables):
     return out
 
 
-def cpu_name():
-    # type: () -> str
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def runtime_info(device):

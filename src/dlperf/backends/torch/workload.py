@@ -7,13 +7,12 @@ measured under the same rules.
 
 import contextlib
 import os
-import platform
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from torch import nn
 
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
 
 PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32", "bf16", "fp16", "int8")
 INFERENCE_ONLY = ("bf16", "fp16", "int8")  # whole-model casts and quantization
@@ -191,16 +190,6 @@ def count_params(model):
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def cpu_name():
-    # type: () -> str
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class TorchWorkload(Workload):
