@@ -37,7 +37,6 @@ def onnx_model(trained, precision, data, request, facts):
     import torch
 
     from dlperf.backends.torch.accuracy import calibration_batches
-    from dlperf.backends.torch.inference import cast_model
 
     identity = {"model": request["model"], "knobs": request["knobs"],
                 "weights_sha256": trained.digest, "torch": torch.__version__,
@@ -48,7 +47,11 @@ def onnx_model(trained, precision, data, request, facts):
         memory_format=torch.channels_last)
     model = trained.model
     if precision in CAST:
-        model = cast_model(_copy(model), getattr(torch, CAST[precision])).eval()
+        # the network itself in fp16, fed fp16 (a wrapper taking *args would not export with a
+        # dynamic batch axis)
+        dtype = getattr(torch, CAST[precision])
+        model = _copy(model).to(dtype).eval()
+        example = example.to(dtype)
     float_path = export.artefact_path("fp32" if precision == "int8" else precision, identity)
     hit, made = export.cached(float_path, lambda path: export.export(model, (example,), path))
     facts["export"] = dict(made, cached=hit)
