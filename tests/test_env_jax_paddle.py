@@ -127,8 +127,8 @@ def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
 
 
 UNSUPPORTED = {
-    # JAX has no uncompiled mode worth measuring: compile=false is refused, not faked
-    "jax": (["--precision", "fp32"], "always compiles"),
+    # JAX has no uncompiled mode worth measuring: an explicit --no-compile is refused, not faked
+    "jax": (["--precision", "fp32", "--no-compile"], "always compiles"),
     # paddle.amp.auto_cast only warns and stays fp32 on a CPU
     "paddle": (["--precision", "amp-bf16"], "has no effect on cpu"),
 }

@@ -29,6 +29,11 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {}}
 
 
+# Frameworks whose training step only exists compiled (JAX jit-compiles the whole step): for them
+# an unset `compile` means true, so `dlperf run --framework jax` works without a flag.
+ALWAYS_COMPILED = ("jax",)
+
+
 class SpecError(ValueError):
     """A case or sweep field holds a value that is not allowed."""
 
@@ -48,7 +53,7 @@ class Case:
     batch_size: int
     task: str = "train"
     precision: str = "fp32"
-    compile: bool = False
+    compile: bool | None = None  # None: the framework's default (see ALWAYS_COMPILED)
     device: str = "auto"
     devices: int = 1
     nnodes: int = 1
@@ -66,6 +71,8 @@ class Case:
     server: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.compile is None:
+            object.__setattr__(self, "compile", self.framework in ALWAYS_COMPILED)
         validate(self)
         try:
             resolved = models.resolve_knobs(self.model, dict(self.knobs))

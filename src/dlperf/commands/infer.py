@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--scenario", default="offline", choices=SCENARIOS,
                         help="offline (batch sweep, default), single-stream (one sample per "
                              "query), server (Poisson arrivals, p99 bound)")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile / XLA, as the framework offers")
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--image-size", type=positive_int, help="vision models (default 224)")

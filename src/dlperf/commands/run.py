@@ -37,7 +37,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=16,
                         help="samples per device (default 16)")
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile / XLA / to_static, as the framework offers")
     parser.add_argument("--device", default="auto", choices=DEVICES)
     parser.add_argument("--devices", type=positive_int, default=1, help="devices per node")
