@@ -26,7 +26,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,8 +391,7 @@ def _failed(request: dict[str, Any], status: str, message: str) -> dict[str, Any
             "error": message, "training": None, "cells": []}
 
 
-def run_model(options: Options, model: str, log: Callable[[str], None] = print
-              ) -> dict[str, Any]:
+def run_model(options: Options, model: str) -> dict[str, Any]:
     """Prepare the data, run one worker for ``model``, and return what it reported."""
     request = plan(options, model)
     Path(request["weights_path"]).parent.mkdir(parents=True, exist_ok=True)
