@@ -7,6 +7,11 @@ In a job of several ranks each rank writes its own file, and then, if it succeed
 ``gather_results(result)`` (when it has one) collects every rank's result at global rank 0, which
 writes the files of the ranks on other nodes too: the node holding rank 0 sees the whole job.
 A rank that failed skips the gather and exits; the launcher then stops the others.
+
+A backend package (``dlperf.backends.<framework>``) is light to import and exposes ``SUPPORT``
+(a :class:`dlperf.worker.support.Support`), ``resolve_device(requested) -> "cpu" | "cuda"``,
+``build(case) -> Workload`` and, when it runs data-parallel, ``gather_results(result)``; the
+framework itself is imported by ``resolve_device``/``build``, inside the worker only.
 """
 
 import argparse
@@ -84,6 +89,8 @@ def run(case):
               "host": socket.gethostname(), "status": "ok", "error": None}  # type: Dict[str, Any]
     try:
         backend = importlib.import_module("dlperf.backends." + case["framework"])
+        # The backend's own declaration decides, before anything is built (see worker.support).
+        backend.SUPPORT.check(case, backend.resolve_device(case.get("device", "auto")))
         result.update(measure(backend.build, case))
     except NonFiniteLoss as error:
         result.update(status="crash", error=str(error))

@@ -1,0 +1,120 @@
+"""What a backend declares it can run, checked once by the shared worker before ``build``.
+
+Every backend package's ``__init__`` holds a :class:`Support` named ``SUPPORT`` and imports
+nothing heavier than the standard library, so the harness (``dlperf models``, ``dlperf envs
+list``, the reports) can read it without the framework installed, and the worker can refuse an
+unsupported case with the backend's own reason before spending a second on building it.
+
+Standard library only; valid Python 3.7.
+"""
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from dlperf.worker.workload import UnsupportedError
+
+DEVICE_KINDS = ("cpu", "cuda")
+TASKS = ("train", "infer")
+
+
+class Support(object):
+    """A backend's declaration: models, tasks, precisions per device and task, compile modes,
+    data-parallel ability, and the reasons behind each refusal.
+
+    ``precisions``: ``{device_kind: {task: (precision, ...)}}``; a device kind that is absent is
+    not supported at all.
+    ``modes``: what ``compile`` off and on mean in this framework (``{False: "eager",
+    True: "torch.compile"}``); a missing key means that setting is refused. Reports use these
+    labels, so a TF ``tf.function`` graph is never called "eager".
+    ``distributed``: device kinds on which the backend runs data-parallel over several
+    processes (``devices`` x ``nnodes`` > 1).
+    ``reasons``: why a combination is refused, keyed (most specific first) by
+    ``"device/task/precision"``, ``"device/precision"``, ``"precision"``, ``"compile=on"`` /
+    ``"compile=off"``, ``"distributed/device"`` or ``"task"``; the first key that matches wins.
+    """
+
+    def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
+                 tasks=TASKS):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str]) -> None
+        self.framework = framework
+        self.models = tuple(models)
+        self.tasks = tuple(tasks)
+        self.precisions = {device: {task: tuple(names) for task, names in per_task.items()}
+                           for device, per_task in precisions.items()}
+        self.modes = dict(modes)
+        self.distributed = tuple(distributed)
+        self.reasons = dict(reasons or {})
+        for device in self.precisions:
+            if device not in DEVICE_KINDS:
+                raise ValueError("unknown device kind %r in %s's support" % (device, framework))
+
+    def mode(self, compiled):
+        # type: (bool) -> str
+        """The label of a compile setting ("eager", "XLA", ...), or "unsupported"."""
+        return self.modes.get(bool(compiled), "unsupported")
+
+    def reason(self, *keys):
+        # type: (*str) -> Optional[str]
+        for key in keys:
+            if key in self.reasons:
+                return self.reasons[key]
+        return None
+
+    def refusal(self, case, device):
+        # type: (Mapping[str, Any], str) -> Optional[str]
+        """Why this backend cannot run ``case`` on ``device`` ("cpu" or "cuda"), or None."""
+        fw = self.framework
+        model, task, precision = case["model"], case["task"], case["precision"]
+        compiled = bool(case.get("compile", False))
+        if model not in self.models:
+            return "the %s backend does not build model %r; it builds: %s" % (
+                fw, model, ", ".join(self.models))
+        if task not in self.tasks:
+            return self.reason(task) or "the %s backend has no %s task; it runs: %s" % (
+                fw, task, ", ".join(self.tasks))
+        if device not in self.precisions:
+            return self.reason(device) or "the %s backend does not run on %s; it runs on: %s" % (
+                fw, device, ", ".join(self.precisions))
+        allowed = self.precisions[device].get(task, ())
+        if precision not in allowed:
+            return self.reason("%s/%s/%s" % (device, task, precision),
+                               "%s/%s" % (device, precision), precision) or (
+                "%s %s does not run in %s on %s; allowed there: %s" % (
+                    fw, task, precision, device, ", ".join(allowed) or "none"))
+        if compiled not in self.modes:
+            flag = "compile=on" if compiled else "compile=off"
+            return self.reason(flag) or "%s has no %s mode" % (fw, flag)
+        processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
+        if processes > 1 and device not in self.distributed:
+            return self.reason("distributed/" + device) or (
+                "the %s backend runs on one %s process; %d processes (devices x nnodes) asked"
+                % (fw, device, processes))
+        return None
+
+    def check(self, case, device):
+        # type: (Mapping[str, Any], str) -> None
+        """Raise UnsupportedError with the declared reason when ``case`` cannot run."""
+        why = self.refusal(case, device)
+        if why is not None:
+            raise UnsupportedError(why)
+
+    def matrix(self):
+        # type: () -> Dict[str, Any]
+        """The declaration as plain data, for ``dlperf models`` / ``envs list`` and JSON."""
+        return {
+            "framework": self.framework,
+            "models": list(self.models),
+            "tasks": list(self.tasks),
+            "precisions": {d: {t: list(p) for t, p in per.items()}
+                           for d, per in self.precisions.items()},
+            "modes": {"off" if not k else "on": v for k, v in sorted(self.modes.items())},
+            "distributed": list(self.distributed),
+            "reasons": dict(self.reasons),
+        }
+
+
+def device_kind(device_name):
+    # type: (str) -> str
+    """"cuda" for any GPU device string a framework uses ("cuda:0", "gpu:0", "gpu"), else "cpu"."""
+    lowered = str(device_name).lower()
+    return "cuda" if lowered.startswith(("cuda", "gpu")) else "cpu"
+
