@@ -197,6 +197,9 @@ def _bert_check(k):
         )
     if k["seq_len"] < 2:
         raise ValueError("seq_len must be at least 2 (a [CLS] token and one more)")
+    if k["clip_grad_norm"] < 0:
+        raise ValueError("clip_grad_norm must be 0 (no clipping) or a positive global norm, got %d"
+                         % k["clip_grad_norm"])
 
 
 def _bert_inputs(k):
@@ -480,6 +483,9 @@ def _vision_spec(name, description, params_fn, flops_fn, needs_size_check):
 # --------------------------------------------------------------------------------------------
 
 
+ZERO_ALLOWED_KNOBS = ("clip_grad_norm",)
+
+
 class ModelSpec(object):
     """One catalogue entry; every method accepts partial knobs and fills in the defaults."""
 
@@ -500,6 +506,8 @@ class ModelSpec(object):
         self.description = description
         self.defaults = dict(defaults)
         self.knobs = tuple(defaults)  # every knob has a default, so they are the settable ones
+        # knobs that may be 0 (a switch such as clip_grad_norm=0); every other knob is >= 1
+        self.minimums = {name: 0 for name in ZERO_ALLOWED_KNOBS if name in self.defaults}
         self._params_fn = params_fn
         self._flops_fn = flops_fn
         self._check_fn = check_fn
@@ -572,6 +580,8 @@ CATALOGUE = {
             "intermediate": 3072,
             "max_positions": 512,
             "type_vocab": 2,
+            # global gradient-norm clip of the training step; 0 = none (DLPerf reports both)
+            "clip_grad_norm": 1,
         },
         params_fn=_bert_params,
         flops_fn=_bert_flops,

@@ -27,6 +27,8 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Fields added after results were first stored: left out of the identity while at their default,
 # so the keys of earlier cases (and `sweep --resume`) stay what they were.
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {}}
+# Knobs added to a model after results were first stored, likewise left out while at default.
+LATER_KNOBS = {"clip_grad_norm": 1}
 
 
 # Frameworks whose training step only exists compiled (JAX jit-compiles the whole step): for them
@@ -100,6 +102,9 @@ class Case:
         for field, default in LATER_FIELDS.items():
             if out[field] == default:
                 out.pop(field)
+        for knob, default in LATER_KNOBS.items():
+            if out["knobs"].get(knob) == default:
+                out["knobs"].pop(knob)
         return out
 
     def key(self) -> str:
@@ -169,7 +174,7 @@ def validate(case: Case) -> None:
         if name not in allowed_knobs:
             raise SpecError(f"{name}: not a knob of model {case.model}; "
                             f"allowed: {', '.join(allowed_knobs)}")
-        _at_least(name, value, 1)
+        _at_least(name, value, models.get(case.model).minimums.get(name, 1))
 
 
 def _validate_scenario(case: Case) -> None:
