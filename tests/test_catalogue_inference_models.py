@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from dlperf.backends.torch import BUILDERS, build, vision  # noqa: E402
+from dlperf.backends.torch import vision  # noqa: E402
+from dlperf.backends.torch.backend import BUILDERS, build  # noqa: E402
 from dlperf.worker.workload import UnsupportedError  # noqa: E402
 
 #: torchvision's parameter counts (1000 classes; GoogLeNet without the auxiliary heads).

@@ -55,7 +55,7 @@ from dlperf.backends.jax import bert, resnet
 from dlperf.backends.jax.workload import count_params
 r = resnet.ResNet50(num_classes=1000)
 b = bert.BertForPreTraining(**{k: v for k, v in models.resolve_knobs("bert-base").items()
-                               if k != "seq_len"})
+                               if k not in ("seq_len", "clip_grad_norm")})
 ids = jnp.zeros((1, 16), jnp.int32)
 shapes = {
     "resnet50": jax.eval_shape(lambda k: r.init(k, jnp.zeros((1, 224, 224, 3)), train=False),

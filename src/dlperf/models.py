@@ -611,6 +611,13 @@ CATALOGUE["googlenet"] = _vision_spec(
 del _depth, _params, _flops
 
 
+def gradient_clip(knobs):
+    # type: (Mapping[str, int]) -> Tuple[Optional[float], str]
+    """BERT's global gradient-norm clip from its knob (None = off) and how results describe it."""
+    clip = float(knobs.get("clip_grad_norm", 0)) or None
+    return clip, ("global-norm clip %g" % clip) if clip else "no gradient clipping"
+
+
 def names():
     # type: () -> List[str]
     return sorted(CATALOGUE)

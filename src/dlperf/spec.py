@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from dlperf import models
+from dlperf.worker.support import Support
 
 BACKENDS_DIR = Path(__file__).parent / "backends"
 
@@ -31,9 +33,6 @@ LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {}}
 LATER_KNOBS = {"clip_grad_norm": 1}
 
 
-# Frameworks whose training step only exists compiled (JAX jit-compiles the whole step): for them
-# an unset `compile` means true, so `dlperf run --framework jax` works without a flag.
-ALWAYS_COMPILED = ("jax",)
 
 
 class SpecError(ValueError):
@@ -46,6 +45,17 @@ def frameworks() -> tuple[str, ...]:
                         if (p / "__init__.py").is_file()))
 
 
+def support(framework: str) -> Support:
+    """The backend's own declaration of what it runs (a light import: no framework loaded)."""
+    return importlib.import_module(f"dlperf.backends.{framework}").SUPPORT
+
+
+def default_compile(framework: str) -> bool:
+    """Off, unless the framework has no uncompiled mode (JAX jit-compiles the whole step), so
+    that `dlperf run --framework jax` works without a flag."""
+    return False not in support(framework).modes
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One point of the benchmark matrix. ``batch_size`` is per device."""
@@ -55,7 +65,7 @@ class Case:
     batch_size: int
     task: str = "train"
     precision: str = "fp32"
-    compile: bool | None = None  # None: the framework's default (see ALWAYS_COMPILED)
+    compile: bool | None = None  # None: the framework's default (see default_compile)
     device: str = "auto"
     devices: int = 1
     nnodes: int = 1
@@ -74,7 +84,8 @@ class Case:
 
     def __post_init__(self) -> None:
         if self.compile is None:
-            object.__setattr__(self, "compile", self.framework in ALWAYS_COMPILED)
+            _choice("framework", self.framework, frameworks())
+            object.__setattr__(self, "compile", default_compile(self.framework))
         validate(self)
         try:
             resolved = models.resolve_knobs(self.model, dict(self.knobs))

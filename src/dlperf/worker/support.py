@@ -28,7 +28,7 @@ class Support(object):
     ``distributed``: device kinds on which the backend runs data-parallel over several
     processes (``devices`` x ``nnodes`` > 1).
     ``reasons``: why a combination is refused, keyed (most specific first) by
-    ``"device/task/precision"``, ``"device/precision"``, ``"precision"``, ``"compile=on"`` /
+    ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
     ``"compile=off"``, ``"distributed/device"`` or ``"task"``; the first key that matches wins.
     """
 
@@ -77,7 +77,8 @@ class Support(object):
         allowed = self.precisions[device].get(task, ())
         if precision not in allowed:
             return self.reason("%s/%s/%s" % (device, task, precision),
-                               "%s/%s" % (device, precision), precision) or (
+                               "%s/%s" % (device, precision), "%s/%s" % (task, precision),
+                               precision) or (
                 "%s %s does not run in %s on %s; allowed there: %s" % (
                     fw, task, precision, device, ", ".join(allowed) or "none"))
         if compiled not in self.modes:

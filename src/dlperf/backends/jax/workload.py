@@ -20,24 +20,9 @@ import optax
 
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
 
-PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "tf32")
-OTHER_PRECISIONS = {
-    "bf16": "pure bf16 parameters are not offered; use amp-bf16 (fp32 params, bf16 compute)",
-    "fp16": "pure fp16 parameters are not offered; use amp-fp16 on a GPU",
-    "int8": "int8 training does not exist in JAX/XLA",
-}
 # Dynamic loss scaling for amp-fp16, as in NVIDIA's and PyTorch's GradScaler.
 LOSS_SCALE_INIT = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
-
-
-def require_compile(compile_flag):
-    # type: (bool) -> None
-    if not compile_flag:
-        raise UnsupportedError(
-            "jax always compiles the whole train step with jax.jit (XLA); there is no eager "
-            "mode to measure, so compile=false is not a separate case: run with --compile"
-        )
 
 
 def world_size():
@@ -78,17 +63,7 @@ class Precision(object):
 
     def __init__(self, name, device):
         # type: (str, Any) -> None
-        if name in OTHER_PRECISIONS:
-            raise UnsupportedError("jax backend: precision %s: %s" % (name, OTHER_PRECISIONS[name]))
-        if name not in PRECISIONS:
-            raise UnsupportedError(
-                "unknown precision %r; allowed: %s" % (name, ", ".join(PRECISIONS)))
-        gpu = device.platform == "gpu"
-        if name in ("tf32", "amp-fp16") and not gpu:
-            raise UnsupportedError(
-                "jax backend: precision %s needs a GPU (%s); this run is on %s"
-                % (name, "TF32 tensor cores" if name == "tf32" else "fp16 with loss scaling",
-                   device.platform))
+        gpu = device.platform == "gpu"  # which precisions run where: SUPPORT in __init__
         self.name = name
         self.compute_dtype = {"amp-bf16": jnp.bfloat16, "amp-fp16": jnp.float16}.get(
             name, jnp.float32)

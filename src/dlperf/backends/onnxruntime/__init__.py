@@ -1,260 +1,47 @@
-"""ONNX Runtime backend (inference only): ``build(case) -> Workload``.
+"""ONNX Runtime backend (inference of the torch backend's exported models): what it runs
+(``SUPPORT``), and ``build`` from :mod:`.backend`.
 
-The model is the torch backend's own network for the case (so the parameter count is the
-catalogue's), exported once with ``torch.onnx`` to a cached file with a dynamic batch axis; int8
-is onnxruntime's static QDQ quantization of that export, calibrated on held-out data. The session
-uses the best execution provider present (TensorRT, then CUDA, then CPU) unless ``device`` says
-``cpu``. Everything one-off (export, quantization, session creation, graph optimisation) happens
-here, outside the timed window; the first ``run`` is timed apart by the loop as usual.
-
-Precisions: fp32 and int8 everywhere; fp16/bf16 where the chosen providers have kernels for them
-(probed with a one-Conv model before anything is exported); autocast (``amp-*``) and tf32 are
-PyTorch notions and are ``unsupported`` here, as are training and ``--compile``.
-
-Valid Python 3.7; imports numpy, onnxruntime and (for export) torch.
+Light to import (standard library only): the harness reads ``SUPPORT`` without onnxruntime.
 """
 
-import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict
 
-import numpy as np
+from dlperf.worker.support import Support
 
-from dlperf import models
-from dlperf.backends.onnxruntime import export
-from dlperf.worker.workload import UnsupportedError, Workload
+ONE_PRECISION = ("onnxruntime runs a whole graph in one precision: use fp32, fp16, bf16 or "
+                 "int8 (amp-* is PyTorch autocast)")
 
-GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
-CAST_PRECISIONS = {"fp16": "float16", "bf16": "bfloat16"}
-
-
-def _import_ort():
-    # type: () -> Any
-    try:
-        import onnxruntime
-    except ImportError as error:
-        raise UnsupportedError("onnxruntime is not installed in this environment (%s); "
-                               "pip install -e '.[onnxruntime]'" % error)
-    return onnxruntime
-
-
-def check_case(case):
-    # type: (Dict[str, Any]) -> None
-    """Refuse, before any work, what this engine cannot do."""
-    if case["task"] != "infer":
-        raise UnsupportedError("onnxruntime is an inference engine; task %r is not supported"
-                               % case["task"])
-    if case.get("compile"):
-        raise UnsupportedError("onnxruntime has no separate compile step (its graph "
-                               "optimisations are always on); run without --compile")
-    precision = case["precision"]
-    if precision.startswith("amp-"):
-        raise UnsupportedError("precision %s is PyTorch autocast; onnxruntime runs a whole graph "
-                               "in one precision: use fp16 or bf16" % precision)
-    if precision == "tf32":
-        raise UnsupportedError("precision tf32 is a CUDA matmul mode of PyTorch, not an "
-                               "onnxruntime precision")
-    if int(case.get("devices", 1)) * int(case.get("nnodes", 1)) != 1:
-        raise UnsupportedError("the onnxruntime backend runs one process on one device")
+SUPPORT = Support(
+    framework="onnxruntime",
+    models=("resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "alexnet", "googlenet",
+            "bert-base"),
+    tasks=("infer",),
+    precisions={
+        "cpu": {"infer": ("fp32", "fp16", "bf16", "int8")},
+        "cuda": {"infer": ("fp32", "fp16", "bf16", "int8")},
+    },
+    modes={False: "InferenceSession (graph optimisations always on)"},
+    reasons={
+        "train": "onnxruntime is an inference engine; task 'train' is not supported",
+        "compile=on": "onnxruntime has no separate compile step (its graph optimisations are "
+                      "always on); run without --compile",
+        "amp-bf16": "precision amp-bf16 is PyTorch autocast; " + ONE_PRECISION,
+        "amp-fp16": "precision amp-fp16 is PyTorch autocast; " + ONE_PRECISION,
+        "tf32": "precision tf32 is a CUDA matmul mode of PyTorch, not an onnxruntime precision",
+        "distributed/cpu": "the onnxruntime backend runs one process on one device",
+        "distributed/cuda": "the onnxruntime backend runs one process on one device",
+    },
+)
 
 
-def select_providers(ort, device):
-    # type: (Any, str) -> List[str]
-    """TensorRT, CUDA, CPU — those present, best first; ``cpu`` forces the CPU provider."""
-    available = ort.get_available_providers()
-    if device == "cpu":
-        return ["CPUExecutionProvider"]
-    gpu = [p for p in GPU_PROVIDERS if p in available]
-    if device == "cuda" and not gpu:
-        raise UnsupportedError("device cuda requested but onnxruntime %s has no CUDA or TensorRT "
-                               "execution provider (it has: %s)"
-                               % (ort.__version__, ", ".join(available)))
-    return gpu + ["CPUExecutionProvider"]
-
-
-def probe_dtype(ort, providers, dtype_name):
-    # type: (Any, List[str], str) -> None
-    """Run a one-Conv, one-MatMul graph in ``dtype_name``; UnsupportedError if no kernel has it."""
-    from onnx import TensorProto, helper
-
-    elem = {"float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16}[dtype_name]
-    x = helper.make_tensor_value_info("x", elem, [1, 2, 4, 4])
-    y = helper.make_tensor_value_info("y", elem, [1, 2, 2, 2])
-    w = helper.make_tensor("w", elem, [2, 2, 3, 3], [1.0] * 36)
-    m = helper.make_tensor("m", elem, [2, 2], [1.0] * 4)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
-             helper.make_node("MatMul", ["c", "m"], ["y"])]
-    graph = helper.make_graph(nodes, "probe", [x], [y], [w, m])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = min(model.ir_version, 9)
-    try:  # kernels are looked up when the session is made: no run needed
-        ort.InferenceSession(model.SerializeToString(), providers=providers)
-    except Exception as error:
-        raise UnsupportedError(
-            "precision %s: onnxruntime %s with %s has no %s Conv/MatMul kernels (%s)"
-            % ({"float16": "fp16", "bfloat16": "bf16"}[dtype_name], ort.__version__,
-               ", ".join(providers), dtype_name, str(error).strip().splitlines()[0][:200]))
-
-
-def torch_network(case, batch):
-    # type: (Dict[str, Any], int) -> Tuple[Any, Tuple[Any, ...], int]
-    """The torch backend's network for this case, in eval mode, its inputs, and its params."""
-    import torch
-
-    from dlperf.backends import torch as torch_backend
-    from dlperf.backends.torch.inference import capture_inputs
-    from dlperf.backends.torch.workload import count_params
-
-    name = case["model"]
-    if name not in torch_backend.BUILDERS:
-        raise UnsupportedError("the onnxruntime backend exports the torch backend's models; "
-                               "that builds %s, not %r"
-                               % (", ".join(sorted(torch_backend.BUILDERS)), name))
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    seed = int(case.get("seed", 0))
-    torch.manual_seed(seed)  # the same weights the torch backend times
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(seed)
-    parts = torch_backend.BUILDERS[name](knobs, batch, torch.device("cpu"), gen, False)
-    model = parts.model.eval()
-    args, kwargs = capture_inputs(parts.forward_loss)
-    if kwargs:
-        raise UnsupportedError("model %s is called with keyword inputs, which the ONNX export "
-                               "here does not map" % name)
-    return model, tuple(a.contiguous() for a in args), count_params(model)
-
-
-def _feeds(names, args):
-    # type: (List[str], Sequence[Any]) -> Dict[str, np.ndarray]
-    return {n: np.ascontiguousarray(a.detach().cpu().numpy()) for n, a in zip(names, args)}
-
-
-def onnx_file(case, model, args):
-    # type: (Dict[str, Any], Any, Tuple[Any, ...]) -> Tuple[str, Dict[str, Any]]
-    """The cached ONNX file for this case's precision (made if missing) and how it was made."""
-    import torch
-
-    from dlperf.backends.torch.inference import held_out_batches
-
-    precision = case["precision"]
-    identity = {"model": case["model"], "knobs": models.resolve_knobs(case["model"],
-                                                                      case.get("knobs") or {}),
-                "seed": int(case.get("seed", 0)), "torch": torch.__version__,
-                "recipe": export.EXPORT_VERSION, "dtype": CAST_PRECISIONS.get(precision,
-                                                                              "float32")}
-    example = export.export_inputs(args)
-
-    def make_float(path):
-        # type: (str) -> Dict[str, Any]
-        if precision in CAST_PRECISIONS:
-            from dlperf.backends.torch.inference import cast_model
-            dtype = getattr(torch, CAST_PRECISIONS[precision])
-            return export.export(cast_model(model, dtype), example, path)
-        return export.export(model, example, path)
-
-    float_path = export.artefact_path("fp32" if precision == "int8" else precision, identity)
-    try:
-        hit, facts = export.cached(float_path, make_float)
-    except UnsupportedError:
-        raise
-    except Exception as error:
-        raise UnsupportedError("torch.onnx could not export %s: %s: %s"
-                               % (case["model"], type(error).__name__,
-                                  str(error).strip().splitlines()[0][:300]))
-    facts = dict(facts, cached=hit, path=float_path)
-    if precision != "int8":
-        return float_path, facts
-
-    calibration = held_out_batches((args, {}), int(case.get("seed", 0)))
-    names = facts["input_names"]
-    batches = [_feeds(names, batch) for batch in calibration]
-    int8_identity = dict(identity, calibration="held-out synthetic, %d batches" % len(batches))
-    int8_path = export.artefact_path("int8", int8_identity)
-    hit8, facts8 = export.cached(int8_path, lambda path: export.quantize_int8(float_path, path,
-                                                                             batches))
-    facts8 = dict(facts8, cached=hit8, path=int8_path, input_names=names,
-                  calibration_data="held-out synthetic samples (data seed + %d), never the timed "
-                                   "batch" % _offset())
-    return int8_path, {"export": facts, "int8": facts8, "input_names": names}
-
-
-def _offset():
-    # type: () -> int
-    from dlperf.backends.torch.inference import CALIBRATION_SEED_OFFSET
-    return CALIBRATION_SEED_OFFSET
-
-
-class OrtWorkload(Workload):
-    """One onnxruntime session and one batch of inputs already in host memory."""
-
-    def __init__(self, session, feeds, samples, params, info):
-        # type: (Any, Dict[str, np.ndarray], int, int, Dict[str, Any]) -> None
-        self.session = session
-        self.feeds = feeds
-        self.samples_per_step = samples
-        self.params = params
-        self.info = info
-
-    def step(self):
-        # type: () -> Any
-        return self.session.run(None, self.feeds)
-
-    def sync(self):
-        # type: () -> None
-        return None  # InferenceSession.run returns only once the outputs are in host memory
-
-    def loss_value(self, handle):
-        # type: (Any) -> float
-        return float(sum(np.asarray(out, dtype=np.float64).mean() for out in handle
-                         if np.issubdtype(np.asarray(out).dtype, np.floating)))
+def resolve_device(requested):
+    # type: (str) -> str
+    from dlperf.backends.onnxruntime.backend import _import_ort as import_ort, select_providers
+    providers = select_providers(import_ort(), requested)
+    return "cuda" if providers[0] != "CPUExecutionProvider" else "cpu"
 
 
 def build(case):
-    # type: (Dict[str, Any]) -> Workload
-    check_case(case)
-    ort = _import_ort()
-    providers = select_providers(ort, case.get("device", "auto"))
-    precision = case["precision"]
-    if precision in CAST_PRECISIONS:
-        probe_dtype(ort, providers, CAST_PRECISIONS[precision])
-    batch = int(case["batch_size"])
-    model, args, params = torch_network(case, batch)
-    path, facts = onnx_file(case, model, args)
-    names = facts["input_names"]
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    threads = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if threads.isdigit() and int(threads) > 0:  # the same knob torch's intra-op pool follows
-        options.intra_op_num_threads = int(threads)
-    try:
-        session = ort.InferenceSession(path, options, providers=providers)
-    except Exception as error:
-        text = str(error)
-        if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
-            raise UnsupportedError("precision %s: onnxruntime %s has no kernel for part of %s: %s"
-                                   % (precision, ort.__version__, case["model"],
-                                      text.strip().splitlines()[0][:300]))
-        raise
-    feeds = _feeds(names, args)
-    import torch
-
-    info = {
-        "onnxruntime_version": ort.__version__,
-        "torch_version": torch.__version__,
-        "providers": session.get_providers(),
-        "providers_available": ort.get_available_providers(),
-        "device": "cuda" if set(session.get_providers()) & set(GPU_PROVIDERS) else "cpu",
-        "graph_optimization_level": "ORT_ENABLE_ALL",
-        "intra_op_threads": options.intra_op_num_threads or "auto (one per physical core)",
-        "intra_op_threads_from": "OMP_NUM_THREADS" if options.intra_op_num_threads else "default",
-        "cpu_count": os.cpu_count(),
-        "model": case["model"],
-        "knobs": models.resolve_knobs(case["model"], case.get("knobs") or {}),
-        "precision": precision,
-        "task": "infer",
-        "onnx": facts,
-        "inputs": "host numpy arrays: any copy to a device is inside each timed run",
-        "data": "synthetic, generated once (the torch backend's batch for this seed)",
-    }  # type: Dict[str, Any]
-    return OrtWorkload(session, feeds, batch, params, info)
+    # type: (Dict[str, Any]) -> Any
+    from dlperf.backends.onnxruntime.backend import build as build_workload
+    return build_workload(case)

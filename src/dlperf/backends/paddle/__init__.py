@@ -1,202 +1,43 @@
-"""PaddlePaddle backend (dygraph): ``build(case)`` turns a case dict into a ready Workload.
+"""PaddlePaddle backend: what it runs (``SUPPORT``), and ``build`` from :mod:`.backend`.
 
-Everything one-off happens here, outside the timed window: model construction on the device,
-synthetic data (once, on the device, seeded), optimizer, AMP decoration and the
-``paddle.jit.to_static`` wrapper (the static program is built lazily in the first step, which
-the timing loop times apart).
+Light to import (standard library only): the harness reads ``SUPPORT`` without Paddle.
 """
 
-from typing import Any, Callable, Dict, NamedTuple, Tuple
+from typing import Any, Dict
 
-from dlperf.backends.paddle.workload import (  # noqa: I001  (imports paddle after setup)
-    PaddleWorkload,
-    Precision,
-    compile_model,
-    count_params,
-    rank,
-    runtime_info,
-    select_device,
-    world_size,
-)
+from dlperf.worker.support import Support
 
-import paddle  # noqa: E402
-import paddle.nn.functional as F  # noqa: E402
-from paddle import nn  # noqa: E402
+CPU_AMP = ("paddle.amp.auto_cast has no effect on CPU in paddle 3.3.1 (it only casts on "
+           "CUDA/XPU/custom devices; ops stay float32), so a low-precision label would measure "
+           "fp32")
+GPU = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16")
 
-from dlperf import models  # noqa: E402
-from dlperf.backends.paddle.bert import BertForPreTraining, pretraining_loss  # noqa: E402
-from dlperf.backends.paddle.resnet import ResNet50  # noqa: E402
-from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
-
-__all__ = ["build"]
-
-MLM_FRACTION = 0.15
-# Measured on the 2-core AMD EPYC (avx512) CPU this project runs on: NCHW trains ResNet-50
-# faster than NHWC in Paddle's CPU kernels (see notes/issue-5-jax-paddle.md), so NCHW it is.
-DATA_FORMAT = "NCHW"
-
-# What a model builder hands back: the bare network (for counting and the optimizer), a Layer
-# that computes the step's scalar from the stored batch, and the optimizer settings.
-Parts = NamedTuple(
-    "Parts",
-    [
-        ("model", nn.Layer),
-        ("objective", nn.Layer),  # objective(*inputs) -> loss (or an output summary)
-        ("inputs", Tuple[paddle.Tensor, ...]),
-        ("make_optimizer", Callable[[Any], Any]),
-        ("layout", str),
-        ("optimizer_desc", str),
-    ],
+SUPPORT = Support(
+    framework="paddle",
+    models=("resnet50", "bert-base"),
+    precisions={
+        "cpu": {"train": ("fp32",), "infer": ("fp32",)},
+        "cuda": {"train": GPU, "infer": GPU},
+    },
+    modes={False: "dygraph", True: "paddle.jit.to_static(full_graph=True)"},
+    reasons={
+        "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
+        "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP,
+        "cpu/amp-fp16": "precision amp-fp16: " + CPU_AMP,
+        "cpu/bf16": "precision bf16: " + CPU_AMP,
+        "cpu/fp16": "precision fp16: " + CPU_AMP,
+        "int8": "int8 training is not offered by paddle.amp",
+    },
 )
 
 
-class _ResNetObjective(nn.Layer):
-    """Forward and loss in one Layer, so ``to_static`` compiles both."""
-
-    def __init__(self, model, train):
-        # type: (nn.Layer, bool) -> None
-        super(_ResNetObjective, self).__init__()
-        self.model = model
-        self.train_mode = train
-
-    def forward(self, images, labels):
-        # type: (paddle.Tensor, paddle.Tensor) -> paddle.Tensor
-        logits = self.model(images)
-        if self.train_mode:
-            return F.cross_entropy(logits.astype("float32"), labels)
-        return logits.astype("float32").mean()
-
-
-class _BertObjective(nn.Layer):
-    def __init__(self, model, train):
-        # type: (nn.Layer, bool) -> None
-        super(_BertObjective, self).__init__()
-        self.model = model
-        self.train_mode = train
-
-    def forward(self, ids, token_types, mlm_labels, nsp_labels):
-        # type: (paddle.Tensor, paddle.Tensor, paddle.Tensor, paddle.Tensor) -> paddle.Tensor
-        mlm_logits, nsp_logits = self.model(ids, token_types)
-        if self.train_mode:
-            return pretraining_loss(mlm_logits, nsp_logits, mlm_labels, nsp_labels)
-        return mlm_logits.astype("float32").mean() + nsp_logits.astype("float32").mean()
-
-
-def _resnet50(knobs, batch, train):
-    # type: (Dict[str, int], int, bool) -> Parts
-    size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
-    model = ResNet50(classes, data_format=DATA_FORMAT)
-    shape = [batch, 3, size, size] if DATA_FORMAT == "NCHW" else [batch, size, size, 3]
-    images = paddle.randn(shape, dtype="float32")
-    labels = paddle.randint(0, classes, [batch], dtype="int64")
-
-    def make_optimizer(params):
-        # type: (Any) -> Any
-        return paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9, parameters=params,
-                                         weight_decay=1e-4)
-
-    return Parts(model, _ResNetObjective(model, train), (images, labels), make_optimizer,
-                 DATA_FORMAT, "Momentum(lr=0.1, momentum=0.9, L2 weight_decay=1e-4)")
-
-
-def _bert(knobs, batch, train):
-    # type: (Dict[str, int], int, bool) -> Parts
-    s, v = knobs["seq_len"], knobs["vocab_size"]
-    model = BertForPreTraining(
-        vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"], heads=knobs["heads"],
-        intermediate=knobs["intermediate"], max_positions=knobs["max_positions"],
-        type_vocab=knobs["type_vocab"])
-    ids = paddle.randint(0, v, [batch, s], dtype="int64")
-    # A fixed count of masked positions per row (never [CLS] at 0) keeps the work identical
-    # across seeds and guarantees at least one label, so the MLM loss is never 0/0.
-    n_masked = max(1, int(round(MLM_FRACTION * s)))
-    order = paddle.argsort(paddle.rand([batch, s - 1]), axis=1)
-    masked = paddle.put_along_axis(paddle.zeros([batch, s], dtype="int64"),
-                                   order[:, :n_masked] + 1, paddle.to_tensor(1, "int64"),
-                                   axis=1).astype("bool")
-    mask_token = 103 if v > 103 else v - 1  # [MASK] in the uncased BERT vocabulary
-    segment = (paddle.arange(s) >= s // 2).astype("int64").clip(max=knobs["type_vocab"] - 1)
-    inputs = (
-        paddle.where(masked, paddle.full_like(ids, mask_token), ids),
-        segment.unsqueeze(0).expand([batch, s]).clone(),
-        paddle.where(masked, ids, paddle.full_like(ids, -100)),
-        paddle.randint(0, 2, [batch], dtype="int64"),
-    )
-
-    def make_optimizer(params):
-        # type: (Any) -> Any
-        # torch.optim.AdamW's settings; the clip is applied inside the optimizer step
-        return paddle.optimizer.AdamW(learning_rate=1e-4, beta1=0.9, beta2=0.999,
-                                      epsilon=1e-8, weight_decay=0.01, parameters=params,
-                                      grad_clip=nn.ClipGradByGlobalNorm(1.0))
-
-    return Parts(model, _BertObjective(model, train), inputs, make_optimizer,
-                 "batch-major (B, S, H)", "AdamW(lr=1e-4, weight_decay=0.01), global-norm clip 1.0")
-
-
-BUILDERS = {
-    "resnet50": _resnet50,
-    "bert-base": _bert,
-}  # type: Dict[str, Callable[..., Parts]]
+def resolve_device(requested):
+    # type: (str) -> str
+    from dlperf.backends.paddle.workload import select_device
+    return "cuda" if select_device(requested).startswith("gpu") else "cpu"
 
 
 def build(case):
-    # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    if name not in BUILDERS:
-        raise UnsupportedError("the paddle backend does not build model %r; it builds: %s"
-                               % (name, ", ".join(sorted(BUILDERS))))
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    if task not in ("train", "infer"):
-        raise UnsupportedError("unknown task %r; allowed: train, infer" % task)
-    train = task == "train"
-    batch = int(case["batch_size"])
-    if batch < 1:
-        raise UnsupportedError("batch_size must be at least 1, got %d" % batch)
-    processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
-    if processes != 1 or world_size() != 1:
-        raise UnsupportedError(
-            "the paddle backend runs on one device; %d processes (devices x nnodes) asked"
-            % processes)
-
-    device = select_device(case.get("device", "auto"))
-    if device.startswith("gpu"):
-        paddle.device.cuda.reset_max_memory_allocated()
-    precision = Precision(case["precision"], device)
-    paddle.seed(int(case.get("seed", 0)) + rank())
-    parts = BUILDERS[name](knobs, batch, train)
-
-    model = parts.model
-    params = count_params(model)
-    if train:
-        model.train()
-    else:
-        model.eval()
-    optimizer = parts.make_optimizer(model.parameters()) if train else None
-    model, optimizer = precision.decorate(model, optimizer)
-    objective = parts.objective
-    compiled = bool(case.get("compile", False))
-    compile_info = {"compile_mode": None}  # type: Dict[str, Any]
-    if compiled:
-        objective, compile_info = compile_model(objective)
-
-    info = runtime_info(device)
-    info.update(precision.info())
-    info.update(compile_info)
-    info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
-        "layout": parts.layout,
-        "optimizer": parts.optimizer_desc if train else None,
-        "compile": compiled,
-        "data": "synthetic, generated once on the device",
-    })
-    inputs = parts.inputs
-    return PaddleWorkload(lambda: objective(*inputs), optimizer, precision, device, batch, params, info)
+    # type: (Dict[str, Any]) -> Any
+    from dlperf.backends.paddle.backend import build as build_workload
+    return build_workload(case)

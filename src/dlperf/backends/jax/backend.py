@@ -1,0 +1,178 @@
+"""JAX backend (Flax linen + Optax): ``build(case)`` turns a case dict into a ready Workload.
+
+Everything one-off happens here, outside the timed window: picking the device, initialising
+parameters, generating the synthetic batch (once, on the device, seeded), building the optimizer
+and wrapping the step in ``jax.jit`` (XLA compiles lazily in the first step, which the timing loop
+times apart). The training state is donated to the jitted step, so parameters and optimizer
+state are updated in place as a hand-written JAX loop would.
+"""
+
+from typing import Any, Callable, Dict, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from dlperf import models
+from dlperf.backends.jax import bert as bert_model
+from dlperf.backends.jax import resnet as resnet_model
+from dlperf.backends.jax.workload import (
+    LOSS_SCALE_INIT,
+    JaxWorkload,
+    Precision,
+    count_params,
+    host_init,
+    make_train_step,
+    rank,
+    runtime_info,
+    select_device,
+)
+from dlperf.worker.workload import Workload
+
+__all__ = ["build"]
+
+MLM_FRACTION = 0.15
+
+# What a model builder hands back: initial variables, the training loss and the inference
+# output as pure functions, the optimizer, and what to record about them.
+Parts = NamedTuple(
+    "Parts",
+    [
+        ("variables", Dict[str, Any]),
+        ("batch", Dict[str, Any]),
+        ("loss", Callable[..., Any]),  # (params, stats, batch, rng) -> (loss, new_stats)
+        ("infer", Callable[..., Any]),  # (params, stats, batch) -> scalar
+        ("tx", Any),
+        ("layout", str),
+        ("optimizer_desc", str),
+    ],
+)
+
+
+def _resnet50(knobs, batch, dtype, key, seed):
+    # type: (Dict[str, int], int, Any, Any, int) -> Parts
+    size, classes = knobs["image_size"], knobs["num_classes"]
+    model = resnet_model.ResNet50(num_classes=classes, dtype=dtype)
+    k_images, k_labels = jax.random.split(key, 2)
+    variables = host_init(
+        lambda k: model.init(k, jnp.zeros((1, size, size, 3)), train=False),
+        resnet_model.init_rule, seed)
+    data = {
+        "images": jax.random.normal(k_images, (batch, size, size, 3), jnp.float32),
+        "labels": jax.random.randint(k_labels, (batch,), 0, classes),
+    }
+
+    def loss(params, stats, b, rng):
+        logits, updated = model.apply({"params": params, "batch_stats": stats}, b["images"],
+                                      train=True, mutable=["batch_stats"])
+        ce = optax.softmax_cross_entropy_with_integer_labels(
+            logits.astype(jnp.float32), b["labels"]).mean()
+        return ce, updated["batch_stats"]
+
+    def infer(params, stats, b):
+        logits = model.apply({"params": params, "batch_stats": stats}, b["images"], train=False)
+        return logits.astype(jnp.float32).mean()
+
+    tx = optax.chain(optax.add_decayed_weights(1e-4), optax.sgd(0.1, momentum=0.9))
+    return Parts(variables, data, loss, infer, tx, "NHWC",
+                 "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)")
+
+
+def _bert(knobs, batch, dtype, key, seed):
+    # type: (Dict[str, int], int, Any, Any, int) -> Parts
+    s, v = knobs["seq_len"], knobs["vocab_size"]
+    model = bert_model.BertForPreTraining(
+        vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"], heads=knobs["heads"],
+        intermediate=knobs["intermediate"], max_positions=knobs["max_positions"],
+        type_vocab=knobs["type_vocab"], dtype=dtype)
+    k_ids, k_order, k_nsp = jax.random.split(key, 3)
+    dummy = jnp.zeros((1, s), jnp.int32)
+    variables = host_init(lambda k: model.init(k, dummy, dummy, train=False),
+                          bert_model.init_rule, seed)
+
+    ids = jax.random.randint(k_ids, (batch, s), 0, v)
+    # A fixed count of masked positions per row (never [CLS] at 0) keeps the work identical
+    # across seeds and guarantees at least one label, so the MLM loss is never 0/0.
+    n_masked = max(1, int(round(MLM_FRACTION * s)))
+    order = jnp.argsort(jax.random.uniform(k_order, (batch, s - 1)), axis=1)
+    rows = jnp.arange(batch)[:, None]
+    masked = jnp.zeros((batch, s), bool).at[rows, order[:, :n_masked] + 1].set(True)
+    mask_token = 103 if v > 103 else v - 1  # [MASK] in the uncased BERT vocabulary
+    segment = jnp.minimum((jnp.arange(s) >= s // 2).astype(jnp.int32), knobs["type_vocab"] - 1)
+    data = {
+        "ids": jnp.where(masked, mask_token, ids),
+        "token_types": jnp.broadcast_to(segment, (batch, s)),
+        "mlm_labels": jnp.where(masked, ids, -100),
+        "nsp_labels": jax.random.randint(k_nsp, (batch,), 0, 2),
+    }
+
+    def loss(params, stats, b, rng):
+        mlm, nsp = model.apply({"params": params}, b["ids"], b["token_types"], train=True,
+                               rngs={"dropout": rng})
+        return bert_model.pretraining_loss(mlm, nsp, b["mlm_labels"], b["nsp_labels"]), stats
+
+    def infer(params, stats, b):
+        mlm, nsp = model.apply({"params": params}, b["ids"], b["token_types"], train=False)
+        return mlm.astype(jnp.float32).mean() + nsp.astype(jnp.float32).mean()
+
+    # torch.optim.AdamW's defaults (optax's weight_decay default is 1e-4, torch's 0.01)
+    adamw = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01)
+    clip, clip_desc = models.gradient_clip(knobs)
+    tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip else adamw
+    return Parts(variables, data, loss, infer, tx, "batch-major (B, S, H)",
+                 "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+
+
+BUILDERS = {
+    "resnet50": _resnet50,
+    "bert-base": _bert,
+}  # type: Dict[str, Callable[..., Parts]]
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Workload
+    name = case["model"]
+    knobs = models.resolve_knobs(name, case.get("knobs") or {})
+    task = case["task"]
+    train = task == "train"
+    batch = int(case["batch_size"])
+
+    device = select_device(case.get("device", "auto"))
+    precision = Precision(case["precision"], device)
+    seed = int(case.get("seed", 0))
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), rank())
+
+    with jax.default_device(device):
+        parts = BUILDERS[name](knobs, batch, precision.compute_dtype, key, seed)
+        params = parts.variables["params"]
+        stats = parts.variables.get("batch_stats", {})
+        if train:
+            state = {"params": params, "stats": stats, "opt": parts.tx.init(params),
+                     "rng": jax.random.fold_in(key, 1)}
+            if precision.loss_scaling:
+                state["loss_scale"] = jnp.asarray(LOSS_SCALE_INIT, jnp.float32)
+                state["good_steps"] = jnp.asarray(0, jnp.int32)
+            step_fn = jax.jit(make_train_step(parts.loss, parts.tx, precision.loss_scaling),
+                              donate_argnums=(0,))
+        else:
+            state = {"params": params, "stats": stats}
+            infer = parts.infer
+            step_fn = jax.jit(lambda st, b: infer(st["params"], st["stats"], b))
+        state = jax.device_put(state, device)
+        data = jax.device_put(parts.batch, device)
+
+    info = runtime_info(device)
+    info.update(precision.info())
+    info.update({
+        "model": name,
+        "knobs": knobs,
+        "task": task,
+        "layout": parts.layout,
+        "optimizer": parts.optimizer_desc if train else None,
+        "compile": "jax.jit (inherent: the whole step is one XLA program)",
+        "buffer_donation": train,
+        "flax_api": "linen",
+        "init": "numpy on the host (the model's initialisers), then device_put",
+        "data": "synthetic, generated once on the device",
+    })
+    return JaxWorkload(step_fn, state, data, device, batch, count_params(params), info)

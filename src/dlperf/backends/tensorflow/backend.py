@@ -1,0 +1,179 @@
+"""TensorFlow 2.x backend: ``build(case)`` -> a ready-to-step :class:`Workload`.
+
+Keras 3 models built in the project (ResNet-50 v1.5, BERT-Base pre-training), trained by a
+``tf.function`` step written out with ``GradientTape``: ``--compile`` = XLA
+(``jit_compile=True``), otherwise TensorFlow's graph executor (Grappler + oneDNN on CPU).
+Everything one-off happens here, outside the timed window: device choice, dtype policy, model and
+optimizer construction (optimizer slots built eagerly), synthetic data placed on the device.
+Tracing and XLA compilation happen in the first step, which the timing loop times apart.
+
+Same optimisers as the PyTorch backend: ResNet SGD(lr 0.1, momentum 0.9) with L2 weight decay
+1e-4 on every parameter (coupled, as ``torch.optim.SGD(weight_decay=...)``, added to the loss as
+the TF official models do); BERT AdamW(lr 1e-4, weight decay 0.01, eps 1e-8) with global-norm
+clipping at 1.0.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no C++ chatter
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from typing import Any, Callable, Dict, NamedTuple  # noqa: E402
+
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from dlperf import models  # noqa: E402
+from dlperf.backends import synthetic  # noqa: E402
+from dlperf.backends.tensorflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402
+from dlperf.backends.tensorflow.resnet import resnet50  # noqa: E402
+from dlperf.backends.tensorflow.workload import (  # noqa: E402
+    TFWorkload,
+    count_params,
+    runtime_info,
+    select_device,
+    set_precision,
+    unique,
+)
+from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+
+__all__ = ["build"]
+
+RESNET_WEIGHT_DECAY = 1e-4
+
+# What a model builder hands back: the network, the loss / inference scalar as functions of
+# ``training``, the optimizer, and the L2 coefficient added to the loss (0 = none).
+Parts = NamedTuple("Parts", [
+    ("model", Any),
+    ("loss", Callable[[], Any]),
+    ("infer", Callable[[], Any]),
+    ("optimizer", Callable[[], Any]),
+    ("l2", float),
+    ("optimizer_desc", str),
+])
+
+
+def _resnet50(knobs, batch, seed):
+    # type: (Dict[str, int], int, int) -> Parts
+    size, classes = knobs["image_size"], knobs["num_classes"]
+    final = models.resnet50_convs(size)[-1].size_out
+    if batch * final * final < 2:
+        raise UnsupportedError(
+            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
+            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    model = resnet50(size, classes)
+    data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=True)
+    images, labels = tf.constant(data["images"]), tf.constant(data["labels"])
+
+    def loss():
+        logits = model(images, training=True)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+                                                                             logits=logits))
+
+    def infer():
+        return tf.reduce_mean(tf.cast(model(images, training=False), tf.float32))
+
+    def optimizer():
+        return keras.optimizers.SGD(learning_rate=0.1, momentum=0.9)
+
+    return Parts(model, loss, infer, optimizer, RESNET_WEIGHT_DECAY,
+                 "SGD(lr=0.1, momentum=0.9) + L2 1e-4 on all parameters")
+
+
+def _bert(knobs, batch, seed):
+    # type: (Dict[str, int], int, int) -> Parts
+    model = BertForPreTraining(
+        vocab_size=knobs["vocab_size"], hidden=knobs["hidden"], layers_=knobs["layers"],
+        heads=knobs["heads"], intermediate=knobs["intermediate"],
+        max_positions=knobs["max_positions"], type_vocab=knobs["type_vocab"])
+    data = synthetic.bert_batch(batch, knobs["seq_len"], knobs["vocab_size"],
+                                knobs["type_vocab"], seed)
+    t = {k: tf.constant(v) for k, v in data.items()}
+    model((t["input_ids"][:1], t["token_type_ids"][:1]), training=False)  # create the weights
+
+    def loss():
+        mlm, nsp = model((t["input_ids"], t["token_type_ids"]), training=True)
+        return pretraining_loss(mlm, nsp, t["mlm_labels"], t["nsp_labels"])
+
+    def infer():
+        mlm, nsp = model((t["input_ids"], t["token_type_ids"]), training=False)
+        return tf.reduce_mean(mlm) + tf.reduce_mean(nsp)
+
+    clip, clip_desc = models.gradient_clip(knobs)
+
+    def optimizer():
+        return keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, beta_1=0.9,
+                                      beta_2=0.999, epsilon=1e-8, global_clipnorm=clip)
+
+    return Parts(model, loss, infer, optimizer, 0.0,
+                 "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+
+
+BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
+
+
+def _train_step(parts, variables, optimizer, fp16):
+    # type: (Parts, Any, Any, bool) -> Callable[[], Any]
+    l2 = parts.l2
+
+    def step():
+        with tf.GradientTape() as tape:
+            loss = parts.loss()
+            total = loss
+            if l2:
+                total = total + l2 * tf.add_n([tf.nn.l2_loss(v) for v in variables])
+            if fp16:
+                total = optimizer.scale_loss(total)
+        grads = tape.gradient(total, variables)
+        optimizer.apply_gradients(zip(grads, variables))  # unscales and clips where configured
+        return loss
+
+    return step
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Workload
+    name = case["model"]
+    if name not in BUILDERS:
+        raise UnsupportedError("the tensorflow backend does not build model %r; it builds: %s"
+                               % (name, ", ".join(sorted(BUILDERS))))
+    task = case["task"]
+    batch = int(case["batch_size"])
+    knobs = models.resolve_knobs(name, case.get("knobs") or {})
+    train = task == "train"
+
+    device = select_device(case.get("device", "auto"))
+    if device.startswith("/GPU"):
+        tf.config.experimental.reset_memory_stats("GPU:0")
+    precision_info = set_precision(case["precision"], device)
+    seed = int(case.get("seed", 0))
+    keras.utils.set_random_seed(seed)
+    compiled = bool(case.get("compile", False))
+
+    with tf.device(device):
+        parts = BUILDERS[name](knobs, batch, seed)
+        variables = unique(parts.model.trainable_variables)
+        if train:
+            optimizer = parts.optimizer()
+            fp16 = case["precision"] == "amp-fp16"
+            if fp16:
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(variables)  # slots now, not while tracing the first step
+            body = _train_step(parts, variables, optimizer, fp16)
+        else:
+            body = parts.infer
+        step = tf.function(body, jit_compile=compiled, reduce_retracing=True)
+
+    info = runtime_info(device)
+    info.update(precision_info)
+    info.update({
+        "model": name,
+        "knobs": knobs,
+        "task": task,
+        "layout": "NHWC (channels_last)" if name == "resnet50" else None,
+        "optimizer": parts.optimizer_desc if train else None,
+        "compile": compiled,
+        "compile_mode": "xla (jit_compile=True)" if compiled else "tf.function graph",
+        "data": "synthetic, generated once (numpy, seeded) and held on the device",
+    })
+    return TFWorkload(step, device, batch, count_params(variables), info)

@@ -1,0 +1,254 @@
+"""PyTorch backend's heavy half: ``build(case)`` turns a case dict into a ready-to-step :class:`Workload`.
+
+Everything expensive and one-off happens here, outside the timed window: model construction,
+moving to the device, synthetic data generation (once, on the device, seeded), optimizer,
+DDP wrapping and the ``torch.compile`` wrapper (compilation itself happens lazily in the first
+step, which the timing loop times apart).
+"""
+
+from typing import Any, Callable, Dict, NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dlperf import models
+from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
+from dlperf.backends.torch.inference import inference_model
+from dlperf.backends.torch.resnet import ResNet50
+from dlperf.backends.torch import vision
+from dlperf.backends.torch.workload import (
+    COMPILE_MODE,
+    Precision,
+    TorchWorkload,
+    count_params,
+    maybe_wrap_ddp,
+    runtime_info,
+    select_device,
+    world_size,
+    rank,
+)
+from dlperf.worker.workload import UnsupportedError, Workload
+
+__all__ = ["build", "BUILDERS"]
+
+MLM_FRACTION = 0.15
+
+# What a model builder hands back: the bare network (for counting and the optimizer), how to
+# compute the step's scalar from a (possibly wrapped) model, and the optimizer settings.
+Parts = NamedTuple(
+    "Parts",
+    [
+        ("model", nn.Module),
+        ("forward_loss", Callable[[nn.Module], torch.Tensor]),
+        ("make_optimizer", Callable[[Any], torch.optim.Optimizer]),
+        ("clip_grad_norm", Optional[float]),
+        ("memory_format", str),
+        ("optimizer_desc", str),
+    ],
+)
+
+
+def _resnet50(knobs, batch, device, gen, train):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    size, classes = knobs["image_size"], knobs["num_classes"]
+    final = models.resnet50_convs(size)[-1].size_out
+    if train and batch * final * final < 2:
+        raise UnsupportedError(
+            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
+            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch)
+        )
+    model = ResNet50(classes).to(device, memory_format=torch.channels_last)
+    images = torch.randn(batch, 3, size, size, device=device, generator=gen)
+    images = images.contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
+
+    def train_loss(m):
+        # type: (nn.Module) -> torch.Tensor
+        return F.cross_entropy(m(images), labels)
+
+    def infer_out(m):
+        # type: (nn.Module) -> torch.Tensor
+        return m(images).float().mean()
+
+    def make_optimizer(params):
+        # type: (Any) -> torch.optim.Optimizer
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    return Parts(
+        model,
+        train_loss if train else infer_out,
+        make_optimizer,
+        None,
+        "channels_last",
+        "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)",
+    )
+
+
+def _bert(knobs, batch, device, gen, train):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    s, v = knobs["seq_len"], knobs["vocab_size"]
+    model = BertForPreTraining(
+        vocab_size=v,
+        hidden=knobs["hidden"],
+        layers=knobs["layers"],
+        heads=knobs["heads"],
+        intermediate=knobs["intermediate"],
+        max_positions=knobs["max_positions"],
+        type_vocab=knobs["type_vocab"],
+    ).to(device)
+
+    ids = torch.randint(0, v, (batch, s), device=device, generator=gen)
+    # A fixed count of masked positions per row (never [CLS] at 0) keeps the work identical across
+    # seeds and guarantees at least one label, so the MLM loss is never a 0/0 NaN.
+    n_masked = max(1, int(round(MLM_FRACTION * s)))
+    order = torch.rand(batch, s - 1, device=device, generator=gen).argsort(dim=1)
+    masked = torch.zeros(batch, s, dtype=torch.bool, device=device)
+    masked.scatter_(1, order[:, :n_masked] + 1, True)
+    mlm_labels = torch.where(masked, ids, torch.full_like(ids, -100))
+    mask_token = 103 if v > 103 else v - 1  # [MASK] in the uncased BERT vocabulary
+    ids = torch.where(masked, torch.full_like(ids, mask_token), ids)
+    # sentence A then sentence B, as in NSP pre-training
+    segment = (torch.arange(s, device=device) >= s // 2).long().clamp(max=knobs["type_vocab"] - 1)
+    token_types = segment.unsqueeze(0).expand(batch, s).contiguous()
+    nsp_labels = torch.randint(0, 2, (batch,), device=device, generator=gen)
+
+    def train_loss(m):
+        # type: (nn.Module) -> torch.Tensor
+        mlm_logits, nsp_logits = m(ids, token_types)
+        return pretraining_loss(mlm_logits, nsp_logits, mlm_labels, nsp_labels)
+
+    def infer_out(m):
+        # type: (nn.Module) -> torch.Tensor
+        mlm_logits, nsp_logits = m(ids, token_types)
+        return mlm_logits.float().mean() + nsp_logits.float().mean()
+
+    def make_optimizer(params):
+        # type: (Any) -> torch.optim.Optimizer
+        return torch.optim.AdamW(params, lr=1e-4)
+
+    clip, clip_desc = models.gradient_clip(knobs)
+    return Parts(
+        model,
+        train_loss if train else infer_out,
+        make_optimizer,
+        clip,
+        "contiguous",
+        "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc,
+    )
+
+
+def _image_classifier(name):
+    # type: (str) -> Callable[..., Parts]
+    """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
+    AlexNet): synthetic images and labels, cross-entropy, SGD, channels-last like ResNet-50."""
+    optimizer_desc = "SGD(lr=%g, momentum=0.9, weight_decay=1e-4)" % vision.SGD_LR[name]
+
+    def builder(knobs, batch, device, gen, train):
+        # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+        size, classes = knobs["image_size"], knobs["num_classes"]
+        vision.check_batch(name, knobs, batch, train)
+        model = vision.network(name, classes).to(device, memory_format=torch.channels_last)
+        images = torch.randn(batch, 3, size, size, device=device, generator=gen)
+        images = images.contiguous(memory_format=torch.channels_last)
+        labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
+
+        def train_loss(m):
+            # type: (nn.Module) -> torch.Tensor
+            return F.cross_entropy(m(images), labels)
+
+        def infer_out(m):
+            # type: (nn.Module) -> torch.Tensor
+            return m(images).float().mean()
+
+        def make_optimizer(params):
+            # type: (Any) -> torch.optim.Optimizer
+            return torch.optim.SGD(params, lr=vision.SGD_LR[name], momentum=0.9,
+                                   weight_decay=1e-4)
+
+        return Parts(model, train_loss if train else infer_out, make_optimizer, None,
+                     "channels_last", optimizer_desc)
+
+    return builder
+
+
+BUILDERS = {
+    "resnet50": _resnet50,
+    "bert-base": _bert,
+}  # type: Dict[str, Callable[..., Parts]]
+BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
+                if name not in BUILDERS)
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Workload
+    name = case["model"]
+    knobs = models.resolve_knobs(name, case.get("knobs") or {})
+    task = case["task"]
+    train = task == "train"
+    batch = int(case["batch_size"])
+
+    processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
+    if processes != world_size():
+        raise RuntimeError(
+            "the case asks for %d processes (devices x nnodes) but WORLD_SIZE is %d; "
+            "multi-process cases must be started through torchrun" % (processes, world_size())
+        )
+
+    device = select_device(case.get("device", "auto"))
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+        torch.cuda.reset_peak_memory_stats(device)
+    else:
+        # A fixed synthetic batch is memorised within a few steps; the vanishing gradients then
+        # turn subnormal, and subnormal arithmetic is many times slower on x86. Real data never
+        # gets there, so flush them: the step time must not depend on how far the loss has fallen.
+        torch.set_flush_denormal(True)
+    precision = Precision(case["precision"], device, train=train)
+
+    seed = int(case.get("seed", 0))
+    torch.manual_seed(seed)  # weights: identical on every rank (DDP broadcasts rank 0's anyway)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed + rank())  # data: a different batch per rank, like a sharded loader
+    parts = BUILDERS[name](knobs, batch, device, gen, train)
+
+    model = parts.model
+    params = count_params(model)
+    model.train(train)
+    optimizer = parts.make_optimizer(model.parameters()) if train else None
+    compiled = bool(case.get("compile", False))
+    inference_info = {}  # type: Dict[str, Any]
+    if not train:  # bf16/fp16 whole-model casts and int8 quantization; fp32/amp-* unchanged
+        model, inference_info = inference_model(model, parts.forward_loss, case["precision"],
+                                                device, seed, compiled)
+    model = maybe_wrap_ddp(model, device)
+    if compiled:
+        model = torch.compile(model, mode=None if COMPILE_MODE == "default" else COMPILE_MODE)
+
+    info = runtime_info(device)
+    info.update(precision.info())
+    info.update(
+        {
+            "model": name,
+            "knobs": knobs,
+            "task": task,
+            "memory_format": parts.memory_format,
+            "optimizer": parts.optimizer_desc if train else None,
+            "compile": compiled,
+            "compile_mode": COMPILE_MODE if compiled else None,
+            "ddp": world_size() > 1,
+            "data": "synthetic, generated once on the device",
+        }
+    )
+    info.update(inference_info)
+    return TorchWorkload(
+        model=model,
+        optimizer=optimizer,
+        forward_loss=parts.forward_loss,
+        precision=precision,
+        device=device,
+        samples_per_step=batch,
+        params=params,
+        clip_grad_norm=parts.clip_grad_norm if train else None,
+        info=info,
+    )
