@@ -127,14 +127,15 @@ def test_html_is_one_self_contained_file_with_plots(fixture_db, reports):
     images = _pngs(html)
     assert len(images) == html.count("<img")
     two_ok = stored(fixture_db.path)["torch bert-base train bs2 fp32 1n2d"]["status"] == "ok"
-    # tiny BERT: devices (when the 2-device case ran), batch size, precision, spread;
-    # ResNet-50 and the big-vocabulary BERT: spread only
-    assert len(images) == (4 if two_ok else 3) + 1 + 1
+    # tiny BERT: frameworks, devices (when the 2-device case ran), batch size, precision,
+    # spread; ResNet-50 and the big-vocabulary BERT: frameworks and spread only
+    assert len(images) == (5 if two_ok else 4) + 2 + 2
     for data in images:
         picture = Image.open(io.BytesIO(data))
         picture.verify()
         assert picture.size[0] > 300 and picture.size[1] > 100
-    for title in ("Throughput vs batch size", "Precision and compile", "Per-repeat spread"):
+    for title in ("Frameworks side by side", "Throughput vs batch size", "Precision and compile",
+                  "Per-repeat spread"):
         assert f"{TINY}: {title}" in html
     assert "no configuration here was measured on more than one device count" in html
     assert "AMD" in html or "Intel" in html or "CPU" in html

@@ -80,4 +80,5 @@ def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None)
     threads = threads_per_process(case)
     return Launch(worker_argv(python or envs.interpreter(case.framework), case_file, out_dir),
                   env=thread_env(threads),
-                  facts={"launcher": "local", "processes": 1, "threads_per_process": threads})
+                  facts={"launcher": "local", "processes": 1, "threads_per_process": threads,
+                         "env_variant": envs.variant_of(case.framework)})

@@ -78,6 +78,7 @@ class Torchrun:
         argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(case.devices),
                 "--nnodes", str(case.nnodes), "--max-restarts", "0"]
         facts = {"launcher": "torchrun", "processes": case.devices * case.nnodes,
+                 "env_variant": envs.variant_of(case.framework),
                  "processes_per_node": case.devices, "nnodes": case.nnodes}
         if case.nnodes == 1:
             argv.append("--standalone")

@@ -1,4 +1,4 @@
-"""``dlperf envs list|install|check``: the per-framework environments workers run in."""
+"""``dlperf envs list|install|check|lock``: the per-framework environments workers run in."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import sys
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from dlperf import display, envs
 from dlperf.envs import check as env_check
+from dlperf.envs import lock as env_lock
 from dlperf.envs import registry
+from dlperf.spec import frameworks, support
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -18,7 +21,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
 
-    actions.add_parser("list", help="each framework: installed?, where, Python, version")
+    listing = actions.add_parser("list", help="each framework: installed?, variant, where, "
+                                              "Python, version")
+    listing.add_argument("--support", action="store_true",
+                         help="also print what each backend runs: precisions per device and "
+                              "task, compile modes, data-parallel devices")
 
     install = actions.add_parser("install", help="create a framework's environment from the "
                                                  "pinned requirement set (no-op when current)")
@@ -28,6 +35,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                                           "(default: found by the version the pins need)")
     install.add_argument("--force", action="store_true", help="rebuild even when current")
     install.add_argument("--verbose", "-v", action="store_true", help="show pip's output")
+    install.add_argument("--variant", choices=registry.VARIANTS,
+                         help="cpu or cuda build (default: cuda where an NVIDIA driver is "
+                              "present and the framework publishes one, else cpu)")
+
+    lock = actions.add_parser("lock", help="regenerate a variant's hashed lock file from its "
+                                           ".in requirements (resolves against the package index)")
+    lock.add_argument("framework", metavar="FRAMEWORK")
+    lock.add_argument("--variant", choices=registry.VARIANTS, default="cpu")
 
     check = actions.add_parser("check", help="import the framework in its environment and run "
                                              "one tiny training step through the worker")
@@ -36,20 +51,55 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _list() -> int:
+def _list(support: bool) -> int:
     table = Table(title=f"framework environments ({envs.root()})")
-    for column in ("framework", "state", "python", "version", "path"):
+    for column in ("framework", "variant", "state", "python", "version", "path"):
         table.add_column(column, overflow="fold")
     styles = {"main": "green", "installed": "green", "outdated": "yellow",
-              "not installed": "dim"}
+              "not installed": "dim", "no such build": "dim"}
     for name in registry.names():
-        st = envs.status(name)
-        state = f"[{styles.get(st.state, '')}]{st.state}[/]"
-        if st.note and st.state == "outdated":
-            state += f"\n[dim]{st.note}[/]"
-        table.add_row(name, state, st.python or "-", st.version or "-", st.path or "-")
+        for variant in _variants_to_show(name):
+            st = envs.status(name, variant)
+            state = Text(st.state, style=styles.get(st.state, ""))
+            if st.note and st.state in ("outdated", "no such build"):
+                state.append("\n" + st.note, style="dim")
+            table.add_row(name, st.variant, state, st.python or "-", st.version or "-",
+                          st.path or "-")
     display.out.print(table)
+    if support:
+        display.out.print(support_table())
     return 0
+
+
+def _variants_to_show(name: str) -> list[str | None]:
+    """Main frameworks: the build that is there. Others: this machine's default variant, plus
+    every other variant that is installed."""
+    fw = registry.get(name)
+    if fw.main:
+        return [None]
+    chosen = envs.select(name).variant
+    return [v for v in fw.variants
+            if v == chosen or envs.status(name, v).state in ("installed", "outdated")]
+
+
+def support_table() -> Table:
+    """Framework x device x task: the precisions each backend declares, its compile modes and
+    whether it runs data-parallel (from each backend's SUPPORT, no framework imported)."""
+    table = Table(title="what each backend runs (SUPPORT declarations)")
+    for column in ("framework", "device", "train", "infer", "compile off / on", "data-parallel"):
+        table.add_column(column, overflow="fold")
+    for name in frameworks():
+        decl = support(name)
+        for device in ("cpu", "cuda"):
+            per_task = decl.precisions.get(device)
+            if per_task is None:
+                continue
+            table.add_row(name, device,
+                          ", ".join(per_task.get("train", ())) or "-",
+                          ", ".join(per_task.get("infer", ())) or "-",
+                          f"{decl.mode(False)} / {decl.mode(True)}",
+                          "yes" if device in decl.distributed else "no")
+    return table
 
 
 def _install(args: argparse.Namespace) -> int:
@@ -62,7 +112,7 @@ def _install(args: argparse.Namespace) -> int:
     for name in args.frameworks:
         try:
             done = envs.install(name, python=args.python, force=args.force,
-                                verbose=args.verbose,
+                                verbose=args.verbose, variant=args.variant,
                                 say=lambda line: print(line, file=sys.stderr, flush=True))
         except envs.InstallError as error:
             print(f"dlperf envs install: {error}", file=sys.stderr)
@@ -101,9 +151,21 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lock(args: argparse.Namespace) -> int:
+    try:
+        env_lock.lock(args.framework, args.variant,
+                      say=lambda line: print(line, file=sys.stderr, flush=True))
+    except env_lock.LockError as error:
+        print(f"dlperf envs lock: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     if args.action == "list":
-        return _list()
+        return _list(args.support)
     if args.action == "install":
         return _install(args)
+    if args.action == "lock":
+        return _lock(args)
     return _check(args)

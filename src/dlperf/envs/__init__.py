@@ -6,6 +6,7 @@ environment these functions create, from the source tree.
     interpreter(name)   the Python that runs a framework's worker (UsageError if not installed)
     status(name)        EnvStatus: installed? where, which Python, which framework version
     install(name, ...)  create/refresh from requirements/<file>; a no-op when current
+    select(name, variant)  the cpu or cuda build to use (cuda where an NVIDIA driver is)
     registry.names()    every framework with an environment entry
 """
 
@@ -16,12 +17,17 @@ from dlperf.envs.manage import (
     InstallResult,
     env_dir,
     env_python,
+    default_variant,
+    driver_present,
     install,
     interpreter,
     not_installed_message,
     root,
+    select,
     status,
+    variant_of,
 )
 
-__all__ = ["EnvStatus", "InstallError", "InstallResult", "env_dir", "env_python", "install",
-           "interpreter", "not_installed_message", "registry", "root", "status"]
+__all__ = ["EnvStatus", "InstallError", "InstallResult", "default_variant", "driver_present",
+           "env_dir", "env_python", "install", "interpreter", "not_installed_message", "registry",
+           "root", "select", "status", "variant_of"]

@@ -3,7 +3,8 @@
 Layout under the cache root (``$DLPERF_ENVS``, else ``$XDG_CACHE_HOME/dlperf/envs``, else
 ``~/.cache/dlperf/envs``)::
 
-    <root>/<framework>/             a venv with the framework's pinned requirement set
+    <root>/<framework>/             a venv with the framework's pinned requirement set (cpu)
+    <root>/<framework>-cuda/        its GPU build's venv (``--variant cuda``)
     <root>/<framework>/dlperf-env.json   stamp: hash of the pins + interpreter, versions
     <root>/<framework>/install.log  pip's output from the last install
     <root>/.<framework>.lock        serialises concurrent installs of one framework
@@ -57,19 +58,64 @@ def root() -> Path:
     return Path(cache) / "dlperf" / "envs"
 
 
-def env_dir(name: str) -> Path:
-    return root() / name
+def env_dir(env_name: str) -> Path:
+    return root() / env_name
 
 
-def env_python(name: str) -> Path:
-    return env_dir(name) / "bin" / "python"
+def env_python(env_name: str) -> Path:
+    return env_dir(env_name) / "bin" / "python"
 
 
-def read_stamp(name: str) -> dict[str, Any] | None:
+def read_stamp(env_name: str) -> dict[str, Any] | None:
     try:
-        return json.loads((env_dir(name) / STAMP_NAME).read_text())
+        return json.loads((env_dir(env_name) / STAMP_NAME).read_text())
     except (OSError, ValueError):
         return None
+
+
+NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
+
+
+def driver_present() -> bool:
+    """An NVIDIA kernel driver is loaded (what every CUDA build needs underneath)."""
+    return NVIDIA_DRIVER_FILE.exists()
+
+
+def default_variant() -> str:
+    return "cuda" if driver_present() else "cpu"
+
+
+def select(name: str, variant: str | None = None) -> Framework:
+    """The framework's variant to use: the one asked for (checked), else cuda where an NVIDIA
+    driver is present and the framework publishes a CUDA build, else cpu."""
+    if variant is None:
+        fw = registry.get(name)
+        wanted = default_variant()
+        if wanted in fw.variants and registry.get(name, wanted).refused is None:
+            return registry.get(name, wanted)
+        return fw
+    fw = registry.get(name, variant)
+    if fw.refused:
+        raise UsageError(f"--variant: {name} has no {variant} build: {fw.refused}")
+    if variant == "cuda" and not driver_present():
+        raise UsageError(f"--variant: cuda needs an NVIDIA driver and this machine has none "
+                         f"({NVIDIA_DRIVER_FILE} is missing); use --variant cpu")
+    return fw
+
+
+def _main_variant(fw: Framework) -> str:
+    """Which build sits in dlperf's own environment: cuda when every package of the cuda
+    set is installed (torch's CUDA libraries, onnxruntime-gpu), else cpu."""
+    if "cuda" not in fw.variants:
+        return "cpu"
+    pins = [line.split("==", 1)[0].strip() for line in
+            registry.get(fw.name, "cuda").requirement_lines() if "==" in line]
+    for dist in pins:
+        try:
+            metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "cpu"
+    return "cuda" if pins else "cpu"
 
 
 @dataclass
@@ -82,6 +128,7 @@ class EnvStatus:
     python: str | None
     version: str | None
     note: str = ""
+    variant: str = "cpu"
 
     @property
     def usable(self) -> bool:
@@ -97,39 +144,54 @@ def _main_version(fw: Framework) -> str | None:
     return None
 
 
-def status(name: str) -> EnvStatus:
-    """Whether ``name``'s environment exists and matches its pinned set (no subprocess)."""
-    fw = registry.get(name)
+def status(name: str, variant: str | None = None) -> EnvStatus:
+    """Whether ``name``'s environment (of ``variant``, default: this machine's) exists and
+    matches its pinned set (no subprocess)."""
+    base = registry.get(name)
+    fw = base if base.main else registry.get(name, variant or select(name).variant)
     if fw.main:
         version = _main_version(fw)
         return EnvStatus(name, "main" if version else "not installed", sys.executable,
                          "%d.%d.%d" % sys.version_info[:3], version,
                          "dlperf's own environment" if version else
-                         f"{fw.import_name} is missing from dlperf's own environment")
-    stamp = read_stamp(name)
-    if stamp is None or not env_python(name).exists():
-        return EnvStatus(name, "not installed", None, None, None)
+                         f"{fw.import_name} is missing from dlperf's own environment",
+                         _main_variant(fw))
+    if fw.refused:
+        return EnvStatus(name, "no such build", None, None, None, fw.refused, fw.variant)
+    stamp = read_stamp(fw.env_name)
+    if stamp is None or not env_python(fw.env_name).exists():
+        return EnvStatus(name, "not installed", None, None, None, variant=fw.variant)
     state, note = "installed", ""
     if stamp.get("hash") != fw.requirements_hash(interpreters.short(stamp.get("python", "0.0"))):
         state, note = "outdated", f"requirements/{fw.requirements} changed since the install"
-    return EnvStatus(name, state, str(env_dir(name)), stamp.get("python"),
-                     stamp.get("framework_version"), note)
+    return EnvStatus(name, state, str(env_dir(fw.env_name)), stamp.get("python"),
+                     stamp.get("framework_version"), note, fw.variant)
 
 
-def not_installed_message(name: str) -> str:
-    return f"framework {name} is not installed: run `dlperf envs install {name}`"
+def not_installed_message(name: str, variant: str = "cpu") -> str:
+    flag = "" if variant == "cpu" else f" --variant {variant}"
+    return f"framework {name} is not installed: run `dlperf envs install {name}{flag}`"
 
 
-def interpreter(name: str) -> str:
+def interpreter(name: str, variant: str | None = None) -> str:
     """The Python that runs ``name``'s worker; UsageError (one line) if it is not installed.
 
     A framework with no registry entry is taken to live in dlperf's own environment.
     """
     if name not in registry.load() or registry.get(name).main:
         return sys.executable
-    if read_stamp(name) is None or not env_python(name).exists():
-        raise UsageError(not_installed_message(name))
-    return str(env_python(name))
+    fw = select(name, variant)
+    if read_stamp(fw.env_name) is None or not env_python(fw.env_name).exists():
+        raise UsageError(not_installed_message(name, fw.variant))
+    return str(env_python(fw.env_name))
+
+
+def variant_of(name: str) -> str:
+    """The variant a run of ``name`` uses on this machine (recorded with every result)."""
+    if name not in registry.load():
+        return "cpu"
+    fw = registry.get(name)
+    return _main_variant(fw) if fw.main else select(name).variant
 
 
 @contextlib.contextmanager
@@ -161,6 +223,29 @@ def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT
             return True, line.split("=", 1)[1].strip()
     lines = [x for x in done.stderr.strip().splitlines() if x.strip()]
     return False, lines[-1] if lines else f"exit code {done.returncode}"
+
+
+def _install_main_variant(fw: Framework, verbose: bool, say: Callable[[str], None],
+                          start: float) -> InstallResult:
+    """A main framework's GPU build goes into dlperf's own environment (torch's CUDA wheel and
+    its libraries, onnxruntime-gpu), from the hashed lock."""
+    if _main_variant(fw) == fw.variant and not verbose:
+        st = status(fw.name)
+        return InstallResult(fw.name, "up to date", sys.executable, st.python or "",
+                             st.version, time.monotonic() - start)
+    log = root() / f"{fw.env_name}.{LOG_NAME}"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    say(f"{fw.name}: pip install -r {fw.requirements_file} into dlperf's own environment "
+        f"(log: {log})")
+    code = _run_logged([sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
+                        "--no-input", "--progress-bar", "off", "--require-hashes",
+                        "-r", str(fw.requirements_file)], log, verbose)
+    if code != 0:
+        raise InstallError(f"{fw.name}: pip install failed (exit {code}); see {log}\n"
+                           f"{_tail(log)}")
+    st = status(fw.name)
+    return InstallResult(fw.name, "installed", sys.executable, st.python or "", st.version,
+                         time.monotonic() - start)
 
 
 def _run_logged(argv: list[str], log: Path, echo: bool) -> int:
@@ -199,10 +284,12 @@ class InstallResult:
 
 
 def install(name: str, python: str | None = None, force: bool = False, verbose: bool = False,
-            say: Callable[[str], None] = print) -> InstallResult:
+            say: Callable[[str], None] = print, variant: str | None = None) -> InstallResult:
     """Create (or refresh) ``name``'s environment from its pinned set; a no-op when current."""
-    fw = registry.get(name)
+    fw = select(name, variant)
     start = time.monotonic()
+    if fw.main and fw.variant != "cpu":
+        return _install_main_variant(fw, verbose, say, start)
     if fw.main:
         st = status(name)
         if not st.version:
@@ -211,6 +298,7 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         return InstallResult(name, "main", sys.executable, st.python or "", st.version, 0.0)
     if fw.requirements_file is None:
         raise UsageError(f"framework {name} has no requirement file in the registry")
+    name = fw.env_name
     with _locked(name):
         if python:
             base, full = interpreters.check(python, fw.python)
@@ -221,7 +309,7 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         same_base = python is None or (stamp or {}).get("base_python") == base
         if (not force and stamp and stamp.get("hash") == digest and same_base
                 and env_python(name).exists()):
-            return InstallResult(name, "up to date", str(env_dir(name)), stamp["python"],
+            return InstallResult(fw.name, "up to date", str(env_dir(name)), stamp["python"],
                                  stamp.get("framework_version"), time.monotonic() - start)
 
         target = env_dir(name)
@@ -248,7 +336,8 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
             raise InstallError(f"{name}: installed, but `import {fw.import_name}` fails: "
                                f"{version}")
         stamp = {
-            "framework": name,
+            "framework": fw.name,
+            "variant": fw.variant,
             "hash": digest,
             "python": full,
             "base_python": base,
@@ -259,5 +348,5 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         tmp = target / (STAMP_NAME + ".tmp")
         tmp.write_text(json.dumps(stamp, indent=2))
         tmp.replace(target / STAMP_NAME)
-        return InstallResult(name, "installed", str(target), full, version,
+        return InstallResult(fw.name, "installed", str(target), full, version,
                              time.monotonic() - start)

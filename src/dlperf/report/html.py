@@ -37,6 +37,7 @@ nav ul { columns: 2; }
 """
 
 FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], ...] = (
+    ("Frameworks side by side", plots.frameworks, "no finished case to show"),
     ("Throughput vs devices", plots.scaling,
      "no configuration here was measured on more than one device count"),
     ("Throughput vs batch size", plots.batch_size,

@@ -140,6 +140,46 @@ def precision_compile(results: list[dict[str, Any]]) -> bytes | None:
     return _png(figure)
 
 
+def frameworks(results: list[dict[str, Any]]) -> bytes | None:
+    """DLPerf's main figure: every framework (and mode) side by side for each precision at the
+    same batch and device count, bars at the median with min–max whiskers. Nothing is left out
+    for having been measured in one setting only."""
+    groups: dict[tuple[int, str, int, int], dict[str, tuple[float, float, float]]] = {}
+    for result in _ok(results):
+        case, tp = result["case"], result["throughput"]
+        devices = total_devices(result)
+        key = (precision_rank(case.get("precision", "")), str(case.get("precision")),
+               int(case.get("batch_size") or 0), devices)
+        repeats = tp.get("repeats") or [tp["median"]]
+        groups.setdefault(key, {})[f"{case.get('framework')} ({variant(case)})"] = (
+            tp["median"], min(repeats), max(repeats))
+    if not groups:
+        return None
+    keys = sorted(groups)
+    series = sorted({name for bars in groups.values() for name in bars})
+    width = 0.8 / len(series)
+    figure, axes = plt.subplots(figsize=(max(WIDTH, 1.0 + 0.35 * len(series) * len(keys)), 4.4))
+    for index, name in enumerate(series):
+        xs, heights, low, high = [], [], [], []
+        for i, key in enumerate(keys):
+            if name in groups[key]:
+                median, lo, hi = groups[key][name]
+                xs.append(i + (index - (len(series) - 1) / 2) * width)
+                heights.append(median)
+                low.append(median - lo)
+                high.append(hi - median)
+        axes.bar(xs, heights, width=width, yerr=[low, high], capsize=2, label=name,
+                 color=f"C{index % 10}")
+    axes.set_xticks(range(len(keys)))
+    axes.set_xticklabels([f"{p} bsz {b}" + (f" {d} dev" if d > 1 else "")
+                          for _, p, b, d in keys], rotation=15, ha="right", fontsize=8)
+    axes.set_ylabel(f"throughput ({_unit(results)}, median)")
+    axes.set_title("Frameworks side by side (whiskers: min–max over repeats)")
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=7, ncol=2)
+    return _png(figure)
+
+
 def repeat_spread(results: list[dict[str, Any]]) -> bytes | None:
     """Every repeat of every case, as its deviation from the case's median: noise made visible."""
     cases = [r for r in _ok(results) if r["throughput"].get("repeats")]

@@ -13,6 +13,7 @@ from typing import Any
 
 from dlperf import models
 from dlperf.report.results import NO_BASELINE, total_devices
+from dlperf.spec import frameworks, support
 
 PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 NOTE_CHARS = 220
@@ -88,10 +89,14 @@ def knob_text(case: dict[str, Any]) -> str:
 
 
 def variant(case: dict[str, Any]) -> str:
-    """How the framework ran: its own script (external), compiled or eager."""
+    """How the framework ran: its own script (external), or the mode its backend declares for
+    the compile setting (a TF ``tf.function`` graph is not "eager", TF 1.15 runs a Session)."""
     external = (case.get("external") or {}).get("name")
     if external:
         return f"external: {external}"
+    framework = case.get("framework")
+    if framework in frameworks():
+        return support(framework).mode(bool(case.get("compile")))
     return "compiled" if case.get("compile") else "eager"
 
 

@@ -1,0 +1,133 @@
+"""GPU variants of the framework environments, on a machine without a GPU.
+
+Every package of every cuda lock must exist in the package index with the very file hash the
+lock pins (checked against the index's JSON metadata: nothing is downloaded); asking for a cuda
+build where no NVIDIA driver is loaded is one line and exit 2; results and `envs list` say which
+build ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from dlperf.envs import lock, manage, registry
+
+INDEX_JSON = "https://pypi.org/pypi/{name}/{version}/json"
+PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s]+) --hash=sha256:([0-9a-f]{64})$")
+NO_DRIVER = not manage.driver_present()
+
+
+def dlperf(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ))
+
+
+def cuda_sets() -> list[registry.Framework]:
+    return [fw for (name, variant), fw in sorted(registry.load_all().items())
+            if variant == "cuda" and fw.refused is None]
+
+
+def test_every_framework_declares_a_cuda_variant():
+    """A user with GPUs can compare every framework, or is told why one has no GPU build."""
+    for name in registry.names():
+        fw = registry.get(name, "cuda")
+        assert fw.refused or (fw.requirements_file and fw.requirements_file.is_file()), name
+
+
+def published_sha256(name: str, version: str) -> set[str]:
+    url = INDEX_JSON.format(name=name, version=version)
+    for attempt in range(3):
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                data = json.load(response)
+            return {f["digests"]["sha256"] for f in data["urls"]}
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return set()
+            if attempt == 2:
+                raise
+        except urllib.error.URLError:
+            if attempt == 2:
+                raise
+    return set()
+
+
+@pytest.mark.parametrize("fw", cuda_sets(), ids=lambda fw: fw.name)
+def test_cuda_lock_pins_exist_in_the_index_with_their_hashes(fw):
+    lines = fw.requirement_lines()
+    pins = [PIN.match(line) for line in lines if not line.startswith("--")]
+    assert pins and all(pins), [line for line, m in zip(lines, pins) if not m]
+    names = {m.group(1) for m in pins}
+    assert fw.source_file is not None and fw.source_file.is_file()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(lambda m: published_sha256(m.group(1), m.group(2)), pins))
+    missing = [f"{m.group(1)}=={m.group(2)}" for m, digests in zip(pins, found)
+               if m.group(3) not in digests]
+    assert not missing, f"{fw.requirements}: not in the index with the pinned hash: {missing}"
+    # the top-level requirement is among the locked packages
+    top = [line.split("==")[0].split("[")[0].strip().lower() for line in
+           fw.source_file.read_text().splitlines() if "==" in line and not line.startswith("#")]
+    assert top and set(top) <= {n.lower() for n in names}
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
+@pytest.mark.parametrize("name", ["tensorflow", "jax", "paddle", "torch"])
+def test_cuda_variant_without_a_driver_is_one_line_exit_2(name):
+    proc = dlperf("envs", "install", name, "--variant", "cuda")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert lines[0].startswith("dlperf: --variant: cuda needs an NVIDIA driver"), lines[0]
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
+def test_default_variant_here_is_cpu_and_listed():
+    assert manage.default_variant() == "cpu"
+    assert all(manage.select(name).variant == "cpu" for name in registry.names())
+    proc = dlperf("envs", "list")
+    assert proc.returncode == 0, proc.stderr
+    assert "variant" in proc.stdout
+    torch_row = next(line for line in proc.stdout.splitlines() if line.split("│")[1:2]
+                     and line.split("│")[1].strip() == "torch")
+    assert torch_row.split("│")[2].strip() == "cpu"  # the +cpu wheel: no CUDA libraries
+
+
+def test_support_matrix_is_printed_from_the_declarations():
+    proc = dlperf("envs", "list", "--support")
+    assert proc.returncode == 0, proc.stderr
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines()
+            if line.count("│") >= 7]
+    by_key = {(r[0], r[1]): r for r in rows if r and r[0]}
+    assert by_key[("jax", "cpu")][4] == "unsupported / jax.jit (XLA), whole step, state donated"
+    assert by_key[("tensorflow", "cpu")][4].startswith("tf.function graph / XLA")
+    assert by_key[("torch", "cuda")][5] == "yes"
+    assert "tf32" not in by_key[("paddle", "cpu")][2]
+
+
+def test_lock_lines_from_a_real_resolution(tmp_path: Path):
+    """What `dlperf envs lock` writes, from pip's real report of a tiny pure-Python set."""
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run",
+                           "--ignore-installed", "--quiet", "--report", str(report),
+                           "six==1.16.0"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = lock.lock_lines(json.loads(report.read_text()))
+    name, version, digest = PIN.match(line).groups()
+    assert (name, version) == ("six", "1.16.0")
+    assert digest in published_sha256("six", "1.16.0")
+
+
+def test_unknown_variant_is_one_line():
+    proc = dlperf("envs", "install", "jax", "--variant", "rocm")
+    assert proc.returncode == 2
+    assert "--variant" in proc.stderr and "Traceback" not in proc.stderr
