@@ -7,7 +7,7 @@ from dlperf.spec import Case, SpecError
 
 def test_defaults_follow_dlperf_methodology():
     case = Case(framework="torch", model="resnet50", batch_size=16)
-    assert (case.warmup_steps, case.steps, case.repeats) == (20, 100, 7)
+    assert (case.warmup_steps, case.steps, case.repeats) == ("auto", 100, 7)
     assert case.knobs == {"image_size": 224, "num_classes": 1000}
     assert case.global_batch == 16
 
@@ -40,3 +40,9 @@ def test_unknown_field():
     with pytest.raises(SpecError, match="unknown case field 'colour'"):
         Case.from_dict({"framework": "torch", "model": "resnet50", "batch_size": 2,
                         "colour": "red"})
+
+
+@pytest.mark.parametrize("value", ["soon", 0, -3, 2.5, True])
+def test_warmup_steps_is_auto_or_a_positive_count(value):
+    with pytest.raises(SpecError, match="warmup_steps"):
+        Case(framework="torch", model="resnet50", batch_size=16, warmup_steps=value)

@@ -30,6 +30,10 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "first_step_s": max(r["first_step_s"] for r in ranks),
         "warmup_s": max(r["warmup_s"] for r in ranks),
         "drift": stats.half_drift(slowest["step_times_s"]),
+        # how the slowest rank warmed up (auto: steps taken, why it stopped, CV and drift)
+        "warmup": {k: v for k, v in (slowest.get("warmup") or {}).items()
+                   if k != "step_times_s"} or None,
+        "warmup_steps_done": slowest.get("warmup_steps_done"),
         "loss_first": ranks[0]["loss_first"],
         "loss_last": ranks[0]["loss_last"],
         "params": ranks[0]["params"],
@@ -147,6 +151,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     achieved = per_sample * throughput["median"] if throughput["median"] else None
     built_params = ok[0]["params"] if ok else None
     warnings = stats.spread_warnings(throughput, _values(ok, "drift"))
+    warnings += stats.warmup_warnings(_values(ok, "warmup"))
     if built_params is not None and built_params != spec.params(dict(case.knobs)):
         warnings.append(f"backend built {built_params:,} parameters, the catalogue says "
                         f"{spec.params(dict(case.knobs)):,}")
@@ -168,6 +173,8 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "latency_ms": stats.latency_ms(_latencies(ok)) if case.task == "infer" else None,
         "timings": {key: _values(ok, key)
                     for key in ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")},
+        "warmup": {"steps": _values(ok, "warmup_steps_done"),
+                   "stop": [(w or {}).get("stop") for w in _values(ok, "warmup")]},
         "loss": {"first": _values(ok, "loss_first"), "last": _values(ok, "loss_last")},
         "memory": {"peak_host_bytes": _peak(repeats, "peak_host_bytes"),
                    "peak_device_bytes": _peak(ok, "peak_device_bytes")},

@@ -72,7 +72,7 @@ class Case:
     threads: int | None = None  # per process; None: the node's cores divided among its processes
     data: str = "synthetic"
     knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    warmup_steps: int = 20
+    warmup_steps: int | str = "auto"  # "auto": until steady (dlperf.worker.steady), or a count
     steps: int = 100
     repeats: int = 7
     seed: int = 0
@@ -172,7 +172,10 @@ def validate(case: Case) -> None:
     _at_least("nnodes", case.nnodes, 1)
     if case.threads is not None:
         _at_least("threads", case.threads, 1)
-    _at_least("warmup_steps", case.warmup_steps, 1)
+    if case.warmup_steps != "auto":
+        if isinstance(case.warmup_steps, str):
+            raise SpecError(f"warmup_steps: {case.warmup_steps!r} must be auto or an integer >= 1")
+        _at_least("warmup_steps", case.warmup_steps, 1)
     _at_least("steps", case.steps, 2)
     _at_least("repeats", case.repeats, 1)
     _at_least("seed", case.seed, 0)

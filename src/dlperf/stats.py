@@ -84,8 +84,23 @@ def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None]) -> 
         worst = max(unsteady, key=abs)
         warnings.append(
             f"unsteady window in {len(unsteady)} repeat(s): step time changed {worst:+.1%} "
-            f"from first to second half (> {STEADY_WARN:.0%}); raise --warmup-steps")
+            f"from first to second half (> {STEADY_WARN:.0%}): the host was busy or the "
+            f"warm-up too short (--warmup-steps auto waits for a steady state)")
     return warnings
+
+
+def warmup_warnings(warmups: Sequence[dict[str, Any] | None]) -> list[str]:
+    """Flag repeats whose auto warm-up hit its bound instead of reaching a steady state."""
+    unsteady = [w for w in warmups if w and w.get("stop") in ("max_steps", "max_seconds")]
+    if not unsteady:
+        return []
+    worst = max(unsteady, key=lambda w: abs(w.get("drift") or 0.0))
+    rule = worst.get("rule") or {}
+    return [f"warm-up never became steady in {len(unsteady)} repeat(s): stopped at "
+            f"{worst['stop']} after {worst.get('steps')} steps with step-time CV "
+            f"{worst.get('cv', 0.0):.1%} and drift {worst.get('drift', 0.0):+.1%} over the last "
+            f"{rule.get('window', '?')} (limits {rule.get('max_cv', 0):.0%} / "
+            f"{rule.get('max_drift', 0):.0%})"]
 
 
 # Latency percentiles reported for inference, with the name each gets in ``latency_ms``.

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import models, runner
+from dlperf.worker import steady
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
 from dlperf.spec import Case
@@ -31,6 +32,8 @@ from dlperf.store import Store
 from dlperf.sweep import Sweep, halved
 
 MODES = ("new", "resume", "force")
+# warm-up steps assumed for --warmup-steps auto: the steady window and a few to settle
+AUTO_WARMUP_GUESS = steady.WINDOW + 3
 GUESS_RATE_FLOPS = 2e10  # FLOP/s assumed for a CPU case nothing in the database resembles
 GUESS_GPU_FP32_FLOPS = 6e12  # ... and for a GPU (a V100 trains ResNet-50 at ~40% of 15 TFLOP/s)
 GUESS_GPU_LOW_FLOPS = 2e13
@@ -151,7 +154,8 @@ class Estimator:
                     else GUESS_GPU_LOW_FLOPS
         # each device computes its own batch, so time per step follows batch per device
         step_s = case.batch_size * per_sample / rate
-        return overhead + (case.warmup_steps - 1 + case.steps) * step_s, how
+        warmup = AUTO_WARMUP_GUESS if case.warmup_steps == "auto" else case.warmup_steps - 1
+        return overhead + (warmup + case.steps) * step_s, how
 
     def case_seconds(self, state: CaseState) -> float:
         return self.repeat_seconds(state.case)[0] * state.remaining_repeats()

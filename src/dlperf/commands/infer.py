@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 
 from dlperf import display, infer, models, server, sysinfo
-from dlperf.commands.run import knob_pair, positive_int, write_json
+from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
 from dlperf.errors import UsageError
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
@@ -82,8 +82,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=positive_int, help="language models")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         type=knob_pair, help="any other model knob (see `dlperf models`)")
-    parser.add_argument("--warmup-steps", type=positive_int, default=20,
-                        help="iterations before the window, the first included (default 20)")
+    parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
+                        help="auto (default): until the iteration time is steady; or a count, "
+                             "the first included")
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured iterations (default 100)")
     parser.add_argument("--min-duration", type=float, dest="min_duration_s", metavar="SECONDS",

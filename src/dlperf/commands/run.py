@@ -22,6 +22,11 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
 
 
+def warmup_steps(text: str) -> int | str:
+    """``auto`` (until steady) or a count; the range is the spec's to check."""
+    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+
+
 def knob_pair(text: str) -> tuple[str, int]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -52,10 +57,15 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-size", type=positive_int, help="language models")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         type=knob_pair, help="any other model knob (see `dlperf models`)")
-    parser.add_argument("--warmup-steps", type=positive_int, default=20,
-                        help="steps before the window, the first included (default 20)")
+    parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
+                        help="auto (default): step until the step time is steady (5-step "
+                             "window, CV and drift within 5%%, at most 200 steps / 60 s); or a "
+                             "fixed count, the first step included")
     parser.add_argument("--steps", type=positive_int, default=100,
-                        help="measured steps in the window (default 100)")
+                        help="at least this many measured steps in the window (default 100)")
+    parser.add_argument("--min-duration", type=float, dest="min_duration_s", default=0.0,
+                        metavar="SECONDS",
+                        help="and a window of at least this many seconds (default 0)")
     parser.add_argument("--repeats", type=positive_int, default=7,
                         help="fresh worker processes (default 7)")
     parser.add_argument("--seed", type=positive_int, default=0)
@@ -73,7 +83,8 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 device=args.device, devices=args.devices, nnodes=nnodes_from_args(args),
                 threads=getattr(args, "threads", None), knobs=knobs,
                 warmup_steps=args.warmup_steps, steps=args.steps, repeats=args.repeats,
-                seed=args.seed, timeout_s=args.timeout_s)
+                seed=args.seed, timeout_s=args.timeout_s,
+                min_duration_s=getattr(args, "min_duration_s", None) or 0.0)
 
 
 def nnodes_from_args(args: argparse.Namespace) -> int:

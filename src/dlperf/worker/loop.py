@@ -3,6 +3,10 @@
 build (timed) -> first step (timed apart: it holds compilation) -> remaining warm-up steps ->
 barrier + device sync -> timed window of measured steps -> device sync -> barrier.
 
+Warm-up is either a fixed count (``warmup_steps`` an integer, the first step included) or
+``"auto"``: steps are then synchronised one by one and the warm-up ends when the last few step
+times are steady (:mod:`dlperf.worker.steady` states the rule), bounded in steps and seconds.
+
 The window has three modes, chosen by the case:
 
 - **throughput** (training): steps are issued back to back and the device is synchronised only at
@@ -23,6 +27,7 @@ import random
 import time
 from typing import Any, Dict, List
 
+from dlperf.worker import steady
 from dlperf.worker.workload import Workload
 
 
@@ -41,7 +46,6 @@ def measure(build, case):
     # type: (Any, Dict[str, Any]) -> Dict[str, Any]
     """Build a workload with ``build(case)`` and time it; return the per-process figures."""
     clock = time.perf_counter
-    warmup_steps = int(case["warmup_steps"])
     steps = int(case["steps"])
 
     start = clock()
@@ -55,10 +59,20 @@ def measure(build, case):
     first_step_s = clock() - start
 
     start = clock()
-    for _ in range(warmup_steps - 1):
-        workload.step()
-    workload.sync()
+    if case["warmup_steps"] == "auto":
+        def synchronised_step():
+            # type: () -> None
+            workload.step()
+            workload.sync()
+
+        warmup = steady.warm_up(synchronised_step, clock)
+    else:
+        for _ in range(int(case["warmup_steps"]) - 1):
+            workload.step()
+        workload.sync()
+        warmup = {"stop": "fixed", "steps": int(case["warmup_steps"]) - 1}
     warmup_s = clock() - start
+    warmup_steps = 1 + warmup["steps"]
 
     workload.barrier()
     workload.sync()
@@ -78,6 +92,8 @@ def measure(build, case):
         "build_s": build_s,
         "first_step_s": first_step_s,
         "warmup_s": warmup_s,
+        "warmup_steps_done": warmup_steps,
+        "warmup": warmup,
         "loss_first": loss_first,
         "loss_last": loss_last,
         "peak_device_bytes": workload.peak_device_bytes(),
