@@ -1,7 +1,7 @@
 """GPU variants of the framework environments, on a machine without a GPU.
 
 Every package of every cuda lock must exist in the package index with the very file hash the
-lock pins (checked against the index's JSON metadata: nothing is downloaded); asking for a cuda
+lock pins (checked against the index's simple pages: metadata only, nothing is downloaded); asking for a cuda
 build where no NVIDIA driver is loaded is one line and exit 2; results and `envs list` say which
 build ran.
 """
@@ -22,14 +22,16 @@ import pytest
 
 from dlperf.envs import lock, manage, registry
 
-INDEX_JSON = "https://pypi.org/pypi/{name}/{version}/json"
+SIMPLE_INDEX = "https://pypi.org/simple/{name}/"
+LINK = re.compile(r'href="[^"]*/([^/"#]+)#sha256=([0-9a-f]{64})"')
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s]+) --hash=sha256:([0-9a-f]{64})$")
 NO_DRIVER = not manage.driver_present()
 
 
 def dlperf(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    # wide enough that rich does not fold the table cells the tests read
     return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ))
+                          text=True, timeout=timeout, env=dict(os.environ, COLUMNS="250"))
 
 
 def cuda_sets() -> list[registry.Framework]:
@@ -45,12 +47,14 @@ def test_every_framework_declares_a_cuda_variant():
 
 
 def published_sha256(name: str, version: str) -> set[str]:
-    url = INDEX_JSON.format(name=name, version=version)
+    """The sha256 of every file the index publishes for ``name`` ``version``, read from its
+    simple index page (PEP 503: each link ends in #sha256=...)."""
+    url = SIMPLE_INDEX.format(name=re.sub(r"[-_.]+", "-", name).lower())
     for attempt in range(3):
         try:
             with urllib.request.urlopen(url, timeout=60) as response:
-                data = json.load(response)
-            return {f["digests"]["sha256"] for f in data["urls"]}
+                page = response.read().decode("utf-8", "replace")
+            break
         except urllib.error.HTTPError as error:
             if error.code == 404:
                 return set()
@@ -59,7 +63,14 @@ def published_sha256(name: str, version: str) -> set[str]:
         except urllib.error.URLError:
             if attempt == 2:
                 raise
-    return set()
+    stem = re.sub(r"[-_.]+", "_", name).lower()
+    out = set()
+    for filename, digest in LINK.findall(page):
+        normal = re.sub(r"[-_.]+", "_", filename).lower()
+        if normal.startswith(f"{stem}_{re.sub(r'[-_.]+', '_', version).lower()}_") or \
+                normal.startswith(f"{stem}_{re.sub(r'[-_.]+', '_', version).lower()}_tar"):
+            out.add(digest)
+    return out
 
 
 @pytest.mark.parametrize("fw", cuda_sets(), ids=lambda fw: fw.name)
@@ -87,7 +98,7 @@ def test_cuda_variant_without_a_driver_is_one_line_exit_2(name):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
-    assert lines[0].startswith("dlperf: --variant: cuda needs an NVIDIA driver"), lines[0]
+    assert lines[0].startswith("dlperf envs: error: --variant: cuda needs an NVIDIA driver"), lines[0]
 
 
 @pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
@@ -105,9 +116,16 @@ def test_default_variant_here_is_cpu_and_listed():
 def test_support_matrix_is_printed_from_the_declarations():
     proc = dlperf("envs", "list", "--support")
     assert proc.returncode == 0, proc.stderr
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in proc.stdout.splitlines()
-            if line.count("│") >= 7]
-    by_key = {(r[0], r[1]): r for r in rows if r and r[0]}
+    rows: list[list[str]] = []
+    for line in proc.stdout.splitlines():
+        if line.count("│") < 7:
+            continue
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells[0]:
+            rows.append(cells)
+        elif rows:  # a folded cell continues on the next line
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
+    by_key = {(r[0], r[1]): r for r in rows}
     assert by_key[("jax", "cpu")][4] == "unsupported / jax.jit (XLA), whole step, state donated"
     assert by_key[("tensorflow", "cpu")][4].startswith("tf.function graph / XLA")
     assert by_key[("torch", "cuda")][5] == "yes"
