@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf import models, stats
+from dlperf import hoststate, models, stats
 from dlperf.peak import peak_for
 from dlperf.spec import Case
 
@@ -152,6 +152,10 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     built_params = ok[0]["params"] if ok else None
     warnings = stats.spread_warnings(throughput, _values(ok, "drift"))
     warnings += stats.warmup_warnings(_values(ok, "warmup"))
+    for record in ok:
+        line = hoststate.competing(record.get("host") or {})
+        if line:
+            warnings.append(f"repeat {record['repeat'] + 1}: {line}")
     if built_params is not None and built_params != spec.params(dict(case.knobs)):
         warnings.append(f"backend built {built_params:,} parameters, the catalogue says "
                         f"{spec.params(dict(case.knobs)):,}")
@@ -188,4 +192,6 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "env": {**env, "worker": worker_env(repeats)},
         "ranks": rank_figures(ok),
         "launch": next((r["launch"] for r in repeats if r.get("launch")), None),
+        # per repeat: load, frequency, throttling, memory pressure before/after, others' CPU
+        "host": [r.get("host") for r in repeats],
     }

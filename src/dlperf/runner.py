@@ -21,14 +21,14 @@ from typing import Any
 
 import psutil
 
-from dlperf import launch, result, scaling, torchrun
+from dlperf import hoststate, launch, result, scaling, torchrun
 from dlperf.monitor import Monitor
 from dlperf.spec import Case
 from dlperf.store import Store
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
-FAILURES = ("oom", "timeout", "crash", "unsupported")
+FAILURES = ("oom", "timeout", "crash", "unsupported", "busy")  # busy: --require-quiet gave up
 # What a rank reports when another rank died under it: a consequence, never the cause to show.
 PEER_SYMPTOMS = ("connection closed by peer", "connection reset by peer", "broken pipe",
                  "remote worker crashing")
@@ -53,6 +53,7 @@ class Outcome:
     wall_s: float
     log_tail: str
     monitor: dict[str, Any]
+    host: dict[str, Any] | None = None
 
 
 def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
@@ -109,6 +110,9 @@ def _die_with_harness(parent_pid: int) -> Callable[[], None] | None:
 
 def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
     """Run a launch to completion or timeout, in its own session so it can be killed whole."""
+    before = hoststate.snapshot()
+    others = hoststate.OtherProcesses()
+    others.start()
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
@@ -127,8 +131,9 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
                 kill_tree(proc.pid)
                 proc.wait()
                 raise
+    host = {"before": before, "others": others.stop(proc.pid), "after": hoststate.snapshot()}
     return Outcome(proc.returncode, timed_out, time.monotonic() - start, _tail(log_path),
-                   watch.summary())
+                   watch.summary(), host)
 
 
 def _signal_failure(returncode: int) -> tuple[str, str]:
@@ -164,7 +169,8 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
     for path in sorted(out_dir.glob("rank*.json"), key=_rank_number):
         rank_results.append(json.loads(path.read_text()))
     record: dict[str, Any] = {"repeat": index, "wall_s": outcome.wall_s,
-                              "monitor": outcome.monitor, "ranks": rank_results}
+                              "monitor": outcome.monitor, "host": outcome.host,
+                              "ranks": rank_results}
     failed = sorted((r for r in rank_results if r["status"] != "ok"), key=is_peer_symptom)
     explained = None
     if explain is not None and not outcome.timed_out and (
@@ -201,7 +207,15 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
     return record
 
 
-def run_repeat(case: Case, index: int, launcher: Launcher) -> dict[str, Any]:
+def run_repeat(case: Case, index: int, launcher: Launcher,
+               require_quiet_s: float | None = None) -> dict[str, Any]:
+    """One repeat in fresh worker processes; with ``require_quiet_s``, only once the host has
+    been idle (waiting at most that long; a host that never quiets fails the case as busy)."""
+    if require_quiet_s is not None:
+        quiet, how = hoststate.wait_for_quiet(require_quiet_s)
+        if not quiet:
+            return {"repeat": index, "status": "busy", "error": how, "wall_s": 0.0,
+                    "ranks": [], "launch": None}
     with tempfile.TemporaryDirectory(prefix="dlperf-") as tmp:
         work = Path(tmp)
         case_file = work / "case.json"
@@ -224,8 +238,8 @@ def default_launcher(case: Case) -> Launcher:
 def run_case(case: Case, store: Store | None = None, launcher: Launcher | None = None,
              env: dict[str, Any] | None = None, sweep: str | None = None,
              on_repeat: Callable[[dict[str, Any]], None] | None = None,
-             run_id: int | None = None, done: list[dict[str, Any]] | None = None
-             ) -> dict[str, Any]:
+             run_id: int | None = None, done: list[dict[str, Any]] | None = None,
+             require_quiet_s: float | None = None) -> dict[str, Any]:
     """Measure ``case`` over its repeats and return the result object (DESIGN.md's contract).
 
     Stops at the first failed repeat: OOM, unsupported and crashes repeat themselves, and a
@@ -238,7 +252,7 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
         run_id = store.start_run(case.key(), case.label(), case.to_dict(), env, sweep)
     try:
         for index in range(len(repeats), case.repeats):
-            record = run_repeat(case, index, launcher)
+            record = run_repeat(case, index, launcher, require_quiet_s)
             repeats.append(record)
             if store is not None and run_id is not None:
                 store.add_repeat(run_id, index, record)

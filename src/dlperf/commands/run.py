@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,21 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_rendezvous_arguments(parser)
     parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
+    parser.add_argument("--require-quiet", type=float, nargs="?", const=QUIET_WAIT_S,
+                        default=None, metavar="SECONDS", dest="require_quiet_s",
+                        help="before each repeat wait until the host is idle (CPU < 10%% for "
+                             f"3 s), at most SECONDS (default {QUIET_WAIT_S:g}); a host that "
+                             "never quiets fails the case as busy")
     return parser
+
+
+QUIET_WAIT_S = 300.0
+
+
+def check_quiet_wait(seconds: float | None) -> float | None:
+    if seconds is not None and not (math.isfinite(seconds) and 0 < seconds <= 86400):
+        raise UsageError(f"--require-quiet: {seconds!r} must be seconds in (0, 86400]")
+    return seconds
 
 
 def write_json(path: Path, payload: Any) -> None:
@@ -146,6 +161,7 @@ def write_json(path: Path, payload: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     case = case_from_args(args)
+    quiet_wait = check_quiet_wait(args.require_quiet_s)
     rendezvous = rendezvous_from_args(args, case)
     envs.interpreter(case.framework)  # not installed: one line naming the install command
     launcher = runner.default_launcher(case)
@@ -158,7 +174,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             with display.progress(case) as on_repeat:
                 result = runner.run_case(case, store=store, env=env, on_repeat=on_repeat,
-                                         launcher=launcher)
+                                         launcher=launcher, require_quiet_s=quiet_wait)
         except runner.Interrupted as stop:
             result = stop.result
             show(result, args.db)
