@@ -14,7 +14,7 @@ from dlperf.errors import UsageError
 from dlperf.spec import SpecError
 from dlperf.store import StoreError
 
-COMMANDS = ("run", "models", "sysinfo", "results", "envs",
+COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
             "sweep", "report", "compare", "external", "infer", "accuracy")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

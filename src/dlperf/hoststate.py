@@ -153,7 +153,8 @@ class OtherProcesses:
             if delta > 0:
                 used[name] = used.get(name, 0.0) + delta
         total = sum(used.values())
-        top = sorted(used.items(), key=lambda kv: -kv[1])[:3]
+        top = sorted(((n, s) for n, s in used.items() if s / capacity >= 0.005),
+                 key=lambda kv: -kv[1])[:3]
         return {
             "other_cpu_s": round(total, 3),
             "other_cpu_share": round(total / capacity, 4),
