@@ -15,7 +15,7 @@ from dlperf.spec import SpecError
 from dlperf.store import StoreError
 
 COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
-            "sweep", "report", "compare", "external", "infer", "accuracy")
+            "sweep", "report", "compare", "ab", "external", "infer", "accuracy")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -1,0 +1,73 @@
+"""``dlperf ab --pairs N -- run A-FLAGS -- run B-FLAGS``: an interleaved A/B comparison."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from dlperf import ab, display
+from dlperf.commands.run import write_json
+from dlperf.errors import UsageError
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "ab", help="two cases alternately in fresh processes: ratio B/A with a bootstrap CI",
+        description="Each side is a dlperf measuring command: `-- run FLAGS` or `-- external "
+                    "FLAGS -- COMMAND`. The sides run one repeat at a time, A B, B A, A B, ...; "
+                    "the ratio of medians B/A gets a bootstrap 95%% interval over pairs. Prefer "
+                    "this to `compare --fail-on-regression` whenever both sides can run now: "
+                    "compare reads results measured at different times.")
+    parser.add_argument("--pairs", type=int, default=6, help="A/B pairs (default 6)")
+    parser.add_argument("--threshold", type=float, default=ab.DEFAULT_THRESHOLD * 100,
+                        metavar="PERCENT", help="ratios within this are 'same' (default 2)")
+    parser.add_argument("--json", type=Path, help="write the comparison to this file")
+    parser.add_argument("sides", nargs=argparse.REMAINDER, metavar="-- run A -- run B")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    if not 2 <= args.pairs <= 1000:
+        raise UsageError(f"--pairs: {args.pairs} must be between 2 and 1000")
+    if not (math.isfinite(args.threshold) and 0 <= args.threshold < 100):
+        raise UsageError(f"--threshold: {args.threshold!r} must be a percentage in [0, 100)")
+    tokens = list(args.sides)
+    if tokens[:1] != ["--"]:
+        tokens = ["--"] + tokens  # argparse may have eaten the first separator
+    sides = ab.split_sides(tokens)
+    if args.json:
+        write_json(args.json, {})  # a path that cannot be written fails now, not after the run
+
+    def say(turn: ab.Turn) -> None:
+        what = (f"{turn.throughput:,.2f}" if turn.throughput is not None
+                else f"{turn.status}: {turn.error}")
+        display.err.print(Text(f"pair {turn.pair + 1}/{args.pairs} {turn.side}: {what}"))
+
+    result = ab.compare(sides, args.pairs, args.threshold / 100.0, say)
+    summary = result.summary()
+    summary["sides"] = {"A": sides[0], "B": sides[1]}
+    table = Table(title="dlperf ab: interleaved, fresh processes")
+    for column in ("side", "command", "median", "values"):
+        table.add_column(column, overflow="fold")
+    for name, side in (("A", "a"), ("B", "b")):
+        values = summary[side]["values"]
+        table.add_row(name, Text(" ".join(summary["sides"][name])),
+                      f"{summary[side]['median']:,.2f}" if values else "-",
+                      Text(", ".join(f"{v:,.2f}" for v in values)))
+    display.out.print(table)
+    if summary["ratio"] is not None:
+        ci = summary["ci95"]
+        ci_text = f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else " (too few pairs for a CI)"
+        display.out.print(Text(f"B/A = {summary['ratio']:.3f}{ci_text} over {summary['pairs']} "
+                               f"pairs: {summary['verdict']}"))
+    for failed in summary.get("failed", []):
+        display.out.print(Text(f"side {failed['side']} failed in pair {failed['pair']}: "
+                               f"{failed['status']}: {failed['error']}"))
+    if args.json:
+        write_json(args.json, summary)
+    return 1 if summary.get("failed") else 0

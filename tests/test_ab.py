@@ -1,0 +1,93 @@
+"""`dlperf ab`: interleaving order, the ratio and its bootstrap interval by hand, and two real
+tiny cases through the command."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlperf import ab
+from dlperf.errors import UsageError
+
+TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--num-classes",
+        "10", "--warmup-steps", "2", "--steps", "3"]
+
+
+def test_order_alternates_who_goes_first():
+    assert ab.order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
+
+
+def test_ratio_ci_by_hand():
+    # identical pairs: every resample gives 2.0
+    assert ab.ratio_ci(np.array([1.0, 1.0, 1.0]), np.array([2.0, 2.0, 2.0])) == (2.0, 2.0)
+    # two pairs (1, 2) and (2, 2): resampled index pairs 00, 01, 10, 11 give A medians
+    # 1, 1.5, 1.5, 2 and B medians 2, so ratios 2, 4/3, 4/3, 1, each end with ~25% mass:
+    # the 2.5th and 97.5th percentiles are exactly 1 and 2
+    assert ab.ratio_ci(np.array([1.0, 2.0]), np.array([2.0, 2.0])) == (1.0, 2.0)
+    assert ab.ratio_ci(np.array([1.0]), np.array([2.0])) is None
+
+
+@pytest.mark.parametrize("ratio, ci, verdict", [
+    (1.01, (0.90, 1.10), "same"),      # within the threshold
+    (1.10, (0.95, 1.20), "same"),      # interval includes 1
+    (1.10, (1.05, 1.15), "faster"),
+    (0.90, (0.85, 0.95), "slower"),
+    (1.30, None, "same"),              # no interval, no claim
+])
+def test_verdict(ratio, ci, verdict):
+    assert ab.verdict(ratio, ci, 0.02) == verdict
+
+
+def test_sides_split_on_measuring_commands_only():
+    sides = ab.split_sides(["--", "run", "--model", "x", "--", "external", "--name", "h",
+                            "--", "python", "loop.py"])
+    assert sides == [["run", "--model", "x"], ["external", "--name", "h", "--", "python",
+                                                "loop.py"]]
+    with pytest.raises(UsageError, match="need exactly two"):
+        ab.split_sides(["--", "run", "--model", "x"])
+    with pytest.raises(UsageError, match="--repeats is set by dlperf ab"):
+        ab.split_sides(["--", "run", "--repeats", "3", "--", "run"])
+
+
+def test_two_real_tiny_cases(tmp_path: Path):
+    out = tmp_path / "ab.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", "3", "--json", str(out),
+         "--", "run", *TINY, "--batch-size", "2", "--", "run", *TINY, "--batch-size", "4"],
+        capture_output=True, text=True, timeout=900, env=dict(os.environ), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out.read_text())
+    a, b = data["a"]["values"], data["b"]["values"]
+    assert data["pairs"] == 3 and len(a) == len(b) == 3 and all(v > 0 for v in a + b)
+    assert data["ratio"] == pytest.approx(statistics.median(b) / statistics.median(a))
+    low, high = data["ci95"]
+    assert low <= data["ratio"] <= high
+    assert data["verdict"] == ab.verdict(data["ratio"], (low, high), 0.02)
+    assert data["sides"]["B"][-2:] == ["--batch-size", "4"]
+    # the order on stderr: A B, B A, A B
+    turns = [line.split(":")[0].split()[-1] for line in proc.stderr.splitlines()
+             if line.startswith("pair ")]
+    assert turns == ["A", "B", "B", "A", "A", "B"]
+    assert f"B/A = {data['ratio']:.3f}" in proc.stdout
+    assert not (tmp_path / "dlperf.db").exists()  # the turns use ab's own scratch database
+
+
+def test_a_failing_side_ends_the_comparison_with_its_reason(tmp_path: Path):
+    out = tmp_path / "ab.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", "2", "--json", str(out),
+         "--", "run", *TINY, "--batch-size", "2", "--", "run", *TINY, "--batch-size", "2",
+         "--precision", "tf32"],
+        capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    assert proc.returncode == 1
+    data = json.loads(out.read_text())
+    (failed,) = data["failed"]
+    assert failed["side"] == "B" and failed["status"] == "unsupported"
+    assert "tf32 needs a CUDA device" in failed["error"]
