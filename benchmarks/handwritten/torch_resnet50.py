@@ -1,0 +1,44 @@
+"""A hand-written PyTorch training loop for ResNet-50 v1.5: the reference dlperf is checked
+against.
+
+What a PyTorch user writes for speed on a CPU: channels_last, autocast when asked, SGD momentum,
+synthetic data made once, torch.compile when asked, subnormals flushed (as dlperf's torch backend
+does on CPU). Same network module as the backend.
+
+    python torch_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE
+
+Prints {"throughput": samples/s} on its last line.
+"""
+import json, sys, time
+import torch
+import torch.nn.functional as F
+from dlperf.backends.torch.resnet import ResNet50
+
+batch, size, warmup, steps, precision, compiled = sys.argv[1:7]
+batch, size, warmup, steps = int(batch), int(size), int(warmup), int(steps)
+torch.manual_seed(0)
+torch.set_flush_denormal(True)  # as dlperf's torch backend does on CPU (see its build())
+model = ResNet50(1000).to(memory_format=torch.channels_last).train()
+if compiled == "1":
+    model = torch.compile(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+x = torch.randn(batch, 3, size, size).contiguous(memory_format=torch.channels_last)
+y = torch.randint(0, 1000, (batch,))
+dtype = {"amp-bf16": torch.bfloat16}.get(precision)
+
+def step():
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+for _ in range(warmup):
+    step()
+start = time.perf_counter()
+for _ in range(steps):
+    loss = step()
+elapsed = time.perf_counter() - start
+assert torch.isfinite(loss)
+print(json.dumps({"throughput": batch * steps / elapsed}))
