@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup envs browser run test clean
+.PHONY: setup envs browser run test clean cuda-locks
 
 setup: $(STAMP)
 
@@ -40,3 +40,10 @@ test: setup envs browser
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
+
+# Re-resolve every cuda lock from its .in file and fail if one moved (needs the package index;
+# resolves metadata only where the index serves it). Not run by CI: `make test` checks the pins.
+CUDA_LOCKS ?= torch tensorflow tensorflow1 jax paddle onnxruntime
+cuda-locks: setup
+	for fw in $(CUDA_LOCKS); do $(BIN)/dlperf envs lock $$fw --variant cuda || exit 1; done
+	git diff --exit-code -- src/dlperf/envs/requirements/
