@@ -1,0 +1,55 @@
+"""Apache MXNet 1.9 (Gluon) backend: what it runs (``SUPPORT``), and ``build`` from :mod:`.backend`.
+
+Light to import (standard library only): the harness reads ``SUPPORT`` without MXNet.
+
+What was verified on this project's CPU (Intel Xeon with AVX-512 and DL Boost, no avx512_bf16 or
+AMX), mxnet 1.9.1 from PyPI: with ``mxnet.contrib.amp.init(target_dtype="bfloat16")``
+Convolution and FullyConnected outputs are bfloat16 and oneDNN runs them with its ``jit_bf16``
+kernels (``DNNL_VERBOSE``: ``jit_bf16:avx512_core``, bf16 sources, weights and destinations), so
+amp-bf16 is declared even where it is slower than fp32; the build checks it again on the machine
+at hand and records which operators ended up in bf16. float16 has no CPU kernels.
+"""
+
+from typing import Any, Dict
+
+from dlperf.worker.support import Support
+
+CPU_FP16 = ("mxnet 1.9.1 has no float16 kernels on a CPU: mxnet.contrib.amp float16 casts a "
+            "convolution and MXNet fails with 'FP16 gemm on cpu not implemented!'")
+NOT_OFFERED = ("the mxnet backend offers fp32 and mixed precision (amp-bf16: mxnet.contrib.amp, "
+               "fp32 weights, bf16 Convolution/FullyConnected) only")
+NO_GPU_BUILD = ("the mxnet environment is the CPU build of mxnet 1.9.1 from PyPI; the "
+                "backend runs on cpu only")
+
+SUPPORT = Support(
+    framework="mxnet",
+    models=("resnet50", "bert-base"),
+    precisions={
+        "cpu": {"train": ("fp32", "amp-bf16"), "infer": ("fp32", "amp-bf16")},
+    },
+    modes={False: "imperative (Gluon, not hybridized)",
+           True: "hybridize(static_alloc=True, static_shape=True)"},
+    reasons={
+        "cuda": NO_GPU_BUILD,
+        "cpu/tf32": "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run "
+                    "is on cpu",
+        "cpu/amp-fp16": "precision amp-fp16: " + CPU_FP16,
+        "cpu/fp16": "precision fp16: " + CPU_FP16,
+        "bf16": "precision bf16: a whole-model bf16 cast is not offered; " + NOT_OFFERED,
+        "train/int8": "precision int8: int8 training does not exist in MXNet; " + NOT_OFFERED,
+        "int8": "precision int8: MXNet's post-training quantization (mxnet.contrib.quantization) "
+                "is not wired into this backend; " + NOT_OFFERED,
+    },
+)
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    from dlperf.backends.mxnet.workload import select_context
+    return "cuda" if select_context(requested).device_type == "gpu" else "cpu"
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Any
+    from dlperf.backends.mxnet.backend import build as build_workload
+    return build_workload(case)

@@ -1,0 +1,191 @@
+"""MXNet 1.9 backend (Gluon): ``build(case)`` turns a case dict into a ready Workload.
+
+Everything one-off happens here, outside the timed window: OpenMP threads, AMP initialisation
+(before the model is built, as ``mxnet.contrib.amp`` requires), model construction and
+initialisation on the device, synthetic data (once, on the device, seeded), the Gluon Trainer,
+and ``hybridize`` for ``--compile`` (the cached graph is built lazily in the first step, which
+the timing loop times apart).
+"""
+
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
+
+import mxnet as mx
+from mxnet import gluon
+from mxnet.gluon import HybridBlock
+
+from dlperf import models
+from dlperf.backends import synthetic
+from dlperf.backends.mxnet.bert import BertForPreTraining, pretraining_loss
+from dlperf.backends.mxnet.optim import AdamW
+from dlperf.backends.mxnet.resnet import ResNet50
+from dlperf.backends.mxnet.workload import (
+    MXNetWorkload,
+    Precision,
+    configure_threads,
+    count_params,
+    op_dtypes,
+    rank,
+    runtime_info,
+    select_context,
+)
+from dlperf.worker.workload import UnsupportedError, Workload
+
+__all__ = ["build"]
+
+# MXNet 1.9.1's CPU convolutions (oneDNN and the native ones) refuse NHWC ("could not create a
+# descriptor for a dilated convolution forward propagation primitive"), so NCHW it is.
+LAYOUT = "NCHW"
+HYBRIDIZE = "hybridize(static_alloc=True, static_shape=True)"
+
+# What a model builder hands back: the bare network (for counting and the optimizer), a block
+# that computes the step's scalar from the stored batch, the batch, the trainer and descriptions.
+Parts = NamedTuple(
+    "Parts",
+    [
+        ("model", HybridBlock),
+        ("objective", HybridBlock),  # objective(*inputs) -> loss (or an output summary)
+        ("inputs", List[Any]),
+        ("make_trainer", Callable[[Any], Any]),
+        ("clip", Optional[float]),
+        ("layout", str),
+        ("optimizer_desc", str),
+    ],
+)
+
+
+class _ResNetObjective(HybridBlock):
+    """Forward and loss in one block, so ``hybridize`` compiles both."""
+
+    def __init__(self, model, train, **kwargs):
+        # type: (HybridBlock, bool, **Any) -> None
+        super(_ResNetObjective, self).__init__(**kwargs)
+        self.model = model
+        self.train_mode = train
+
+    def hybrid_forward(self, F, images, labels=None):
+        # type: (Any, Any, Any) -> Any
+        logits = F.amp_cast(self.model(images), dtype="float32")
+        if self.train_mode:
+            return -F.mean(F.pick(F.log_softmax(logits, axis=-1), labels, axis=-1))
+        return F.mean(logits)
+
+
+class _BertObjective(HybridBlock):
+    def __init__(self, model, train, **kwargs):
+        # type: (HybridBlock, bool, **Any) -> None
+        super(_BertObjective, self).__init__(**kwargs)
+        self.model = model
+        self.train_mode = train
+
+    def hybrid_forward(self, F, ids, token_types, mlm_labels=None, nsp_labels=None):
+        # type: (Any, Any, Any, Any, Any) -> Any
+        mlm_logits, nsp_logits = self.model(ids, token_types)
+        mlm_logits = F.amp_cast(mlm_logits, dtype="float32")
+        nsp_logits = F.amp_cast(nsp_logits, dtype="float32")
+        if self.train_mode:
+            return pretraining_loss(F, mlm_logits, nsp_logits, mlm_labels, nsp_labels)
+        return F.mean(mlm_logits) + F.mean(nsp_logits)
+
+
+def _resnet50(knobs, batch, train, ctx, seed):
+    # type: (Dict[str, int], int, bool, Any, int) -> Parts
+    size, classes = knobs["image_size"], knobs["num_classes"]
+    final = models.resnet50_convs(size)[-1].size_out
+    if train and batch * final * final < 2:
+        raise UnsupportedError(
+            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
+            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    model = ResNet50(classes)
+    data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
+    inputs = [mx.nd.array(data["images"], ctx=ctx, dtype="float32")]
+    if train:
+        inputs.append(mx.nd.array(data["labels"], ctx=ctx, dtype="float32"))
+
+    def make_trainer(params):
+        # type: (Any) -> Any
+        # MXNet's sgd_mom_update: state = 0.9 state - lr (g + wd w); w += state, which is
+        # PyTorch's SGD(momentum=0.9, weight_decay=1e-4) at a constant learning rate
+        return gluon.Trainer(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4})
+
+    return Parts(model, _ResNetObjective(model, train), inputs, make_trainer, None, LAYOUT,
+                 "SGD(lr=0.1, momentum=0.9, L2 weight_decay=1e-4)")
+
+
+def _bert(knobs, batch, train, ctx, seed):
+    # type: (Dict[str, int], int, bool, Any, int) -> Parts
+    s, v = knobs["seq_len"], knobs["vocab_size"]
+    model = BertForPreTraining(
+        vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"], heads=knobs["heads"],
+        intermediate=knobs["intermediate"], max_positions=knobs["max_positions"],
+        type_vocab=knobs["type_vocab"])
+    data = synthetic.bert_batch(batch, s, v, knobs["type_vocab"], seed)
+    inputs = [mx.nd.array(data["input_ids"], ctx=ctx, dtype="int32"),
+              mx.nd.array(data["token_type_ids"], ctx=ctx, dtype="int32")]
+    if train:
+        inputs += [mx.nd.array(data["mlm_labels"], ctx=ctx, dtype="float32"),
+                   mx.nd.array(data["nsp_labels"], ctx=ctx, dtype="float32")]
+    clip, clip_desc = models.gradient_clip(knobs)
+
+    def make_trainer(params):
+        # type: (Any) -> Any
+        # torch.optim.AdamW's settings; update_on_kvstore=False lets the step clip in between
+        optimizer = AdamW(learning_rate=1e-4, beta1=0.9, beta2=0.999, epsilon=1e-8, wd=0.01)
+        return gluon.Trainer(params, optimizer, update_on_kvstore=False)
+
+    return Parts(model, _BertObjective(model, train), inputs, make_trainer, clip,
+                 "batch-major (B, S, H)",
+                 "AdamW(lr=1e-4, weight_decay=0.01, fused _multi_adamw_update), " + clip_desc)
+
+
+BUILDERS = {
+    "resnet50": _resnet50,
+    "bert-base": _bert,
+}  # type: Dict[str, Callable[..., Parts]]
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Workload
+    name = case["model"]
+    knobs = models.resolve_knobs(name, case.get("knobs") or {})
+    task = case["task"]
+    train = task == "train"
+    batch = int(case["batch_size"])
+    seed = int(case.get("seed", 0)) + rank()
+
+    threads = configure_threads()
+    ctx = select_context(case.get("device", "auto"))
+    precision = Precision(case["precision"], ctx)  # AMP must be on before the model exists
+    mx.random.seed(seed, ctx="all")
+    parts = BUILDERS[name](knobs, batch, train, ctx, seed)
+
+    model = parts.model
+    model.initialize(ctx=ctx)  # each parameter carries its own initializer
+    params = count_params(model)
+    objective = parts.objective
+    info = runtime_info(ctx, threads)
+    info.update(precision.info())
+    if precision.dtype is not None:
+        # which operators really compute in bf16 in this very network
+        dtypes = op_dtypes(objective, parts.inputs)
+        info["op_dtypes"] = dtypes
+        if not dtypes.get("bfloat16"):
+            raise UnsupportedError("precision %s: mxnet.contrib.amp converted no operator of %s "
+                                   "to bfloat16" % (precision.name, name))
+    info["compute_dtype"] = precision.dtype or "float32"
+
+    trainer = parts.make_trainer(model.collect_params()) if train else None
+    compiled = bool(case.get("compile", False))
+    if compiled:
+        objective.hybridize(static_alloc=True, static_shape=True)
+    info.update({
+        "model": name,
+        "knobs": knobs,
+        "task": task,
+        "layout": parts.layout,
+        "optimizer": parts.optimizer_desc if train else None,
+        "compile": compiled,
+        "compile_mode": HYBRIDIZE if compiled else "imperative (Gluon blocks not hybridized)",
+        "data": "synthetic, generated once (numpy, seeded) and copied to the device",
+    })
+    return MXNetWorkload(objective, parts.inputs, trainer, parts.clip if train else None, batch,
+                         params, info)

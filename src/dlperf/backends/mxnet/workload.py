@@ -1,0 +1,251 @@
+"""Device, threads, precision and the Workload shared by every MXNet model.
+
+The model files only describe networks; everything that changes *how* they run (AMP, OpenMP
+threads, hybridize) lives here so every model is measured under the same rules.
+
+Threads: MXNet sizes its OpenMP pool when ``libmxnet.so`` loads. With ``OMP_NUM_THREADS`` set it
+uses that count (and dlperf also sets it through ``MXSetNumOMPThreads``, as the harness does for
+several processes); unset, MXNet's own default applies (``omp_get_num_procs()``, halved on x86 for
+hyper-threading), which dlperf leaves alone and records.
+"""
+
+import ctypes
+import json
+import os
+from collections import defaultdict
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import mxnet as mx
+from mxnet import autograd
+from mxnet.contrib import amp
+from mxnet.contrib.amp.amp import bfloat16  # numpy's view of MXNet's bfloat16
+from mxnet.gluon.utils import clip_global_norm
+
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+
+# MXNet's engine settings and their documented defaults (read by libmxnet at load)
+ENGINE_VARIABLES = {
+    "MXNET_ENGINE_TYPE": "ThreadedEnginePerDevice",
+    "MXNET_CPU_WORKER_NTHREADS": "1",
+    "MXNET_CPU_PRIORITY_NTHREADS": "4",
+    "MXNET_OMP_MAX_THREADS": None,
+    "MXNET_EXEC_BULK_EXEC_TRAIN": "1",
+    "MXNET_EXEC_BULK_EXEC_INFERENCE": "1",
+    "MXNET_MKLDNN_ENABLED": "1",
+}
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # CPU instructions with native bf16 arithmetic
+
+
+def world_size():
+    # type: () -> int
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank():
+    # type: () -> int
+    return int(os.environ.get("RANK", "0"))
+
+
+def _omp_max_threads():
+    # type: () -> Optional[int]
+    """The OpenMP runtime's thread count as libmxnet's own runtime reports it."""
+    try:
+        return int(mx.base._LIB.omp_get_max_threads())
+    except AttributeError:
+        return None
+
+
+def configure_threads():
+    # type: () -> Dict[str, Any]
+    """Apply OMP_NUM_THREADS when given; otherwise keep MXNet's default. Returns the facts."""
+    given = os.environ.get("OMP_NUM_THREADS")
+    if given:
+        mx.base.check_call(mx.base._LIB.MXSetNumOMPThreads(ctypes.c_int(int(given))))
+        source = "OMP_NUM_THREADS, applied with MXSetNumOMPThreads"
+    else:
+        source = ("MXNet's default (OMP_NUM_THREADS unset): omp_get_num_procs(), halved on x86 "
+                  "for hyper-threading")
+    engine = {k: os.environ.get(k, default) for k, default in ENGINE_VARIABLES.items()}
+    return {
+        "omp_num_threads": _omp_max_threads(),
+        "omp_threads_set_by": source,
+        "omp_num_procs": int(mx.base._LIB.omp_get_num_procs())
+        if hasattr(mx.base._LIB, "omp_get_num_procs") else None,
+        "engine": engine,
+    }
+
+
+def select_context(requested):
+    # type: (str) -> Any
+    """Resolve ``auto``/``cpu``/``cuda`` to an MXNet context."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    gpus = mx.context.num_gpus()
+    if requested == "cuda" and not gpus:
+        raise UnsupportedError(
+            "device cuda requested but mxnet %s sees no CUDA device (the mxnet environment is "
+            "the CPU build from PyPI)" % mx.__version__)
+    if requested == "cpu" or not gpus:
+        return mx.cpu()
+    return mx.gpu(int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def bf16_name(dtype):
+    # type: (Any) -> str
+    """numpy dtype -> name; MXNet's bfloat16 is a numpy struct dtype ``[('bfloat16', '<u2')]``."""
+    return "bfloat16" if dtype == bfloat16 else getattr(dtype, "__name__", str(dtype))
+
+
+class Precision(object):
+    """What a precision name means in MXNet: ``mxnet.contrib.amp`` initialised for bfloat16
+    before the model is built (Convolution and FullyConnected cast to bf16, fp32 weights and
+    gradients, no loss scaling: bf16 has fp32's range). Checked by running one amp-wrapped
+    Convolution and refused when its output is not bf16."""
+
+    def __init__(self, name, ctx):
+        # type: (str, Any) -> None
+        self.name = name  # which precisions run where: SUPPORT in __init__
+        self.dtype = "bfloat16" if name == "amp-bf16" else None  # type: Optional[str]
+        if self.dtype is not None:
+            amp.init(target_dtype=self.dtype)
+            self._probe(ctx)
+
+    def _probe(self, ctx):
+        # type: (Any) -> None
+        data = mx.nd.ones((1, 4, 4, 4), ctx=ctx)
+        weight = mx.nd.ones((4, 4, 3, 3), ctx=ctx)
+        try:
+            out = mx.nd.Convolution(data, weight, kernel=(3, 3), num_filter=4, no_bias=True)
+            out.wait_to_read()
+        except mx.base.MXNetError as exc:
+            raise UnsupportedError("precision %s: mxnet %s cannot run a bf16 convolution on %s: %s"
+                                   % (self.name, mx.__version__, ctx, str(exc).strip()[-300:]))
+        if out.dtype != bfloat16:
+            raise UnsupportedError("precision %s: mxnet.contrib.amp left a convolution on %s in %s"
+                                   % (self.name, ctx, bf16_name(out.dtype)))
+
+    def info(self):
+        # type: () -> Dict[str, Any]
+        flags = set()  # type: set
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("flags"):
+                        flags = set(line.split(":", 1)[1].split())
+                        break
+        except OSError:
+            pass
+        return {
+            "precision": self.name,
+            "amp": "mxnet.contrib.amp.init(target_dtype=%r)" % self.dtype if self.dtype else None,
+            "amp_dtype": self.dtype,
+            "amp_lp16_ops": amp.list_lp16_ops(bfloat16) if self.dtype else None,
+            "grad_scaler": False,
+            "cpu_bf16_instructions": sorted(flags.intersection(BF16_FLAGS)),
+        }
+
+
+def op_dtypes(block, inputs):
+    # type: (Any, Sequence[Any]) -> Dict[str, Dict[str, int]]
+    """Trace ``block`` symbolically and count its operators by output dtype: with AMP on, which
+    operators really compute in bf16 (``{"bfloat16": {"Convolution": 53, ...}, ...}``)."""
+    names = ["in%d" % i for i in range(len(inputs))]
+    out = block(*[mx.sym.var(n) for n in names])
+    if isinstance(out, (list, tuple)):
+        out = mx.sym.Group(list(out))
+    internals = out.get_internals()
+    used = set(internals.list_arguments())  # inference leaves the labels unused
+    _, types, _ = internals.infer_type(
+        **{n: x.dtype for n, x in zip(names, inputs) if n in used})
+    by_output = dict(zip(internals.list_outputs(), types))
+    counts = defaultdict(lambda: defaultdict(int))  # type: Dict[str, Dict[str, int]]
+    for node in json.loads(internals.tojson())["nodes"]:
+        if node["op"] in ("null", "amp_cast", "amp_multicast"):
+            continue
+        dtype = by_output.get(node["name"] + "_output", by_output.get(node["name"] + "_output0"))
+        if dtype is not None:
+            counts[bf16_name(dtype)][node["op"]] += 1
+    return {k: dict(sorted(v.items())) for k, v in counts.items()}
+
+
+class MXNetWorkload(Workload):
+    """A forward-and-loss HybridBlock, its Gluon Trainer, and one synthetic batch on the device.
+
+    ``step()`` records the forward under autograd, runs backward and the trainer's update
+    (the loss is already a mean, so the Trainer's batch scale is 1); with a gradient clip the
+    update is split into allreduce, ``clip_global_norm`` and update, as Gluon's own recipe has
+    it. Inference runs the block outside ``autograd.record`` (eval mode). MXNet is
+    asynchronous: ``step`` only queues work on the engine; ``sync`` waits for all of it.
+    """
+
+    def __init__(self, objective, inputs, trainer, clip, samples_per_step, params, info):
+        # type: (Callable[..., Any], Sequence[Any], Any, Optional[float], int, int, Dict[str, Any]) -> None
+        self.objective = objective
+        self.inputs = list(inputs)
+        self.trainer = trainer
+        self.clip = clip
+        self.grads = []  # type: List[Any]
+        if trainer is not None and clip:
+            self.grads = [p.grad() for p in trainer._params if p.grad_req != "null"]
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.info = info
+
+    def step(self):
+        # type: () -> Any
+        if self.trainer is None:
+            return self.objective(*self.inputs)
+        with autograd.record():
+            loss = self.objective(*self.inputs)
+        loss.backward()
+        if self.clip:
+            self.trainer.allreduce_grads()
+            # check_isfinite=False keeps the norm on the engine (no host sync per step)
+            clip_global_norm(self.grads, self.clip, check_isfinite=False)
+            self.trainer.update(1)
+        else:
+            self.trainer.step(1)
+        return loss
+
+    def sync(self):
+        # type: () -> None
+        mx.nd.waitall()
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(handle.asscalar())
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        return None
+
+
+def count_params(block):
+    # type: (Any) -> int
+    """Trainable parameters (grad_req not "null": BatchNorm's running statistics are not)."""
+    total = 0
+    for p in block.collect_params().values():
+        if p.grad_req != "null":
+            n = 1
+            for d in p.shape:
+                n *= int(d)
+            total += n
+    return total
+
+
+def runtime_info(ctx, threads):
+    # type: (Any, Dict[str, Any]) -> Dict[str, Any]
+    """Facts about this MXNet and device that change performance and belong with a result;
+    ``threads`` is what :func:`configure_threads` applied."""
+    features = mx.runtime.Features()
+    info = {
+        "mxnet_version": mx.__version__,
+        "mxnet_features": sorted(k for k, f in features.items() if f.enabled),
+        "onednn": features.is_enabled("MKLDNN"),
+        "device": str(ctx),
+        "world_size": world_size(),
+        "rank": rank(),
+    }  # type: Dict[str, Any]
+    info.update(threads)
+    info["device_name"] = cpu_name() if ctx.device_type == "cpu" else "gpu:%d" % ctx.device_id
+    return info
