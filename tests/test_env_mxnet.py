@@ -1,0 +1,221 @@
+"""MXNet 1.9.1: its environment, its Gluon models, its AdamW, and real tiny runs.
+
+The environment comes from the pinned set the project ships (`make test` installs it first
+through `make envs`; the fixture's install is then a no-op, or does the install itself when run
+alone). Everything else runs real code in that environment: the model files and the optimizer
+in its interpreter, and the real `dlperf` command with real workers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dlperf import envs, launch, models
+
+TIMEOUT = 1200
+TINY = {
+    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
+    # a narrow 2-layer BERT: the step is the real one, the shapes are small
+    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
+                  "--knob", "layers=2", "--knob", "hidden=64", "--knob", "heads=2",
+                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
+}
+SHORT = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
+
+
+@pytest.fixture(scope="module")
+def mxnet_env() -> str:
+    """The environment, installed from its pinned set (cached: a no-op when current)."""
+    done = envs.install("mxnet", say=lambda line: None)
+    assert done.action in ("installed", "up to date")
+    return envs.interpreter("mxnet")
+
+
+def run_dlperf(*args: str, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, env={**os.environ, **(env or {})})
+
+
+def run_in_env(python: str, code: str) -> str:
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=launch.worker_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def measure(tmp_path, *args: str, env: dict[str, str] | None = None
+            ) -> tuple[subprocess.CompletedProcess[str], dict]:
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", "mxnet", *args, *SHORT,
+                      "--db", str(tmp_path / "r.db"), "--json", str(out), env=env)
+    return proc, json.loads(out.read_text())
+
+
+def test_environment_matches_pinned_set(mxnet_env):
+    st = envs.status("mxnet")
+    assert st.state == "installed", st
+    assert st.version == "1.9.1"
+    assert st.python and st.python.startswith("3.11.")
+    pins = envs.registry.get("mxnet").requirement_lines()
+    assert pins and all("==" in line for line in pins)  # every package pinned exactly
+    assert "mxnet==1.9.1" in pins
+    numpy = next(line.split("==")[1] for line in pins if line.startswith("numpy=="))
+    assert tuple(int(x) for x in numpy.split(".")[:2]) < (1, 24)  # mxnet 1.9 needs < 1.24
+    assert envs.install("mxnet", say=lambda line: None).action == "up to date"
+
+
+def test_envs_check_runs_a_tiny_training_case(mxnet_env):
+    proc = run_dlperf("envs", "check", "mxnet")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "import ok, version 1.9.1" in proc.stdout
+    assert "tiny training step ok" in proc.stdout
+
+
+def test_both_models_have_the_catalogue_parameter_count(mxnet_env):
+    """Built inside MXNet's own interpreter at default (full-size) knobs; no forward needed."""
+    out = run_in_env(mxnet_env, """
+import json
+from dlperf.backends.mxnet import bert, resnet
+from dlperf.backends.mxnet.workload import count_params
+print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "bert-base": count_params(bert.BertForPreTraining())}))
+""")
+    built = json.loads(next(x for x in out.splitlines() if x.startswith("PARAMS="))[7:])
+    assert built == {"resnet50": models.get("resnet50").params(),
+                     "bert-base": models.get("bert-base").params()}
+    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+
+
+def test_adamw_is_torch_adamw_arithmetic(mxnet_env):
+    """The Trainer's AdamW (fused multi-tensor and single-tensor paths) against PyTorch's
+    AdamW formula written out in numpy, over several steps with a gradient each step."""
+    out = run_in_env(mxnet_env, """
+import json, numpy as np, mxnet as mx
+from mxnet import autograd, gluon
+from dlperf.backends.mxnet.optim import AdamW
+lr, b1, b2, eps, wd = 1e-2, 0.9, 0.999, 1e-8, 0.01
+rng = np.random.RandomState(0)
+errors = {}
+for count in (1, 5):   # 1 weight: adamw_update; 5 weights: _multi_adamw_update in groups of 4
+    params = gluon.ParameterDict()
+    init = [rng.standard_normal((3, 4)).astype(np.float32) for _ in range(count)]
+    for i, w in enumerate(init):
+        p = params.get("w%d" % i, shape=w.shape)
+        p.initialize(init=mx.init.Constant(mx.nd.array(w)))
+    trainer = gluon.Trainer(params, AdamW(learning_rate=lr, beta1=b1, beta2=b2, epsilon=eps,
+                                          wd=wd), update_on_kvstore=False)
+    ref = [w.astype(np.float64) for w in init]
+    m = [np.zeros_like(w) for w in ref]
+    v = [np.zeros_like(w) for w in ref]
+    for t in range(1, 6):
+        grads = [rng.standard_normal(w.shape).astype(np.float32) for w in init]
+        with autograd.record():  # d/dw sum(w * g) = g
+            total = mx.nd.add_n(*[(p.data() * mx.nd.array(g)).sum()
+                                  for p, g in zip(params.values(), grads)])
+        total.backward()
+        trainer.update(1)
+        for i, g in enumerate(grads):
+            ref[i] *= 1 - lr * wd
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g.astype(np.float64) ** 2
+            ref[i] -= lr * (m[i] / (1 - b1 ** t)) / (np.sqrt(v[i] / (1 - b2 ** t)) + eps)
+    errors[count] = max(float(np.abs(p.data().asnumpy() - r).max())
+                        for p, r in zip(params.values(), ref))
+    errors["moved_%d" % count] = max(float(np.abs(p.data().asnumpy() - w).max())
+                                     for p, w in zip(params.values(), init))
+print("ERR=" + json.dumps(errors))
+""")
+    errors = json.loads(next(x for x in out.splitlines() if x.startswith("ERR="))[4:])
+    assert errors["moved_1"] > 1e-2 and errors["moved_5"] > 1e-2  # five steps of lr 1e-2
+    assert errors["1"] < 1e-5 and errors["5"] < 1e-5, errors
+
+
+CASES = [
+    ("resnet50", []),
+    ("resnet50", ["--compile"]),
+    ("bert-base", []),
+    ("bert-base", ["--compile"]),
+    ("resnet50", ["--compile", "--precision", "amp-bf16"]),
+    ("bert-base", ["--precision", "amp-bf16"]),
+]
+
+
+@pytest.mark.parametrize("model,extra", CASES, ids=[f"{m}-{'-'.join(e) or 'imperative'}"
+                                                   for m, e in CASES])
+def test_tiny_training_case_runs_ok(mxnet_env, model, extra, tmp_path):
+    proc, result = measure(tmp_path, *TINY[model], *extra)
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
+    assert result["model"]["params"] == result["model"]["catalogue_params"]
+    assert result["throughput"]["median"] > 0
+    worker = result["env"]["worker"]
+    assert str(envs.env_dir("mxnet")) in json.dumps(worker)  # ran in MXNet's environment
+    info = worker["framework"]
+    assert info["mxnet_version"] == "1.9.1" and info["onednn"] is True
+    compiled = "--compile" in extra
+    assert info["compile"] is compiled
+    assert info["compile_mode"] == ("hybridize(static_alloc=True, static_shape=True)" if compiled
+                                    else "imperative (Gluon blocks not hybridized)")
+    assert info["layout"] == ("NCHW" if model == "resnet50" else "batch-major (B, S, H)")
+    assert info["omp_num_threads"] >= 1 and info["engine"]["MXNET_ENGINE_TYPE"]
+    if "amp-bf16" in extra:
+        # amp really converted the network's matrix operators to bf16
+        assert info["compute_dtype"] == "bfloat16"
+        heavy = "Convolution" if model == "resnet50" else "FullyConnected"
+        assert info["op_dtypes"]["bfloat16"][heavy] >= 1
+        assert heavy not in info["op_dtypes"].get("float32", {})
+    else:
+        assert info["compute_dtype"] == "float32" and "op_dtypes" not in info
+    if model == "bert-base":
+        assert info["optimizer"].startswith("AdamW") and "global-norm clip 1" in info["optimizer"]
+
+
+@pytest.mark.parametrize("model,extra", [("resnet50", []),
+                                         ("bert-base", ["--compile", "--precision", "amp-bf16"])],
+                         ids=["resnet50-fp32", "bert-base-compile-amp-bf16"])
+def test_tiny_inference_case_runs_ok(mxnet_env, model, extra, tmp_path):
+    proc, result = measure(tmp_path, *TINY[model], "--task", "infer", *extra)
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    info = result["env"]["worker"]["framework"]
+    assert info["task"] == "infer" and info["optimizer"] is None
+    assert result["latency_ms"]["n"] >= 2
+
+
+def test_omp_num_threads_is_applied_and_recorded(mxnet_env, tmp_path):
+    proc, result = measure(tmp_path, *TINY["resnet50"], env={"OMP_NUM_THREADS": "1"})
+    assert result["status"] == "ok", result["error"]
+    info = result["env"]["worker"]["framework"]
+    assert info["omp_num_threads"] == 1
+    assert info["omp_threads_set_by"].startswith("OMP_NUM_THREADS")
+
+
+UNSUPPORTED = [
+    (["--precision", "amp-fp16"], "FP16 gemm on cpu not implemented"),
+    (["--precision", "tf32"], "needs a CUDA device"),
+    (["--task", "infer", "--precision", "bf16"], "whole-model bf16 cast is not offered"),
+    (["--task", "infer", "--precision", "int8"], "mxnet.contrib.quantization"),
+    (["--device", "cuda"], "CPU build"),
+]
+
+
+@pytest.mark.parametrize("extra,phrase", UNSUPPORTED, ids=[" ".join(e) for e, _ in UNSUPPORTED])
+def test_unsupported_combination_reports_unsupported(mxnet_env, extra, phrase, tmp_path):
+    out = tmp_path / "result.json"
+    device = [] if "--device" in extra else ["--device", "cpu"]
+    proc = run_dlperf("run", "--framework", "mxnet", *TINY["resnet50"], *extra, *device,
+                      "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert result["status"] == "unsupported"
+    assert phrase in result["error"]
+    assert result["repeats_done"] == 1  # an unsupported case is not retried
