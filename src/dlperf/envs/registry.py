@@ -4,12 +4,18 @@ The registry is data so that a new framework's environment is a YAML entry plus 
 requirement file, with no code change. Each framework has a ``cpu`` variant (the entry itself)
 and may have others under ``variants:`` (``cuda``: the GPU build), each with its own pinned set,
 interpreter and environment directory, or a ``refused:`` reason where no such build exists.
+An optional ``env:`` mapping names variables the worker needs (e.g. ``LD_LIBRARY_PATH`` to the
+CUDA libraries a wheel loads from other wheels); its values may name ``{site_packages}``, the
+environment's own site-packages directory, and are expanded at launch.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 REGISTRY_FILE = HERE / "frameworks.yaml"
 REQUIREMENTS_DIR = HERE / "requirements"
 VARIANTS = ("cpu", "cuda")
+ENV_FIELDS = ("site_packages",)  # what an ``env:`` value may name
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,18 @@ class Framework:
     variant: str = "cpu"
     refused: str | None = None  # why this variant cannot exist (no such build is published)
     variants: tuple[str, ...] = ("cpu",)  # every variant the registry declares for it
+    env: tuple[tuple[str, str], ...] = ()  # (variable, value template) the worker needs
+
+    def environment(self, site_packages: str | Path, current: Mapping[str, str]
+                    ) -> dict[str, str]:
+        """The ``env:`` variables for one environment: ``{site_packages}`` filled in, each value
+        in front of the variable's ``current`` one (as a search path is extended), so the
+        libraries the registry names are found first and nothing already set is lost."""
+        out = {}
+        for name, template in self.env:
+            value = template.format(site_packages=str(site_packages))
+            out[name] = value + os.pathsep + current[name] if current.get(name) else value
+        return out
 
     @property
     def env_name(self) -> str:
@@ -76,6 +95,26 @@ class Framework:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _env(name: str, mapping: object) -> tuple[tuple[str, str], ...]:
+    """An entry's ``env:`` as (variable, template) pairs; UsageError on a malformed one."""
+    if mapping is None:
+        return ()
+    if not isinstance(mapping, dict):
+        raise UsageError(f"{REGISTRY_FILE}: {name}: env: must be a mapping of variable: value")
+    out = []
+    for key, value in mapping.items():
+        if not isinstance(value, str):
+            raise UsageError(f"{REGISTRY_FILE}: {name}: env: {key}: the value must be a string")
+        fields = {f for _, f, _, _ in string.Formatter().parse(value) if f is not None}
+        unknown = sorted(fields - set(ENV_FIELDS))
+        if unknown:
+            raise UsageError(f"{REGISTRY_FILE}: {name}: env: {key}: unknown field "
+                             f"{{{unknown[0]}}}; allowed: "
+                             + ", ".join("{%s}" % f for f in ENV_FIELDS))
+        out.append((str(key), value))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=1)
 def load_all() -> dict[tuple[str, str], Framework]:
     """Every (framework, variant) the registry declares."""
@@ -101,6 +140,7 @@ def load_all() -> dict[tuple[str, str], Framework]:
                 variant=variant,
                 refused=over.get("refused"),
                 variants=declared,
+                env=_env(name, over.get("env", entry.get("env"))),
             )
     return out
 
