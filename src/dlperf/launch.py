@@ -78,7 +78,11 @@ def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None)
             f"{case.framework} has no multi-process launcher yet (devices={case.devices}, "
             f"nnodes={case.nnodes}); torch cases use dlperf.torchrun")
     threads = threads_per_process(case)
-    return Launch(worker_argv(python or envs.interpreter(case.framework), case_file, out_dir),
-                  env=thread_env(threads),
-                  facts={"launcher": "local", "processes": 1, "threads_per_process": threads,
-                         "env_variant": envs.variant_of(case.framework)})
+    python = python or envs.interpreter(case.framework)
+    declared = envs.worker_variables(case.framework, python)  # the registry's env:, expanded
+    facts = {"launcher": "local", "processes": 1, "threads_per_process": threads,
+             "env_variant": envs.variant_of(case.framework)}
+    if declared:
+        facts["framework_env"] = declared
+    return Launch(worker_argv(python, case_file, out_dir),
+                  env={**declared, **thread_env(threads)}, facts=facts)

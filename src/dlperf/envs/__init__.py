@@ -7,6 +7,7 @@ environment these functions create, from the source tree.
     status(name)        EnvStatus: installed? where, which Python, which framework version
     install(name, ...)  create/refresh from requirements/<file>; a no-op when current
     select(name, variant)  the cpu or cuda build to use (cuda where an NVIDIA driver is)
+    worker_variables(name, python)  the registry's env: for its worker, expanded
     registry.names()    every framework with an environment entry
 """
 
@@ -26,8 +27,9 @@ from dlperf.envs.manage import (
     select,
     status,
     variant_of,
+    worker_variables,
 )
 
 __all__ = ["EnvStatus", "InstallError", "InstallResult", "default_variant", "driver_present",
            "env_dir", "env_python", "install", "interpreter", "not_installed_message", "registry",
-           "root", "select", "status", "variant_of"]
+           "root", "select", "status", "variant_of", "worker_variables"]

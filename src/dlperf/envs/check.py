@@ -32,8 +32,9 @@ class CheckReport:
 
 
 def check(name: str, device: str = "auto") -> CheckReport:
-    fw = registry.get(name)
     python = manage.interpreter(name)  # UsageError when not installed
+    base = registry.get(name)
+    fw = base if base.main else manage.select(name)  # the variant that interpreter belongs to
     ok, version = manage.import_version(python, fw)
     if not ok:
         return CheckReport(name, python, False, version, None)

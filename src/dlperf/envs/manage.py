@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -206,6 +207,33 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def site_packages(python: str) -> Path:
+    """The site-packages directory of the environment ``python`` belongs to (dlperf's own for
+    its own interpreter; else the venv's ``lib/pythonX.Y/site-packages``)."""
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        return Path(sysconfig.get_paths()["purelib"])
+    env = Path(python).parent.parent  # <env>/bin/python, not resolved: the venv, not its base
+    found = sorted(env.glob("lib/python*/site-packages"))
+    if not found:
+        raise UsageError(f"{env} has no lib/python*/site-packages: is it a virtual environment?")
+    return found[0]
+
+
+def framework_variables(fw: Framework, python: str) -> dict[str, str]:
+    """The registry's ``env:`` for ``fw``, expanded for the environment of ``python`` and put in
+    front of this process's values: what its worker and its import check run with."""
+    return fw.environment(site_packages(python), os.environ) if fw.env else {}
+
+
+def worker_variables(name: str, python: str) -> dict[str, str]:
+    """:func:`framework_variables` of the variant a run of ``name`` uses here ({} for a name
+    the registry does not know)."""
+    if name not in registry.load():
+        return {}
+    base = registry.get(name)
+    return framework_variables(base if base.main else select(name), python)
+
+
 def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT_S
                    ) -> tuple[bool, str]:
     """Import the framework with ``python`` as the worker would; (ok, version or error line)."""
@@ -213,9 +241,10 @@ def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT
 
     code = (f"import {fw.import_name} as m, dlperf.worker.loop; "
             f"print('DLPERF_VERSION=' + str(getattr(m, '__version__', '?')))")
+    env = worker_env({**QUIET_ENV, **framework_variables(fw, python)})
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                              timeout=timeout_s, env=worker_env(QUIET_ENV))
+                              timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return False, f"importing {fw.import_name} took over {timeout_s:g} s"
     for line in done.stdout.splitlines():
