@@ -90,7 +90,7 @@ def select_context(requested):
     return mx.gpu(int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def bf16_name(dtype):
+def dtype_name(dtype):
     # type: (Any) -> str
     """numpy dtype -> name; MXNet's bfloat16 is a numpy struct dtype ``[('bfloat16', '<u2')]``."""
     return "bfloat16" if dtype == bfloat16 else getattr(dtype, "__name__", str(dtype))
@@ -122,7 +122,7 @@ class Precision(object):
                                    % (self.name, mx.__version__, ctx, str(exc).strip()[-300:]))
         if out.dtype != bfloat16:
             raise UnsupportedError("precision %s: mxnet.contrib.amp left a convolution on %s in %s"
-                                   % (self.name, ctx, bf16_name(out.dtype)))
+                                   % (self.name, ctx, dtype_name(out.dtype)))
 
     def info(self):
         # type: () -> Dict[str, Any]
@@ -164,7 +164,7 @@ def op_dtypes(block, inputs):
             continue
         dtype = by_output.get(node["name"] + "_output", by_output.get(node["name"] + "_output0"))
         if dtype is not None:
-            counts[bf16_name(dtype)][node["op"]] += 1
+            counts[dtype_name(dtype)][node["op"]] += 1
     return {k: dict(sorted(v.items())) for k, v in counts.items()}
 
 
