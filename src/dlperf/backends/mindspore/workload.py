@@ -1,0 +1,264 @@
+"""Device, threads, execution mode, precision and the Workload shared by every MindSpore model.
+
+The model files only describe networks; everything that changes *how* they run (PYNATIVE_MODE or
+GRAPH_MODE with the step under ``mindspore.jit``, ``mindspore.amp`` levels, loss scaling, CPU
+kernel threads) lives here so every model is measured under the same rules.
+
+Import order matters: :func:`prepare_process` runs before ``import mindspore`` (MindSpore reads
+its C++ log level, ``GLOG_v``, once at import).
+"""
+
+import os
+import tempfile
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from dlperf.backends.mindspore import NO_GPU
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+
+# precision -> (mindspore.amp.auto_mixed_precision level, dtype name). amp-*: level "auto", per
+# operator like torch.autocast (Conv2D, MatMul, BatchMatMul, Dense... in the low dtype; Softmax,
+# LayerNorm, BatchNorm, Exp, Log... kept in float32; float32 weights). Not O1: O1 rewrites the
+# network's source through mindspore.rewrite, which writes the rewritten classes into
+# ./rewritten_network of the working directory and, on BERT, fails with "NameError: name
+# 'gelu_opt' is not defined" inside nn.GELU. bf16/fp16 (inference): O3, the whole network cast.
+AMP = {
+    "amp-bf16": ("auto", "bfloat16"),
+    "amp-fp16": ("auto", "float16"),
+    "bf16": ("O3", "bfloat16"),
+    "fp16": ("O3", "float16"),
+}  # type: Dict[str, Tuple[str, str]]
+LOSS_SCALE = 2.0 ** 16  # dynamic loss scaling for fp16, as torch's GradScaler starts
+LOSS_SCALE_WINDOW = 2000
+# What compile off and on mean (labels of SUPPORT.modes, recorded in every result)
+MODES = {False: "PYNATIVE_MODE", True: "GRAPH_MODE"}
+JIT = {"capture_mode": "ast", "jit_level": "O0", "fullgraph": True}
+
+
+def available_cpus():
+    # type: () -> int
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def prepare_process():
+    # type: () -> None
+    """Keep MindSpore's C++ log to errors: at its default (warnings) it prints several lines per
+    compiled graph and per kernel choice, which would bury a real failure in the worker's tail.
+    A graph that fails to compile leaves ``rank_0/om/analyze_fail.ir`` under ``MS_OM_PATH``
+    (default: the working directory, the user's): put it in the temporary directory instead."""
+    os.environ.setdefault("GLOG_v", "3")
+    os.environ.setdefault("MS_OM_PATH", os.path.join(tempfile.gettempdir(), "dlperf-mindspore"))
+
+
+prepare_process()
+
+import mindspore as ms  # noqa: E402  (after prepare_process, on purpose)
+from mindspore import amp  # noqa: E402
+
+
+def world_size():
+    # type: () -> int
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rank():
+    # type: () -> int
+    return int(os.environ.get("RANK", "0"))
+
+
+def select_device(requested):
+    # type: (str) -> str
+    """Make the CPU MindSpore's device (``mindspore.set_device``); refuse ``cuda``."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    if requested == "cuda":
+        raise UnsupportedError("device cuda: " + NO_GPU)
+    ms.set_device("CPU")
+    return "cpu"
+
+
+def set_threads():
+    # type: () -> Dict[str, Any]
+    """Size MindSpore's CPU kernel thread pool (``device_context.cpu.op_tuning.threads_num``).
+
+    ``OMP_NUM_THREADS`` wins when set (the harness sets it to share a node's cores between worker
+    processes); otherwise every CPU this process may run on. MindSpore's own default is
+    min(30, the machine's hardware threads), blind to an affinity mask, and it caps the pool at
+    the hardware threads (runtime ComputeThreadNums), so the number asked for is recorded beside
+    the machine's thread count. Call once, before the first kernel runs (MindSpore refuses a
+    second call).
+    """
+    default = ms.get_context("runtime_num_threads")
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        threads, source = int(value), "OMP_NUM_THREADS"
+    else:
+        threads, source = available_cpus(), "dlperf: the CPUs available to the process"
+    ms.device_context.cpu.op_tuning.threads_num(threads)
+    return {
+        "cpu_op_threads": threads,
+        "cpu_op_threads_set_by": source,
+        "cpu_op_threads_api": "mindspore.device_context.cpu.op_tuning.threads_num",
+        "runtime_num_threads_default": default,
+        "inter_op_parallel_num": ms.get_context("inter_op_parallel_num"),
+        "hardware_threads": os.cpu_count(),
+        "available_cpus": available_cpus(),
+    }
+
+
+def set_mode(compiled):
+    # type: (bool) -> Dict[str, Any]
+    """GRAPH_MODE for ``--compile`` (the step runs under ``mindspore.jit`` as one graph),
+    PYNATIVE_MODE (op by op) otherwise; set before any Cell is built."""
+    ms.set_context(mode=ms.GRAPH_MODE if compiled else ms.PYNATIVE_MODE)
+    info = {"compile": compiled, "compile_mode": MODES[compiled]}  # type: Dict[str, Any]
+    if compiled:
+        info["jit"] = "mindspore.jit(%s) on the whole step" % ", ".join(
+            "%s=%r" % item for item in sorted(JIT.items()))
+    return info
+
+
+class Precision(object):
+    """What a precision name means in MindSpore: an ``amp.auto_mixed_precision`` level and dtype,
+    and dynamic loss scaling for fp16 training. Which precisions run where is declared in SUPPORT
+    (the CPU has no bfloat16 Conv2D / MatMul / Gather kernels)."""
+
+    def __init__(self, name, train):
+        # type: (str, bool) -> None
+        self.name = name
+        self.level, dtype_name = AMP.get(name, (None, None))
+        self.dtype = getattr(ms, dtype_name) if dtype_name else None
+        self.scaler = None  # type: Optional[Any]
+        if train and dtype_name == "float16":
+            self.scaler = amp.DynamicLossScaler(scale_value=LOSS_SCALE, scale_factor=2,
+                                                scale_window=LOSS_SCALE_WINDOW)
+
+    def apply(self, network):
+        # type: (Any) -> Any
+        """The network as it runs in this precision ("auto" casts per operator at run time; O3
+        casts it whole)."""
+        if self.level is None:
+            return network
+        return amp.auto_mixed_precision(network, self.level, self.dtype)
+
+    def info(self):
+        # type: () -> Dict[str, Any]
+        return {
+            "precision": self.name,
+            "amp_api": "mindspore.amp.auto_mixed_precision" if self.level else None,
+            "amp_level": self.level,
+            "amp_dtype": str(self.dtype) if self.dtype is not None else None,
+            "loss_scaler": ("DynamicLossScaler(scale_value=2**16, window=%d)" % LOSS_SCALE_WINDOW
+                            if self.scaler is not None else None),
+        }
+
+
+def train_step(objective, optimizer, clip, scaler):
+    # type: (Any, Any, Optional[float], Optional[Any]) -> Callable[..., Any]
+    """Forward + loss, gradients (``mindspore.value_and_grad``), optional global-norm clipping
+    and the optimizer update, as one function (``mindspore.jit`` compiles it whole).
+
+    With a loss scaler (fp16), the loss is scaled before the gradient and the update is skipped
+    on a step whose unscaled gradients are not finite, as MindSpore's mixed-precision guide does.
+    """
+    weights = optimizer.parameters
+
+    def forward(*inputs):
+        loss = objective(*inputs)
+        if scaler is not None:
+            return scaler.scale(loss), loss
+        return loss, loss
+
+    grad_fn = ms.value_and_grad(forward, None, weights, has_aux=True)
+
+    def step(*inputs):
+        (_, loss), grads = grad_fn(*inputs)
+        if scaler is not None:
+            grads = scaler.unscale(grads)
+            finite = amp.all_finite(grads)
+            if finite:
+                if clip:
+                    grads = ms.ops.clip_by_global_norm(grads, clip)
+                loss = ms.ops.depend(loss, optimizer(grads))
+            scaler.adjust(finite)
+        else:
+            if clip:
+                grads = ms.ops.clip_by_global_norm(grads, clip)
+            loss = ms.ops.depend(loss, optimizer(grads))
+        return loss
+
+    return step
+
+
+def compile_step(step, compiled):
+    # type: (Callable[..., Any], bool) -> Callable[..., Any]
+    if not compiled:
+        return step
+    return ms.jit(step, **JIT)
+
+
+def synchronize(handle):
+    # type: (Any) -> None
+    """Wait for every kernel issued so far. ``mindspore.runtime.synchronize`` serves Ascend and
+    GPU only (on a CPU it returns at once), so this drains the PyNative executor's queue as
+    MindSpore's own ``Model`` does at a step end, then waits for the last output itself."""
+    from mindspore.graph.api import _pynative_executor
+    _pynative_executor.sync()
+    if handle is not None:
+        handle.asnumpy()
+
+
+class MindSporeWorkload(Workload):
+    """A step function (training: forward, loss, gradients and update; inference: forward and a
+    scalar summary) over one synthetic batch already held as MindSpore tensors."""
+
+    def __init__(self, step_fn, inputs, samples_per_step, params, info):
+        # type: (Callable[..., Any], Tuple[Any, ...], int, int, Dict[str, Any]) -> None
+        self._step_fn = step_fn
+        self._inputs = inputs
+        self._last = None  # type: Any
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.info = info
+
+    def step(self):
+        # type: () -> Any
+        self._last = self._step_fn(*self._inputs)
+        return self._last
+
+    def sync(self):
+        # type: () -> None
+        synchronize(self._last)
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(handle.astype(ms.float32).asnumpy())
+
+
+def count_params(network):
+    # type: (Any) -> int
+    """Unique trainable parameters; a tied matrix is one Parameter and counts once."""
+    total, seen = 0, set()
+    for p in network.trainable_params():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        n = 1
+        for d in p.shape:
+            n *= int(d)
+        total += n
+    return total
+
+
+def runtime_info(device):
+    # type: (str) -> Dict[str, Any]
+    """Facts about this MindSpore and device that change performance and belong with a result."""
+    return {
+        "mindspore_version": ms.__version__,
+        "device": device,
+        "device_target": ms.get_context("device_target"),
+        "device_name": cpu_name(),
+        "world_size": world_size(),
+        "rank": rank(),
+    }
