@@ -10,12 +10,26 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from dlperf.spec import Case
 
 # Piped output (CI logs, `| tee`) has no terminal width; a table wrapped to 80 columns is unreadable.
-out = Console(width=None if Console().is_terminal else 180)
-err = Console(stderr=True)
+# markup=False: every string printed is data (a stored error, a label, a host name) and is shown
+# as it is; styles are applied with Text objects (see line()), never with [tags] in strings.
+out = Console(width=None if Console().is_terminal else 180, markup=False, highlight=False)
+err = Console(stderr=True, markup=False, highlight=False)
+
+
+def line(*parts: str | tuple[str, str]) -> Text:
+    """A line of plain strings and (string, style) pairs, e.g. line(("failed", "red"), ": ", msg)."""
+    return Text.assemble(*[(str(p[0]), p[1]) if isinstance(p, tuple) else str(p)
+                           for p in parts])
+
+
+def warn(message: str, console: Console | None = None) -> None:
+    """A "! ..." note under a table, in yellow."""
+    (console or out).print(line(("! " + message, "yellow")))
 
 
 def human_bytes(value: float | None) -> str:
@@ -39,7 +53,7 @@ def percent(value: float | None) -> str:
 @contextlib.contextmanager
 def progress(case: Case) -> Iterator[Callable[[dict[str, Any]], None]]:
     """A progress bar over the repeats; yields the callback the runner calls per repeat."""
-    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+    bar = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
                    TextColumn("{task.completed}/{task.total} repeats"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                    console=err, transient=True)
@@ -51,8 +65,8 @@ def progress(case: Case) -> Iterator[Callable[[dict[str, Any]], None]]:
                       f"(window {record['window_s']:.2f} s, first step "
                       f"{record['first_step_s']:.2f} s)")
         else:
-            err.print(f"  repeat {record['repeat'] + 1}/{case.repeats}: "
-                      f"[red]{record['status']}[/red]: {record['error']}")
+            err.print(line(f"  repeat {record['repeat'] + 1}/{case.repeats}: ",
+                           (record["status"], "red"), f": {record['error']}"))
         bar.advance(task)
 
     with bar:
@@ -74,9 +88,8 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
         case, tp = result["case"], result["throughput"]
         ci = tp.get("ci95")
         achieved = result["flops"].get("achieved_per_s")
-        status = result["status"]
-        if status != "ok":
-            status = f"[red]{status}[/red]"
+        status = Text(result["status"], style="" if result["status"] == "ok" else "red")
+        if result["status"] != "ok":
             notes.append(f"{result['label']}: {result['error']}")
         for warning in result.get("warnings", []):
             notes.append(f"{result['label']}: {warning}")
@@ -91,7 +104,7 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
             status)
     out.print(table)
     for note in notes:
-        out.print(f"[yellow]! {note}[/yellow]")
+        warn(note)
 
 
 def ranks_table(result: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from dlperf import accuracy, display, models, sysinfo
 from dlperf.errors import UsageError
@@ -99,7 +100,7 @@ def table(rows: list[dict[str, Any]], title: str) -> Table:
         if row["status"] != "ok":
             table.add_row(row["model"], row["framework"], row["precision"],
                           _pct(row.get("fp32_top1")),
-                          f"[red]{row['status']}[/red]", "", "", "", "", "", "")
+                          Text(row["status"], style="red"), "", "", "", "", "", "")
             continue
         if row["precision"] == "fp32":
             table.add_row(row["model"], row["framework"], "fp32", _pct(row["fp32_top1"]),
@@ -122,10 +123,11 @@ def main(args: argparse.Namespace) -> int:
     results = []
     for name in options.models:
         request = accuracy.plan(options, name)
-        display.err.print(f"[bold]{name}[/bold] image {request['knobs']['image_size']}: "
-                          f"{'evaluating your weights' if options.weights else 'training'} "
-                          f"({request['recipe']['epochs']} epochs unless cached), then "
-                          f"{', '.join(options.frameworks)} x {', '.join(options.precisions)}")
+        display.err.print(display.line(
+            (name, "bold"), f" image {request['knobs']['image_size']}: "
+            f"{'evaluating your weights' if options.weights else 'training'} "
+            f"({request['recipe']['epochs']} epochs unless cached), then "
+            f"{', '.join(options.frameworks)} x {', '.join(options.precisions)}"))
         result = accuracy.run_model(options, name)
         training = result.get("training") or {}
         if training:
@@ -134,11 +136,12 @@ def main(args: argparse.Namespace) -> int:
                               + (f", {training['train_s']:.0f} s" if "train_s" in training
                                  else "") + ")")
         if result.get("status") != "ok":
-            display.err.print(f"  [red]{result.get('status')}[/red]: {result.get('error')}")
+            display.err.print(display.line("  ", (str(result.get("status")), "red"),
+                                           f": {result.get('error')}"))
         for cell in result.get("cells", []):
             if cell["status"] != "ok":
-                display.err.print(f"  {cell['framework']} {cell['precision']}: "
-                                  f"[yellow]{cell['status']}[/yellow]: {cell['error']}")
+                display.err.print(display.line(f"  {cell['framework']} {cell['precision']}: ",
+                                               (cell["status"], "yellow"), f": {cell['error']}"))
         results.append(result)
     rows = accuracy.comparison_rows(results)
     source = ("scikit-learn digits (10 classes, held-out 30%)" if options.data is None

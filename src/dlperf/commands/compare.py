@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
+from rich.text import Text
 
 from dlperf import display
 from dlperf.commands.run import write_json
@@ -122,7 +123,7 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
         base = (item.baseline or {}).get("throughput") or {}
         cand = (item.candidate or {}).get("throughput") or {}
         style = VERDICT_STYLE.get(item.verdict, "")
-        verdict = f"[{style}]{item.verdict}[/{style}]" if style else item.verdict
+        verdict = Text(item.verdict, style=style)
         table.add_row(
             item.label,
             _value(base.get("median")) if (item.baseline or {}).get("status") == "ok"
@@ -134,7 +135,7 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
         notes += [f"{item.label}: {note}" for note in item.notes]
     display.out.print(table)
     for note in notes:
-        display.out.print(f"[yellow]! {note}[/yellow]", highlight=False)
+        display.warn(note)
     mean = result.geometric_mean
     summary = (f"geometric mean of candidate/baseline over {len(result.ratios)} case(s): "
                + ("—" if mean is None else f"{mean:.3f} ({mean - 1:+.1%})"))
@@ -156,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, result.to_dict())
     if args.fail_on_regression and result.regressions:
-        display.out.print(f"[red]{len(result.regressions)} regression(s) beyond "
-                          f"{result.threshold:.0%}[/red]")
+        display.out.print(display.line((f"{len(result.regressions)} regression(s) beyond "
+                                        f"{result.threshold:.0%}", "red")))
         return 1
     return 0

@@ -80,8 +80,8 @@ def main(args: argparse.Namespace) -> int:
                               f"{display.number(record['throughput'])} {case.unit} ({how}, "
                               f"run took {record['wall_s']:.1f} s)")
         else:
-            display.err.print(f"  repeat {record['repeat'] + 1}/{case.repeats}: "
-                              f"[red]{record['status']}[/red]: {record['error']}")
+            display.err.print(display.line(f"  repeat {record['repeat'] + 1}/{case.repeats}: ",
+                                           (record["status"], "red"), f": {record['error']}"))
 
     echo = (lambda line: display.err.print(f"    | {line}", markup=False, highlight=False)) \
         if args.echo else None

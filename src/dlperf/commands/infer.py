@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from dlperf import display, infer, models, server, sysinfo
 from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
@@ -189,15 +190,15 @@ def show_sweep(results: list[dict[str, Any]]) -> None:
         table.add_column(column, justify="left" if column in ("Precision", "Status") else "right")
     for row in infer.table_rows(results):
         if row[-1] != "ok":
-            row[-1] = f"[red]{row[-1]}[/red]"
+            row[-1] = Text(row[-1], style="red")
         table.add_row(*row)
     display.out.print(table)
     for result in results:
         label = result.get("label")
         if result["status"] != "ok":
-            display.out.print(f"[yellow]! {label}: {result['error']}[/yellow]")
+            display.warn(f"{label}: {result['error']}")
         for warning in result.get("warnings") or []:
-            display.out.print(f"[yellow]! {label}: {warning}[/yellow]")
+            display.warn(f"{label}: {warning}")
 
 
 def main_server(args: argparse.Namespace, base: Case) -> int:
@@ -256,23 +257,22 @@ def show_server(outcome: server.Outcome) -> None:
                 "-" if not srv else f"{srv['span_s']:.1f}",
                 "-" if busy is None else f"{busy:.0%}",
                 *(infer._ms(latency, k) for k in ("p50", "p90", "p95", "p99", "p99_9")),
-                ("[green]yes[/green]" if srv.get("meets_target") else "[red]no[/red]")
-                + (" (peak)" if srv.get("peak") else ""),
+                display.line(("yes", "green") if srv.get("meets_target") else ("no", "red"),
+                             " (peak)" if srv.get("peak") else ""),
                 "-" if not srv else ("yes" if srv.get("valid") else
                                      "no: stopped early" if srv.get("early_stop") else "no"),
-                result["status"] if result["status"] == "ok"
-                else f"[red]{result['status']}[/red]")
+                Text(result["status"], style="" if result["status"] == "ok" else "red"))
         display.out.print(table)
         for result in outcome.probes:
             if result["status"] != "ok":
-                display.out.print(f"[yellow]! {result['label']}: {result['error']}[/yellow]")
+                display.warn(f"{result['label']}: {result['error']}")
     if outcome.peak is not None:
         peak = outcome.peak
         latency, srv = peak["latency_ms"], peak["server"]
-        display.out.print(
-            f"[bold]peak rate with p99 <= {target:g} ms: {srv['rate_qps']:g} queries/s[/bold] "
-            f"(p50 {latency['p50']:.2f}, p90 {latency['p90']:.2f}, p99 {latency['p99']:.2f} ms; "
+        display.out.print(display.line(
+            (f"peak rate with p99 <= {target:g} ms: {srv['rate_qps']:g} queries/s", "bold"),
+            f" (p50 {latency['p50']:.2f}, p90 {latency['p90']:.2f}, p99 {latency['p99']:.2f} ms; "
             f"{srv['completed']} queries over {srv['span_s']:.1f} s; "
-            f"{'valid' if srv['valid'] else 'NOT valid'})")
+            f"{'valid' if srv['valid'] else 'NOT valid'})"))
     if outcome.note:
-        display.out.print(f"[yellow]! {outcome.note}[/yellow]")
+        display.warn(outcome.note)

@@ -47,5 +47,5 @@ def main(args: argparse.Namespace) -> int:
                       ", ".join(f"{k}={v}" for k, v in row["defaults"].items()))
     display.out.print(table)
     for row in rows:
-        display.out.print(f"[bold]{row['name']}[/bold]: {row['description']}")
+        display.out.print(display.line((row["name"], "bold"), f": {row['description']}"))
     return 0

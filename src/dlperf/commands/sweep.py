@@ -76,7 +76,7 @@ def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator) -> f
         display.out.print("on_oom: halve — a case that runs out of memory is retried at half "
                           "the batch size (not in the estimate)")
     for note in sweep.notes:
-        display.out.print(f"[yellow]! {note}[/yellow]")
+        display.warn(note)
     caveat = " (rough guess: nothing similar is in the database yet)" if "guess" in kinds else ""
     display.out.print(f"estimated time: {duration(total)}{caveat}")
     return total
@@ -99,7 +99,8 @@ class SweepDisplay(Observer):
 
     def __init__(self, sweep: Sweep) -> None:
         self.sweep = sweep
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+        self.bar = Progress(TextColumn("{task.description}", style="bold", markup=False),
+                            BarColumn(),
                             TextColumn("{task.completed}/{task.total} repeats"),
                             TimeElapsedColumn(), EtaColumn(self), console=display.err,
                             transient=True)
@@ -148,8 +149,8 @@ class SweepDisplay(Observer):
             display.err.print(f"  resuming {state.case.label()} at repeat {len(state.done) + 1} "
                               f"({len(state.done)} stored)")
         if fallback:
-            display.err.print(f"  [yellow]retrying at batch size {state.case.batch_size}: "
-                              f"{fallback['reason']}[/yellow]")
+            display.warn(f"retrying at batch size {state.case.batch_size}: "
+                         f"{fallback['reason']}", display.err)
         self._describe()
 
     def repeat_done(self, case: Case, record: dict[str, Any]) -> None:
@@ -161,8 +162,8 @@ class SweepDisplay(Observer):
             display.err.print(f"    repeat {record['repeat'] + 1}/{case.repeats}: "
                               f"{display.number(record['throughput'])} samples/s")
         else:
-            display.err.print(f"    repeat {record['repeat'] + 1}/{case.repeats}: "
-                              f"[red]{record['status']}[/red]: {record['error']}")
+            display.err.print(display.line(f"    repeat {record['repeat'] + 1}/{case.repeats}: ",
+                                           (record["status"], "red"), f": {record['error']}"))
             # the case stops at its first failure: its other repeats will not run
             skipped = case.repeats - record["repeat"] - 1
             if skipped > 0:
@@ -174,12 +175,12 @@ class SweepDisplay(Observer):
         where = "stored" if reused else "measured"
         if result["status"] == "ok":
             tp = result["throughput"]
-            display.err.print(f"  [green]ok[/green] {case.label()}: {display.number(tp['median'])}"
-                              f" samples/s (median of {tp['n']}, CV "
-                              f"{display.percent(tp.get('cv'))}) ({where})")
+            display.err.print(display.line(
+                "  ", ("ok", "green"), f" {case.label()}: {display.number(tp['median'])}"
+                f" samples/s (median of {tp['n']}, CV {display.percent(tp.get('cv'))}) ({where})"))
         else:
-            display.err.print(f"  [red]{result['status']}[/red] {case.label()}: "
-                              f"{result.get('error')} ({where})")
+            display.err.print(display.line("  ", (result["status"], "red"),
+                                           f" {case.label()}: {result.get('error')} ({where})"))
 
 
 def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool) -> int:
@@ -192,8 +193,8 @@ def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool) -> int:
                 since = int(store.get_meta(f"sweep_since:{sweep.name}") or 0)
                 states = [state_of(store, case, sweep.name, since) for case in sweep.cases]
                 if not resume and any(s.run_id is not None for s in states):
-                    display.out.print(f"[yellow]! {db} already holds runs of sweep "
-                                      f"{sweep.name!r}: run with --resume or --force[/yellow]")
+                    display.warn(f"{db} already holds runs of sweep {sweep.name!r}: run with "
+                                 f"--resume or --force")
     plan_table(sweep, states, Estimator(history))
     return 0
 
@@ -214,7 +215,7 @@ def main(args: argparse.Namespace) -> int:
     display.results_table(results, title=f"sweep {sweep.name} ({db}), started {started}")
     for item in results:
         if item.get("fallback"):
-            display.out.print(f"[yellow]! {item['label']}: {item['fallback']['reason']}[/yellow]")
+            display.warn(f"{item['label']}: {item['fallback']['reason']}")
     overhead = outcome.overhead
     display.out.print(
         f"sweep {sweep.name}: {len(results)} result(s): {outcome.measured_cases} case(s) measured "
