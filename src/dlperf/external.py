@@ -23,6 +23,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import models, runner, stats
+from dlperf import launch, models, runner, stats
 from dlperf.errors import UsageError
 from dlperf.monitor import Monitor
 from dlperf.store import Store
@@ -226,15 +227,17 @@ def run_once(case: ExternalCase, index: int,
              echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the command once, read its output as it comes, and turn it into a repeat record."""
     lines: list[Line] = []
-    env = dict(os.environ, PYTHONUNBUFFERED="1")  # timestamps by arrival need unbuffered output
+    # timestamps by arrival need unbuffered output; the lifeline takes the command's whole
+    # process group down if this harness dies (no preexec_fn while threads run)
+    env = launch.worker_env({"PYTHONUNBUFFERED": "1"})
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dlperf-external-") as tmp:
         log_path = Path(tmp) / "output.log"
         try:
-            proc = subprocess.Popen(list(case.command), stdout=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-m", "dlperf.worker.lifeline", "--",
+                                     *case.command], stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=case.cwd, env=env, start_new_session=True,
-                                    preexec_fn=runner._die_with_harness(os.getpid()))
+                                    cwd=case.cwd, env=env, start_new_session=True)
         except OSError as error:
             return {"repeat": index, "status": "crash", "wall_s": 0.0, "monitor": {},
                     "error": f"cannot start {case.command[0]!r}: {error.strerror}"}

@@ -15,6 +15,7 @@ from typing import Any
 
 from dlperf import envs
 from dlperf.spec import Case
+from dlperf.worker.lifeline import HARNESS_PID
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the dlperf package
 
@@ -62,6 +63,7 @@ def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     path = env.get("PYTHONPATH")
     env["PYTHONPATH"] = str(SOURCE_ROOT) + (os.pathsep + path if path else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    env[HARNESS_PID] = str(os.getpid())  # the worker ties its life to ours (worker.lifeline)
     env.update(extra or {})
     return env
 

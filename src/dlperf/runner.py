@@ -6,7 +6,6 @@ Ctrl-C loses at most the repeat in flight.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -86,28 +85,6 @@ def kill_tree(pid: int) -> None:
         members = alive
 
 
-_PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
-
-
-def _die_with_harness(parent_pid: int) -> Callable[[], None] | None:
-    """In the child: ask the kernel for SIGTERM when the harness dies (even by SIGKILL).
-
-    Without it a killed sweep leaves its worker running in its own session, competing for the
-    CPU with the repeats that ``--resume`` measures next.
-    """
-    if _LIBC is None:
-        return None
-    libc = _LIBC
-
-    def setup() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent_pid:  # the harness died before prctl took effect
-            os._exit(1)
-
-    return setup
-
-
 def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
     """Run a launch to completion or timeout, in its own session so it can be killed whole."""
     before = hoststate.snapshot()
@@ -117,12 +94,12 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=launch.worker_env(spec.env),
-                                start_new_session=True,
-                                preexec_fn=_die_with_harness(os.getpid()))
+                                start_new_session=True)
         with Monitor(proc.pid) as watch:
             try:
                 proc.wait(timeout=timeout_s)
                 timed_out = False
+                kill_tree(proc.pid)  # whatever the worker left behind in its process group
             except subprocess.TimeoutExpired:
                 kill_tree(proc.pid)
                 proc.wait()

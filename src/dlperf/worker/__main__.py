@@ -25,6 +25,7 @@ import sys
 import traceback
 from typing import Any, Dict
 
+from dlperf.worker.lifeline import tie_to_harness
 from dlperf.worker.loop import NonFiniteLoss, measure
 from dlperf.worker.workload import UnsupportedError
 
@@ -116,6 +117,7 @@ def main(argv=None):
     parser.add_argument("--case", required=True, help="case JSON file")
     parser.add_argument("--out-dir", required=True, help="directory for rank<N>.json")
     args = parser.parse_args(argv)
+    tie_to_harness()  # a killed harness takes this rank with it, under any launcher
     with open(args.case) as handle:
         case = json.load(handle)
     result = run(case)
