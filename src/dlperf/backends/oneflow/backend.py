@@ -1,0 +1,180 @@
+"""OneFlow backend: ``build(case)`` turns a case dict into a ready Workload.
+
+Everything one-off happens here, outside the timed window: model construction on the device,
+the synthetic batch (``dlperf.backends.synthetic``, seeded, copied to the device once), the
+optimizer, and with ``compile`` the ``nn.Graph`` holding forward, backward and optimizer update
+(OneFlow compiles it lazily in the first step, which the timing loop times apart).
+"""
+
+from typing import Any, Callable, Dict, List, NamedTuple, Tuple
+
+from dlperf.backends.oneflow.workload import (  # noqa: I001  (imports oneflow after setup)
+    InferGraph,
+    OneFlowWorkload,
+    TrainGraph,
+    count_params,
+    eager_infer_step,
+    eager_train_step,
+    runtime_info,
+    select_device,
+)
+
+import oneflow as flow  # noqa: E402
+import oneflow.nn.functional as F  # noqa: E402
+from oneflow import nn  # noqa: E402
+
+from dlperf import models  # noqa: E402
+from dlperf.backends import synthetic  # noqa: E402
+from dlperf.backends.oneflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402
+from dlperf.backends.oneflow.resnet import ResNet50  # noqa: E402
+from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+
+__all__ = ["build"]
+
+LAYOUT = "NCHW"  # OneFlow's convolution layout (its CPU kernels are NCHW)
+
+# What a model builder hands back: the bare network (for counting and the optimizer), a Module
+# that computes the step's scalar from the stored batch, the batch, and the optimizer settings.
+Parts = NamedTuple(
+    "Parts",
+    [
+        ("model", nn.Module),
+        ("objective", nn.Module),  # objective(*inputs) -> loss (or an output summary)
+        ("inputs", Tuple[flow.Tensor, ...]),
+        ("make_optimizer", Callable[[List[Any]], Any]),
+        ("clip", bool),  # the optimizer's param group clips the global gradient norm
+        ("layout", str),
+        ("optimizer_desc", str),
+    ],
+)
+
+
+class _ResNetObjective(nn.Module):
+    """Forward and loss in one Module, so an nn.Graph compiles both."""
+
+    def __init__(self, model, train):
+        # type: (nn.Module, bool) -> None
+        super(_ResNetObjective, self).__init__()
+        self.model = model
+        self.train_mode = train
+
+    def forward(self, images, labels):
+        # type: (flow.Tensor, flow.Tensor) -> flow.Tensor
+        logits = self.model(images)
+        if self.train_mode:
+            return F.cross_entropy(logits.float(), labels)
+        return logits.float().mean()
+
+
+class _BertObjective(nn.Module):
+    def __init__(self, model, train):
+        # type: (nn.Module, bool) -> None
+        super(_BertObjective, self).__init__()
+        self.model = model
+        self.train_mode = train
+
+    def forward(self, ids, token_types, mlm_labels, nsp_labels):
+        # type: (flow.Tensor, flow.Tensor, flow.Tensor, flow.Tensor) -> flow.Tensor
+        mlm_logits, nsp_logits = self.model(ids, token_types)
+        if self.train_mode:
+            return pretraining_loss(mlm_logits, nsp_logits, mlm_labels, nsp_labels)
+        return mlm_logits.float().mean() + nsp_logits.float().mean()
+
+
+def _on(array, device, dtype):
+    # type: (Any, str, Any) -> flow.Tensor
+    return flow.tensor(array, dtype=dtype, device=device)
+
+
+def _resnet50(knobs, batch, train, device, seed):
+    # type: (Dict[str, int], int, bool, str, int) -> Parts
+    size, classes = knobs["image_size"], knobs["num_classes"]
+    final = models.resnet50_convs(size)[-1].size_out
+    if train and batch * final * final < 2:
+        raise UnsupportedError(
+            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
+            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    model = ResNet50(classes).to(device)
+    data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
+    inputs = (_on(data["images"], device, flow.float32), _on(data["labels"], device, flow.int64))
+
+    def make_optimizer(params):
+        # type: (List[Any]) -> Any
+        return flow.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    return Parts(model, _ResNetObjective(model, train), inputs, make_optimizer, False, LAYOUT,
+                 "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)")
+
+
+def _bert(knobs, batch, train, device, seed):
+    # type: (Dict[str, int], int, bool, str, int) -> Parts
+    s, v = knobs["seq_len"], knobs["vocab_size"]
+    model = BertForPreTraining(
+        vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"], heads=knobs["heads"],
+        intermediate=knobs["intermediate"], max_positions=knobs["max_positions"],
+        type_vocab=knobs["type_vocab"]).to(device)
+    data = synthetic.bert_batch(batch, s, v, knobs["type_vocab"], seed)
+    inputs = tuple(_on(data[k], device, flow.int64) for k in
+                   ("input_ids", "token_type_ids", "mlm_labels", "nsp_labels"))
+    clip, clip_desc = models.gradient_clip(knobs)
+
+    def make_optimizer(params):
+        # type: (List[Any]) -> Any
+        # torch.optim.AdamW's settings; a clip is declared on the param group, which is how
+        # OneFlow applies it both in eager (optimizer.clip_grad) and inside an nn.Graph
+        group = {"params": params}  # type: Dict[str, Any]
+        if clip:
+            group.update(clip_grad_max_norm=clip, clip_grad_norm_type=2.0)
+        return flow.optim.AdamW([group], lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=0.01)
+
+    return Parts(model, _BertObjective(model, train), inputs, make_optimizer, bool(clip),
+                 "batch-major (B, S, H)", "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+
+
+BUILDERS = {
+    "resnet50": _resnet50,
+    "bert-base": _bert,
+}  # type: Dict[str, Callable[..., Parts]]
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Workload
+    name = case["model"]
+    knobs = models.resolve_knobs(name, case.get("knobs") or {})
+    task = case["task"]
+    train = task == "train"
+    batch = int(case["batch_size"])
+    compiled = bool(case.get("compile", False))
+
+    device = select_device(case.get("device", "auto"))
+    seed = int(case.get("seed", 0))
+    flow.manual_seed(seed)
+    parts = BUILDERS[name](knobs, batch, train, device, seed)
+    model = parts.model
+    params = count_params(model)
+    if train:
+        model.train()
+        optimizer = parts.make_optimizer(list(model.parameters()))
+        if compiled:
+            run = TrainGraph(parts.objective, optimizer)  # type: Callable[..., flow.Tensor]
+        else:
+            run = eager_train_step(parts.objective, optimizer, parts.clip)
+    else:
+        model.eval()
+        run = InferGraph(parts.objective) if compiled else eager_infer_step(parts.objective)
+
+    info = runtime_info(device)
+    info.update({
+        "model": name,
+        "knobs": knobs,
+        "task": task,
+        "precision": case["precision"],
+        "layout": parts.layout,
+        "optimizer": parts.optimizer_desc if train else None,
+        "compile": compiled,
+        "compile_mode": ("nn.Graph (forward, backward and optimizer in one graph)" if train
+                         else "nn.Graph (forward)") if compiled else "eager",
+        "data": "synthetic (dlperf.backends.synthetic, seeded), copied to the device once",
+    })
+    return OneFlowWorkload(run, parts.inputs, device, batch, params, info)

@@ -1,0 +1,178 @@
+"""Device, threads, the nn.Graph wrappers and the Workload shared by every OneFlow model.
+
+The model files only describe networks; everything that changes *how* they run (CPU threads,
+eager or ``nn.Graph``, gradient clipping, synchronisation) lives here so every model is measured
+under the same rules.
+
+Import order matters: :func:`prepare_process` must run before ``import oneflow``, because
+OneFlow sizes its CPU device's thread pool (and its bundled OpenBLAS) from ``OMP_NUM_THREADS``
+once, when the runtime starts at import.
+"""
+
+import os
+from typing import Any, Callable, Dict, Optional, Sequence
+
+THREADS_SET_BY_DLPERF = "DLPERF_ONEFLOW_THREADS_SET"
+
+
+def available_cpus():
+    # type: () -> int
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def prepare_process():
+    # type: () -> None
+    """Give OneFlow's CPU kernels every available core unless the user said otherwise.
+
+    OneFlow 0.9.0 reads ``OMP_NUM_THREADS`` at start-up for its CPU device's threads; without
+    it, it takes the logical cores per process minus 2 (zero on a 2-core host), which would make
+    CPU results lean on fewer cores than the other frameworks use. A value the user set is
+    respected and recorded.
+    """
+    os.environ.setdefault("GLOG_minloglevel", "2")
+    if "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(available_cpus())
+        os.environ[THREADS_SET_BY_DLPERF] = "1"
+
+
+prepare_process()
+
+import oneflow as flow  # noqa: E402  (after prepare_process, on purpose)
+import oneflow.sysconfig  # noqa: E402  (not imported by the package itself)
+
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name  # noqa: E402
+
+
+def select_device(requested):
+    # type: (str) -> str
+    """Resolve ``auto``/``cpu``/``cuda``: the backend measures OneFlow's CPU path (``auto`` is
+    the CPU); an explicit ``cuda`` is refused with the reason."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    if requested == "cuda":
+        if not flow.cuda.is_available():
+            raise UnsupportedError(
+                "device cuda requested but oneflow %s sees no usable CUDA device (no NVIDIA "
+                "driver, or one older than CUDA 11.7 needs); the oneflow backend runs on cpu "
+                "only" % flow.__version__)
+        return "cuda"  # refused by SUPPORT with its reason (the build has no Hopper kernels)
+    return "cpu"
+
+
+def count_params(model):
+    # type: (Any) -> int
+    """Unique trainable parameters; ``parameters()`` yields a tied tensor once."""
+    total = 0
+    for p in model.parameters():
+        if p.requires_grad:
+            total += int(p.numel())
+    return total
+
+
+class TrainGraph(flow.nn.Graph):
+    """Forward, loss, backward and the optimizer update as ONE static graph: ``build`` calls
+    ``loss.backward()`` and the optimizer is added with ``add_optimizer``, so OneFlow compiles
+    the whole step (gradient clipping included, from the optimizer's param group)."""
+
+    def __init__(self, objective, optimizer):
+        # type: (flow.nn.Module, Any) -> None
+        super(TrainGraph, self).__init__()
+        self.objective = objective
+        self.add_optimizer(optimizer)
+
+    def build(self, *inputs):
+        # type: (*flow.Tensor) -> flow.Tensor
+        loss = self.objective(*inputs)
+        loss.backward()
+        return loss
+
+
+class InferGraph(flow.nn.Graph):
+    """The forward pass (eval mode) and its scalar summary as one static graph."""
+
+    def __init__(self, objective):
+        # type: (flow.nn.Module) -> None
+        super(InferGraph, self).__init__()
+        self.objective = objective
+
+    def build(self, *inputs):
+        # type: (*flow.Tensor) -> flow.Tensor
+        return self.objective(*inputs)
+
+
+def eager_train_step(objective, optimizer, clip):
+    # type: (flow.nn.Module, Any, bool) -> Callable[..., flow.Tensor]
+    """The eager loop of the OneFlow tutorials: forward, backward, (clip,) step, zero_grad."""
+
+    def step(*inputs):
+        # type: (*flow.Tensor) -> flow.Tensor
+        loss = objective(*inputs)
+        loss.backward()
+        if clip:
+            optimizer.clip_grad()  # the global-norm clip the param group declares
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    return step
+
+
+def eager_infer_step(objective):
+    # type: (flow.nn.Module) -> Callable[..., flow.Tensor]
+    def step(*inputs):
+        # type: (*flow.Tensor) -> flow.Tensor
+        with flow.no_grad():
+            return objective(*inputs)
+
+    return step
+
+
+class OneFlowWorkload(Workload):
+    """A step function (eager closure or nn.Graph) and one synthetic batch on the device."""
+
+    def __init__(self, run, inputs, device, samples_per_step, params, info):
+        # type: (Callable[..., flow.Tensor], Sequence[flow.Tensor], str, int, int, Dict[str, Any]) -> None
+        self.run = run
+        self.inputs = tuple(inputs)
+        self.device = device
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.info = info
+
+    def step(self):
+        # type: () -> Any
+        return self.run(*self.inputs)
+
+    def sync(self):
+        # type: () -> None
+        """Wait for OneFlow's virtual machine: eager ops and graph runs are queued to it and
+        return before they finish; ``eager.Sync`` is what ``flow.cuda.synchronize`` and
+        ``nn.Graph`` itself call to wait for all of it."""
+        flow._oneflow_internal.eager.Sync()
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(handle.float().numpy())
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        return None
+
+
+def runtime_info(device):
+    # type: (str) -> Dict[str, Any]
+    """Facts about this OneFlow and device that change performance and belong with a result."""
+    return {
+        "oneflow_version": flow.__version__,
+        "oneflow_commit": getattr(flow, "__git_commit__", None),
+        "device": device,
+        "device_name": cpu_name(),
+        "omp_num_threads": int(os.environ["OMP_NUM_THREADS"]),
+        "omp_threads_set_by": "dlperf (all available CPUs; OneFlow's own default is the "
+                              "logical cores minus 2)"
+        if os.environ.get(THREADS_SET_BY_DLPERF) else "the user (OMP_NUM_THREADS)",
+        "built_with_cuda": int(oneflow.sysconfig.get_cuda_version())
+        if oneflow.sysconfig.with_cuda() else None,
+    }
