@@ -14,6 +14,17 @@ CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compil
 STAT_COLUMNS = ("median", "mean", "min", "max", "iqr", "cv", "n")
 TIMING_COLUMNS = ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p95", "p99")
+# A spreadsheet runs a cell starting with one of these as a formula; labels and errors are data.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """The value as a CSV cell: None empty, numbers as they are, formula-like text defused."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _median(values: list[float] | None) -> float | None:
@@ -65,7 +76,7 @@ def to_csv(results: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
     writer.writeheader()
     for item in rows:
-        writer.writerow({k: "" if v is None else v for k, v in item.items()})
+        writer.writerow({k: csv_cell(v) for k, v in item.items()})
     return buffer.getvalue()
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import html
 
 from dlperf.report.tables import Cell, Report, Table
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Cells are data: HTML in a host name or label must not become markup in the .md."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def cell(value: Cell) -> str:
@@ -26,16 +28,16 @@ def table(t: Table) -> list[str]:
 
 def render(report: Report, title: str = "dlperf report") -> str:
     now = dt.datetime.now().isoformat(timespec="seconds")
-    lines = [f"# {title}", "",
+    lines = [f"# {_escape(title)}", "",
              f"{len(report.results)} result(s), generated {now}. Throughput is the median over "
              "repeats (each in a fresh process); batch size is per device; speedup is "
              "throughput on N devices over 1 device of the same configuration.", ""]
     for section in report.sections:
-        lines += [f"## {section.title}", ""]
+        lines += [f"## {_escape(section.title)}", ""]
         lines += table(section.summary)
         lines.append("")
         for detail in section.details:
-            lines += [f"### {section.title}: {detail.title}", ""]
+            lines += [f"### {_escape(section.title)}: {_escape(detail.title)}", ""]
             lines += table(detail)
             lines.append("")
     if report.notes:

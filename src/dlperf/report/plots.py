@@ -13,6 +13,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
+# labels are data (framework and external names): a "$" must not start mathtext and fail a report
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib import ticker  # noqa: E402
 
