@@ -104,11 +104,20 @@ def test_out_of_memory_is_classified(tmp_path):
     assert result["repeats_done"] == 1
 
 
-def test_ctrl_c_keeps_finished_repeats_and_leaves_no_worker(tmp_path):
+def _default_sigint() -> None:
+    # a suite started in the background has SIGINT ignored, and children inherit that
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                          (signal.SIGHUP, 129)],
+                         ids=["ctrl-c", "sigterm", "sighup"])
+def test_stop_signal_keeps_finished_repeats_and_leaves_no_worker(tmp_path, signum, code):
     db = tmp_path / "i.db"
     proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", *TINY_RESNET,
                              "--repeats", "5", "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         time.sleep(1)
@@ -122,9 +131,9 @@ def test_ctrl_c_keeps_finished_repeats_and_leaves_no_worker(tmp_path):
             finally:
                 con.close()
     children = psutil.Process(proc.pid).children(recursive=True)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     assert "Traceback" not in stderr
     _, alive = psutil.wait_procs(children, timeout=15)
     assert not alive
@@ -134,3 +143,27 @@ def test_ctrl_c_keeps_finished_repeats_and_leaves_no_worker(tmp_path):
     result_json = con.execute("SELECT result_json FROM runs").fetchone()[0]
     assert '"interrupted": true' in result_json
     assert "interrupted" in stdout
+
+
+def test_a_launcher_error_mid_run_still_finishes_the_stored_run(tmp_path):
+    """Not only Ctrl-C: any error between repeats stores what was measured, marked as such."""
+    from dlperf.store import Store
+
+    calls = []
+
+    def flaky(case, case_file, out_dir):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the launcher lost its way")
+        return launch.local(case, case_file, out_dir)
+
+    case = Case(framework="torch", model="resnet50", batch_size=2, repeats=3, warmup_steps=1,
+                steps=2, knobs={"image_size": 32, "num_classes": 10}, device="cpu")
+    with Store(tmp_path / "r.db") as store:
+        with pytest.raises(RuntimeError, match="lost its way"):
+            runner.run_case(case, store=store, launcher=flaky)
+        (stored,) = store.results()
+    assert stored["interrupted"] is True and stored["repeats_done"] == 1
+    assert stored["status"] == "ok" and len(stored["throughput"]["repeats"]) == 1
+    assert any(w.startswith("stopped by RuntimeError: the launcher lost its way")
+               for w in stored["warnings"])

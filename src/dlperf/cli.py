@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -39,14 +40,36 @@ def build_parser() -> Parser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (kill, scancel, a closed terminal): stopped like Ctrl-C, so what was
+    measured is stored and marked interrupted."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_received: list[int] = []  # the terminating signal, even if a command re-raises plain Ctrl-C
+
+
+def _terminate(signum: int, frame: object) -> None:
+    _received.append(signum)
+    raise Terminated(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _terminate)
     try:
         return int(args.handler(args) or 0)
     except (UsageError, SpecError, StoreError) as error:
         print(f"dlperf {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        if _received:  # SIGTERM -> 143, SIGHUP -> 129, as a shell reports them
+            print(f"dlperf: stopped by {signal.Signals(_received[0]).name}", file=sys.stderr)
+            return 128 + _received[0]
         print("dlperf: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 

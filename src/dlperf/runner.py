@@ -237,15 +237,40 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
                 on_repeat(record)
             if record["status"] != "ok":
                 break
-    except KeyboardInterrupt:
-        partial = result.aggregate(case, repeats, env, run_id=run_id, interrupted=True)
-        partial.update(scaling.scaling(partial, store))
-        if store is not None and run_id is not None:
-            store.finish_run(run_id, partial)
+    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM/SIGHUP (see dlperf.cli)
+        partial = finish_partial(case, repeats, env, store, run_id, None)
         raise Interrupted(partial) from None
+    except BaseException as error:  # a launcher, display or store error: keep what finished
+        finish_partial(case, repeats, env, store, run_id, error)
+        raise
     final = result.aggregate(case, repeats, env, run_id=run_id)
     final.update(scaling.scaling(final, store))
     if store is not None and run_id is not None:
         store.finish_run(run_id, final)
     return final
+
+
+def finish_partial(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
+                   store: Store | None, run_id: int | None,
+                   error: BaseException | None) -> dict[str, Any]:
+    """Store the repeats that finished before the run was cut short, marked ``interrupted``
+    (and with the reason when it was an error), so no exit path leaves a run unfinished."""
+    try:
+        partial = result.aggregate(case, repeats, env, run_id=run_id, interrupted=True)
+        partial.update(scaling.scaling(partial, store))
+    except Exception as failure:  # e.g. an unreadable peaks file: store the bare facts
+        partial = {"schema": result.SCHEMA, "run_id": run_id, "case_key": case.key(),
+                   "label": case.label(), "case": case.to_dict(), "status": "crash",
+                   "error": f"aggregating the finished repeats failed: {failure}",
+                   "repeats_done": len(repeats), "interrupted": True}
+    if error is not None:
+        partial.setdefault("warnings", []).append(
+            f"stopped by {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+            [:300])
+    if store is not None and run_id is not None:
+        try:
+            store.finish_run(run_id, partial)
+        except Exception:  # the store itself failed (locked, gone): nothing more to save
+            pass
+    return partial
 
