@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import accuracy, display, models, sysinfo
+from dlperf import accuracy, display, measurelock, models, sysinfo
 from dlperf.errors import UsageError
 
 
@@ -65,6 +65,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="seconds per model (default 3600)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="write every model's result (cells, training, request) as JSON")
+    measurelock.add_argument(parser)
     return parser
 
 
@@ -115,34 +116,38 @@ def table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+def _measure_model(options: Any, name: str) -> dict[str, Any]:
+    """Train (or load) one model and score it in every engine and precision."""
+    request = accuracy.plan(options, name)
+    display.err.print(display.line(
+        (name, "bold"), f" image {request['knobs']['image_size']}: "
+        f"{'evaluating your weights' if options.weights else 'training'} "
+        f"({request['recipe']['epochs']} epochs unless cached), then "
+        f"{', '.join(options.frameworks)} x {', '.join(options.precisions)}"))
+    result = accuracy.run_model(options, name)
+    training = result.get("training") or {}
+    if training:
+        display.err.print(f"  weights: {'cached' if training.get('cached') else 'trained'}"
+                          f" ({training.get('source')}"
+                          + (f", {training['train_s']:.0f} s" if "train_s" in training
+                             else "") + ")")
+    if result.get("status") != "ok":
+        display.err.print(display.line("  ", (str(result.get("status")), "red"),
+                                       f": {result.get('error')}"))
+    for cell in result.get("cells", []):
+        if cell["status"] != "ok":
+            display.err.print(display.line(f"  {cell['framework']} {cell['precision']}: ",
+                                           (cell["status"], "yellow"), f": {cell['error']}"))
+    return result
+
+
 def main(args: argparse.Namespace) -> int:
     options = options_from(args)
     accuracy.validate(options)
     if args.json is not None and not args.json.parent.exists():
         raise UsageError(f"--json: directory {args.json.parent} does not exist")
-    results = []
-    for name in options.models:
-        request = accuracy.plan(options, name)
-        display.err.print(display.line(
-            (name, "bold"), f" image {request['knobs']['image_size']}: "
-            f"{'evaluating your weights' if options.weights else 'training'} "
-            f"({request['recipe']['epochs']} epochs unless cached), then "
-            f"{', '.join(options.frameworks)} x {', '.join(options.precisions)}"))
-        result = accuracy.run_model(options, name)
-        training = result.get("training") or {}
-        if training:
-            display.err.print(f"  weights: {'cached' if training.get('cached') else 'trained'}"
-                              f" ({training.get('source')}"
-                              + (f", {training['train_s']:.0f} s" if "train_s" in training
-                                 else "") + ")")
-        if result.get("status") != "ok":
-            display.err.print(display.line("  ", (str(result.get("status")), "red"),
-                                           f": {result.get('error')}"))
-        for cell in result.get("cells", []):
-            if cell["status"] != "ok":
-                display.err.print(display.line(f"  {cell['framework']} {cell['precision']}: ",
-                                               (cell["status"], "yellow"), f": {cell['error']}"))
-        results.append(result)
+    with measurelock.held(not args.no_wait):
+        results = [_measure_model(options, name) for name in options.models]
     rows = accuracy.comparison_rows(results)
     source = ("scikit-learn digits (10 classes, held-out 30%)" if options.data is None
               else f"{options.data}")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, runner, sysinfo
+from dlperf import display, measurelock, runner, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.external import ExternalCase, ExternalRun
@@ -50,6 +50,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
     parser.add_argument("external_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                         help="the command to run, after --")
+    measurelock.add_argument(parser)
     return parser
 
 
@@ -85,7 +86,7 @@ def main(args: argparse.Namespace) -> int:
 
     echo = (lambda line: display.err.print(f"    | {line}", markup=False, highlight=False)) \
         if args.echo else None
-    with Store(args.db) as store:
+    with measurelock.held(not args.no_wait), Store(args.db) as store:
         run = ExternalRun(case, store=store, env=sysinfo.capture(), on_repeat=on_repeat,
                           echo=echo)
         try:

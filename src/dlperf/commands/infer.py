@@ -9,7 +9,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, infer, models, server, sysinfo
+from dlperf import display, infer, measurelock, models, server, sysinfo
 from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
 from dlperf.errors import UsageError
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
@@ -111,6 +111,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     parser.add_argument("--json", type=Path,
                         help="write the results as a JSON list (one per batch size / probe)")
+    measurelock.add_argument(parser)
     return parser
 
 
@@ -157,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
         return main_server(args, base)
     cases = infer.sweep_cases(base, args.batch_sizes, args.precisions)
     env = sysinfo.capture()
-    with Store(args.db) as store:
+    with measurelock.held(not args.no_wait), Store(args.db) as store:
         try:
             results = infer.run_sweep(cases, store, env, progress=display.progress)
         except infer.SweepInterrupted as stop:
@@ -210,7 +211,7 @@ def main_server(args: argparse.Namespace, base: Case) -> int:
         rate_qps=args.rate)
     server.probe_case(base, settings, args.rate or 1.0)  # SpecError now for a bad server field
     env = sysinfo.capture()
-    with Store(args.db) as store:
+    with measurelock.held(not args.no_wait), Store(args.db) as store:
         try:
             outcome = server.run(base, settings, store, env, progress=display.progress)
         except server.SearchInterrupted as stop:

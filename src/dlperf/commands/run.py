@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, envs, models, runner, scaling, slurm, sysinfo, torchrun
+from dlperf import (display, envs, measurelock, models, runner, scaling, slurm, sysinfo,
+                    torchrun)
 from dlperf.errors import UsageError
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
@@ -141,6 +142,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="before each repeat wait until the host is idle (CPU < 10%% for "
                              f"3 s), at most SECONDS (default {QUIET_WAIT_S:g}); a host that "
                              "never quiets fails the case as busy")
+    measurelock.add_argument(parser)
     return parser
 
 
@@ -170,7 +172,7 @@ def main(args: argparse.Namespace) -> int:
         if not launcher.is_master(case):
             return run_peer(case, launcher, args)
     env = sysinfo.capture()
-    with Store(args.db) as store:
+    with measurelock.held(not args.no_wait), Store(args.db) as store:
         try:
             with display.progress(case) as on_repeat:
                 result = runner.run_case(case, store=store, env=env, on_repeat=on_repeat,

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeE
 from rich.text import Text
 from rich.table import Table
 
-from dlperf import display, models, sysinfo
+from dlperf import display, measurelock, models, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.spec import Case
 from dlperf.store import DEFAULT_DB, Store
@@ -31,6 +31,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="list the cases and an estimated time; measure nothing")
     parser.add_argument("--json", type=Path, help="also write the result objects (a list)")
+    measurelock.add_argument(parser)
     return parser
 
 
@@ -206,7 +207,8 @@ def main(args: argparse.Namespace) -> int:
         return dry_run(sweep, db, args.resume, args.force)
     mode = "resume" if args.resume else "force" if args.force else "new"
     started = dt.datetime.now().isoformat(timespec="seconds")
-    with Store(db) as store:
+    # the host's lock first: a sweep that must wait (or give up) has touched no session state
+    with measurelock.held(not args.no_wait), Store(db) as store:
         watcher = SweepDisplay(sweep)
         run = SweepRun(sweep, store, mode=mode, env=sysinfo.capture(), observer=watcher)
         with watcher:
