@@ -1,0 +1,222 @@
+"""OneFlow 0.9.0: its environment, the registry's env: data, its models and real tiny runs.
+
+The environment comes from the pinned set the project ships (`make test` installs it first
+through `make envs`; the fixture's install is then a no-op, or does the install itself when run
+alone). Everything else runs the real `dlperf` command and real workers in that environment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlperf import envs, launch, models
+from dlperf.backends.oneflow import SUPPORT
+from dlperf.envs import manage
+
+TIMEOUT = 900
+VERSION = "0.9.0"
+# what the wheel links without shipping (readelf -d oneflow/_oneflow_internal*.so)
+LINKED_FROM_WHEELS = {"libcublas.so.11", "libcublasLt.so.11", "libcudnn_cnn_infer.so.8",
+                      "libcudnn_cnn_train.so.8", "libcudnn_ops_infer.so.8",
+                      "libcudnn_ops_train.so.8"}
+
+
+def run_dlperf(*args: str, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=env or dict(os.environ))
+
+
+@pytest.fixture(scope="module")
+def oneflow_env() -> str:
+    """The environment, installed from its pinned set (cached: no-op if current); its Python."""
+    done = envs.install("oneflow", say=lambda line: None)
+    assert done.action in ("installed", "up to date")
+    return envs.interpreter("oneflow")
+
+
+def test_environment_matches_pinned_set(oneflow_env):
+    st = envs.status("oneflow")
+    assert st.state == "installed", st
+    assert st.version == VERSION
+    assert st.python and st.python.startswith("3.10.")  # the only oneflow 0.9.0 wheel is cp310
+    pins = envs.registry.get("oneflow").requirement_lines()
+    assert pins and all("==" in line for line in pins)  # every package pinned exactly
+    pinned = dict(line.split("==", 1) for line in pins)
+    assert pinned["oneflow"] == VERSION
+    assert tuple(int(x) for x in pinned["numpy"].split(".")[:2]) < (1, 24)
+    assert {"nvidia-cublas-cu11", "nvidia-cudnn-cu11"} <= set(pinned)
+    frozen = subprocess.run([oneflow_env, "-m", "pip", "freeze", "--all"], capture_output=True,
+                            text=True, timeout=TIMEOUT, check=True).stdout.split()
+    assert sorted(x for x in frozen if not x.startswith("pip==")) == sorted(pins)
+    assert envs.install("oneflow", say=lambda line: None).action == "up to date"
+
+
+def test_registry_env_expands_to_the_environments_library_directories(oneflow_env):
+    """env: is data: LD_LIBRARY_PATH names the env's own nvidia/*/lib directories, which hold
+    every CUDA library the wheel links without shipping, in front of any value already set."""
+    fw = envs.registry.get("oneflow")
+    assert [name for name, _ in fw.env] == ["LD_LIBRARY_PATH"]
+    site = manage.site_packages(oneflow_env)
+    assert site == envs.env_dir("oneflow") / "lib" / "python3.10" / "site-packages"
+    value = fw.environment(site, {})["LD_LIBRARY_PATH"]
+    dirs = [Path(d) for d in value.split(os.pathsep)]
+    assert dirs and all(d.is_dir() and d.is_relative_to(site) for d in dirs), dirs
+    shipped = {p.name for d in dirs for p in d.iterdir()}
+    assert LINKED_FROM_WHEELS <= shipped, LINKED_FROM_WHEELS - shipped
+    assert fw.environment(site, {"LD_LIBRARY_PATH": "/opt/x"})["LD_LIBRARY_PATH"] == \
+        value + os.pathsep + "/opt/x"
+    # the worker's variables are exactly these, and oneflow loads cuBLAS/cuDNN from there
+    variables = envs.worker_variables("oneflow", oneflow_env)
+    assert variables["LD_LIBRARY_PATH"].split(os.pathsep)[:len(dirs)] == [str(d) for d in dirs]
+    code = ("import oneflow, json; maps = open('/proc/self/maps').read().split(); "
+            "print('LIBS=' + json.dumps(sorted({p for p in maps if '/nvidia/' in p})))")
+    proc = subprocess.run([oneflow_env, "-c", code], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=launch.worker_env(variables))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = json.loads(next(x for x in proc.stdout.splitlines()
+                             if x.startswith("LIBS=")).split("=", 1)[1])
+    assert {Path(p).name for p in loaded} >= LINKED_FROM_WHEELS
+    assert all(Path(p).resolve().parent in {d.resolve() for d in dirs} for p in loaded), loaded
+
+
+COUNT = """
+import json
+from dlperf import models
+from dlperf.backends.oneflow import bert, resnet
+from dlperf.backends.oneflow.workload import count_params
+knobs = {k: v for k, v in models.resolve_knobs("bert-base").items()
+         if k not in ("seq_len", "clip_grad_norm")}
+print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "bert-base": count_params(bert.BertForPreTraining(**knobs))}))
+"""
+
+
+def test_both_models_have_the_catalogue_parameter_count(oneflow_env):
+    """Built inside OneFlow's own interpreter, default (full-size) knobs, no training."""
+    proc = subprocess.run([oneflow_env, "-c", COUNT], capture_output=True, text=True,
+                          timeout=TIMEOUT,
+                          env=launch.worker_env(envs.worker_variables("oneflow", oneflow_env)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
+    built = json.loads(line.split("=", 1)[1])
+    assert built == {"resnet50": models.get("resnet50").params(),
+                     "bert-base": models.get("bert-base").params()}
+    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+
+
+TINY = {
+    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
+    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
+                  "--knob", "layers=2", "--knob", "hidden=64", "--knob", "heads=2",
+                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
+}
+WINDOW = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
+CASES = [
+    # (model, extra flags, OMP_NUM_THREADS in the harness's environment or None)
+    ("resnet50", ["--no-compile"], "1"),
+    ("resnet50", ["--compile"], None),
+    ("bert-base", ["--no-compile"], None),
+    ("bert-base", ["--compile"], None),
+    ("resnet50", ["--compile", "--task", "infer"], None),
+]
+
+
+def _run_case(model, extra, threads, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in launch.THREAD_VARIABLES}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = threads
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", "oneflow", *TINY[model], *extra, *WINDOW,
+                      "--db", str(tmp_path / "r.db"), "--json", str(out), env=env)
+    return proc, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("model,extra,threads", CASES,
+                         ids=["-".join([m] + [e.strip("-") for e in x]) for m, x, _ in CASES])
+def test_tiny_case_runs_ok(oneflow_env, model, extra, threads, tmp_path):
+    proc, result = _run_case(model, extra, threads, tmp_path)
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
+    assert result["model"]["params"] == result["model"]["catalogue_params"]
+    assert result["throughput"]["median"] > 0
+    worker = result["env"]["worker"]
+    assert str(envs.env_dir("oneflow")) in json.dumps(worker)  # ran in OneFlow's env
+    assert result["launch"]["framework_env"] == envs.worker_variables("oneflow", oneflow_env)
+    info = worker["framework"]
+    compiled = "--compile" in extra
+    train = "infer" not in extra
+    assert info["oneflow_version"] == VERSION and info["compile"] is compiled
+    assert info["compile_mode"] == ("eager" if not compiled else SUPPORT.mode(True) if train
+                                    else "nn.Graph (forward)")
+    assert info["task"] == ("train" if train else "infer")
+    assert info["optimizer"] == (None if not train else
+                                 "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)"
+                                 if model == "resnet50" else
+                                 "AdamW(lr=1e-4, weight_decay=0.01), global-norm clip 1")
+    if threads is not None:  # the user's OMP_NUM_THREADS is what OneFlow's CPU device uses
+        assert info["omp_num_threads"] == int(threads)
+        assert info["omp_threads_set_by"] == "the user (OMP_NUM_THREADS)"
+    else:
+        assert info["omp_num_threads"] == launch.usable_cores()
+        assert info["omp_threads_set_by"].startswith("dlperf (all available CPUs")
+
+
+def test_eager_and_graph_train_the_same_network(oneflow_env, tmp_path):
+    """Same seed, same data, no dropout in ResNet: the nn.Graph step computes what eager does."""
+    losses = []
+    for flag in ("--no-compile", "--compile"):
+        proc, result = _run_case("resnet50", [flag], None, tmp_path)
+        assert result["status"] == "ok", result["error"]
+        losses.append(result["loss"]["first"][0])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+
+
+def test_envs_check_runs_with_the_registry_env(oneflow_env):
+    proc = run_dlperf("envs", "check", "oneflow")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"import ok, version {VERSION}" in proc.stdout
+
+
+UNSUPPORTED = [
+    # (flags, the declaration's reason key); each is OneFlow's own behaviour on this CPU
+    (["--precision", "amp-bf16"], "cpu/amp-bf16"),
+    (["--precision", "amp-fp16", "--compile"], "cpu/amp-fp16"),
+    (["--precision", "tf32"], "cpu/tf32"),
+    (["--task", "infer", "--precision", "bf16"], "cpu/bf16"),
+    (["--task", "infer", "--precision", "fp16"], "cpu/fp16"),
+    (["--task", "infer", "--precision", "int8"], "int8"),
+    (["--precision", "int8"], "train/int8"),
+]
+
+
+@pytest.mark.parametrize("extra,key", UNSUPPORTED, ids=[k for _, k in UNSUPPORTED])
+def test_unsupported_combination_reports_its_reason(oneflow_env, extra, key, tmp_path):
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", "oneflow", *TINY["resnet50"], *extra,
+                      "--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 1
+    assert result["status"] == "unsupported"
+    assert SUPPORT.reasons[key] in result["error"]
+    assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+def test_cuda_is_refused_with_a_reason(oneflow_env, tmp_path):
+    """No GPU here: an explicit cuda says why; the registry refuses a cuda build, with why."""
+    out = tmp_path / "result.json"
+    proc = run_dlperf("run", "--framework", "oneflow", *TINY["resnet50"], "--device", "cuda",
+                      *WINDOW, "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 1 and result["status"] == "unsupported"
+    assert "runs on cpu only" in result["error"]
+    assert "sm_86" in envs.registry.get("oneflow", "cuda").refused
