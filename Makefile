@@ -25,7 +25,7 @@ run: setup
 
 # The framework environments the tests use, each from its pinned set in src/dlperf/envs/requirements.
 # Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
-TEST_ENVS ?= tensorflow tensorflow1 jax paddle mxnet mindspore
+TEST_ENVS ?= tensorflow tensorflow1 jax paddle mxnet mindspore oneflow
 envs: setup
 	$(BIN)/dlperf envs install $(TEST_ENVS)
 
