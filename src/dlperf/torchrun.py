@@ -14,6 +14,7 @@ sees the whole job and stores the case; the other nodes store nothing.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import time
@@ -30,6 +31,7 @@ DEFAULT_RDZV_TIMEOUT_S = 300.0
 # Before its next repeat a non-master node waits this long, so it never reaches node 0's store of
 # the repeat that just ended (torchrun's agents leave together, but their processes exit apart).
 NEXT_REPEAT_GRACE_S = 2.0
+IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Rendezvous:
     master_addr: str | None = None
     master_port: int = DEFAULT_PORT
     timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
+    # the network interface the collectives use (GLOO_/NCCL_SOCKET_IFNAME); None: their choice
+    socket_ifname: str | None = None
 
     def check(self, nnodes: int) -> None:
         """UsageError naming the flag when these settings cannot describe ``nnodes`` nodes."""
@@ -48,8 +52,11 @@ class Rendezvous:
                              f"{nnodes - 1} (--nnodes {nnodes})")
         if not 1 <= self.master_port <= 65535:
             raise UsageError(f"--master-port: {self.master_port} must be between 1 and 65535")
-        if self.timeout_s <= 0:
-            raise UsageError(f"--rdzv-timeout: {self.timeout_s:g} must be > 0 seconds")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 86400):
+            raise UsageError(f"--rdzv-timeout: {self.timeout_s!r} must be seconds in (0, 86400]")
+        if self.socket_ifname is not None and not IFNAME.fullmatch(self.socket_ifname):
+            raise UsageError(f"--socket-ifname: {self.socket_ifname!r} is not a network interface "
+                             f"name (letters, digits, '.', '-', '_', '@'; at most 15)")
         if nnodes > 1 and not self.master_addr:
             raise UsageError("--master-addr: needed with --nnodes > 1 (the address of node 0, "
                              "which every node must reach), or run under Slurm")
@@ -98,7 +105,11 @@ class Torchrun:
         argv += ["-m", *worker_argv(python, case_file, out_dir)[2:]]
         threads = threads_per_process(case)
         facts["threads_per_process"] = threads
-        return Launch(argv, env=thread_env(threads),
+        env = thread_env(threads)
+        if rdzv.socket_ifname:
+            env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
+            facts["socket_ifname"] = rdzv.socket_ifname
+        return Launch(argv, env=env,
                       ranks=case.devices * case.nnodes if self.is_master(case) else case.devices,
                       explain=lambda log: explain(log, rdzv), facts=facts)
 

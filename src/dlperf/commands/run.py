@@ -111,6 +111,10 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--rdzv-timeout", type=float, default=torchrun.DEFAULT_RDZV_TIMEOUT_S,
                        help="seconds to wait for the other nodes to join before failing with "
                             f"status timeout (default {torchrun.DEFAULT_RDZV_TIMEOUT_S:g})")
+    group.add_argument("--socket-ifname", default=None, metavar="IFACE",
+                       help="network interface for the collectives (GLOO_SOCKET_IFNAME / "
+                            "NCCL_SOCKET_IFNAME), e.g. the cluster's private network; "
+                            "multi-node runs need a trusted network")
 
 
 def rendezvous_from_args(args: argparse.Namespace, case: Case) -> torchrun.Rendezvous:
@@ -123,7 +127,8 @@ def rendezvous_from_args(args: argparse.Namespace, case: Case) -> torchrun.Rende
         port = port or place.master_port
     rendezvous = torchrun.Rendezvous(node_rank=node_rank or 0, master_addr=addr,
                                      master_port=port or torchrun.DEFAULT_PORT,
-                                     timeout_s=args.rdzv_timeout)
+                                     timeout_s=args.rdzv_timeout,
+                                     socket_ifname=args.socket_ifname)
     rendezvous.check(case.nnodes)
     if case.devices * case.nnodes > 1 and case.framework != "torch":
         raise UsageError(f"--devices/--nnodes: the {case.framework} backend runs one process; "

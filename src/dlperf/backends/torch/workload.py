@@ -6,6 +6,7 @@ measured under the same rules.
 """
 
 import contextlib
+import json
 import os
 from typing import Any, Callable, Dict, List, Optional
 
@@ -71,14 +72,31 @@ def rank():
 
 def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    """Every rank's result (a JSON-able dict) at global rank 0, None on the others; then leave
-    the process group. A single process gets its own result back."""
+    """Every rank's result at global rank 0, None on the others; then leave the process group.
+    A single process gets its own result back.
+
+    The results travel as JSON bytes in uint8 tensors (all_gather, which gloo and NCCL both
+    have), never as pickles: rank 0 must not unpickle bytes that came over the network."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         return [payload]
-    everyone = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
-    dist.gather_object(payload, everyone, dst=0)
+    device = (torch.device("cuda", torch.cuda.current_device())
+              if dist.get_backend() == "nccl" else torch.device("cpu"))
+    data = bytearray(json.dumps(payload).encode("utf-8"))
+    world = dist.get_world_size()
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    longest = max(int(s.item()) for s in sizes)
+    mine = torch.zeros(longest, dtype=torch.uint8, device=device)
+    mine[:len(data)] = torch.frombuffer(data, dtype=torch.uint8).to(device)
+    blobs = [torch.zeros_like(mine) for _ in range(world)]
+    dist.all_gather(blobs, mine)
+    everyone = None  # type: Optional[List[Dict[str, Any]]]
+    if dist.get_rank() == 0:
+        everyone = [json.loads(bytes(blob[:int(n.item())].cpu().numpy().tobytes()).decode("utf-8"))
+                    for blob, n in zip(blobs, sizes)]
     dist.destroy_process_group()
     return everyone
 
