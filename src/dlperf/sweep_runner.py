@@ -23,15 +23,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import models, runner
+from dlperf import envs, models, runner
 from dlperf.worker import steady
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
-from dlperf.spec import Case
+from dlperf.spec import Case, support
 from dlperf.store import Store
 from dlperf.sweep import Sweep, halved
 
 MODES = ("new", "resume", "force")
+UNSUPPORTED_S = 5.0  # a worker that starts, imports its framework and refuses the case
+
+
+def declared_refusal(case: Case) -> str | None:
+    """The backend's declared reason it will not run ``case`` here (device auto: cuda where an
+    NVIDIA driver is loaded), or None; read from SUPPORT without importing the framework."""
+    device = case.device if case.device != "auto" else (
+        "cuda" if envs.driver_present() else "cpu")
+    return support(case.framework).refusal(case.to_dict(), device)
+
+
 # warm-up steps assumed for --warmup-steps auto: the steady window and a few to settle
 AUTO_WARMUP_GUESS = steady.WINDOW + 3
 GUESS_RATE_FLOPS = 2e10  # FLOP/s assumed for a CPU case nothing in the database resembles
@@ -140,6 +151,8 @@ class Estimator:
         """(seconds, how it was estimated)."""
         if case.key() in self.by_key:
             return self.by_key[case.key()], "measured"
+        if declared_refusal(case) is not None:  # the worker refuses it before building
+            return UNSUPPORTED_S, "declared unsupported"
         per_sample = models.get(case.model).flops_per_sample(
             dict(case.knobs), train=case.task == "train")
         similar = self._similar(case)
