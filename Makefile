@@ -14,14 +14,25 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[torch,onnxruntime,accuracy,test]'
 	touch $(STAMP)
 
-# A quick look at this machine (under 5 minutes on 2 CPU cores): ResNet-50 v1.5 and BERT-Base
-# training at their standard shapes, bf16 autocast, 3 fresh-process repeats each, short windows.
+# A quick look at this machine (under 5 minutes on 2 CPU cores, installation included):
+# ResNet-50 v1.5 and BERT-Base training, fp32 vs bf16 autocast, 3 fresh-process repeats each with
+# a steady-state warm-up and windows of at least 4 s; the bf16 speedup of each model from
+# `dlperf compare`; an HTML report of the four cases.
+QUICK_DB := quick.db
+QUICK_RESNET := --framework torch --model resnet50 --image-size 112 --batch-size 16 --steps 10 \
+	--min-duration 4 --repeats 3 --db $(QUICK_DB)
+QUICK_BERT := --framework torch --model bert-base --seq-len 32 --batch-size 4 --steps 6 \
+	--min-duration 4 --repeats 3 --db $(QUICK_DB)
 run: setup
-	-$(BIN)/dlperf run --framework torch --model resnet50 --batch-size 8 --precision amp-bf16 \
-		--warmup-steps 6 --steps 10 --repeats 3 --json quick-resnet50.json
-	-$(BIN)/dlperf run --framework torch --model bert-base --batch-size 4 --seq-len 128 \
-		--precision amp-bf16 --warmup-steps 4 --steps 8 --repeats 3 --json quick-bert-base.json
-	$(BIN)/dlperf results --last 2
+	rm -f $(QUICK_DB) quick-*.json
+	-$(BIN)/dlperf run $(QUICK_RESNET) --precision fp32 --json quick-resnet50-fp32.json
+	-$(BIN)/dlperf run $(QUICK_RESNET) --precision amp-bf16 --json quick-resnet50-amp-bf16.json
+	-$(BIN)/dlperf run $(QUICK_BERT) --precision fp32 --json quick-bert-fp32.json
+	-$(BIN)/dlperf run $(QUICK_BERT) --precision amp-bf16 --json quick-bert-amp-bf16.json
+	-$(BIN)/dlperf compare quick-resnet50-fp32.json quick-resnet50-amp-bf16.json
+	-$(BIN)/dlperf compare quick-bert-fp32.json quick-bert-amp-bf16.json
+	$(BIN)/dlperf report --db $(QUICK_DB) --format html -o quick-report.html
+	@echo "report: $(CURDIR)/quick-report.html"
 
 # The framework environments the tests use, each from its pinned set in src/dlperf/envs/requirements.
 # Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
