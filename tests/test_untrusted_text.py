@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from conftest import dlperf
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 ERROR = "see [/opt/data] for details"
 NAME = "=HYPERLINK(x) <script>alert(1)</script> [bold]"
+LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-text-test-")}
 FAILING = ["--", sys.executable, "-c",
            f"import sys; print({ERROR!r}, file=sys.stderr); sys.exit(3)"]
 
@@ -24,13 +26,13 @@ def stored(tmp_path_factory) -> Path:
     """One failed run whose error holds rich markup, one ok run whose names hold mathtext."""
     db = tmp_path_factory.mktemp("untrusted") / "u.db"
     failed = dlperf("external", "--name", NAME, "--metric", r"r: ([\d.]+)", "--repeats", "1",
-                    "--db", str(db), *FAILING, timeout=120)
+                    "--db", str(db), *FAILING, timeout=120, env=LOCK)
     assert failed.returncode == 1, failed.stderr
     assert ERROR in failed.stderr + failed.stdout
     ok = dlperf("external", "--name", "ext $\\frac{1}{$ name", "--framework", "fw$\\x$",
                 "--model", "resnet50", "--batch-size", "32", "--metric",
                 r"imgs_per_sec : ([\d.]+)", "--repeats", "1", "--db", str(db), "--", sys.executable,
-                SCRIPT, timeout=120)
+                SCRIPT, timeout=120, env=LOCK)
     assert ok.returncode == 0, ok.stderr
     return db
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,34 +57,112 @@ CREATE TABLE IF NOT EXISTS repeats (
 
 
 class StoreError(RuntimeError):
-    """The database cannot be used (wrong schema version, not a dlperf database)."""
+    """The database cannot be used (wrong schema version, not a dlperf database, damaged)."""
+
+
+DAMAGED_FIX = ("the file is damaged: restore it from a copy, or salvage it with "
+               "`sqlite3 FILE .recover | sqlite3 NEW.db`")
+TABLES = ("meta", "runs")
 
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-class Store:
-    """A results database. Every write is its own committed transaction."""
+def _check_path(path: Path, flag: str, readonly: bool) -> None:
+    """Refuse what cannot hold results before SQLite touches anything."""
+    if str(path) in (":memory:", "") or str(path).startswith("file:"):
+        raise StoreError(f"{flag}: {str(path)!r} is not allowed; results need a file path")
+    if path.is_dir():
+        raise StoreError(f"{flag}: {path} is a directory; name a results file")
+    if readonly and not path.exists():
+        raise StoreError(f"{flag}: {path} does not exist; measure something first "
+                         f"(dlperf run / dlperf sweep) or point {flag} at a results file")
 
-    def __init__(self, path: str | Path = DEFAULT_DB) -> None:
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write: no journal switch, no tables, no file created."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    return sqlite3.connect(uri, uri=True, timeout=30.0)
+
+
+def _verify(db: sqlite3.Connection, path: Path, flag: str, empty_ok: bool) -> None:
+    """The file is a dlperf database of this schema (or, where ``empty_ok``, has no tables)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables and empty_ok:
+        return
+    missing = [name for name in TABLES if name not in tables]
+    if missing:
+        raise StoreError(f"{flag}: {path} is not a dlperf database (no {', '.join(missing)} "
+                         f"table); point {flag} at a dlperf results file")
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    text = None if row is None else row[0]
+    try:
+        version = int(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise StoreError(f"{flag}: {path} has an unreadable schema version {text!r}; it was not "
+                         f"written by dlperf, or was edited by hand") from None
+    if version != SCHEMA_VERSION:
+        newer = "a newer dlperf" if version > SCHEMA_VERSION else "an older dlperf"
+        raise StoreError(f"{flag}: {path} has schema version {version}, written by {newer}; "
+                         f"this dlperf reads {SCHEMA_VERSION}")
+
+
+class Store:
+    """A results database. Every write is its own committed transaction.
+
+    ``readonly`` (results, report, compare): the file must exist and is opened with SQLite's
+    ``mode=ro``, so reading never creates, converts or extends it. A writable store checks an
+    existing file the same way, read-only, before its first write.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_DB, readonly: bool = False,
+                 flag: str = "--db") -> None:
         self.path = Path(path)
+        self.flag = flag
+        _check_path(self.path, flag, readonly)
         try:
-            self.db = sqlite3.connect(self.path, timeout=30.0)
+            if readonly or (self.path.exists() and self.path.stat().st_size > 0):
+                probe = _open_readonly(self.path)
+                try:
+                    _verify(probe, self.path, flag, empty_ok=not readonly)
+                finally:
+                    if not readonly:
+                        probe.close()
+            if readonly:
+                self.db = probe
+            else:
+                self.db = sqlite3.connect(self.path, timeout=30.0)
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.execute("PRAGMA foreign_keys=ON")
+                with self.db:
+                    self.db.executescript(SCHEMA)
+                    self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
+                                    (str(SCHEMA_VERSION),))
             self.db.row_factory = sqlite3.Row
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            with self.db:
-                self.db.executescript(SCHEMA)
-                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                                (str(SCHEMA_VERSION),))
+            # damaged text reaches decode(), which names the run, instead of failing the query
+            self.db.text_factory = lambda raw: raw.decode("utf-8", "replace")
         except sqlite3.DatabaseError as error:
-            raise StoreError(f"{self.path}: not a usable dlperf database ({error})") from None
-        version = int(self.db.execute(
-            "SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: schema version {version}, this dlperf reads "
-                             f"{SCHEMA_VERSION}")
+            raise self._damaged(error) from None
+
+    def _damaged(self, error: sqlite3.Error) -> StoreError:
+        text = " ".join(str(error).split())[:200]
+        if "malformed" in text or "corrupt" in text or "decode" in text:
+            return StoreError(f"{self.flag}: {self.path}: {text}; "
+                              + DAMAGED_FIX.replace("FILE", str(self.path)))
+        return StoreError(f"{self.flag}: {self.path} is not a usable dlperf database ({text})")
+
+    def decode(self, row: sqlite3.Row, column: str = "result_json") -> dict[str, Any]:
+        """One stored JSON object; a damaged row is one line naming the file and run id."""
+        try:
+            value = json.loads(row[column])
+        except (TypeError, ValueError) as error:
+            value = error
+        if not isinstance(value, dict):
+            raise StoreError(f"{self.flag}: {self.path}: run {row['id']} has an unreadable "
+                             f"{column} ({value}); delete that run (DELETE FROM runs WHERE "
+                             f"id={row['id']}) or restore the file from a copy")
+        return value
 
     def close(self) -> None:
         self.db.close()
@@ -124,39 +203,47 @@ class Store:
                 (_now(), result["status"], result.get("error"), json.dumps(result), run_id))
 
     def repeats(self, run_id: int) -> list[dict[str, Any]]:
-        rows = self.db.execute(
-            "SELECT detail_json FROM repeats WHERE run_id=? ORDER BY repeat_index", (run_id,))
-        return [json.loads(row[0]) for row in rows]
+        rows = self._rows("SELECT run_id AS id, detail_json FROM repeats WHERE run_id=? "
+                          "ORDER BY repeat_index", (run_id,))
+        return [self.decode(row, "detail_json") for row in rows]
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """All rows of a query; a damaged file is one line naming it, not a traceback."""
+        try:
+            return self.db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as error:
+            raise self._damaged(error) from None
 
     def runs(self, where: str = "1=1", params: tuple[Any, ...] = ()) -> Iterator[sqlite3.Row]:
-        yield from self.db.execute(f"SELECT * FROM runs WHERE {where} ORDER BY id", params)
+        yield from self._rows(f"SELECT * FROM runs WHERE {where} ORDER BY id", params)
 
     # -- sweeps (issue 3): resume needs the latest run of a case within a sweep --------------
 
     def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        rows = self._rows("SELECT value FROM meta WHERE key=?", (key,))
+        return None if not rows else str(rows[0][0])
 
     def set_meta(self, key: str, value: str) -> None:
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def max_run_id(self) -> int:
-        return int(self.db.execute("SELECT COALESCE(MAX(id), 0) FROM runs").fetchone()[0])
+        return int(self._rows("SELECT COALESCE(MAX(id), 0) FROM runs")[0][0])
 
     def latest_run(self, case_key: str, sweep: str, after_id: int = 0) -> sqlite3.Row | None:
         """The newest run of ``case_key`` stored by ``sweep`` with an id above ``after_id``."""
-        return self.db.execute(
+        rows = self._rows(
             "SELECT * FROM runs WHERE case_key=? AND sweep=? AND id>? ORDER BY id DESC LIMIT 1",
-            (case_key, sweep, after_id)).fetchone()
+            (case_key, sweep, after_id))
+        return rows[0] if rows else None
 
     def sweeps(self) -> list[str]:
         """Names of the sweeps with stored runs, in the order they first appeared."""
-        rows = self.db.execute("SELECT sweep FROM runs WHERE sweep IS NOT NULL "
-                               "GROUP BY sweep ORDER BY MIN(id)")
+        rows = self._rows("SELECT sweep FROM runs WHERE sweep IS NOT NULL "
+                          "GROUP BY sweep ORDER BY MIN(id)")
         return [str(row[0]) for row in rows]
 
     def results(self, where: str = "result_json IS NOT NULL",
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Finished results (the JSON contract), oldest first."""
-        return [json.loads(row["result_json"]) for row in self.runs(where, params)]
+        return [self.decode(row) for row in self.runs(where, params)]

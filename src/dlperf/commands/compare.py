@@ -66,7 +66,7 @@ def _from_file(path: Path, which: str) -> list[dict[str, Any]]:
     with open(path, "rb") as handle:
         head = handle.read(len(SQLITE_MAGIC))
     if head == SQLITE_MAGIC:
-        with Store(path) as store:
+        with Store(path, readonly=True, flag=which) as store:
             return stored.load(store)
     try:
         data = json.loads(path.read_text())
@@ -92,12 +92,12 @@ def resolve(spec: str, which: str, db: str) -> list[dict[str, Any]]:
     if not Path(db).exists():
         raise UsageError(f"{which}: {spec!r} is not a file, and there is no database {db} to "
                          f"look it up in (--db)")
-    with Store(db) as store:
+    with Store(db, readonly=True) as store:
         if kind == "run":
             rows = list(store.runs("id=? AND result_json IS NOT NULL", (int(name),)))
             if not rows:
                 raise UsageError(f"{which}: no finished run with id {name} in {db}")
-            result = json.loads(rows[0]["result_json"])
+            result = store.decode(rows[0])
             result.setdefault("run_id", rows[0]["id"])
             return [result]
         if name in store.sweeps():

@@ -46,10 +46,7 @@ def render(found: list[dict[str, Any]], fmt: str, title: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not Path(args.db).exists():
-        raise UsageError(f"--db: {args.db} does not exist; measure something first "
-                         f"(dlperf run / dlperf sweep) or point --db at a results file")
-    with Store(args.db) as store:
+    with Store(args.db, readonly=True) as store:
         found = results.load(store, args.sweep)
     if not found:
         raise UsageError(f"--db: {args.db} holds no finished result"

@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
-    with Store(args.db) as store:
+    with Store(args.db, readonly=True) as store:
         results = store.results()[-args.last:] if args.last > 0 else store.results()
     if args.json:
         print(json.dumps(results, indent=2))

@@ -30,7 +30,7 @@ def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
         where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
     latest: dict[str, dict[str, Any]] = {}
     for row in store.runs(where, params):
-        result = json.loads(row["result_json"])
+        result = store.decode(row)
         result.setdefault("run_id", row["id"])
         result["sweep"] = row["sweep"]
         latest.pop(row["case_key"], None)  # re-insert: the newest wins, in order
