@@ -121,8 +121,10 @@ def set_mode(compiled):
 
 class Precision(object):
     """What a precision name means in MindSpore: an ``amp.auto_mixed_precision`` level and dtype,
-    and dynamic loss scaling for fp16 training. Which precisions run where is declared in SUPPORT
-    (the CPU has no bfloat16 Conv2D / MatMul / Gather kernels)."""
+    and dynamic loss scaling for fp16 training. Which precisions run where is declared in SUPPORT:
+    on a CPU only fp32, since MindSpore 2.10's CPU backend has no bfloat16 kernels and runs its
+    float16 convolutions and matrix products as Float32 kernels between casts (the tests force
+    these precisions through here to show both)."""
 
     def __init__(self, name, train):
         # type: (str, bool) -> None

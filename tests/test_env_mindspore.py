@@ -1,0 +1,246 @@
+"""MindSpore: its environment, its models, real tiny runs in both modes, and its refusals.
+
+The environment comes from the pinned set the project ships (`make test` installs it first
+through `make envs`; the fixture's install is then a no-op, or does the install itself when run
+alone). Everything else runs the real `dlperf` command and real workers in that environment, or
+MindSpore itself in its interpreter, so every declared refusal is checked against what MindSpore
+really says.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlperf import envs, launch, models
+from dlperf.backends.mindspore import SUPPORT
+
+TIMEOUT = 1200
+VERSION = "2.10.0"
+
+TINY = {
+    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
+    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
+                  "--knob", "layers=2", "--knob", "hidden=64", "--knob", "heads=2",
+                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
+}
+TINY_KNOBS = {
+    "resnet50": {"image_size": 32},
+    "bert-base": {"seq_len": 16, "layers": 2, "hidden": 64, "heads": 2, "intermediate": 128,
+                  "vocab_size": 1000},
+}
+SHORT = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
+
+
+@pytest.fixture(scope="module")
+def mindspore_env() -> str:
+    """The environment, installed from its pinned set (cached: a no-op when current)."""
+    done = envs.install("mindspore", say=lambda line: None)
+    assert done.action in ("installed", "up to date")
+    return "mindspore"
+
+
+def run_dlperf(tmp_path: Path, *args: str, env: dict[str, str] | None = None
+               ) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`dlperf run` from ``tmp_path`` as the working directory; returns the process and result."""
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlperf.cli", "run", "--framework", "mindspore", *args,
+         "--db", str(tmp_path / "r.db"), "--json", str(out)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+        env={**os.environ, **(env or {})})
+    assert out.exists(), proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc, json.loads(out.read_text())
+
+
+def in_env(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([envs.interpreter("mindspore"), "-c", code], capture_output=True,
+                          text=True, timeout=TIMEOUT, env=launch.worker_env())
+
+
+def test_environment_matches_pinned_set(mindspore_env):
+    st = envs.status(mindspore_env)
+    assert st.state == "installed", st
+    assert st.version == VERSION
+    assert st.python and st.python.startswith("3.11.")
+    pins = envs.registry.get(mindspore_env).requirement_lines()
+    assert pins and all("==" in line for line in pins)  # every package pinned exactly
+    assert f"mindspore=={VERSION}" in pins
+    # the wheel's C++ extension was built against NumPy 1.x
+    assert any(line.startswith("numpy==1.") for line in pins)
+    assert envs.install(mindspore_env, say=lambda line: None).action == "up to date"
+    # no CUDA build is offered, and the registry says why
+    assert "CUDA 11" in (envs.registry.get("mindspore", "cuda").refused or "")
+
+
+def test_both_models_have_the_catalogue_parameter_count(mindspore_env):
+    """Built inside MindSpore's own interpreter, default (full-size) knobs."""
+    proc = in_env("""
+import json
+from dlperf.backends.mindspore import bert, resnet
+from dlperf.backends.mindspore.workload import count_params
+print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "bert-base": count_params(bert.BertForPreTraining())}))
+""")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
+    built = json.loads(line.split("=", 1)[1])
+    assert built == {"resnet50": models.get("resnet50").params(),
+                     "bert-base": models.get("bert-base").params()}
+    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+
+
+CASES = [
+    ("resnet50", []),
+    ("resnet50", ["--compile"]),
+    ("bert-base", []),
+    ("bert-base", ["--compile"]),
+]
+
+
+@pytest.mark.parametrize("model,extra", CASES,
+                         ids=[f"{m}-{'-'.join(e) or 'pynative'}" for m, e in CASES])
+def test_tiny_training_case_runs_ok(mindspore_env, model, extra, tmp_path):
+    proc, result = run_dlperf(tmp_path, *TINY[model], *extra, *SHORT)
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
+    assert result["model"]["params"] == result["model"]["catalogue_params"]
+    assert result["throughput"]["median"] > 0
+    worker = result["env"]["worker"]
+    assert str(envs.env_dir(mindspore_env)) in json.dumps(worker)  # ran in MindSpore's env
+    info = worker["framework"]
+    compiled = "--compile" in extra
+    assert info["compile"] is compiled
+    assert info["compile_mode"] == ("GRAPH_MODE" if compiled else "PYNATIVE_MODE")
+    assert info["compile_mode"] == SUPPORT.mode(compiled)
+    assert info["mindspore_version"] == VERSION and info["device"] == "cpu"
+    assert info["cpu_op_threads"] >= 1 and info["cpu_op_threads_set_by"]
+    assert info["precision"] == "fp32" and info["amp_level"] is None
+    # MindSpore writes rewritten networks and failed-graph dumps into the working directory
+    # unless told otherwise: the worker leaves the user's directory as it found it
+    assert {p.name for p in tmp_path.iterdir()} <= {"r.db", "r.db-shm", "r.db-wal", "result.json"}
+
+
+def test_inference_honours_the_threads_the_harness_sets(mindspore_env, tmp_path):
+    """--threads-per-process sets OMP_NUM_THREADS for the worker; the backend hands it to
+    MindSpore's own CPU thread setting and records it."""
+    proc, result = run_dlperf(tmp_path, *TINY["bert-base"], "--task", "infer", "--compile",
+                              "--threads-per-process", "1", *SHORT)
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    info = result["env"]["worker"]["framework"]
+    assert info["task"] == "infer" and info["optimizer"] is None
+    assert info["compile_mode"] == "GRAPH_MODE"
+    assert info["cpu_op_threads"] == 1
+    assert info["cpu_op_threads_set_by"] == "OMP_NUM_THREADS"
+    assert result["latency_ms"]["n"] >= 2
+
+
+REFUSED = [
+    # (model, flags, a phrase of the declared reason)
+    ("resnet50", ["--precision", "amp-bf16"], "Select CPU operator[Conv2D] fail!"),
+    ("bert-base", ["--precision", "amp-bf16", "--compile"], "Select CPU operator[MatMul] fail!"),
+    ("bert-base", ["--task", "infer", "--precision", "bf16"], "Select CPU operator[Gather] fail!"),
+    ("resnet50", ["--precision", "amp-fp16", "--compile"], "insert_cast_cpu"),
+    ("bert-base", ["--task", "infer", "--precision", "fp16"], "no float16 kernels"),
+    ("resnet50", ["--task", "infer", "--precision", "int8"], "Golden Stick"),
+    ("resnet50", ["--precision", "tf32"], "needs a CUDA device"),
+    ("resnet50", ["--device", "cuda"], "CPU backend only"),
+]
+
+
+@pytest.mark.parametrize("model,extra,phrase", REFUSED,
+                         ids=[f"{m}-{'-'.join(e)}" for m, e, p in REFUSED])
+def test_refused_combination_reports_unsupported(mindspore_env, model, extra, phrase, tmp_path):
+    proc, result = run_dlperf(tmp_path, *TINY[model], *extra, "--warmup-steps", "1",
+                              "--steps", "2", "--repeats", "3")
+    assert proc.returncode == 1
+    assert result["status"] == "unsupported"
+    assert phrase in result["error"]
+    assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+TRUTH = """
+import json, sys
+from dlperf.backends.mindspore import build
+case = json.loads(sys.argv[1])
+try:
+    workload = build(case)
+    print("VALUE=%r" % workload.loss_value(workload.step()))
+except TypeError as error:
+    print("ERROR=" + " ".join(str(error).split()))
+"""
+
+
+def run_in_env(model: str, task: str, precision: str, compiled: bool,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """One step of the backend's own build, past the declaration, in MindSpore's interpreter."""
+    case = {"model": model, "task": task, "precision": precision, "compile": compiled,
+            "batch_size": 2, "knobs": TINY_KNOBS[model], "device": "cpu", "seed": 0}
+    proc = subprocess.run([envs.interpreter("mindspore"), "-c", TRUTH, json.dumps(case)],
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          env=launch.worker_env(env))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def outcome(proc: subprocess.CompletedProcess[str]) -> str:
+    return next(x for x in proc.stdout.splitlines() if x.startswith(("VALUE=", "ERROR=")))
+
+
+BF16 = [
+    # bfloat16 has no CPU kernels: MindSpore's own error must be the one the reason quotes
+    ("resnet50", "train", "amp-bf16", False, "Select CPU operator[Conv2D] fail! Unsupported data "
+                                             "type! The supported data types are input[Float32 "
+                                             "Float32], output[Float32]"),
+    ("bert-base", "train", "amp-bf16", True, "Select CPU operator[MatMul] fail! Unsupported data "
+                                             "type!"),
+    ("resnet50", "infer", "bf16", False, "Select CPU operator[Conv2D] fail! Unsupported data "
+                                         "type!"),
+    ("resnet50", "infer", "bf16", True, "For primitive[BatchNorm], the input argument[input_x] "
+                                        "must be a type of {Tensor[Float16], Tensor[Float32]}, "
+                                        "but got Tensor[BFloat16]."),
+    ("bert-base", "infer", "bf16", False, "Select CPU operator[Gather] fail! Unsupported data "
+                                          "type!"),
+]
+
+
+@pytest.mark.parametrize("model,task,precision,compiled,error", BF16,
+                         ids=[f"{m}-{t}-{p}-{'graph' if c else 'pynative'}"
+                              for m, t, p, c, e in BF16])
+def test_declared_bf16_refusal_is_mindspores_own_error(mindspore_env, model, task, precision,
+                                                      compiled, error):
+    assert SUPPORT.refusal({"model": model, "task": task, "precision": precision}, "cpu")
+    assert error in SUPPORT.reason("cpu/" + precision)
+    result = outcome(run_in_env(model, task, precision, compiled))
+    assert result.startswith("ERROR=") and error in result
+
+
+HEAVY_OPS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul", "BatchMatMul")
+KERNEL = re.compile(r"/(\w+)-op\d+ kernel attr info: input\[([^\]]*)\] output\[([^\]]*)\]")
+
+
+@pytest.mark.parametrize("model,task,precision", [
+    ("resnet50", "train", "amp-fp16"), ("bert-base", "train", "amp-fp16"),
+    ("resnet50", "infer", "fp16"), ("bert-base", "infer", "fp16")])
+def test_declared_fp16_refusal_is_what_mindspore_does(mindspore_env, model, task, precision):
+    """float16 runs on the CPU, but MindSpore's kernel selection (logged at INFO, GLOG_v=1)
+    picks the Float32 kernels of every convolution and matrix product and casts to and from
+    float16 around them: fp32 arithmetic under an fp16 label, which the declaration refuses."""
+    assert "insert_cast_cpu" in SUPPORT.reason("cpu/" + precision)
+    proc = run_in_env(model, task, precision, True, env={"GLOG_v": "1"})
+    assert outcome(proc).startswith("VALUE=")
+    kernels = KERNEL.findall(proc.stderr.replace(" DefaultFormat", ""))
+    heavy = [inputs for op, inputs, _ in kernels if op in HEAVY_OPS]
+    assert heavy and all(inputs.startswith("Tensor Float32") for inputs in heavy), heavy[:5]
+    casts = {(inputs, outputs) for op, inputs, outputs in kernels if op == "Cast"}
+    assert ("Tensor Float32,", "Tensor Float16,") in casts  # amp did cast to float16...
+    assert ("Tensor Float16,", "Tensor Float32,") in casts  # ...and the CPU cast it back
