@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -34,6 +35,7 @@ from typing import Any
 
 from dlperf import launch, models, runner, stats
 from dlperf.errors import UsageError
+from dlperf.numbers import check_seconds, is_number
 from dlperf.monitor import Monitor
 from dlperf.store import Store
 
@@ -93,8 +95,10 @@ class ExternalCase:
                                  ("--devices", self.devices, 1), ("--nnodes", self.nnodes, 1)):
             if value < low:
                 raise UsageError(f"{flag}: {value} must be >= {low}")
-        if self.timeout_s <= 0:
-            raise UsageError(f"--timeout: {self.timeout_s} must be positive")
+        check_seconds("--timeout", self.timeout_s)
+        if self.samples_per_step is not None and not is_number(self.samples_per_step):
+            raise UsageError(f"--samples-per-step: {self.samples_per_step!r} must be a finite "
+                             f"number > 0")
 
     def to_dict(self) -> dict[str, Any]:
         """The case in the shape of dlperf's own (so reports and compare treat it alike)."""
@@ -140,9 +144,13 @@ def parse_time(text: str) -> float:
     """Seconds from a log timestamp: a number (epoch or elapsed), ISO 8601, or HH:MM:SS[.f]."""
     text = text.strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         pass
+    else:
+        if math.isfinite(value):
+            return value
+        raise ValueError(f"cannot read a time from {text!r} (not a finite number)")
     try:
         return dt.datetime.fromisoformat(text.replace(",", ".")).timestamp()
     except ValueError:
@@ -156,9 +164,12 @@ def parse_time(text: str) -> float:
 
 def _number(text: str, what: str) -> float:
     try:
-        return float(text.replace(",", ""))
+        value = float(text.replace(",", ""))
     except ValueError:
         raise ValueError(f"{what}: {text!r} is not a number") from None
+    if not math.isfinite(value):  # a printed nan/inf is no measurement
+        raise ValueError(f"{what}: {text!r} is not a finite number")
+    return value
 
 
 def from_rates(case: ExternalCase, lines: list[Line]) -> dict[str, Any]:

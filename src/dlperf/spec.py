@@ -12,10 +12,12 @@ import dataclasses
 import hashlib
 import importlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from dlperf import models
+from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker.support import Support
 
 BACKENDS_DIR = Path(__file__).parent / "backends"
@@ -151,10 +153,15 @@ def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise SpecError(f"{field}: {value!r} is not one of {', '.join(allowed)}")
 
 
-def _at_least(field: str, value: Any, low: float, kind: type = int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (kind, int)) or value < low:
-        what = "an integer" if kind is int else "a number"
-        raise SpecError(f"{field}: {value!r} must be {what} >= {low}")
+def _at_least(field: str, value: Any, low: float, kind: type = int,
+              high: float | None = None) -> None:
+    """``low <= value (<= high)``; NaN and infinity fail (every comparison with NaN is false)."""
+    ok = (not isinstance(value, bool) and isinstance(value, (kind, int))
+          and math.isfinite(value) and low <= value and (high is None or value <= high))
+    if not ok:
+        what = "an integer" if kind is int else "a finite number"
+        bound = f" and <= {high:g}" if high is not None else ""
+        raise SpecError(f"{field}: {value!r} must be {what} >= {low}{bound}")
 
 
 def validate(case: Case) -> None:
@@ -179,7 +186,7 @@ def validate(case: Case) -> None:
     _at_least("steps", case.steps, 2)
     _at_least("repeats", case.repeats, 1)
     _at_least("seed", case.seed, 0)
-    _at_least("timeout_s", case.timeout_s, 1, kind=float)
+    _at_least("timeout_s", case.timeout_s, 1, kind=float, high=MAX_SECONDS)
     _validate_scenario(case)
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
@@ -194,7 +201,7 @@ def validate(case: Case) -> None:
 def _validate_scenario(case: Case) -> None:
     """Scenario, minimum window time and server load; only inference has scenarios."""
     _choice("scenario", case.scenario, SCENARIOS)
-    _at_least("min_duration_s", case.min_duration_s, 0, kind=float)
+    _at_least("min_duration_s", case.min_duration_s, 0, kind=float, high=MAX_SECONDS)
     if case.scenario != "offline" and case.task != "infer":
         raise SpecError(f"scenario: {case.scenario!r} needs task infer, not {case.task!r}")
     if case.scenario == "single-stream" and case.batch_size != 1:
@@ -212,6 +219,6 @@ def _validate_scenario(case: Case) -> None:
                         + (f"; unknown {', '.join(unknown)}" if unknown else ""))
     for name in ("rate_qps", "target_latency_ms"):
         value = case.server[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise SpecError(f"server.{name}: {value!r} must be a number > 0")
+        if not is_number(value) or value <= 0:
+            raise SpecError(f"server.{name}: {value!r} must be a finite number > 0")
     _at_least("server.min_queries", case.server["min_queries"], 1)

@@ -13,6 +13,7 @@ from rich.text import Text
 from dlperf import ab, display
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
+from dlperf.numbers import finite_float
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -24,7 +25,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "this to `compare --fail-on-regression` whenever both sides can run now: "
                     "compare reads results measured at different times.")
     parser.add_argument("--pairs", type=int, default=6, help="A/B pairs (default 6)")
-    parser.add_argument("--threshold", type=float, default=ab.DEFAULT_THRESHOLD * 100,
+    parser.add_argument("--threshold", type=finite_float, default=ab.DEFAULT_THRESHOLD * 100,
                         metavar="PERCENT", help="ratios within this are 'same' (default 2)")
     parser.add_argument("--json", type=Path, help="write the comparison to this file")
     parser.add_argument("sides", nargs=argparse.REMAINDER, metavar="-- run A -- run B")

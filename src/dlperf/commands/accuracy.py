@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,8 @@ from rich.text import Text
 
 from dlperf import accuracy, display, measurelock, models, sysinfo
 from dlperf.errors import UsageError
+from dlperf import numbers
+from dlperf.numbers import finite_float
 
 
 def _names(text: str) -> list[str]:
@@ -46,7 +47,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=_int,
                         help="training epochs (default 3; VGG/AlexNet 4)")
     parser.add_argument("--batch-size", type=_int, help="training batch (default 32)")
-    parser.add_argument("--lr", type=float,
+    parser.add_argument("--lr", type=finite_float,
                         help="peak AdamW learning rate (default 1e-3; VGG/AlexNet 3e-4)")
     parser.add_argument("--seed", type=_int, default=0, help="weights, split and calibration")
     parser.add_argument("--data", type=Path,
@@ -61,7 +62,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="training images INT8 calibration sees (default 256)")
     parser.add_argument("--retrain", action="store_true",
                         help="train again even when cached weights exist")
-    parser.add_argument("--timeout", type=float, default=accuracy.DEFAULT_TIMEOUT_S,
+    parser.add_argument("--timeout", type=finite_float, default=accuracy.DEFAULT_TIMEOUT_S,
                         help="seconds per model (default 3600)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="write every model's result (cells, training, request) as JSON")
@@ -157,6 +158,6 @@ def main(args: argparse.Namespace) -> int:
     if args.json is not None:
         payload = {"schema": 1, "kind": "accuracy", "rows": rows, "results": results,
                    "env": sysinfo.capture()}
-        args.json.write_text(json.dumps(payload, indent=2, default=str))
+        args.json.write_text(numbers.dumps(payload, indent=2, default=str))
     failed = any(r["status"] not in ("ok", "unsupported") for r in rows)
     return 1 if failed else 0

@@ -7,6 +7,7 @@ sweep name in ``--db`` (``run:ID`` and ``sweep:NAME`` say which explicitly).
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import re
 from pathlib import Path
@@ -18,6 +19,7 @@ from rich.text import Text
 from dlperf import display
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
+from dlperf.numbers import finite_float, is_number
 from dlperf.report import results as stored
 from dlperf.store import DEFAULT_DB, Store
 
@@ -54,7 +56,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="smallest change that counts, e.g. 5%% (default 5%%)")
     parser.add_argument("--test", choices=TESTS, default="mannwhitney",
                         help="test on the per-repeat values (default mannwhitney)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+    parser.add_argument("--alpha", type=finite_float, default=DEFAULT_ALPHA,
                         help=f"significance level (default {DEFAULT_ALPHA})")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a case got slower beyond the threshold or failed")
@@ -70,14 +72,69 @@ def _from_file(path: Path, which: str) -> list[dict[str, Any]]:
             return stored.load(store)
     try:
         data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
         raise UsageError(f"{which}: {path} is neither a result JSON file nor a dlperf database "
-                         f"({error})") from None
+                         f"({reason})") from None
     items = data if isinstance(data, list) else [data]
-    if not items or not all(isinstance(i, dict) and "throughput" in i and "case" in i
-                            for i in items):
-        raise UsageError(f"{which}: {path} does not hold dlperf result objects "
-                         f"(each needs 'case' and 'throughput')")
+    if not items:
+        raise UsageError(f"{which}: {path} holds an empty list; it needs dlperf result objects")
+    return items
+
+
+MAX_RATE = 1e15  # samples/s: above this a number is corrupt, and ratios of it under/overflow
+
+
+def _rate_problem(value: Any, allow_none: bool) -> str | None:
+    if value is None:
+        return None if allow_none else "missing"
+    if not is_number(value) or not 0 < value <= MAX_RATE:
+        return f"{value!r} is not a throughput in (0, {MAX_RATE:g}]"
+    return None
+
+
+def _shape_problem(item: Any) -> str | None:
+    """What is wrong with one result object's shape, for the fields compare reads."""
+    if not isinstance(item, dict):
+        kind = {"int": "number", "float": "number", "str": "text", "bool": "boolean",
+                "NoneType": "null", "list": "list"}.get(type(item).__name__, "value")
+        return f"is a {kind}, not a result object"
+    if not isinstance(item.get("case"), dict):
+        return "'case' must be an object"
+    for name in ("status", "label", "case_key", "error"):
+        if item.get(name) is not None and not isinstance(item[name], (str, int)):
+            return f"'{name}' must be text"
+    if "throughput" not in item:
+        return "needs 'throughput'"
+    throughput = item["throughput"]
+    if throughput is None:
+        return None if item.get("status") != "ok" else "'throughput' is null on an ok result"
+    if not isinstance(throughput, dict):
+        return "'throughput' must be an object"
+    ok = item.get("status") == "ok"
+    problem = _rate_problem(throughput.get("median"), allow_none=not ok)
+    if problem:
+        return f"throughput.median {problem}"
+    repeats = throughput.get("repeats")
+    if repeats is not None:
+        if not isinstance(repeats, list):
+            return "throughput.repeats must be a list"
+        for value in repeats:
+            problem = _rate_problem(value, allow_none=False)
+            if problem:
+                return f"throughput.repeats: {problem}"
+    return None
+
+
+def check_shape(items: list[Any], which: str, source: str) -> list[dict[str, Any]]:
+    """Every item a result object compare can read; else one line naming the first bad one."""
+    for index, item in enumerate(items):
+        problem = _shape_problem(item)
+        if problem:
+            where = f"run {item.get('run_id')}" if isinstance(item, dict) and item.get(
+                "run_id") is not None else f"item {index}"
+            raise UsageError(f"{which}: {source}: {where} {problem}; compare reads dlperf "
+                             f"result objects (dlperf run --json, dlperf results --json)")
     return items
 
 
@@ -85,7 +142,11 @@ def resolve(spec: str, which: str, db: str) -> list[dict[str, Any]]:
     """The results one side names."""
     path = Path(spec)
     if path.is_file():
-        return _from_file(path, which)
+        return check_shape(_from_file(path, which), which, str(path))
+    return check_shape(_from_db(spec, which, db), which, db)
+
+
+def _from_db(spec: str, which: str, db: str) -> list[dict[str, Any]]:
     match = re.fullmatch(r"(?:run:)?(\d+)", spec)
     kind, name = ("run", match.group(1)) if match else (
         ("sweep", spec[len("sweep:"):]) if spec.startswith("sweep:") else ("any", spec))
@@ -153,6 +214,10 @@ def main(args: argparse.Namespace) -> int:
     baseline = resolve(args.baseline, "BASELINE", args.db)
     candidate = resolve(args.candidate, "CANDIDATE", args.db)
     result = compare(baseline, candidate, args.threshold, args.alpha, args.test)
+    mean = result.geometric_mean
+    if mean is not None and not math.isfinite(mean):  # shape checks make this unreachable
+        raise UsageError(f"BASELINE/CANDIDATE: the geometric mean came out {mean}; a stored "
+                         f"throughput is not a usable number")
     print_comparison(result, args.baseline, args.candidate)
     if args.json:
         write_json(args.json, result.to_dict())

@@ -9,6 +9,7 @@ from typing import Any
 from dlperf import display, measurelock, runner, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
+from dlperf.numbers import finite_float
 from dlperf.external import ExternalCase, ExternalRun
 from dlperf.spec import PRECISIONS
 from dlperf.store import DEFAULT_DB, Store
@@ -28,12 +29,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--time-regex",
                         help="regex with one group: the line's timestamp (seconds, ISO 8601 or "
                              "HH:MM:SS); default: when dlperf read the line")
-    parser.add_argument("--samples-per-step", type=float,
+    parser.add_argument("--samples-per-step", type=finite_float,
                         help="global samples per step (with --step-regex)")
     parser.add_argument("--warmup", type=int, default=1,
                         help="rate lines (--metric) or steps (--step-regex) to skip (default 1)")
     parser.add_argument("--repeats", type=int, default=7, help="fresh runs (default 7)")
-    parser.add_argument("--timeout", type=float, default=3600.0, dest="timeout_s",
+    parser.add_argument("--timeout", type=finite_float, default=3600.0, dest="timeout_s",
                         help="seconds one run may take (default 3600)")
     parser.add_argument("--unit", default="samples/s", help="unit of the rate (default samples/s)")
     parser.add_argument("--cwd", type=Path, help="directory to run the command in")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.text import Text
 from dlperf import display, infer, measurelock, models, server, sysinfo
 from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
 from dlperf.errors import UsageError
+from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
 
@@ -51,8 +53,8 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be > 0")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number > 0")
     return value
 
 
@@ -88,7 +90,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "the first included")
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured iterations (default 100)")
-    parser.add_argument("--min-duration", type=float, dest="min_duration_s", metavar="SECONDS",
+    parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", metavar="SECONDS",
                         help="and at least this long (default 0; server: "
                              f"{server.DEFAULT_MIN_DURATION_S:g} s of arrivals)")
     parser.add_argument("--repeats", type=positive_int, default=7,
@@ -96,7 +98,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "probe is one)")
     parser.add_argument("--seed", type=positive_int, default=0,
                         help="weights, data and the Poisson arrivals")
-    parser.add_argument("--timeout", type=float, default=1800.0, dest="timeout_s",
+    parser.add_argument("--timeout", type=finite_float, default=1800.0, dest="timeout_s",
                         help="seconds one repeat may take (default 1800)")
     group = parser.add_argument_group("server scenario")
     group.add_argument("--target-latency-ms", type=positive_float,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from dlperf import display
+from dlperf import display, numbers
 from dlperf.store import DEFAULT_DB, Store
 
 
@@ -22,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
     with Store(args.db, readonly=True) as store:
         results = store.results()[-args.last:] if args.last > 0 else store.results()
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(numbers.dumps(results, indent=2))
     else:
         display.results_table(results, title=f"{args.db}: {len(results)} result(s)")
     return 0

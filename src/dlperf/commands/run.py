@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any
 from dlperf import (display, envs, measurelock, models, runner, scaling, slurm, sysinfo,
                     torchrun)
 from dlperf.errors import UsageError
+from dlperf import numbers
+from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
 
@@ -65,13 +66,13 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                              "fixed count, the first step included")
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured steps in the window (default 100)")
-    parser.add_argument("--min-duration", type=float, dest="min_duration_s", default=0.0,
+    parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", default=0.0,
                         metavar="SECONDS",
                         help="and a window of at least this many seconds (default 0)")
     parser.add_argument("--repeats", type=positive_int, default=7,
                         help="fresh worker processes (default 7)")
     parser.add_argument("--seed", type=positive_int, default=0)
-    parser.add_argument("--timeout", type=float, default=1800.0, dest="timeout_s",
+    parser.add_argument("--timeout", type=finite_float, default=1800.0, dest="timeout_s",
                         help="seconds one repeat may take (default 1800)")
 
 
@@ -108,7 +109,7 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
                        help="address of node 0, reachable from every node")
     group.add_argument("--master-port", type=positive_int, default=None,
                        help=f"port on node 0 (default {torchrun.DEFAULT_PORT})")
-    group.add_argument("--rdzv-timeout", type=float, default=torchrun.DEFAULT_RDZV_TIMEOUT_S,
+    group.add_argument("--rdzv-timeout", type=finite_float, default=torchrun.DEFAULT_RDZV_TIMEOUT_S,
                        help="seconds to wait for the other nodes to join before failing with "
                             f"status timeout (default {torchrun.DEFAULT_RDZV_TIMEOUT_S:g})")
     group.add_argument("--socket-ifname", default=None, metavar="IFACE",
@@ -142,7 +143,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_rendezvous_arguments(parser)
     parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
-    parser.add_argument("--require-quiet", type=float, nargs="?", const=QUIET_WAIT_S,
+    parser.add_argument("--require-quiet", type=finite_float, nargs="?", const=QUIET_WAIT_S,
                         default=None, metavar="SECONDS", dest="require_quiet_s",
                         help="before each repeat wait until the host is idle (CPU < 10%% for "
                              f"3 s), at most SECONDS (default {QUIET_WAIT_S:g}); a host that "
@@ -162,7 +163,7 @@ def check_quiet_wait(seconds: float | None) -> float | None:
 
 def write_json(path: Path, payload: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2))
+    tmp.write_text(numbers.dumps(payload, indent=2))
     tmp.replace(path)
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import statistics
 from typing import Any
+
+from dlperf import numbers
 
 CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
                 "devices", "nnodes", "data", "warmup_steps", "steps", "repeats", "seed",
@@ -81,4 +82,4 @@ def to_csv(results: list[dict[str, Any]]) -> str:
 
 
 def to_json(results: list[dict[str, Any]]) -> str:
-    return json.dumps(results, indent=2)
+    return numbers.dumps(results, indent=2)
