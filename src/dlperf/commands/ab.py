@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import ab, display
+from dlperf import ab, display, outputs
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
@@ -41,8 +41,7 @@ def main(args: argparse.Namespace) -> int:
     if tokens[:1] != ["--"]:
         tokens = ["--"] + tokens  # argparse may have eaten the first separator
     sides = ab.split_sides(tokens)
-    if args.json:
-        write_json(args.json, {})  # a path that cannot be written fails now, not after the run
+    outputs.check_writable("--json", args.json)  # fails now, not after the run
 
     def say(turn: ab.Turn) -> None:
         what = (f"{turn.throughput:,.2f}" if turn.throughput is not None

@@ -10,8 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import accuracy, display, measurelock, models, sysinfo
-from dlperf.errors import UsageError
-from dlperf import numbers
+from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
 
 
@@ -145,8 +144,7 @@ def _measure_model(options: Any, name: str) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     options = options_from(args)
     accuracy.validate(options)
-    if args.json is not None and not args.json.parent.exists():
-        raise UsageError(f"--json: directory {args.json.parent} does not exist")
+    outputs.check_writable("--json", args.json)
     with measurelock.held(not args.no_wait):
         results = [_measure_model(options, name) for name in options.models]
     rows = accuracy.comparison_rows(results)
@@ -158,6 +156,6 @@ def main(args: argparse.Namespace) -> int:
     if args.json is not None:
         payload = {"schema": 1, "kind": "accuracy", "rows": rows, "results": results,
                    "env": sysinfo.capture()}
-        args.json.write_text(numbers.dumps(payload, indent=2, default=str))
+        outputs.write_text("--json", args.json, numbers.dumps(payload, indent=2, default=str))
     failed = any(r["status"] not in ("ok", "unsupported") for r in rows)
     return 1 if failed else 0

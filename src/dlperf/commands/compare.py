@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display
+from dlperf import display, outputs
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float, is_number
@@ -209,6 +209,7 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
 def main(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha: {args.alpha} must be between 0 and 1")
+    outputs.check_writable("--json", args.json)
     from dlperf.report.compare import compare
 
     baseline = resolve(args.baseline, "BASELINE", args.db)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, measurelock, runner, sysinfo
+from dlperf import display, measurelock, outputs, runner, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
@@ -59,6 +59,8 @@ def case_from_args(args: argparse.Namespace) -> ExternalCase:
     command = list(args.external_command)
     if command and command[0] == "--":
         command = command[1:]
+    if args.cwd is not None and not args.cwd.is_dir():
+        raise UsageError(f"--cwd: {args.cwd} is not a directory")
     if args.batch_size is not None and args.batch_size < 1:
         raise UsageError(f"--batch-size: {args.batch_size} must be >= 1")
     return ExternalCase(
@@ -72,6 +74,7 @@ def case_from_args(args: argparse.Namespace) -> ExternalCase:
 
 def main(args: argparse.Namespace) -> int:
     case = case_from_args(args)
+    outputs.check_writable("--json", args.json)
 
     def on_repeat(record: dict[str, Any]) -> None:
         if record["status"] == "ok":

@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, infer, measurelock, models, server, sysinfo
+from dlperf import display, infer, measurelock, models, outputs, server, sysinfo
 from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
@@ -153,6 +153,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_args(args)
+    outputs.check_writable("--json", args.json)
     if args.batch_sizes is None:
         args.batch_sizes = [1] if args.scenario in ("single-stream", "server") else [1, 8, 32]
     base = base_case(args, args.batch_sizes[0])

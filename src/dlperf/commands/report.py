@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dlperf import outputs
 from dlperf.errors import UsageError
 from dlperf.report import results
 from dlperf.store import DEFAULT_DB, Store
@@ -46,6 +47,7 @@ def render(found: list[dict[str, Any]], fmt: str, title: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    outputs.check_writable("-o", args.output)
     with Store(args.db, readonly=True) as store:
         found = results.load(store, args.sweep)
     if not found:
@@ -57,8 +59,6 @@ def main(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0
-    tmp = args.output.with_name(args.output.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(args.output)
+    outputs.write_text("-o", args.output, text)
     print(f"wrote {args.output} ({fmt}, {len(found)} result(s))", file=sys.stderr)
     return 0

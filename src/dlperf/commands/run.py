@@ -11,7 +11,7 @@ from typing import Any
 from dlperf import (display, envs, measurelock, models, runner, scaling, slurm, sysinfo,
                     torchrun)
 from dlperf.errors import UsageError
-from dlperf import numbers
+from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
@@ -161,14 +161,14 @@ def check_quiet_wait(seconds: float | None) -> float | None:
     return seconds
 
 
-def write_json(path: Path, payload: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(numbers.dumps(payload, indent=2))
-    tmp.replace(path)
+def write_json(path: Path, payload: Any, flag: str = "--json") -> None:
+    """Strict JSON (no NaN), written atomically; a failure is one line naming ``flag``."""
+    outputs.write_text(flag, path, numbers.dumps(payload, indent=2))
 
 
 def main(args: argparse.Namespace) -> int:
     case = case_from_args(args)
+    outputs.check_writable("--json", args.json)
     quiet_wait = check_quiet_wait(args.require_quiet_s)
     rendezvous = rendezvous_from_args(args, case)
     envs.interpreter(case.framework)  # not installed: one line naming the install command

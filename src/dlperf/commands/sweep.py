@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeE
 from rich.text import Text
 from rich.table import Table
 
-from dlperf import display, measurelock, models, sysinfo
+from dlperf import display, measurelock, models, outputs, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.spec import Case
 from dlperf.store import DEFAULT_DB, Store
@@ -202,6 +202,7 @@ def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool) -> int:
 
 def main(args: argparse.Namespace) -> int:
     sweep = load(args.file)
+    outputs.check_writable("--json", args.json)
     db = Path(args.db)
     if args.dry_run:
         return dry_run(sweep, db, args.resume, args.force)
