@@ -37,6 +37,7 @@ from dlperf import envs, launch, models, runner
 from dlperf.errors import UsageError
 from dlperf.numbers import check_seconds
 from dlperf.spec import PRECISIONS
+from dlperf.worker.cache import private_dir
 
 FRAMEWORKS = ("torch", "onnxruntime")
 #: Bump when the training code changes what a recipe produces: cached weights are then retrained.
@@ -396,7 +397,7 @@ def _failed(request: dict[str, Any], status: str, message: str) -> dict[str, Any
 def run_model(options: Options, model: str) -> dict[str, Any]:
     """Prepare the data, run one worker for ``model``, and return what it reported."""
     request = plan(options, model)
-    Path(request["weights_path"]).parent.mkdir(parents=True, exist_ok=True)
+    private_dir(str(Path(request["weights_path"]).parent))
     with tempfile.TemporaryDirectory(prefix="dlperf-accuracy-") as tmp:
         work = Path(tmp)
         data_dir = work / "data"

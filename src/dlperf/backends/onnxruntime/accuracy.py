@@ -78,7 +78,7 @@ def _copy(model):
 def predict(trained, precision, data, request, facts):
     # type: (Any, str, Any, Dict[str, Any], Dict[str, Any]) -> Iterator[np.ndarray]
     """Logits of the held-out split, batch by batch, from ONNX Runtime at ``precision``."""
-    from dlperf.backends.onnxruntime import _import_ort, probe_dtype, select_providers
+    from dlperf.backends.onnxruntime.backend import _import_ort, probe_dtype, select_providers
 
     ort = _import_ort()
     if precision not in ("fp32", "int8") and precision not in CAST:

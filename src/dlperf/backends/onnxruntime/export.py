@@ -23,6 +23,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from dlperf.worker.cache import file_sha256, private_dir, verified_facts
+
 EXPORT_VERSION = 1  # bump when the export recipe changes, so cached files are remade
 EXPORT_BATCH = 2  # torch.export specialises a dimension of size 1, so never export at batch 1
 Batch = Dict[str, np.ndarray]
@@ -34,9 +36,8 @@ def cache_dir():
     if not root:
         root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                             "dlperf")
-    path = os.path.join(root, "onnx")
-    os.makedirs(path, exist_ok=True)
-    return path
+    private_dir(root)
+    return private_dir(os.path.join(root, "onnx"))
 
 
 def artefact_path(kind, identity):
@@ -62,17 +63,19 @@ def cached(path, make):
     # type: (str, Callable[[str], Dict[str, Any]]) -> Tuple[bool, Dict[str, Any]]
     """Return (was it cached, facts); otherwise ``make(tmp_path)`` writes it and we rename it in.
 
-    The facts ``make`` returns (times, settings) are kept beside the file as JSON.
+    The facts ``make`` returns (times, settings) are kept beside the file as JSON, with the
+    file's sha256: a file whose bytes no longer match is made again, never loaded.
     """
     meta = path + ".json"
     with _locked(path):
-        if os.path.exists(path) and os.path.exists(meta):
-            with open(meta) as handle:
-                return True, json.load(handle)
+        facts = verified_facts(path, meta)
+        if facts is not None:
+            return True, facts
         fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=os.path.dirname(path))
         os.close(fd)
         try:
             facts = make(tmp)
+            facts["sha256"] = file_sha256(tmp)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

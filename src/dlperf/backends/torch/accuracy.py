@@ -18,7 +18,6 @@ Valid Python 3.7; imports torch, numpy and the standard library.
 import contextlib
 import copy
 import fcntl
-import hashlib
 import json
 import math
 import os
@@ -31,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dlperf.worker.cache import file_sha256, private_dir, verified_facts
 from dlperf.backends.torch import vision
 from dlperf.backends.torch.inference import cast_model, quantize_int8
 from dlperf.worker.workload import UnsupportedError
@@ -48,15 +48,6 @@ class Trained(object):
         self.weights_path = weights_path
         self.digest = digest
         self.image_size = image_size
-
-
-def _file_digest(path):
-    # type: (str) -> str
-    sha = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 @contextlib.contextmanager
@@ -201,13 +192,15 @@ def trained_model(request, data):
     if request.get("user_weights"):
         path = request["user_weights"]
         model = _user_model(name, classes, path)
-        digest = _file_digest(path)
+        digest = file_sha256(path)
         return Trained(model, path, digest, size), {"source": "user weights %s" % path,
                                                     "sha256": digest, "cached": True}
     path = request["weights_path"]
     meta = path + ".json"
+    private_dir(os.path.dirname(path))
     with _locked(path):
-        if request.get("retrain") or not (os.path.exists(path) and os.path.exists(meta)):
+        facts = None if request.get("retrain") else verified_facts(path, meta)
+        if facts is None:  # never made, retrain asked, or the file changed since it was cached
             model, facts = train(name, classes, data, request["recipe"], int(request["seed"]))
             fd, tmp = tempfile.mkstemp(suffix=".pt", dir=os.path.dirname(path))
             os.close(fd)
@@ -217,14 +210,12 @@ def trained_model(request, data):
             finally:
                 if os.path.exists(tmp):
                     os.remove(tmp)
-            facts["sha256"] = _file_digest(path)
+            facts["sha256"] = file_sha256(path)
             with open(meta + ".tmp", "w") as handle:
                 json.dump(facts, handle)
             os.replace(meta + ".tmp", meta)
             facts["cached"] = False
         else:
-            with open(meta) as handle:
-                facts = json.load(handle)
             model = vision.network(name, classes)
             model.load_state_dict(_load_state(path))
             model = model.to(memory_format=torch.channels_last).eval()

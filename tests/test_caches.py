@@ -1,0 +1,62 @@
+"""Cached ONNX exports under a test-private DLPERF_CACHE: the first run exports, the second
+reuses, a file changed since it was cached is exported again (never loaded), and the cache
+directories are private."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from dlperf.worker import cache
+
+TINY = ["--framework", "onnxruntime", "--model", "resnet50", "--image-size", "32",
+        "--num-classes", "10", "--batch-sizes", "2", "--warmup-steps", "2", "--steps", "3",
+        "--repeats", "1"]
+
+
+def infer(tmp_path: Path, name: str) -> dict:
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "infer", *TINY, "--db",
+                           str(tmp_path / "r.db"), "--json", str(out)], capture_output=True,
+                          text=True, timeout=900,
+                          env=dict(os.environ, DLPERF_CACHE=str(tmp_path / "cache")))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads(out.read_text())
+    return result["env"]["worker"]["framework"]["onnx"]
+
+
+def test_export_cached_then_reused_then_remade_when_changed(tmp_path):
+    first = infer(tmp_path, "first")
+    assert first["cached"] is False
+    path = Path(first["path"])
+    assert first["sha256"] == cache.file_sha256(str(path))
+    for directory in (tmp_path / "cache", path.parent):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+    second = infer(tmp_path, "second")
+    assert second["cached"] is True and second["sha256"] == first["sha256"]
+
+    with open(path, "ab") as handle:  # the file changes behind dlperf's back
+        handle.write(b"tampered")
+    third = infer(tmp_path, "third")
+    assert third["cached"] is False
+    assert cache.file_sha256(str(path)) == third["sha256"] == first["sha256"]
+
+
+def test_verified_facts_by_hand(tmp_path):
+    data, meta = tmp_path / "w.bin", tmp_path / "w.bin.json"
+    data.write_bytes(b"weights")
+    assert cache.verified_facts(str(data), str(meta)) is None  # no record
+    meta.write_text(json.dumps({"sha256": cache.file_sha256(str(data)), "epochs": 3}))
+    # sha256 of b"weights", computed independently
+    import hashlib
+    assert cache.verified_facts(str(data), str(meta)) == {
+        "sha256": hashlib.sha256(b"weights").hexdigest(), "epochs": 3}
+    data.write_bytes(b"weightz")
+    assert cache.verified_facts(str(data), str(meta)) is None
+    meta.write_text("{not json")
+    assert cache.verified_facts(str(data), str(meta)) is None
