@@ -29,6 +29,9 @@ ON_OOM = ("halve", "record")
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(Case))
 REQUIRED = ("framework", "model", "batch_size")
 ALIASES = {"timeout": "timeout_s"}
+# A matrix is a product: a few lines (or YAML aliases) can ask for millions of cases. Above this
+# the file is refused with its count before a single case is built.
+MAX_CASES = 10_000
 
 
 def knob_names() -> tuple[str, ...]:
@@ -92,7 +95,19 @@ class _Reader:
         if isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{where}: a mapping is not allowed here; one value belongs "
                                    f"here")
-        return self._loader.construct_object(node, deep=True)
+        return self.construct(node, where)
+
+    def construct(self, node: yaml.Node, where: str) -> Any:
+        """The value of a scalar node; a tag the safe loader refuses (``!!python/name:``) or
+        cannot apply (``!!int "abc"``) is an error at its line."""
+        try:
+            return self._loader.construct_object(node, deep=True)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or str(error)
+            raise self.error(node, f"{where}: {' '.join(str(problem).split())}") from None
+        except (ValueError, TypeError, OverflowError) as error:
+            raise self.error(node, f"{where}: {node.value!r} is not a valid {node.tag} "
+                                   f"({error})") from None
 
     def mapping(self, node: yaml.Node, where: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
         """(key, key node, value node) of a mapping node; duplicate keys are an error."""
@@ -101,7 +116,9 @@ class _Reader:
         seen: dict[str, int] = {}
         items = []
         for key_node, value_node in node.value:
-            key = self._loader.construct_object(key_node, deep=True)
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self.error(key_node, f"{where}: field names are text")
+            key = self.construct(key_node, where)
             if not isinstance(key, str):
                 raise self.error(key_node, f"{where}: field names are text, got {key!r}")
             if key in seen:
@@ -154,17 +171,36 @@ class _Reader:
         return out
 
 
-def _compose(path: Path) -> yaml.Node:
+def _read(path: Path) -> str:
+    """The file as UTF-8 text; undecodable bytes are an error at their line."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as error:
         raise SpecError(f"{path}: cannot read the sweep file ({error.strerror})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise SpecError(f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x}); save "
+                        f"the sweep file as UTF-8") from None
+
+
+def _compose(path: Path) -> yaml.Node:
+    text = _read(path)
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line = mark.line + 1 if mark else 1
         raise SpecError(f"{path}:{line}: not valid YAML: {error.problem}") from None
+    except yaml.reader.ReaderError as error:  # a control character, or similar
+        line = text[:max(error.position, 0)].count("\n") + 1
+        what = (f" #x{error.character:04x}" if isinstance(error.character, int) else "")
+        raise SpecError(f"{path}:{line}: not valid YAML: {error.reason}{what}") from None
+    except yaml.YAMLError as error:
+        raise SpecError(f"{path}:1: not valid YAML: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise SpecError(f"{path}:1: not valid YAML: nested too deeply") from None
     if node is None:
         raise SpecError(f"{path}:1: the sweep file is empty; it needs at least `matrix:` or "
                         f"`include:`")
@@ -297,6 +333,7 @@ def load(path: str | Path) -> Sweep:
     if not matrix and not includes:
         raise reader.error(1, "the sweep defines no case: add `matrix:` or `include:`")
 
+    _check_size(reader, matrix, matrix_line, len(includes))
     cases: list[Case] = []
     seen: set[str] = set()
     notes: list[str] = []
@@ -332,6 +369,27 @@ def load(path: str | Path) -> Sweep:
                      f"not apply to a model are dropped)")
     return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, description=description,
                  notes=notes)
+
+
+def _check_size(reader: _Reader, matrix: list[tuple[str, list[Value]]], matrix_line: int,
+                includes: int) -> None:
+    """Count the combinations before building any: refuse a product above MAX_CASES."""
+    total = includes
+    product = 1
+    for _, values in matrix:
+        product *= len(values)
+        if product > MAX_CASES:  # stop multiplying: the exact figure may be astronomically big
+            break
+    total += product if matrix else 0
+    if total > MAX_CASES:
+        sizes = " x ".join(f"{len(values)} {name}" for name, values in matrix)
+        exact = 1
+        for _, values in matrix:
+            exact *= len(values)
+        count = exact + includes if matrix else includes
+        raise reader.error(matrix_line, f"matrix: {count:,} cases ({sizes}"
+                                        + (f", + {includes} include" if includes else "")
+                                        + f"); at most {MAX_CASES:,} per sweep file, split it")
 
 
 def _is_null(node: yaml.Node) -> bool:
