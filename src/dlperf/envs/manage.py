@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -287,11 +288,26 @@ def _run_logged(argv: list[str], log: Path, echo: bool) -> int:
                                 env={k: v for k, v in os.environ.items()
                                      if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")})
         assert proc.stdout is not None
-        for line in proc.stdout:
-            handle.write(line)
-            if echo:
-                sys.stdout.write(line)
-        return proc.wait(timeout=INSTALL_TIMEOUT_S)
+        # the limit must hold while pip is still printing, not only once its output ends
+        expired: list[bool] = []
+
+        def expire() -> None:
+            expired.append(True)
+            proc.kill()
+
+        watchdog = threading.Timer(INSTALL_TIMEOUT_S, expire)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                handle.write(line)
+                if echo:
+                    sys.stdout.write(line)
+            code = proc.wait()
+        finally:
+            watchdog.cancel()
+        if expired:
+            handle.write(f"killed: still running after {INSTALL_TIMEOUT_S:g} s\n")
+        return code
 
 
 def _tail(log: Path, lines: int = 5) -> str:
@@ -341,29 +357,42 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
             return InstallResult(fw.name, "up to date", str(env_dir(name)), stamp["python"],
                                  stamp.get("framework_version"), time.monotonic() - start)
 
+        # Built beside the working environment and swapped in only once it imports: a failed
+        # rebuild (a pin that no longer installs, no network) leaves the old one usable.
         target = env_dir(name)
-        (target / STAMP_NAME).unlink(missing_ok=True)
-        if target.exists():
-            shutil.rmtree(target)
+        staging = target.parent / f".{name}.new"
+        if staging.exists():
+            shutil.rmtree(staging)
         target.parent.mkdir(parents=True, exist_ok=True)
         say(f"{name}: creating {target} with Python {full} ({base})")
-        log = target.parent / f"{name}.{LOG_NAME}"  # the venv does not exist yet
+        log = target.parent / f"{name}.{LOG_NAME}"  # kept beside the envs if the build fails
         log.write_text("")
-        if _run_logged([base, "-m", "venv", str(target)], log, verbose) != 0:
+        python_new = str(staging / "bin" / "python")
+        if _run_logged([base, "-m", "venv", str(staging)], log, verbose) != 0:
             raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
-        say(f"{name}: pip install -r {fw.requirements_file} (log: {target / LOG_NAME})")
-        pip = [str(env_python(name)), "-m", "pip", "install", "--disable-pip-version-check",
+        say(f"{name}: pip install -r {fw.requirements_file} (log: {log})")
+        pip = [python_new, "-m", "pip", "install", "--disable-pip-version-check",
                "--no-input", "--progress-bar", "off", "-r", str(fw.requirements_file)]
+        if any("--hash=" in line for line in fw.requirement_lines()):
+            pip.insert(4, "--require-hashes")
         code = _run_logged(pip, log, verbose)
-        final_log = target / LOG_NAME
-        shutil.move(str(log), str(final_log))
         if code != 0:
-            raise InstallError(f"{name}: pip install failed (exit {code}); see {final_log}\n"
-                               f"{_tail(final_log)}")
-        ok, version = import_version(str(env_python(name)), fw)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise InstallError(f"{name}: pip install failed (exit {code}); see {log}\n"
+                               f"{_tail(log)}")
+        ok, version = import_version(python_new, fw)
         if not ok:
+            shutil.rmtree(staging, ignore_errors=True)
             raise InstallError(f"{name}: installed, but `import {fw.import_name}` fails: "
                                f"{version}")
+        retired = target.parent / f".{name}.old"
+        if retired.exists():
+            shutil.rmtree(retired)
+        if target.exists():
+            target.rename(retired)
+        staging.rename(target)
+        shutil.rmtree(retired, ignore_errors=True)
+        shutil.move(str(log), str(target / LOG_NAME))
         stamp = {
             "framework": fw.name,
             "variant": fw.variant,
