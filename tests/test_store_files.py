@@ -152,4 +152,7 @@ def test_a_damaged_file(tmp_path):
     line = refused("results", "--db", str(damaged), says="database disk image is malformed")
     assert str(damaged) in line and ".recover" in line
     each_reader(damaged, "malformed", READERS[:3])  # run 1 alone sits in a sound page
+    # a measuring command checks the whole file before it appends to it
+    refused("external", "--name", "x", *RATE, "--repeats", "1", "--db", str(damaged), "--",
+            sys.executable, SCRIPT, says="malformed")
     assert fingerprint(damaged) == before

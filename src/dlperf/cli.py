@@ -25,7 +25,12 @@ class Parser(argparse.ArgumentParser):
     """argparse that reports a bad flag in one line (no usage dump) with exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def one_line(message: object) -> str:
+    """An error stays one line even when the value it quotes holds a newline."""
+    return str(message).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def build_parser() -> Parser:
@@ -64,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except (UsageError, SpecError, StoreError) as error:
-        print(f"dlperf {args.command}: error: {error}", file=sys.stderr)
+        print(f"dlperf {args.command}: error: {one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         if _received:  # SIGTERM -> 143, SIGHUP -> 129, as a shell reports them

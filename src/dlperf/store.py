@@ -126,6 +126,11 @@ class Store:
                 probe = _open_readonly(self.path)
                 try:
                     _verify(probe, self.path, flag, empty_ok=not readonly)
+                    if not readonly:  # never append results to a damaged file
+                        problem = probe.execute("PRAGMA quick_check(1)").fetchone()[0]
+                        if problem != "ok":
+                            raise sqlite3.DatabaseError(f"database disk image is malformed "
+                                                        f"({problem})")
                 finally:
                     if not readonly:
                         probe.close()
