@@ -113,7 +113,12 @@ def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> FixtureDb:
     proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "sweep", str(sweep_file),
                            "--db", str(db), "--json", str(tmp / "sweep.json")],
                           capture_output=True, text=True, timeout=1800)
-    assert proc.returncode in (0, 1), proc.stderr  # 1: some case failed (tf32 on a CPU)
+    # exactly 1: the tf32 case is unsupported on a CPU, and every other case must be ok
+    assert proc.returncode == 1, proc.stderr
+    statuses = {r["label"]: r["status"] for r in json.loads((tmp / "sweep.json").read_text())}
+    assert [label for label, status in statuses.items() if status != "ok"] == [
+        "torch bert-base train bs2 tf32"], statuses
+    assert statuses["torch bert-base train bs2 fp32 1n2d"] == "ok"  # the sweep -> torchrun path
     oom_file = tmp / "oom.yaml"
     oom_file.write_text(OOM_SWEEP)
     with Store(db) as store:

@@ -12,7 +12,7 @@ import pytest
 
 from dlperf import models
 
-torch = pytest.importorskip("torch")
+import torch
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
