@@ -180,4 +180,4 @@ def test_a_file_that_is_not_results_is_exit_2(tmp_path):
     bogus = tmp_path / "bogus.json"
     bogus.write_text(json.dumps({"hello": 1}))
     proc = dlperf("compare", str(bogus), str(bogus))
-    assert proc.returncode == 2 and "does not hold dlperf result objects" in proc.stderr
+    assert proc.returncode == 2 and "compare reads dlperf result objects" in proc.stderr

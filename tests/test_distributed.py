@@ -228,7 +228,7 @@ def test_slurm_placement():
     (["--nnodes", "2"], "--master-addr: needed with --nnodes > 1"),
     (["--threads-per-process", "0"], "threads: 0 must be an integer >= 1"),
     (["--nnodes", "2", "--master-addr", "h", "--rdzv-timeout", "0"],
-     "--rdzv-timeout: 0 must be > 0"),
+     "--rdzv-timeout: 0.0 must be seconds in (0, 86400]"),
 ])
 def test_bad_distributed_flags_are_one_line_and_exit_2(args, message, tmp_path):
     proc = dlperf("run", *TINY_RESNET, *args, "--db", str(tmp_path / "x.db"))

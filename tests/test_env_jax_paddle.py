@@ -130,7 +130,7 @@ UNSUPPORTED = {
     # JAX has no uncompiled mode worth measuring: an explicit --no-compile is refused, not faked
     "jax": (["--precision", "fp32", "--no-compile"], "always compiles"),
     # paddle.amp.auto_cast only warns and stays fp32 on a CPU
-    "paddle": (["--precision", "amp-bf16"], "has no effect on cpu"),
+    "paddle": (["--precision", "amp-bf16"], "has no effect on CPU"),
 }
 
 

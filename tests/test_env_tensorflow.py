@@ -52,7 +52,7 @@ def test_both_models_have_the_catalogue_parameter_count(framework):
     """Built inside the framework's own interpreter, default (full-size) knobs."""
     if framework == "tensorflow":
         code = """
-import json, dlperf.backends.tensorflow as B
+import json, dlperf.backends.tensorflow.backend as B
 from dlperf import models
 from dlperf.backends.tensorflow.workload import count_params, unique
 out = {}
@@ -63,7 +63,7 @@ print("PARAMS=" + json.dumps(out))
 """
     else:
         code = """
-import json, numpy as np, dlperf.backends.tensorflow1 as B
+import json, numpy as np, dlperf.backends.tensorflow1.backend as B
 from dlperf import models
 out = {}
 for name in ("resnet50", "bert-base"):

@@ -84,4 +84,4 @@ def test_require_quiet_rejects_a_nonsense_wait(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "dlperf run: error: --require-quiet: nan must be seconds in (0, 86400]"]
+        "dlperf run: error: argument --require-quiet: 'nan' is not a finite number"]
