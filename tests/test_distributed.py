@@ -19,7 +19,8 @@ import psutil
 import pytest
 
 from conftest import TINY_BERT, TINY_RESNET, dlperf, load
-from dlperf import launch, runner, slurm, torchrun
+from dlperf import launch, runner, slurm
+from dlperf.backends.torch import launch as torchrun
 from dlperf.spec import Case
 
 TAG = "DLPERF_TEST_DISTRIBUTED"
@@ -238,7 +239,7 @@ def test_bad_distributed_flags_are_one_line_and_exit_2(args, message, tmp_path):
 
 
 def test_explain_reads_torchrun_failures():
-    rdzv = torchrun.Rendezvous(master_addr="10.0.0.1", master_port=29500, timeout_s=30)
+    rdzv = launch.Rendezvous(master_addr="10.0.0.1", master_port=29500, timeout_s=30)
     log = ("Root Cause (first observed failure):\n[0]:\n  time : x\n  host : h\n"
            "  rank      : 3 (local_rank: 1)\n  exitcode  : -9 (pid: 12)  (SIGKILL)\n")
     status, message = torchrun.explain(log, rdzv)

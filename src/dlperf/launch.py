@@ -3,17 +3,30 @@
 A launcher turns a case into the command line that runs ``python -m dlperf.worker`` once per
 rank. The runner owns the process (timeouts, Ctrl-C, failure classes); the launcher only says what
 to run and with which environment, so a multi-process launcher drops in beside the local one.
+
+One process: :func:`local`. Several processes or nodes: the framework's own launcher, which lives
+beside its backend as ``dlperf.backends.<framework>.launch.Launcher`` (a :class:`MultiLauncher`,
+harness side) and is found by :func:`launcher_for`. A backend that declares ``distributed``
+devices in its ``SUPPORT`` must have one; the others refuse multi-process cases.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import math
 import os
+import re
+import socket
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dlperf import envs
+from dlperf.errors import UsageError
 from dlperf.spec import Case
 from dlperf.worker.lifeline import HARNESS_PID
 
@@ -75,10 +88,6 @@ def worker_argv(python: str, case_file: Path, out_dir: Path) -> list[str]:
 def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None) -> Launch:
     """One worker process on this machine, run by the framework's environment's interpreter
     (dlperf's own for torch); UsageError if that environment is not installed."""
-    if case.devices * case.nnodes != 1:
-        raise NotImplementedError(
-            f"{case.framework} has no multi-process launcher yet (devices={case.devices}, "
-            f"nnodes={case.nnodes}); torch cases use dlperf.torchrun")
     threads = threads_per_process(case)
     python = python or envs.interpreter(case.framework)
     declared = envs.worker_variables(case.framework, python)  # the registry's env:, expanded
@@ -88,3 +97,152 @@ def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None)
         facts["framework_env"] = declared
     return Launch(worker_argv(python, case_file, out_dir),
                   env={**declared, **thread_env(threads)}, facts=facts)
+
+
+# ------------------------------------------------------------------------------------------------
+# several processes and nodes
+# ------------------------------------------------------------------------------------------------
+
+DEFAULT_PORT = 29500  # torchrun's default, used for every framework's rendezvous
+DEFAULT_RDZV_TIMEOUT_S = 300.0
+# Before its next repeat a non-master node waits this long, so it never reaches node 0's
+# rendezvous of the repeat that just ended (the nodes' processes exit apart).
+NEXT_REPEAT_GRACE_S = 2.0
+IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the nodes of a multi-node case meet; ignored for a single node."""
+
+    node_rank: int = 0
+    master_addr: str | None = None
+    master_port: int = DEFAULT_PORT
+    timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
+    # the network interface the collectives use (GLOO_/NCCL_SOCKET_IFNAME); None: their choice
+    socket_ifname: str | None = None
+
+    def check(self, nnodes: int) -> None:
+        """UsageError naming the flag when these settings cannot describe ``nnodes`` nodes."""
+        if not 0 <= self.node_rank < nnodes:
+            raise UsageError(f"--node-rank: {self.node_rank} must be between 0 and "
+                             f"{nnodes - 1} (--nnodes {nnodes})")
+        if not 1 <= self.master_port <= 65535:
+            raise UsageError(f"--master-port: {self.master_port} must be between 1 and 65535")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 86400):
+            raise UsageError(f"--rdzv-timeout: {self.timeout_s!r} must be seconds in (0, 86400]")
+        if self.socket_ifname is not None and not IFNAME.fullmatch(self.socket_ifname):
+            raise UsageError(f"--socket-ifname: {self.socket_ifname!r} is not a network interface "
+                             f"name (letters, digits, '.', '-', '_', '@'; at most 15)")
+        if nnodes > 1 and not self.master_addr:
+            raise UsageError("--master-addr: needed with --nnodes > 1 (the address of node 0, "
+                             "which every node must reach), or run under Slurm")
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.master_addr}:{self.master_port}"
+
+
+class MultiLauncher:
+    """A framework's launcher for cases of devices x nnodes > 1 processes (runner.Launcher).
+
+    Called once per repeat on every node with the same case; it returns the one command that
+    starts this node's ``case.devices`` ranks (the framework's own launcher, or the framework's
+    documented per-process variables). ``Launch.ranks`` is the number of rank files this node
+    will hold: the whole job on node 0 (the backend's ``gather_results`` brings the other nodes'
+    figures there), its own ranks elsewhere. Subclasses implement ``__call__``.
+    """
+
+    name = "multi-process"
+
+    def __init__(self, rendezvous: Rendezvous | None = None, python: str | None = None) -> None:
+        self.rendezvous = rendezvous or Rendezvous()
+        self.python = python
+        self.launches = 0  # repeats launched so far (a fresh rendezvous id per repeat)
+
+    def is_master(self, case: Case) -> bool:
+        """Whether this node holds global rank 0, and so the whole job's figures."""
+        return case.nnodes == 1 or self.rendezvous.node_rank == 0
+
+    def ranks_here(self, case: Case) -> int:
+        """Rank files this node ends up with (see the class docstring)."""
+        return case.devices * case.nnodes if self.is_master(case) else case.devices
+
+    def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        raise NotImplementedError
+
+
+def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
+                 python: str | None = None) -> Callable[[Case, Path, Path], Launch]:
+    """:func:`local` for one process; else the framework's own :class:`MultiLauncher`.
+
+    A framework without one (its backend declares no ``distributed`` devices) gets :func:`local`:
+    its worker refuses the case from ``SUPPORT`` before building anything, so the result is
+    ``unsupported`` with the backend's own reason, as for any other undeclared combination."""
+    if case.devices * case.nnodes == 1:
+        return local
+    name = f"dlperf.backends.{case.framework}.launch"
+    if importlib.util.find_spec(name) is None:
+        return local
+    return importlib.import_module(name).Launcher(rendezvous, python)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the kernel's pick), for a one-node job's rendezvous."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class SpawnLauncher(MultiLauncher):
+    """For frameworks that configure data parallelism from per-process variables rather than a
+    launcher of their own: ``python -m dlperf.spawn`` starts this node's ranks, each with
+    ``DLPERF_RANK``, ``DLPERF_WORLD_SIZE``, ``DLPERF_MASTER_ADDR``/``PORT``... (see
+    :mod:`dlperf.spawn`), and the backend turns those into its framework's configuration.
+
+    One node: the master is 127.0.0.1 on a free port (nothing listens beyond loopback). Several
+    nodes: the rendezvous's address and port; ``DLPERF_RDZV_TIMEOUT_S`` tells the backend how long
+    its framework may wait for the others. Subclasses set ``name`` and may add ``extra_env``.
+    """
+
+    name = "dlperf.spawn"
+
+    def extra_env(self, case: Case) -> dict[str, str]:
+        """Variables this framework needs beyond the rank variables (none by default)."""
+        return {}
+
+    def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        from dlperf import spawn
+        rdzv = self.rendezvous
+        rdzv.check(case.nnodes)
+        python = self.python or envs.interpreter(case.framework)
+        if case.nnodes == 1:
+            addr, port = "127.0.0.1", free_port()
+        else:
+            addr, port = str(rdzv.master_addr), rdzv.master_port
+            if rdzv.node_rank > 0 and self.launches > 0:
+                time.sleep(NEXT_REPEAT_GRACE_S)
+        self.launches += 1
+        threads = threads_per_process(case)
+        declared = envs.worker_variables(case.framework, python)
+        env = {**declared, **thread_env(threads), **self.extra_env(case),
+               "DLPERF_RDZV_TIMEOUT_S": f"{rdzv.timeout_s:g}"}
+        if rdzv.socket_ifname:
+            env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
+        argv = [sys.executable, "-m", "dlperf.spawn", "--nproc", str(case.devices),
+                "--nnodes", str(case.nnodes), "--node-rank", str(rdzv.node_rank),
+                "--master-addr", addr, "--master-port", str(port), "--",
+                *worker_argv(python, case_file, out_dir)]
+        facts: dict[str, Any] = {
+            "launcher": self.name, "processes": case.devices * case.nnodes,
+            "processes_per_node": case.devices, "nnodes": case.nnodes,
+            "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
+            "master": f"{addr}:{port}"}
+        if case.nnodes > 1:
+            facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
+        if declared:
+            facts["framework_env"] = declared
+        if rdzv.socket_ifname:
+            facts["socket_ifname"] = rdzv.socket_ifname
+        return Launch(argv, env=env, ranks=self.ranks_here(case), explain=spawn.explain,
+                      facts=facts)

@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from dlperf import hoststate, launch, result, scaling, torchrun
+from dlperf import hoststate, launch, result, scaling
 from dlperf.monitor import Monitor
 from dlperf.spec import Case
 from dlperf.store import Store
@@ -205,11 +205,9 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
 
 
 def default_launcher(case: Case) -> Launcher:
-    """torchrun for a torch case of several processes (one node; several nodes need a
-    :class:`torchrun.Rendezvous`, which ``dlperf run`` builds), else one local process."""
-    if case.framework == "torch" and case.devices * case.nnodes > 1:
-        return torchrun.Torchrun()
-    return launch.local
+    """One local process, or the framework's own launcher for several (one node; several nodes
+    need a :class:`launch.Rendezvous`, which ``dlperf run`` builds)."""
+    return launch.launcher_for(case)
 
 
 def run_case(case: Case, store: Store | None = None, launcher: Launcher | None = None,

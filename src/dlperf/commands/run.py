@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import (display, envs, measurelock, models, runner, scaling, slurm, sysinfo,
-                    torchrun)
+                    launch)
 from dlperf.errors import UsageError
 from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
@@ -108,17 +108,17 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--master-addr", default=None,
                        help="address of node 0, reachable from every node")
     group.add_argument("--master-port", type=positive_int, default=None,
-                       help=f"port on node 0 (default {torchrun.DEFAULT_PORT})")
-    group.add_argument("--rdzv-timeout", type=finite_float, default=torchrun.DEFAULT_RDZV_TIMEOUT_S,
+                       help=f"port on node 0 (default {launch.DEFAULT_PORT})")
+    group.add_argument("--rdzv-timeout", type=finite_float, default=launch.DEFAULT_RDZV_TIMEOUT_S,
                        help="seconds to wait for the other nodes to join before failing with "
-                            f"status timeout (default {torchrun.DEFAULT_RDZV_TIMEOUT_S:g})")
+                            f"status timeout (default {launch.DEFAULT_RDZV_TIMEOUT_S:g})")
     group.add_argument("--socket-ifname", default=None, metavar="IFACE",
                        help="network interface for the collectives (GLOO_SOCKET_IFNAME / "
                             "NCCL_SOCKET_IFNAME), e.g. the cluster's private network; "
                             "multi-node runs need a trusted network")
 
 
-def rendezvous_from_args(args: argparse.Namespace, case: Case) -> torchrun.Rendezvous:
+def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezvous:
     """The flags, with any left out filled from Slurm's variables; checked against the case."""
     place = slurm.placement(os.environ)
     node_rank, addr, port = args.node_rank, args.master_addr, args.master_port
@@ -126,14 +126,11 @@ def rendezvous_from_args(args: argparse.Namespace, case: Case) -> torchrun.Rende
         node_rank = place.node_rank if node_rank is None else node_rank
         addr = addr or place.master_addr
         port = port or place.master_port
-    rendezvous = torchrun.Rendezvous(node_rank=node_rank or 0, master_addr=addr,
-                                     master_port=port or torchrun.DEFAULT_PORT,
-                                     timeout_s=args.rdzv_timeout,
-                                     socket_ifname=args.socket_ifname)
+    rendezvous = launch.Rendezvous(node_rank=node_rank or 0, master_addr=addr,
+                                   master_port=port or launch.DEFAULT_PORT,
+                                   timeout_s=args.rdzv_timeout,
+                                   socket_ifname=args.socket_ifname)
     rendezvous.check(case.nnodes)
-    if case.devices * case.nnodes > 1 and case.framework != "torch":
-        raise UsageError(f"--devices/--nnodes: the {case.framework} backend runs one process; "
-                         f"multi-process cases need --framework torch")
     return rendezvous
 
 
@@ -172,11 +169,9 @@ def main(args: argparse.Namespace) -> int:
     quiet_wait = check_quiet_wait(args.require_quiet_s)
     rendezvous = rendezvous_from_args(args, case)
     envs.interpreter(case.framework)  # not installed: one line naming the install command
-    launcher = runner.default_launcher(case)
-    if isinstance(launcher, torchrun.Torchrun):
-        launcher = torchrun.Torchrun(rendezvous)
-        if not launcher.is_master(case):
-            return run_peer(case, launcher, args)
+    launcher = launch.launcher_for(case, rendezvous)
+    if isinstance(launcher, launch.MultiLauncher) and not launcher.is_master(case):
+        return run_peer(case, launcher, args)
     env = sysinfo.capture()
     with measurelock.held(not args.no_wait), Store(args.db) as store:
         try:
@@ -203,7 +198,7 @@ def show(result: dict[str, Any], db: str) -> None:
         display.out.print(scaling.describe(result, db))
 
 
-def run_peer(case: Case, launcher: torchrun.Torchrun, args: argparse.Namespace) -> int:
+def run_peer(case: Case, launcher: launch.MultiLauncher, args: argparse.Namespace) -> int:
     """A node other than node 0: run its ranks repeat by repeat; node 0 stores the case."""
     rdzv = launcher.rendezvous
     first = rdzv.node_rank * case.devices

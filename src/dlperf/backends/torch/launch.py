@@ -1,4 +1,4 @@
-"""Multi-process and multi-node torch cases, launched by PyTorch's own launcher.
+"""Multi-process and multi-node torch cases, launched by PyTorch's own launcher (harness side).
 
 Each repeat runs ``python -m torch.distributed.run ... -m dlperf.worker`` on every node: torchrun
 starts ``devices`` workers per node, sets RANK / WORLD_SIZE / MASTER_* for them, and stops the
@@ -14,69 +14,18 @@ sees the whole job and stores the case; the other nodes store nothing.
 
 from __future__ import annotations
 
-import math
 import re
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from dlperf import envs
-from dlperf.errors import UsageError
-from dlperf.launch import Launch, thread_env, threads_per_process, worker_argv
+from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
+                           threads_per_process, worker_argv)
 from dlperf.spec import Case
 
-DEFAULT_PORT = 29500  # torchrun's own default
-DEFAULT_RDZV_TIMEOUT_S = 300.0
-# Before its next repeat a non-master node waits this long, so it never reaches node 0's store of
-# the repeat that just ended (torchrun's agents leave together, but their processes exit apart).
-NEXT_REPEAT_GRACE_S = 2.0
-IFNAME = re.compile(r"[A-Za-z0-9_.@-]{1,15}")
-
-
-@dataclass(frozen=True)
-class Rendezvous:
-    """Where the nodes of a multi-node case meet; ignored for a single node."""
-
-    node_rank: int = 0
-    master_addr: str | None = None
-    master_port: int = DEFAULT_PORT
-    timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
-    # the network interface the collectives use (GLOO_/NCCL_SOCKET_IFNAME); None: their choice
-    socket_ifname: str | None = None
-
-    def check(self, nnodes: int) -> None:
-        """UsageError naming the flag when these settings cannot describe ``nnodes`` nodes."""
-        if not 0 <= self.node_rank < nnodes:
-            raise UsageError(f"--node-rank: {self.node_rank} must be between 0 and "
-                             f"{nnodes - 1} (--nnodes {nnodes})")
-        if not 1 <= self.master_port <= 65535:
-            raise UsageError(f"--master-port: {self.master_port} must be between 1 and 65535")
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 86400):
-            raise UsageError(f"--rdzv-timeout: {self.timeout_s!r} must be seconds in (0, 86400]")
-        if self.socket_ifname is not None and not IFNAME.fullmatch(self.socket_ifname):
-            raise UsageError(f"--socket-ifname: {self.socket_ifname!r} is not a network interface "
-                             f"name (letters, digits, '.', '-', '_', '@'; at most 15)")
-        if nnodes > 1 and not self.master_addr:
-            raise UsageError("--master-addr: needed with --nnodes > 1 (the address of node 0, "
-                             "which every node must reach), or run under Slurm")
-
-    @property
-    def endpoint(self) -> str:
-        return f"{self.master_addr}:{self.master_port}"
-
-
-class Torchrun:
-    """The launcher (runner.Launcher) for torch cases with devices x nnodes > 1."""
-
-    def __init__(self, rendezvous: Rendezvous | None = None, python: str | None = None) -> None:
-        self.rendezvous = rendezvous or Rendezvous()
-        self.python = python
-        self.launches = 0
-
-    def is_master(self, case: Case) -> bool:
-        """Whether this node holds global rank 0, and so the whole job's figures."""
-        return case.nnodes == 1 or self.rendezvous.node_rank == 0
+class Torchrun(MultiLauncher):
+    """The launcher for torch cases with devices x nnodes > 1."""
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
         rdzv = self.rendezvous
@@ -109,8 +58,7 @@ class Torchrun:
         if rdzv.socket_ifname:
             env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
             facts["socket_ifname"] = rdzv.socket_ifname
-        return Launch(argv, env=env,
-                      ranks=case.devices * case.nnodes if self.is_master(case) else case.devices,
+        return Launch(argv, env=env, ranks=self.ranks_here(case),
                       explain=lambda log: explain(log, rdzv), facts=facts)
 
 
@@ -156,3 +104,6 @@ def explain(log: str, rdzv: Rendezvous) -> tuple[str, str] | None:
                                f"out-of-memory killer")
             return "crash", f"rank {rank}: died from {name}"
     return None  # an exit code: the rank's own result file, if any, says more
+
+
+Launcher = Torchrun  # what dlperf.launch.launcher_for looks up
