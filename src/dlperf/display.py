@@ -111,15 +111,17 @@ def ranks_table(result: dict[str, Any]) -> None:
     """Each rank's own figures (median over repeats): the job runs at its slowest rank's pace."""
     table = Table(title="ranks (the job's window is its slowest rank's)", show_lines=False)
     for name in ("rank", "host", "threads", "samples/s (median)", "window s (median)",
-                 "first step s", "slowest in", "peak host mem"):
+                 "first step s", "all-reduce s", "slowest in", "peak host mem"):
         table.add_column(name, justify="left" if name == "host" else "right")
     for rank in result.get("ranks") or []:
         windows = [w for w in rank["window_s"] if w is not None]
         firsts = [f for f in rank["first_step_s"] if f is not None]
+        reduces = [a for a in rank.get("allreduce_s") or [] if a is not None]
         table.add_row(str(rank["rank"]), str(rank.get("host") or "-"),
                       str(rank.get("threads") or "-"), number(rank["throughput_median"]),
                       number(statistics.median(windows), 3) if windows else "-",
                       number(statistics.median(firsts), 2) if firsts else "-",
+                      number(statistics.median(reduces), 3) if reduces else "-",
                       f"{rank['slowest_in']}/{len(windows)}",
                       human_bytes(rank.get("peak_host_bytes")))
     out.print(table)

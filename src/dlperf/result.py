@@ -59,9 +59,9 @@ def rank_figures(repeats: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "local_rank": rank.get("local_rank"),
                 "threads": (rank.get("info") or {}).get("num_threads"),
                 "throughput": [], "window_s": [], "first_step_s": [], "build_s": [],
-                "slowest_in": 0, "peak_host_bytes": 0})
+                "allreduce_s": [], "slowest_in": 0, "peak_host_bytes": 0})
             entry["throughput"].append(stats.throughput(rank["window_samples"], rank["window_s"]))
-            for field in ("window_s", "first_step_s", "build_s"):
+            for field in ("window_s", "first_step_s", "build_s", "allreduce_s"):
                 entry[field].append(rank.get(field))
             entry["slowest_in"] += rank["rank"] == slowest
             entry["peak_host_bytes"] = max(entry["peak_host_bytes"],

@@ -97,6 +97,7 @@ def measure(build, case):
         "loss_first": loss_first,
         "loss_last": loss_last,
         "peak_device_bytes": workload.peak_device_bytes(),
+        "allreduce_s": workload.allreduce_probe(),
         "info": workload.info,
     }  # type: Dict[str, Any]
     result.update(window)

@@ -8,7 +8,8 @@ Standard library only; valid Python 3.7.
 """
 
 import platform
-from typing import Any, Dict, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional
 
 
 class UnsupportedError(Exception):
@@ -42,6 +43,14 @@ class Workload(object):
         """Wait for every rank of a distributed job; a no-op for a single process."""
         return None
 
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        """Seconds one all-reduce of a buffer as large as the model's gradients takes across the
+        job (median of a few, after one untimed), or None for one process. The loop calls it
+        after the timed window, so it never disturbs the window; it shows how much of a
+        data-parallel step the gradient exchange alone costs on this machine and network."""
+        return None
+
     def loss_value(self, handle):
         # type: (Any) -> float
         """Turn a loss handle from ``step`` into a Python float (may synchronise)."""
@@ -51,6 +60,24 @@ class Workload(object):
         # type: () -> Optional[int]
         """Peak device memory allocated by this process, or None on a host-only device."""
         return None
+
+
+PROBE_REPEATS = 3
+
+
+def median_seconds(operation, sync, repeats=PROBE_REPEATS):
+    # type: (Callable[[], Any], Callable[[], None], int) -> float
+    """Median wall time of ``operation`` (each followed by ``sync``), after one untimed call:
+    how backends time their all-reduce probe the same way."""
+    operation()
+    sync()
+    times = []  # type: List[float]
+    for _ in range(repeats):
+        start = time.perf_counter()
+        operation()
+        sync()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def cpu_name():

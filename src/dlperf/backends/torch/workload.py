@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 from torch import nn
 
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 COMPILE_MODE = "default"
 
@@ -267,6 +267,15 @@ class TorchWorkload(Workload):
             dist.barrier(device_ids=[self.device.index])
         else:
             dist.barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+            return None
+        buffer = torch.zeros(self.params, dtype=torch.float32, device=self.device)
+        return median_seconds(lambda: dist.all_reduce(buffer), self.sync)
 
     def loss_value(self, handle):
         # type: (Any) -> float
