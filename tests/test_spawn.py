@@ -20,17 +20,18 @@ def run_spawn(tmp_path, body, nproc=2, extra=()):
 
 def test_every_rank_gets_its_place_in_the_job(tmp_path):
     body = ("v = {k: os.environ[k] for k in os.environ if k.startswith('DLPERF_') and k not in "
-            "('DLPERF_HARNESS_PID',)}\n"
+            "('DLPERF_HARNESS_PID',) or k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE')}\n"
             f"open(os.path.join({str(tmp_path)!r}, 'r' + v['DLPERF_RANK']), 'w').write(json.dumps(v))\n")
     proc = run_spawn(tmp_path, body, nproc=2, extra=("--nnodes", "2", "--node-rank", "1",
                                                      "--master-addr", "10.1.2.3"))
     assert proc.returncode == 0, proc.stderr
     seen = {int(p.name[1:]): json.loads(p.read_text()) for p in tmp_path.glob("r[0-9]*")}
     assert sorted(seen) == [2, 3]
-    assert seen[3] == {"DLPERF_RANK": "3", "DLPERF_LOCAL_RANK": "1", "DLPERF_WORLD_SIZE": "4",
+    assert {k: v for k, v in seen[3].items() if k.startswith("DLPERF_")} == {"DLPERF_RANK": "3", "DLPERF_LOCAL_RANK": "1", "DLPERF_WORLD_SIZE": "4",
                        "DLPERF_LOCAL_WORLD_SIZE": "2", "DLPERF_NODE_RANK": "1",
                        "DLPERF_NNODES": "2", "DLPERF_MASTER_ADDR": "10.1.2.3",
                        "DLPERF_MASTER_PORT": "4321"}
+    assert (seen[3]["RANK"], seen[3]["LOCAL_RANK"], seen[3]["WORLD_SIZE"]) == ("3", "1", "4")
     assert proc.stdout.count("exited with code 0") == 2
 
 

@@ -3,7 +3,8 @@
 per-process variables instead of shipping a launcher (TF_CONFIG for TensorFlow's multi-worker
 strategies, ``jax.distributed.initialize``, MXNet's ``DMLC_*`` roles).
 
-It does what torchrun's agent does and nothing more: every rank gets ``DLPERF_RANK``,
+It does what torchrun's agent does and nothing more: every rank gets torchrun's ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE`` (which the worker reads), ``DLPERF_RANK``,
 ``DLPERF_LOCAL_RANK``, ``DLPERF_WORLD_SIZE``, ``DLPERF_LOCAL_WORLD_SIZE``, ``DLPERF_NODE_RANK``,
 ``DLPERF_NNODES``, ``DLPERF_MASTER_ADDR`` and ``DLPERF_MASTER_PORT``, from which the backend
 builds its framework's own configuration; when one rank fails the others are stopped (they would
@@ -33,8 +34,9 @@ KILL_AFTER_S = 5.0
 
 def rank_env(rank, local_rank, world, local_world, node_rank, nnodes, addr, port):
     # type: (int, int, int, int, int, int, str, int) -> Dict[str, str]
-    """The variables one rank is started with."""
-    return {"DLPERF_RANK": str(rank), "DLPERF_LOCAL_RANK": str(local_rank),
+    """The variables one rank is started with (torchrun's names too, which the worker reads)."""
+    return {"RANK": str(rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(local_world), "DLPERF_RANK": str(rank), "DLPERF_LOCAL_RANK": str(local_rank),
             "DLPERF_WORLD_SIZE": str(world), "DLPERF_LOCAL_WORLD_SIZE": str(local_world),
             "DLPERF_NODE_RANK": str(node_rank), "DLPERF_NNODES": str(nnodes),
             "DLPERF_MASTER_ADDR": addr, "DLPERF_MASTER_PORT": str(port)}

@@ -10,8 +10,10 @@ A rank that failed skips the gather and exits; the launcher then stops the other
 
 A backend package (``dlperf.backends.<framework>``) is light to import and exposes ``SUPPORT``
 (a :class:`dlperf.worker.support.Support`), ``resolve_device(requested) -> "cpu" | "cuda"``,
-``build(case) -> Workload`` and, when it runs data-parallel, ``gather_results(result)``; the
-framework itself is imported by ``resolve_device``/``build``, inside the worker only.
+``build(case) -> Workload`` and, when it runs data-parallel, ``gather_results(result)`` and
+(where its launcher does not set torchrun's RANK / WORLD_SIZE / LOCAL_RANK)
+``process_place() -> (rank, world_size, local_rank)``; the framework itself is imported by
+``resolve_device``/``build``, inside the worker only.
 """
 
 import argparse
@@ -23,7 +25,7 @@ import resource
 import socket
 import sys
 import traceback
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from dlperf.worker.lifeline import tie_to_harness
 from dlperf.worker.loop import NonFiniteLoss, measure
@@ -82,14 +84,24 @@ def one_line(error):
     return "{}: {}".format(type(error).__name__, first)[:500]
 
 
+def place(backend):
+    # type: (Any) -> Tuple[int, int, int]
+    """(rank, world size, local rank) of this process: the backend's ``process_place()`` where
+    its launcher names them differently, else the variables torchrun and dlperf.spawn set."""
+    own = getattr(backend, "process_place", None)
+    if own is not None:
+        return own()
+    return (int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")),
+            int(os.environ.get("LOCAL_RANK", "0")))
+
+
 def run(case):
     # type: (Dict[str, Any]) -> Dict[str, Any]
-    rank = int(os.environ.get("RANK", "0"))
-    result = {"rank": rank, "world_size": int(os.environ.get("WORLD_SIZE", "1")),
-              "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
-              "host": socket.gethostname(), "status": "ok", "error": None}  # type: Dict[str, Any]
+    result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
+              "status": "ok", "error": None}  # type: Dict[str, Any]
     try:
         backend = importlib.import_module("dlperf.backends." + case["framework"])
+        result["rank"], result["world_size"], result["local_rank"] = place(backend)
         # The backend's own declaration decides, before anything is built (see worker.support).
         backend.SUPPORT.check(case, backend.resolve_device(case.get("device", "auto")))
         result.update(measure(backend.build, case))
