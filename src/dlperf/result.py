@@ -57,7 +57,10 @@ def rank_figures(repeats: list[dict[str, Any]]) -> list[dict[str, Any]]:
             entry = by_rank.setdefault(rank["rank"], {
                 "rank": rank["rank"], "host": rank.get("host"),
                 "local_rank": rank.get("local_rank"),
-                "threads": (rank.get("info") or {}).get("num_threads"),
+                "threads": (rank.get("placement") or {}).get("threads",
+                                                             (rank.get("info") or {}).get(
+                                                                 "num_threads")),
+                "cpus": (rank.get("placement") or {}).get("cpus"),
                 "throughput": [], "window_s": [], "first_step_s": [], "build_s": [],
                 "allreduce_s": [], "slowest_in": 0, "peak_host_bytes": 0})
             entry["throughput"].append(stats.throughput(rank["window_samples"], rank["window_s"]))
@@ -119,7 +122,8 @@ def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     for record in repeats:
         for rank in record.get("ranks", []):
             if rank.get("env"):
-                return {**rank["env"], "framework": rank.get("info") or {}}
+                return {**rank["env"], "framework": rank.get("info") or {},
+                        "placement": rank.get("placement")}
     return {}
 
 

@@ -1,0 +1,67 @@
+"""Which CPUs a rank runs on and how many threads every framework's pools get, from one field.
+
+Before the framework is imported the worker pins itself (``sched_setaffinity``) to its share of
+the CPUs it was given: all of them for one process per node, else a disjoint contiguous slice per
+local rank, so two ranks never fight over a core and every framework sees the same CPUs. The
+thread count (the case's ``threads``, else the slice's size) then goes into every variable a
+framework sizes a pool from at start-up: OpenMP / MKL / OpenBLAS (torch, paddle, mxnet, oneflow,
+oneDNN), TensorFlow's intra-/inter-op pools, and XLA's CPU client (JAX) through the affinity
+mask, which it sizes its pool by. Backends record what their framework reports it uses
+(``info``); this module records what was asked.
+
+Standard library only, valid Python 3.7.
+"""
+
+import os
+from typing import Any, Dict, List, Optional
+
+# what a launcher may call a process's rank within its node
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "DLPERF_LOCAL_RANK", "PADDLE_LOCAL_RANK",
+                        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                         "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def local_rank():
+    # type: () -> Optional[int]
+    for name in LOCAL_RANK_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def share(cpus, ranks, rank):
+    # type: (List[int], int, int) -> List[int]
+    """Rank ``rank``'s contiguous slice of ``cpus`` split ``ranks`` ways (one CPU each, wrapping
+    round, when there are more ranks than CPUs)."""
+    if ranks <= 1:
+        return list(cpus)
+    size = len(cpus) // ranks
+    if size == 0:
+        return [cpus[rank % len(cpus)]]
+    return list(cpus[rank * size:(rank + 1) * size])
+
+
+def apply(case):
+    # type: (Dict[str, Any]) -> Dict[str, Any]
+    """Pin this process and size the thread pools; what was done, for the result."""
+    if not hasattr(os, "sched_setaffinity"):
+        return {"pinned": False, "reason": "no sched_setaffinity on this platform"}
+    given = sorted(os.sched_getaffinity(0))
+    ranks = int(case.get("devices") or 1)
+    rank = local_rank() if ranks > 1 else 0
+    out = {"cpus_given": len(given)}  # type: Dict[str, Any]
+    if rank is None:
+        out.update(pinned=False, reason="local rank unknown: none of " +
+                   ", ".join(LOCAL_RANK_VARIABLES) + " is set")
+        mine = given
+    else:
+        mine = share(given, ranks, rank)
+        os.sched_setaffinity(0, mine)
+        out.update(pinned=True, cpus=mine)
+    threads = int(case.get("threads") or len(mine))
+    for name in THREAD_POOL_VARIABLES:
+        os.environ[name] = str(threads)
+    out["threads"] = threads
+    return out
