@@ -39,6 +39,13 @@ def cuda_sets() -> list[registry.Framework]:
             if variant == "cuda" and fw.refused is None]
 
 
+def locked_sets() -> list[registry.Framework]:
+    """Every set installed into an environment of its own: the cpu builds (the main frameworks
+    live in dlperf's own environment, installed from pyproject) and every cuda build."""
+    return [fw for (name, variant), fw in sorted(registry.load_all().items())
+            if fw.refused is None and (variant == "cuda" or not fw.main)]
+
+
 def test_every_framework_declares_a_cuda_variant():
     """A user with GPUs can compare every framework, or is told why one has no GPU build."""
     for name in registry.names():
@@ -73,8 +80,8 @@ def published_sha256(name: str, version: str) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("fw", cuda_sets(), ids=lambda fw: fw.name)
-def test_cuda_lock_pins_exist_in_the_index_with_their_hashes(fw):
+@pytest.mark.parametrize("fw", locked_sets(), ids=lambda fw: fw.env_name)
+def test_lock_pins_exist_in_the_index_with_their_hashes(fw):
     lines = fw.requirement_lines()
     pins = [PIN.match(line) for line in lines if not line.startswith("--")]
     assert pins and all(pins), [line for line, m in zip(lines, pins) if not m]
@@ -88,7 +95,8 @@ def test_cuda_lock_pins_exist_in_the_index_with_their_hashes(fw):
     # the top-level requirement is among the locked packages
     top = [line.split("==")[0].split("[")[0].strip().lower() for line in
            fw.source_file.read_text().splitlines() if "==" in line and not line.startswith("#")]
-    assert top and set(top) <= {n.lower() for n in names}
+    normal = lambda n: re.sub(r"[-_.]+", "-", n).lower()  # noqa: E731 - PEP 503
+    assert top and {normal(n) for n in top} <= {normal(n) for n in names}
 
 
 @pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
@@ -149,3 +157,14 @@ def test_unknown_variant_is_one_line():
     proc = dlperf("envs", "install", "jax", "--variant", "rocm")
     assert proc.returncode == 2
     assert "--variant" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_locked_sets_install_only_wheels_except_the_declared_sdists():
+    """--require-hashes --only-binary=:all: for every lock; TF 1.15's gast 0.2.2 (no wheel at
+    all) is the one package built from its hashed source archive."""
+    for fw in locked_sets():
+        options = manage.locked_install_options(fw)
+        assert options[:2] == ["--require-hashes", "--only-binary=:all:"], fw.env_name
+        assert options[2:] == (["--no-binary=gast"] if fw.name == "tensorflow1" else [])
+        pinned = {line.split("==")[0] for line in fw.requirement_lines() if "==" in line}
+        assert set(fw.sdists) <= pinned, fw.env_name

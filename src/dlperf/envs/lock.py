@@ -11,6 +11,7 @@ install with ``--require-hashes`` gets exactly the files that were locked. Index
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -47,7 +48,8 @@ def lock_lines(report: dict) -> list[str]:
         if not digest:
             raise LockError(f"{meta['name']} {meta['version']} resolved to {info.get('url')}, "
                             f"which has no sha256 to pin")
-        lines.append(f"{meta['name'].lower()}=={meta['version']} --hash=sha256:{digest}")
+        name = re.sub(r"[-_.]+", "-", meta["name"]).lower()  # PEP 503's normal form
+        lines.append(f"{name}=={meta['version']} --hash=sha256:{digest}")
     return sorted(lines)
 
 

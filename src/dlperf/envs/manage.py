@@ -268,7 +268,7 @@ def _install_main_variant(fw: Framework, verbose: bool, say: Callable[[str], Non
     say(f"{fw.name}: pip install -r {fw.requirements_file} into dlperf's own environment "
         f"(log: {log})")
     code = _run_logged([sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
-                        "--no-input", "--progress-bar", "off", "--require-hashes",
+                        "--no-input", "--progress-bar", "off", *locked_install_options(fw),
                         "-r", str(fw.requirements_file)], log, verbose)
     if code != 0:
         raise InstallError(f"{fw.name}: pip install failed (exit {code}); see {log}\n"
@@ -374,7 +374,7 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         pip = [python_new, "-m", "pip", "install", "--disable-pip-version-check",
                "--no-input", "--progress-bar", "off", "-r", str(fw.requirements_file)]
         if any("--hash=" in line for line in fw.requirement_lines()):
-            pip.insert(4, "--require-hashes")
+            pip[4:4] = locked_install_options(fw)
         code = _run_logged(pip, log, verbose)
         if code != 0:
             shutil.rmtree(staging, ignore_errors=True)
@@ -408,3 +408,13 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         tmp.replace(target / STAMP_NAME)
         return InstallResult(fw.name, "installed", str(target), full, version,
                              time.monotonic() - start)
+
+
+def locked_install_options(fw: Framework) -> list[str]:
+    """A hashed lock installs exactly its files (``--require-hashes``) and only wheels, so no
+    package's build scripts run; the registry's ``sdists:`` names the few that publish no wheel
+    for the environment's Python (TF 1.15's era), built from their hashed source archives."""
+    options = ["--require-hashes", "--only-binary=:all:"]
+    if fw.sdists:
+        options.append("--no-binary=" + ",".join(fw.sdists))
+    return options

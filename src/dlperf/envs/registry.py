@@ -43,6 +43,7 @@ class Framework:
     refused: str | None = None  # why this variant cannot exist (no such build is published)
     variants: tuple[str, ...] = ("cpu",)  # every variant the registry declares for it
     env: tuple[tuple[str, str], ...] = ()  # (variable, value template) the worker needs
+    sdists: tuple[str, ...] = ()  # packages of the lock that publish no wheel for its Python
 
     def environment(self, site_packages: str | Path, current: Mapping[str, str]
                     ) -> dict[str, str]:
@@ -115,6 +116,15 @@ def _env(name: str, mapping: object) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _names(name: str, value: object) -> tuple[str, ...]:
+    """A list of package names (``sdists:``)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise UsageError(f"{REGISTRY_FILE}: {name}: sdists: must be a list of package names")
+    return tuple(value)
+
+
 @functools.lru_cache(maxsize=1)
 def load_all() -> dict[tuple[str, str], Framework]:
     """Every (framework, variant) the registry declares."""
@@ -141,6 +151,7 @@ def load_all() -> dict[tuple[str, str], Framework]:
                 refused=over.get("refused"),
                 variants=declared,
                 env=_env(name, over.get("env", entry.get("env"))),
+                sdists=_names(name, over.get("sdists", entry.get("sdists"))),
             )
     return out
 
