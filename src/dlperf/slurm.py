@@ -101,6 +101,47 @@ def placement(environ: Mapping[str, str]) -> Placement | None:
     nodelist = _first(environ, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
     hosts = hostnames(nodelist) if nodelist else []
     job_id = _first(environ, "SLURM_JOB_ID", "SLURM_JOBID")
-    port = PORT_BASE + int(job_id[-4:]) if job_id and job_id[-4:].isdigit() else None
     return Placement(nnodes=int(nnodes), node_rank=int(environ.get("SLURM_NODEID", "0")),
-                     master_addr=hosts[0] if hosts else None, master_port=port, job_id=job_id)
+                     master_addr=hosts[0] if hosts else None, master_port=job_port(job_id),
+                     job_id=job_id)
+
+
+def job_port(job_id: str | None) -> int | None:
+    """The rendezvous port of a job: PORT_BASE + the job id's last 4 digits (None without)."""
+    return PORT_BASE + int(job_id[-4:]) if job_id and job_id[-4:].isdigit() else None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The Slurm job this process runs in (salloc, sbatch), seen from its head."""
+
+    job_id: str
+    nnodes: int
+    port: int | None
+
+
+def allocation(environ: Mapping[str, str]) -> Allocation | None:
+    """The job's id and node count (the job's, not a step's), or None outside a Slurm job."""
+    job_id = _first(environ, "SLURM_JOB_ID", "SLURM_JOBID")
+    nnodes = _first(environ, "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+    if job_id is None or nnodes is None or not nnodes.isdigit():
+        return None
+    return Allocation(job_id=job_id, nnodes=int(nnodes), port=job_port(job_id))
+
+
+def node_address(name: str) -> str:
+    """The address Slurm reaches node ``name`` at (its NodeAddr), else the name itself.
+
+    Node names are usually host names, but slurm.conf may give a node another address
+    (``NodeName=n1 NodeAddr=10.0.0.5``); a rendezvous needs the address."""
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        try:
+            out = subprocess.run([scontrol, "show", "node", "-o", name], capture_output=True,
+                                 text=True, timeout=30, check=True).stdout
+            found = re.search(r"\bNodeAddr=(\S+)", out)
+            if found and found.group(1) not in ("(null)", ""):
+                return found.group(1)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return name

@@ -18,7 +18,7 @@ import re
 import statistics
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,10 +270,12 @@ class SweepRun:
 
     def __init__(self, sweep: Sweep, store: Store, mode: str = "new",
                  launcher: runner.Launcher | None = None, env: dict[str, Any] | None = None,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None,
+                 launchers: Callable[[Case], runner.Launcher] | None = None) -> None:
         self.sweep = sweep
         self.store = store
         self.launcher = launcher
+        self.launchers = launchers  # a launcher per case (a Slurm step), made when it starts
         self.env = env or {}
         self.observer = observer or Observer()
         self.since = session_start(store, sweep.name, mode)
@@ -353,7 +355,8 @@ class SweepRun:
         self.observer.case_started(state, fallback)
         self.outcome.measured_cases += 1
         try:
-            final = runner.run_case(case, store=self.store, launcher=self.launcher, env=env,
+            launcher = self.launcher or (self.launchers(case) if self.launchers else None)
+            final = runner.run_case(case, store=self.store, launcher=launcher, env=env,
                                     sweep=self.sweep.name, run_id=run_id, done=state.done,
                                     on_repeat=lambda record: self._record(case, record))
         except runner.Interrupted as stop:

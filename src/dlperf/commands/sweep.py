@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +13,9 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeE
 from rich.text import Text
 from rich.table import Table
 
-from dlperf import display, measurelock, models, outputs, sysinfo
+from dlperf import display, measurelock, models, outputs, slurm_launch, sysinfo
 from dlperf.commands.run import write_json
+from dlperf.errors import UsageError
 from dlperf.spec import Case
 from dlperf.store import DEFAULT_DB, Store
 from dlperf.sweep import Sweep, load
@@ -31,6 +34,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true",
                         help="list the cases and an estimated time; measure nothing")
     parser.add_argument("--json", type=Path, help="also write the result objects (a list)")
+    parser.add_argument("--skip-multinode", action="store_true",
+                        help="leave out the cases that need more nodes than this Slurm "
+                             "allocation has (or any multi-node case outside Slurm) instead of "
+                             "refusing the sweep; --resume inside a larger allocation adds them")
     measurelock.add_argument(parser)
     return parser
 
@@ -52,9 +59,13 @@ def knob_text(case: Case) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(case.knobs.items()) if defaults.get(k) != v)
 
 
-def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator) -> float:
-    """Print the cases with what is stored and the time each still needs; return the total."""
-    table = Table(title=f"sweep {sweep.name}: {len(sweep.cases)} case(s) from {sweep.path}")
+def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator,
+               placement: slurm_launch.Placement | None = None) -> float:
+    """Print the cases with what is stored and the time each still needs; return the total.
+    Cases left out by --skip-multinode are listed after them, marked skipped."""
+    skipped = placement.refused if placement is not None else []
+    count = f"{len(sweep.cases)} case(s)" + (f" (+{len(skipped)} skipped)" if skipped else "")
+    table = Table(title=f"sweep {sweep.name}: {count} from {sweep.path}")
     for name, justify in (("#", "right"), ("case", "left"), ("knobs", "left"),
                           ("steps", "right"), ("repeats", "right"), ("in database", "left"),
                           ("est. time", "right"), ("estimate from", "left")):
@@ -72,7 +83,16 @@ def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator) -> f
                       f"{case.warmup_steps}+{case.steps}", str(case.repeats), state.describe(),
                       duration(seconds) if state.remaining_repeats() else "-",
                       how if state.remaining_repeats() else "")
+    for index, case in enumerate(skipped, len(states) + 1):
+        table.add_row(str(index), case.label(), knob_text(case),
+                      f"{case.warmup_steps}+{case.steps}", str(case.repeats),
+                      f"{placement.skipped_reason(case)} (--skip-multinode)" if placement
+                      else "skipped", "-", "")
     display.out.print(table)
+    if placement is not None and placement.allocation is not None:
+        alloc = placement.allocation
+        display.out.print(f"Slurm job {alloc.job_id} ({alloc.nnodes} node(s)): every case runs "
+                          f"as a Slurm job step (srun), one step per repeat", highlight=False)
     if sweep.on_oom == "halve":
         display.out.print("on_oom: halve — a case that runs out of memory is retried at half "
                           "the batch size (not in the estimate)")
@@ -184,7 +204,8 @@ class SweepDisplay(Observer):
                                            f" {case.label()}: {result.get('error')} ({where})"))
 
 
-def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool) -> int:
+def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool,
+            placement: slurm_launch.Placement | None = None) -> int:
     states = [CaseState(case) for case in sweep.cases]
     history: list[dict[str, Any]] = []
     if db.exists():
@@ -196,22 +217,40 @@ def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool) -> int:
                 if not resume and any(s.run_id is not None for s in states):
                     display.warn(f"{db} already holds runs of sweep {sweep.name!r}: run with "
                                  f"--resume or --force")
-    plan_table(sweep, states, Estimator(history))
+    plan_table(sweep, states, Estimator(history), placement)
     return 0
+
+
+def placed(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.Placement]:
+    """The sweep's cases that can run here, and where; multi-node cases without the nodes
+    refuse the sweep (one line, exit 2) unless ``skip_multinode`` leaves them out."""
+    placement = slurm_launch.place(sweep.cases, os.environ)
+    if placement.refused and not skip_multinode:
+        raise UsageError(slurm_launch.refusal(placement, sweep.name, sweep.path,
+                                              len(sweep.cases)))
+    keep = [case for case in sweep.cases if case not in placement.refused]
+    return dataclasses.replace(sweep, cases=keep), placement
 
 
 def main(args: argparse.Namespace) -> int:
     sweep = load(args.file)
     outputs.check_writable("--json", args.json)
+    sweep, placement = placed(sweep, args.skip_multinode)
     db = Path(args.db)
     if args.dry_run:
-        return dry_run(sweep, db, args.resume, args.force)
+        return dry_run(sweep, db, args.resume, args.force, placement)
     mode = "resume" if args.resume else "force" if args.force else "new"
     started = dt.datetime.now().isoformat(timespec="seconds")
     # the host's lock first: a sweep that must wait (or give up) has touched no session state
     with measurelock.held(not args.no_wait), Store(db) as store:
         watcher = SweepDisplay(sweep)
-        run = SweepRun(sweep, store, mode=mode, env=sysinfo.capture(), observer=watcher)
+        alloc = placement.allocation
+        run = SweepRun(sweep, store, mode=mode, env=sysinfo.capture(), observer=watcher,
+                       launchers=(lambda case: slurm_launch.launcher(case, alloc))
+                       if alloc is not None else None)
+        if alloc is not None:
+            display.err.print(f"Slurm job {alloc.job_id} ({alloc.nnodes} node(s)): each repeat "
+                              f"runs as a job step (srun)", highlight=False)
         with watcher:
             outcome = run.run()
     results = outcome.results
@@ -229,6 +268,10 @@ def main(args: argparse.Namespace) -> int:
         + (f"; timed work (first steps + warm-ups + windows) {outcome.timed_s:.1f} s; "
            f"overhead x{overhead:.2f} (wall time / timed work)" if overhead else ""),
         highlight=False)
+    if placement.refused:
+        most = max(case.nnodes for case in placement.refused)
+        display.warn(f"skipped {len(placement.refused)} multi-node case(s) (--skip-multinode): "
+                     f"measure them with --resume inside a Slurm allocation of >= {most} nodes")
     if args.json:
         write_json(args.json, results)
     if outcome.interrupted:
