@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup envs browser run test clean cuda-locks
+.PHONY: setup envs browser slurm run test clean cuda-locks
 
 setup: $(STAMP)
 
@@ -46,7 +46,15 @@ browser:
 	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: setup envs browser
+# Debian's Slurm and MUNGE: tests/test_slurm_sweep.py starts a real one-host cluster from them
+# (munged, slurmctld, two slurmd node names) in a temporary directory. Installed once; no service
+# is enabled or started here.
+slurm:
+	command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; }
+
+test: setup envs browser slurm
 	$(BIN)/python -m pytest -q
 
 clean:
