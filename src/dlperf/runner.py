@@ -30,7 +30,10 @@ KILL_GRACE_S = 5.0
 FAILURES = ("oom", "timeout", "crash", "unsupported", "busy")  # busy: --require-quiet gave up
 # What a rank reports when another rank died under it: a consequence, never the cause to show.
 PEER_SYMPTOMS = ("connection closed by peer", "connection reset by peer", "broken pipe",
-                 "remote worker crashing")
+                 "remote worker crashing",
+                 # Paddle's gloo when the rank at the other end of a pair went away:
+                 # "[.../gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1"
+                 "pair_rank = ")
 
 Launcher = Callable[[Case, Path, Path], launch.Launch]
 
