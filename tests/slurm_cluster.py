@@ -1,0 +1,266 @@
+"""A real Slurm cluster on this one host, in a temporary directory, for the sweep tests.
+
+MUNGE (``munged``) authenticates, ``slurmctld`` schedules, and two ``slurmd`` daemons serve two
+node names, ``n1`` and ``n2``, that share this host (``NodeHostname`` this host, ``NodeAddr``
+127.0.0.1, a port each; Debian's build runs several slurmd per host with ``slurmd -N NAME``). So
+``salloc -N 2`` really grants two Slurm nodes and ``srun`` really starts one task on each through
+its own slurmd. Everything lives under a fresh directory in /tmp (MUNGE refuses sockets under
+pytest's 0700 directories), on free ports, with ``SLURM_CONF`` pointing there; nothing under /etc
+is read or changed. Every daemon is started in the foreground by us and stopped by its pid.
+
+``make slurm`` installs the packages (Debian's slurm-wlm and munge). When a daemon cannot start,
+:class:`ClusterError` says which, with its own log, and the tests fail with that text.
+
+Run by hand: ``.venv/bin/python tests/slurm_cluster.py salloc -N 2 .venv/bin/dlperf sweep FILE``
+starts the cluster, runs the command with ``SLURM_CONF`` set, and stops the cluster
+(``scripts/slurm-one-host.sh`` does this).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+NODES = ("n1", "n2")
+CPUS_PER_NODE = 2
+START_TIMEOUT_S = 90.0
+DAEMONS = ("munged", "slurmctld", "slurmd", "salloc", "srun", "sinfo", "scontrol")
+
+SLURM_CONF = """\
+ClusterName=dlperftest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={root}/munge/munge.socket
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/run/slurmctld.pid
+SlurmdPidFile={root}/run/slurmd-%n.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd-%n.log
+SlurmdDebug=verbose
+PlugStackConfig={root}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+FirstJobId={first_job}
+KillWait=5
+InactiveLimit=0
+MailProg=/bin/true
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+{nodes}
+PartitionName=debug Nodes={node_names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not start; the message says which daemon and why."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_environ() -> dict[str, str]:
+    """Our environment without any outer Slurm job's variables."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+
+
+class SlurmCluster:
+    """munged + slurmctld + one slurmd per node name, all on this host."""
+
+    def __init__(self, nodes: tuple[str, ...] = NODES) -> None:
+        self.nodes = nodes
+        self.root = Path(tempfile.mkdtemp(prefix="dlperf-slurm-cluster-", dir="/tmp"))
+        self.root.chmod(0o755)
+        self.conf = self.root / "slurm.conf"
+        self.daemons: list[tuple[str, subprocess.Popen]] = []
+        # job ids far apart between runs: srun's rendezvous port derives from the id's digits
+        self.first_job = random.randrange(1000, 9000)
+
+    # -- environment ------------------------------------------------------------------------
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = clean_environ()
+        env["SLURM_CONF"] = str(self.conf)
+        env.update(extra or {})
+        return env
+
+    def run(self, argv: list[str], timeout: float = 600,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=self.env(env))
+
+    def log(self, name: str) -> str:
+        path = self.root / "log" / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # -- start and stop ---------------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        out = open(self.root / "log" / f"{name}.out", "wb")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=self.env())
+        out.close()
+        self.daemons.append((name, proc))
+        return proc
+
+    def _died(self, name: str, proc: subprocess.Popen, log: str) -> ClusterError:
+        text = (self.root / "log" / f"{name}.out").read_text(errors="replace")
+        text += self.log(log) if log else ""
+        tail = " | ".join(line for line in text.strip().splitlines()[-8:])
+        return ClusterError(f"{name} exited with {proc.returncode} at start: {tail or 'no output'}")
+
+    def _wait(self, what: str, ready, checks: list[tuple[str, subprocess.Popen, str]]) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for name, proc, log in checks:
+                if proc.poll() is not None:
+                    raise self._died(name, proc, log)
+            if ready():
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"{what} not ready after {START_TIMEOUT_S:g} s")
+
+    def start(self) -> "SlurmCluster":
+        missing = [tool for tool in DAEMONS if shutil.which(tool) is None]
+        if missing:
+            raise ClusterError(f"{', '.join(missing)} not installed: `make slurm` installs "
+                               f"Debian's slurm-wlm and munge")
+        if os.geteuid() != 0:
+            raise ClusterError("slurmd must run as root to start job steps (uid "
+                               f"{os.geteuid()} here)")
+        for sub in ("munge", "state", "run", "log", *(f"spool/{n}" for n in self.nodes)):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        munge = self.root / "munge"
+        munge.chmod(0o755)  # the socket's directory must be searchable by all
+        key = munge / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        socket_path = munge / "munge.socket"
+        proc = self._spawn("munged", [
+            "munged", "--foreground", f"--key-file={key}", f"--socket={socket_path}",
+            f"--pid-file={munge / 'munged.pid'}", f"--seed-file={munge / 'munged.seed'}",
+            f"--log-file={self.root / 'log' / 'munged.log'}"])
+        self._wait("munged", socket_path.exists, [("munged", proc, "munged.log")])
+
+        host = socket.gethostname().split(".")[0]
+        nodes = "\n".join(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
+                          f"Port={free_port()} CPUs={CPUS_PER_NODE} State=UNKNOWN"
+                          for name in self.nodes)
+        (self.root / "plugstack.conf").write_text("")
+        self.conf.write_text(SLURM_CONF.format(
+            host=host, ctld_port=free_port(), root=self.root, first_job=self.first_job,
+            nodes=nodes, node_names=",".join(self.nodes)))
+        ctld = self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
+        slurmds = [(f"slurmd-{name}", self._spawn(f"slurmd-{name}", [
+            "slurmd", "-D", "-f", str(self.conf), "-N", name]), f"slurmd-{name}.log")
+            for name in self.nodes]
+        self._wait("the nodes (sinfo idle)", self._idle,
+                   [("slurmctld", ctld, "slurmctld.log"), *slurmds])
+        return self
+
+    def _idle(self) -> bool:
+        proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
+                              text=True, timeout=30, env=self.env())
+        states = dict(line.split() for line in proc.stdout.splitlines() if line.strip())
+        return all(states.get(name) == "idle" for name in self.nodes)
+
+    def step_daemons(self) -> list[psutil.Process]:
+        """The slurmstepd processes of this cluster: started by its slurmd (they detach from it),
+        told apart from any other cluster's by the SLURM_CONF they inherited."""
+        found = []
+        for proc in psutil.process_iter(["name"]):
+            try:
+                if (proc.info["name"] or "").startswith("slurmstepd") and \
+                        proc.environ().get("SLURM_CONF") == str(self.conf):
+                    found.append(proc)
+            except psutil.Error:
+                continue
+        return found
+
+    def stop(self) -> None:
+        """Let the steps finish reporting, SIGTERM each daemon we started (by its pid), then
+        SIGKILL what is left, step daemons included."""
+        deadline = time.monotonic() + 15
+        while self.daemons and self.step_daemons() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        for _, proc in reversed(self.daemons):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for _, proc in reversed(self.daemons):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.daemons.clear()
+        for proc in self.step_daemons():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """A started cluster; a cluster that cannot start fails the test with the daemon's reason."""
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+    except (ClusterError, OSError, subprocess.SubprocessError) as error:
+        cluster.stop()
+        pytest.fail(f"the one-host Slurm cluster did not start: {error}", pytrace=False)
+    yield cluster
+    cluster.stop()
+
+
+def main(argv: list[str]) -> int:
+    """Start a cluster, run ``argv`` with SLURM_CONF set (or wait for Ctrl-C), stop it."""
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+    except ClusterError as error:
+        cluster.stop()
+        print(f"slurm_cluster: the cluster did not start: {error}", file=sys.stderr)
+        return 1
+    print(f"slurm_cluster: nodes {', '.join(cluster.nodes)} idle; SLURM_CONF={cluster.conf}",
+          file=sys.stderr)
+    try:
+        if argv:
+            return subprocess.run(argv, env=cluster.env()).returncode
+        print("slurm_cluster: Ctrl-C stops it", file=sys.stderr)
+        signal.pause()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
