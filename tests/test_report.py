@@ -129,15 +129,15 @@ def test_html_is_one_self_contained_file_with_plots(fixture_db, reports):
     assert "<script" not in html and "<link" not in html
     images = _pngs(html)
     assert len(images) == html.count("<img")
-    # tiny BERT: frameworks, devices, batch size, precision, spread; ResNet-50 and the
+    # tiny BERT: frameworks, devices, speedup, batch size, precision, spread; ResNet-50 and the
     # big-vocabulary BERT: frameworks and spread only
-    assert len(images) == 5 + 2 + 2
+    assert len(images) == 6 + 2 + 2
     for data in images:
         picture = Image.open(io.BytesIO(data))
         picture.verify()
         assert picture.size[0] > 300 and picture.size[1] > 100
     for title in ("Frameworks side by side", "Throughput vs batch size", "Precision and compile",
-                  "Per-repeat spread"):
+                  "Per-repeat spread", "Speedup vs devices"):
         assert f"{TINY}: {title}" in html
     assert "no configuration here was measured on more than one device count" in html
     assert "AMD" in html or "Intel" in html or "CPU" in html

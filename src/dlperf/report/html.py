@@ -40,6 +40,8 @@ FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], 
     ("Frameworks side by side", plots.frameworks, "no finished case to show"),
     ("Throughput vs devices", plots.scaling,
      "no configuration here was measured on more than one device count"),
+    ("Speedup vs devices", plots.speedup,
+     "no result here on more than one device has a speedup (no 1-device baseline)"),
     ("Throughput vs batch size", plots.batch_size,
      "no configuration here was measured at more than one batch size"),
     ("Precision and compile", plots.precision_compile,
@@ -107,6 +109,8 @@ def render(report: Report, title: str = "dlperf report") -> str:
     for section in report.sections:
         parts.append(f'<section><h2 id="{anchor(section.title)}">{_e(section.title)}</h2>')
         parts.append(table(section.summary))
+        for scaling in section.scaling:
+            parts.append(f"<h3>{_e(scaling.title)}</h3>{table(scaling)}")
         for name, draw, why_not in FIGURES:
             parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
         for detail in section.details:

@@ -36,6 +36,10 @@ def render(report: Report, title: str = "dlperf report") -> str:
         lines += [f"## {_escape(section.title)}", ""]
         lines += table(section.summary)
         lines.append("")
+        for scaling in section.scaling:
+            lines += [f"### {_escape(section.title)}: {_escape(scaling.title)}", ""]
+            lines += table(scaling)
+            lines.append("")
         for detail in section.details:
             lines += [f"### {_escape(section.title)}: {_escape(detail.title)}", ""]
             lines += table(detail)

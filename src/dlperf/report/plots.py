@@ -8,6 +8,7 @@ drawing an empty chart.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import matplotlib
@@ -80,6 +81,54 @@ def scaling(results: list[dict[str, Any]]) -> bytes | None:
     axes.set_ylabel(f"throughput ({_unit(results)})")
     axes.set_title("Throughput vs devices (dashed: ideal linear scaling from 1 device)")
     _log2_axis(axes, [d for points in series.values() for d in points])
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    return _png(figure)
+
+
+def speedup(results: list[dict[str, Any]]) -> bytes | None:
+    """Every framework's speedup over its own 1-device result against the total device count,
+    one line per framework, mode, precision and batch size, with the ideal (speedup = devices).
+
+    A speedup is measured against a 1-device baseline, so each line starts at (1, 1). Points
+    across several nodes are squares, so 2 nodes x 1 device and 1 node x 2 devices stay apart."""
+    series: dict[str, list[tuple[int, int, float]]] = {}
+    for result in _ok(results):
+        if result.get("speedup") is None:
+            continue
+        name = _series_name(result["case"], "precision", "batch_size")
+        series.setdefault(name, []).append(
+            (total_devices(result), int(result["case"].get("nnodes") or 1), result["speedup"]))
+    series = {name: points for name, points in series.items()
+              if any(devices > 1 for devices, _, _ in points)}
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.6))
+    counts = {1}
+    for index, (name, points) in enumerate(sorted(series.items())):
+        if not any(devices == 1 for devices, _, _ in points):
+            points = [(1, 1, 1.0), *points]
+        points = sorted(points)
+        color = f"C{index % 10}"
+        axes.plot([d for d, _, _ in points], [s for _, _, s in points], "-", color=color,
+                  label=name)
+        for devices, nodes, value in points:
+            axes.plot([devices], [value], "s" if nodes > 1 else "o", color=color)
+        counts.update(d for d, _, _ in points)
+    top = max(counts)
+    axes.plot([1, top], [1, top], "--", color="0.2", linewidth=1.2,
+              label="ideal: speedup = devices")
+    _log2_axis(axes, sorted(counts))
+    axes.set_yscale("log", base=2)
+    low = min(min(s for _, _, s in points) for points in series.values())
+    axes.set_ylim(min(0.9, low * 0.9), top * 1.15)
+    below = {2.0 ** k for k in range(math.floor(math.log2(low)), 0)} if low < 1 else set()
+    axes.set_yticks(sorted(counts | below))
+    axes.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    axes.yaxis.set_minor_formatter(ticker.NullFormatter())
+    axes.set_xlabel("devices (nodes × devices per node)")
+    axes.set_ylabel("speedup over 1 device")
+    axes.set_title("Speedup vs devices, every framework (squares: across nodes; dashed: ideal)")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7)
     return _png(figure)

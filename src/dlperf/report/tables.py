@@ -1,9 +1,11 @@
 """The report's content as plain tables, shared by the Markdown and HTML renderers.
 
 Like DLPerf's summary: per model, one row per framework (and variant), a throughput and a speedup
-column per precision, failed or fallback cells footnoted with the reason. Under it, one detail
-table per configuration: nodes | devices | batch/device | throughput | spread | speedup |
-scaling efficiency.
+column per precision, failed or fallback cells footnoted with the reason. Then DLPerf's scaling
+table per framework (and variant): for every precision and batch size measured on more than one
+device, a row per topology — nodes | devices per node | devices → throughput | speedup | scaling
+efficiency. Under it, one detail table per configuration: nodes | devices | batch/device |
+throughput | spread | speedup | scaling efficiency.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Section:
     summary: Table
     details: list[Table]
     results: list[dict[str, Any]]
+    scaling: list[Table] = field(default_factory=list)  # one per framework and variant
 
 
 @dataclass
@@ -193,6 +196,49 @@ def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
     return table
 
 
+def efficiency_text(result: dict[str, Any]) -> str:
+    efficiency = result.get("scaling_efficiency")
+    return "—" if efficiency is None else f"{efficiency:.1%}"
+
+
+def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
+    """DLPerf's scaling tables: per framework and variant, the configurations (precision, batch
+    per device) measured on more than one device, a row per nodes × devices per node."""
+    groups: dict[tuple[str, str], dict[tuple[str, int], list[dict[str, Any]]]] = {}
+    for result in results:
+        case = result["case"]
+        groups.setdefault((case.get("framework", "?"), variant(case)), {}).setdefault(
+            (case.get("precision", "fp32"), int(case.get("batch_size") or 0)), []).append(result)
+    tables = []
+    for (framework, kind), configs in sorted(groups.items()):
+        scaled = {key: members for key, members in configs.items()
+                  if any(total_devices(r) > 1 for r in members)}
+        if not scaled:
+            continue
+        unit = next(iter(scaled.values()))[0].get("unit", "samples/s")
+        table = Table(f"scaling of {framework} · {kind}",
+                      ["precision", "batch/device", "nodes", "devices/node", "devices",
+                       f"throughput ({unit}, median)", "speedup", "scaling efficiency"],
+                      ["l", "r", "r", "r", "r", "r", "r", "r"])
+        for (precision, batch), members in sorted(
+                scaled.items(), key=lambda item: (precision_rank(item[0][0]), item[0][1])):
+            members = sorted(members, key=lambda r: (total_devices(r), r["case"].get("nnodes", 1)))
+            for result in members:
+                case = result["case"]
+                ok = result.get("status") == "ok"
+                notes = [] if ok else [report.note(failure_note(result))]
+                if fallback_note(result):
+                    notes.append(report.note(fallback_note(result) or ""))
+                tp = (result.get("throughput") or {}).get("median") if ok else None
+                table.rows.append([
+                    Cell(precision), Cell(str(batch)), Cell(str(case.get("nnodes", 1))),
+                    Cell(str(case.get("devices", 1))), Cell(str(total_devices(result))),
+                    Cell(number(tp) if ok else str(result.get("status", "?")), notes),
+                    Cell(speedup_text(result)), Cell(efficiency_text(result))])
+        tables.append(table)
+    return tables
+
+
 def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for result in results:
@@ -286,8 +332,10 @@ def build(results: list[dict[str, Any]]) -> Report:
         title = model + (f" ({knobs})" if knobs else "")
         if task != "train":
             title += f" — {task}"
-        report.sections.append(Section(title, _summary(report, members),
-                                       _details(report, members), members))
+        summary = _summary(report, members)
+        scaling = _scaling(report, members)
+        report.sections.append(Section(title, summary, _details(report, members), members,
+                                       scaling))
     for result in results:
         env = result.get("env") or {}
         facts = environment(env)

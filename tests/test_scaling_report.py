@@ -1,0 +1,129 @@
+"""The report's scaling table and speedup plot, from a real database: the same tiny ResNet-50
+measured by 1 and by 2 torch processes, rendered as Markdown and as HTML in headless chromium."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import dlperf, load
+
+TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--batch-size", "2",
+        "--warmup-steps", "1", "--steps", "2", "--repeats", "1", "--device", "cpu"]
+SECTION = "resnet50 (image_size=32)"
+HEADER = ("| precision | batch/device | nodes | devices/node | devices | "
+          "throughput (samples/s, median) | speedup | scaling efficiency |")
+BLUE = np.array([31, 119, 180])  # matplotlib's first colour: the framework's line
+IDEAL = np.array([51, 51, 51])  # the ideal line's dark grey
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """results.db with the 1-process case, then the 2-process one; a report of the first alone."""
+    work = tmp_path_factory.mktemp("scaling")
+    db = str(work / "results.db")
+    env = {"DLPERF_LOCK_DIR": str(work)}  # checks the report, not timings: no queue on the lock
+    dlperf("run", *TINY, "--db", db, "--json", str(work / "one.json"), env=env, check=True)
+    alone = dlperf("report", "--db", db, check=True).stdout
+    dlperf("run", *TINY, "--devices", "2", "--db", db, "--json", str(work / "two.json"),
+           env=env, check=True)
+    for fmt in ("md", "html"):
+        dlperf("report", "--db", db, "-o", str(work / f"report.{fmt}"), check=True)
+    return work, load(work / "one.json"), load(work / "two.json"), alone
+
+
+def pngs(html: str) -> dict[str, bytes]:
+    return {alt: base64.b64decode(data) for alt, data in re.findall(
+        r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)}
+
+
+def count(pixels: np.ndarray, colour: np.ndarray, tolerance: int = 30) -> int:
+    return int((np.abs(pixels - colour) < tolerance).all(axis=2).sum())
+
+
+def test_markdown_scaling_table_per_framework(measured):
+    work, one, two, alone = measured
+    assert one["status"] == "ok" and two["status"] == "ok" and len(two["ranks"]) == 2
+    text = (work / "report.md").read_text()
+    title = f"### {SECTION}: scaling of torch · eager"
+    assert text.count(title) == 1
+    lines = text.split(title)[1].strip().splitlines()
+    assert lines[0] == HEADER
+    speedup = two["throughput"]["median"] / one["throughput"]["median"]
+    assert two["speedup"] == pytest.approx(speedup)  # stored by the run, shown by the report
+    assert lines[2] == f"| fp32 | 2 | 1 | 1 | 1 | {one['throughput']['median']:,.1f} | 1.00 | 100.0% |"
+    assert lines[3] == (f"| fp32 | 2 | 1 | 2 | 2 | {two['throughput']['median']:,.1f} | "
+                        f"{speedup:.2f} | {speedup / 2:.1%} |")
+    assert lines[4] == ""  # the table has exactly these two rows
+    # one device measured only: nothing scales, so no scaling table
+    assert "scaling of" not in alone and f"## {SECTION}" in alone
+
+
+def test_scaling_table_without_a_baseline_says_so(measured, tmp_path):
+    work, _, two, _ = measured
+    db = tmp_path / "alone.db"
+    shutil.copy(work / "results.db", db)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("DELETE FROM repeats WHERE run_id != ?", (two["run_id"],))
+        con.execute("DELETE FROM runs WHERE id != ?", (two["run_id"],))
+        result = json.loads(con.execute("SELECT result_json FROM runs").fetchone()[0])
+        for key in ("speedup", "scaling_efficiency", "speedup_baseline", "speedup_note"):
+            result.pop(key, None)
+        con.execute("UPDATE runs SET result_json=?", (json.dumps(result),))
+    con.close()
+    text = dlperf("report", "--db", str(db), check=True).stdout
+    row = next(line for line in text.splitlines() if line.startswith("| fp32 | 2 | 1 | 2 | 2 |"))
+    assert row.endswith("| no 1-device baseline | — |"), row
+    html = dlperf("report", "--db", str(db), "--format", "html", check=True).stdout
+    assert f"{SECTION}: Speedup vs devices" not in pngs(html)
+    assert "no result here on more than one device has a speedup (no 1-device baseline)" in html
+
+
+def test_html_has_the_table_and_the_speedup_plot_with_the_ideal_line(measured):
+    work, _, _, _ = measured
+    html = (work / "report.html").read_text()
+    assert "<h3>scaling of torch · eager</h3><table>" in html
+    images = pngs(html)
+    plot = images[f"{SECTION}: Speedup vs devices"]
+    picture = Image.open(io.BytesIO(plot))
+    picture.verify()
+    pixels = np.asarray(Image.open(io.BytesIO(plot)).convert("RGB"), dtype=int)
+    assert pixels.shape[1] > 500 and pixels.shape[0] > 300
+    assert count(pixels, BLUE) > 100  # torch's line and its points
+    # the ideal line: its grey, nearly exact (the same plot without it has ~60 such pixels, from
+    # antialiased text, and ~280 with it)
+    assert count(pixels, IDEAL, tolerance=3) > 180
+
+
+def test_html_renders_in_headless_chromium(measured, tmp_path):
+    work, _, _, _ = measured
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is missing: `make browser` installs it (Debian's chromium)"
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars"]
+    url = (work / "report.html").resolve().as_uri()
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
+                         timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<h3>scaling of torch · eager</h3>" in dom.stdout
+    assert f'alt="{SECTION}: Speedup vs devices"' in dom.stdout
+    shot = tmp_path / "report.png"
+    proc = subprocess.run([*flags, "--window-size=1100,2600", f"--screenshot={shot}", url],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=int)
+    assert float((pixels.sum(axis=2) < 600).mean()) > 0.02, "the page rendered (almost) blank"
+    assert count(pixels, BLUE, tolerance=40) > 200  # the plots drew
+    print(f"screenshot for a person to look at: {shot}")
