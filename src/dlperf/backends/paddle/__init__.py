@@ -3,7 +3,8 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without Paddle.
 """
 
-from typing import Any, Dict
+import os
+from typing import Any, Dict, List, Optional, Tuple
 
 from dlperf.worker.support import Support
 
@@ -20,6 +21,8 @@ SUPPORT = Support(
         "cuda": {"train": GPU, "infer": GPU},
     },
     modes={False: "dygraph", True: "paddle.jit.to_static(full_graph=True)"},
+    # paddle.distributed.launch + paddle.DataParallel: gloo on CPUs, NCCL on GPUs
+    distributed=("cpu", "cuda"),
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP,
@@ -41,3 +44,17 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.paddle.backend import build as build_workload
     return build_workload(case)
+
+
+def process_place():
+    # type: () -> Tuple[int, int, int]
+    """(rank, world size, local rank) as paddle.distributed.launch names them."""
+    return (int(os.environ.get("PADDLE_TRAINER_ID", "0")),
+            int(os.environ.get("PADDLE_TRAINERS_NUM", "1")),
+            int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.paddle.workload import gather_results as gather
+    return gather(result)

@@ -13,9 +13,11 @@ from dlperf.backends.paddle.workload import (  # noqa: I001  (imports paddle aft
     Precision,
     compile_model,
     count_params,
+    init_distributed,
     rank,
     runtime_info,
     select_device,
+    wrap_data_parallel,
 )
 
 import paddle  # noqa: E402
@@ -158,6 +160,7 @@ def build(case):
     if device.startswith("gpu"):
         paddle.device.cuda.reset_max_memory_allocated()
     precision = Precision(case["precision"], device)
+    init_distributed()  # one rank of several: join the others before building
     paddle.seed(int(case.get("seed", 0)) + rank())
     parts = BUILDERS[name](knobs, batch, train)
 
@@ -174,6 +177,9 @@ def build(case):
     compile_info = {"compile_mode": None}  # type: Dict[str, Any]
     if compiled:
         objective, compile_info = compile_model(objective)
+    if train:
+        # outside to_static: Paddle's DataParallel runs in dygraph around the static program
+        objective = wrap_data_parallel(objective)
 
     info = runtime_info(device)
     info.update(precision.info())

@@ -10,9 +10,10 @@ import.
 """
 
 import contextlib
+import json
 import os
 import warnings
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 # precision -> (auto_cast level, dtype); O1 = per-op casts with fp32 weights, O2 = low-precision
 # weights with fp32 master copies (paddle.amp.decorate)
@@ -53,19 +54,101 @@ def prepare_process():
 
 prepare_process()
 
+import numpy  # noqa: E402
 import paddle  # noqa: E402  (after prepare_process, on purpose)
 
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name  # noqa: E402
+from dlperf.worker.workload import (  # noqa: E402
+    UnsupportedError, Workload, cpu_name, median_seconds)
+
+
+# ------------------------------------------------------------------------------------------------
+# data parallelism: paddle.distributed.launch starts the ranks (PADDLE_TRAINER_ID, ...), the
+# worker joins them with init_parallel_env (gloo on a CPU, NCCL on GPUs) and wraps the
+# forward-and-loss Layer in paddle.DataParallel
+# ------------------------------------------------------------------------------------------------
+
+
+def launched_ranks():
+    # type: () -> int
+    """How many ranks paddle.distributed.launch started for this job (1 outside it)."""
+    return int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
+
+
+def init_distributed():
+    # type: () -> None
+    """Join the job paddle.distributed.launch described; a no-op for one process. The backend
+    is the launcher's: PADDLE_DISTRI_BACKEND=gloo on CPUs (dlperf sets it for --device cpu),
+    else NCCL on the GPU in FLAGS_selected_gpus."""
+    import paddle.distributed as dist
+
+    if launched_ranks() > 1 and not dist.is_initialized():
+        dist.init_parallel_env()
+
+
+def distributed():
+    # type: () -> bool
+    import paddle.distributed as dist
+
+    return dist.is_initialized() and dist.get_world_size() > 1
 
 
 def world_size():
     # type: () -> int
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    """Paddle's own count of ranks (1 before init_parallel_env or without a launcher)."""
+    import paddle.distributed as dist
+
+    return dist.get_world_size() if dist.is_initialized() else 1
 
 
 def rank():
     # type: () -> int
-    return int(os.environ.get("RANK", "0"))
+    import paddle.distributed as dist
+
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def comm_backend():
+    # type: () -> Optional[str]
+    import paddle.distributed as dist
+
+    return str(dist.get_backend()).lower() if distributed() else None
+
+
+def wrap_data_parallel(layer):
+    # type: (Any) -> Any
+    """paddle.DataParallel around the forward-and-loss Layer (a to_static one included: its
+    gradients are all-reduced in buckets during backward); the Layer itself for one process.
+    DataParallel broadcasts rank 0's parameters at construction, so every rank starts alike."""
+    if not distributed():
+        return layer
+    return paddle.DataParallel(layer)
+
+
+def gather_results(payload):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    """Every rank's result at global rank 0, None on the others; one process gets its own back.
+
+    The results travel as JSON bytes in uint8 tensors through paddle.distributed.all_gather
+    (gloo and NCCL both have it), never as pickles: all_gather_object would unpickle bytes that
+    came over the network."""
+    import paddle.distributed as dist
+
+    if not distributed():
+        return [payload]
+    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
+    sizes = []  # type: List[Any]
+    dist.all_gather(sizes, paddle.to_tensor([data.size], dtype="int64"))
+    lengths = [int(size.numpy().reshape(-1)[0]) for size in sizes]
+    padded = numpy.zeros(max(lengths), dtype=numpy.uint8)
+    padded[:data.size] = data
+    blobs = []  # type: List[Any]
+    dist.all_gather(blobs, paddle.to_tensor(padded))
+    everyone = None  # type: Optional[List[Dict[str, Any]]]
+    if dist.get_rank() == 0:
+        everyone = [json.loads(blob.numpy()[:n].tobytes().decode("utf-8"))
+                    for blob, n in zip(blobs, lengths)]
+    dist.destroy_process_group()
+    return everyone
 
 
 def select_device(requested):
@@ -81,7 +164,8 @@ def select_device(requested):
     if requested == "cpu" or not has_cuda:
         paddle.device.set_device("cpu")
         return "cpu"
-    name = "gpu:%d" % int(os.environ.get("LOCAL_RANK", "0"))
+    # under paddle.distributed.launch each rank's GPU is FLAGS_selected_gpus (ParallelEnv)
+    name = "gpu:%d" % paddle.distributed.ParallelEnv().device_id
     paddle.device.set_device(name)
     return name
 
@@ -212,6 +296,20 @@ class PaddleWorkload(Workload):
         if not self.device.startswith("cpu"):
             paddle.device.synchronize()
 
+    def barrier(self):
+        # type: () -> None
+        """Every rank waits for the others (the timing loop brackets the window with this)."""
+        if distributed():
+            paddle.distributed.barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        """One paddle.distributed.all_reduce of a float32 buffer as large as the gradients."""
+        if not distributed():
+            return None
+        buffer = paddle.zeros([self.params], dtype="float32")
+        return median_seconds(lambda: paddle.distributed.all_reduce(buffer), self.sync)
+
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(handle.astype("float32").item())
@@ -252,6 +350,8 @@ def runtime_info(device):
         "cinn": paddle.is_compiled_with_cinn(),
         "world_size": world_size(),
         "rank": rank(),
+        "data_parallel": "paddle.DataParallel over %s" % comm_backend() if distributed()
+        else None,
     }  # type: Dict[str, Any]
     if device.startswith("gpu"):
         info["device_name"] = paddle.device.cuda.get_device_name()

@@ -1,0 +1,137 @@
+"""Multi-process and multi-node Paddle cases, launched by Paddle's own launcher (harness side).
+
+Each repeat runs ``python -m paddle.distributed.launch ... PYTHON -m dlperf.worker ...`` on every
+node (Paddle runs a training "script" that does not end in ``.py`` as a command): it starts
+``--nproc_per_node`` ranks with PADDLE_TRAINER_ID / PADDLE_TRAINERS_NUM / PADDLE_MASTER ... and
+each rank's output in ``--log_dir`` (``workerlog.N``, inside the repeat's directory), and stops
+the others when one fails. The worker joins them with ``init_parallel_env`` and trains through
+``paddle.DataParallel``: gloo on CPUs (``PADDLE_DISTRI_BACKEND=gloo``, which Paddle's launcher
+also picks by itself where it finds no GPU), NCCL on GPUs (one per rank, ``FLAGS_selected_gpus``).
+
+- one node: no master; Paddle picks free ports for the ranks' store.
+- several nodes: ``--master HOST:PORT`` is Paddle's HTTP key-value master, which the node whose
+  address it names serves (node 0 is told its own address with ``--host``, so Paddle recognises
+  it); ``--rank`` places each node, ``--job_id`` keeps two repeats apart.
+
+Paddle's launcher has no rendezvous deadline (its master waits for missing nodes forever) and
+starts each rank in a session of its own, so the command runs under :mod:`dlperf.launchguard`:
+``--rdzv-timeout`` seconds for the first ``workerlog`` (written once every node joined), and no
+process left behind. The workers gather every rank's figures to global rank 0 (on node 0), so
+node 0's run stores the case.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dlperf import envs, launchguard
+from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
+                           threads_per_process, worker_argv)
+from dlperf.spec import Case
+
+LOG_DIR = "paddle-log"  # inside the repeat's directory: workerlog.N, one per local rank
+
+
+def own_address(host: str) -> str | None:
+    """The IPv4 address ``host`` resolves to (Paddle compares addresses, not names)."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return None
+
+
+class PaddleLaunch(MultiLauncher):
+    """The launcher for paddle cases with devices x nnodes > 1."""
+
+    name = "paddle.distributed.launch"
+
+    def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        rdzv = self.rendezvous
+        rdzv.check(case.nnodes)
+        python = self.python or envs.interpreter(case.framework)
+        log_dir = out_dir / LOG_DIR
+        job = f"dlperf-{case.key()[:16]}-{self.launches}"
+        argv = [python, "-m", "paddle.distributed.launch", "--nnodes", str(case.nnodes),
+                "--nproc_per_node", str(case.devices), "--log_dir", str(log_dir),
+                "--job_id", job, "--max_restart", "0"]
+        guard = [sys.executable, "-m", "dlperf.launchguard"]
+        facts: dict[str, Any] = {
+            "launcher": self.name, "processes": case.devices * case.nnodes,
+            "processes_per_node": case.devices, "nnodes": case.nnodes,
+            "env_variant": envs.variant_of(case.framework), "log_dir": LOG_DIR}
+        if case.nnodes > 1:
+            if rdzv.node_rank > 0 and self.launches > 0:
+                time.sleep(NEXT_REPEAT_GRACE_S)
+            argv += ["--master", rdzv.endpoint, "--rank", str(rdzv.node_rank)]
+            address = own_address(str(rdzv.master_addr))
+            if rdzv.node_rank == 0 and address:
+                argv += ["--host", address]  # so node 0 serves the master it is named by
+            guard += ["--rdzv-timeout", f"{rdzv.timeout_s:g}",
+                      "--joined", str(log_dir / "workerlog.*"), "--nnodes", str(case.nnodes),
+                      "--members-url", f"http://{rdzv.endpoint}/{job}/info"]
+            facts.update(rendezvous="paddle HTTP master", master=rdzv.endpoint,
+                         node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s, job_id=job)
+        self.launches += 1
+        # PYTHON -m dlperf.worker ...: a "training script" Paddle runs as it is
+        argv += worker_argv(python, case_file, out_dir)
+        threads = threads_per_process(case)
+        declared = envs.worker_variables(case.framework, python)
+        env = {**declared, **thread_env(threads)}
+        if case.device == "cpu":
+            env["PADDLE_DISTRI_BACKEND"] = "gloo"  # even where Paddle would pick a GPU and NCCL
+        if rdzv.socket_ifname:
+            env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
+            facts["socket_ifname"] = rdzv.socket_ifname
+        facts["threads_per_process"] = threads
+        if declared:
+            facts["framework_env"] = declared
+        return Launch([*guard, "--", *argv], env=env, ranks=self.ranks_here(case),
+                      explain=lambda log: explain(log, case, rdzv), facts=facts)
+
+
+# ------------------------------------------------------------------------------------------------
+# reading the launcher's log when the ranks could not say what went wrong
+# ------------------------------------------------------------------------------------------------
+
+# Paddle's own lines: a failed rank ("Container rank <local> status failed cmd [...] code <exit>
+# log ..."), and the warning its launcher repeats while the master does not answer
+_FAILED = re.compile(r"Container rank (\d+) status \S+ cmd .*? code (-?\d+) log")
+_NO_MASTER = "master not ready"
+
+
+def explain(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | None:
+    """(status, message) for what the guard's and Paddle's lines say went wrong, or None."""
+    late = launchguard.timed_out(log)
+    if late is not None:
+        joined, nnodes = late
+        head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
+        if _NO_MASTER in log and rdzv.node_rank > 0:
+            return "timeout", (head + f"node 0 never answered at {rdzv.endpoint}; start `dlperf "
+                               f"run ... --node-rank 0` there, and check --master-addr/port")
+        counted = (f"{joined} of {nnodes} nodes joined" if joined is not None
+                   else f"the {case.nnodes} nodes never all joined")
+        return "timeout", (head + f"{counted} at {rdzv.endpoint}; start the same `dlperf run` "
+                           f"on the other nodes with their --node-rank")
+    found = _FAILED.search(log)
+    if found:
+        rank = rdzv.node_rank * case.devices + int(found.group(1))
+        code = int(found.group(2))
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            if code == -signal.SIGKILL:
+                return "oom", (f"rank {rank}: killed by {name}, most likely by the kernel's "
+                               f"out-of-memory killer")
+            return "crash", f"rank {rank}: died from {name}"
+    return None  # an exit code: the rank's own result file, if any, says more
+
+
+Launcher = PaddleLaunch  # what dlperf.launch.launcher_for looks up

@@ -1,0 +1,188 @@
+"""Data-parallel training through each framework's own launcher: real environments, real
+`dlperf` subprocesses, tiny shapes (ResNet-50 at 32x32, batch 2, 1 warm-up and 2 measured steps).
+
+Per framework that runs several processes: 2 processes to ``ok`` with both ranks' figures (an
+all-reduce probe > 0 each) and a speedup over a 1-process baseline stored in the same database.
+Paddle also: two ``dlperf run`` "nodes" on 127.0.0.1, a failing rank that shows its own message,
+and peers that never come -> ``timeout``. Every test leaves a marker variable in the environment
+of what it starts and checks at the end that no process carrying it is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import dlperf, load
+from dlperf import launch, runner
+from dlperf.backends.paddle import launch as paddle_launch
+from dlperf.spec import Case
+
+TAG = "DLPERF_TEST_DISTRIBUTED_FRAMEWORKS"
+TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "1",
+        "--steps", "2", "--device", "cpu"]
+
+
+@pytest.fixture
+def tagged(monkeypatch, tmp_path):
+    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test.
+    The host's measurement lock goes to this test's directory: other measurements on this
+    machine must not hold these runs up (nor the peers they rendezvous with)."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, value)
+    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
+    yield value
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        left = tagged_processes(value)
+        if not left:
+            return
+        time.sleep(1)
+    raise AssertionError(f"processes left behind: {[p.cmdline()[:6] for p in left]}")
+
+
+def tagged_processes(value: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(TAG) == value:
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def check_two_ranks(result: dict, processes: int = 2) -> None:
+    """Every rank's figures kept, each with its own all-reduce probe; the job's throughput is
+    the global samples over the slowest rank's window."""
+    ranks = result["ranks"]
+    assert [r["rank"] for r in ranks] == list(range(processes))
+    assert all(r["allreduce_s"] and all(s > 0 for s in r["allreduce_s"]) for r in ranks), ranks
+    for i, job in enumerate(result["throughput"]["repeats"]):
+        samples = sum(r["throughput"][i] * r["window_s"][i] for r in ranks)
+        assert samples == pytest.approx(processes * 2 * 2)  # ranks x batch x steps
+        assert job == pytest.approx(samples / max(r["window_s"][i] for r in ranks))
+    assert result["global_batch"] == 2 * processes
+
+
+def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> dict:
+    """A 1-process baseline, then 2 processes of the same configuration in the same database."""
+    db = str(tmp_path / "r.db")
+    common = ["--framework", framework, *TINY, *extra, "--db", db, "--repeats", "1"]
+    dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
+    proc = dlperf("run", *common, "--devices", "2", "--json", str(tmp_path / "two.json"),
+                  check=True)
+    one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
+    assert two["status"] == "ok" and two["case"]["devices"] == 2
+    check_two_ranks(two)
+    assert one["speedup"] == 1.0 and len(one["ranks"]) == 1
+    assert two["speedup"] == pytest.approx(two["throughput"]["median"]
+                                           / one["throughput"]["median"])
+    assert two["speedup_baseline"]["run_id"] == one["run_id"]
+    assert "scaling efficiency" in proc.stdout
+    assert two["env"]["worker"]["framework"]["world_size"] == 2  # the framework's own count
+    return two
+
+
+# ------------------------------------------------------------------------------------------------
+# paddle: paddle.distributed.launch + paddle.DataParallel over gloo
+# ------------------------------------------------------------------------------------------------
+
+
+def test_paddle_two_processes_and_speedup_over_one(tmp_path, tagged):
+    two = two_processes_with_speedup("paddle", tmp_path)
+    assert two["launch"]["launcher"] == "paddle.distributed.launch"
+    assert two["launch"]["threads_per_process"] == max(1, launch.usable_cores() // 2)
+    assert two["env"]["worker"]["framework"]["data_parallel"] == "paddle.DataParallel over gloo"
+
+
+def test_paddle_two_nodes_on_this_machine_store_one_case(tmp_path, tagged):
+    db, port = str(tmp_path / "shared.db"), launch.free_port()
+    base = [sys.executable, "-m", "dlperf.cli", "run", "--framework", "paddle", *TINY,
+            "--compile", "--nnodes", "2", "--threads-per-process", "1", "--repeats", "2",
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "--rdzv-timeout", "120",
+            "--db", db]
+    nodes = [subprocess.Popen([*base, "--node-rank", str(rank), "--json",
+                               str(tmp_path / f"node{rank}.json")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (1, 0)]
+    outputs = [node.communicate(timeout=600) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    master, peer = load(tmp_path / "node0.json"), load(tmp_path / "node1.json")
+    assert master["status"] == "ok" and master["case"]["nnodes"] == 2
+    check_two_ranks(master)
+    assert master["launch"]["rendezvous"] == "paddle HTTP master"
+    assert master["env"]["worker"]["framework"]["compile_mode"].startswith("paddle.jit.to_static")
+    assert peer["status"] == "ok" and peer["node_rank"] == 1 and "throughput" not in peer
+    assert peer["stored_by"].startswith("node 0")
+
+
+def test_paddle_failing_rank_shows_its_own_message(tmp_path, tagged):
+    # the real worker; rank 1 alone runs under an address-space limit 64 MiB above what Paddle
+    # itself takes, so building ResNet-50 (100 MB of weights) fails there and only there
+    script = tmp_path / "limited_worker.py"
+    script.write_text(
+        "import os, resource, runpy, sys\n"
+        "if os.environ['PADDLE_TRAINER_ID'] == '1':\n"
+        "    import paddle\n"
+        "    with open('/proc/self/status') as status:\n"
+        "        vm = [int(l.split()[1]) * 1024 for l in status if l.startswith('VmSize')][0]\n"
+        "    limit = vm + 64 * 2**20\n"
+        "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+        "sys.argv = ['dlperf.worker'] + sys.argv[1:]\n"
+        "runpy.run_module('dlperf.worker', run_name='__main__', alter_sys=True)\n")
+    inner = paddle_launch.Launcher()
+
+    def launcher(case, case_file, out_dir):
+        spec = inner(case, case_file, out_dir)
+        at = spec.argv.index("dlperf.worker")
+        spec.argv[at - 1:at + 1] = [str(script)]  # Paddle runs PYTHON SCRIPT instead of -m
+        return spec
+
+    case = Case(framework="paddle", model="resnet50", batch_size=2, repeats=2, warmup_steps=1,
+                steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
+    result = runner.run_case(case, launcher=launcher)
+    assert result["status"] == "oom", result["error"]
+    assert result["error"].startswith("rank 1: MemoryError: (ResourceExhausted) Fail to alloc")
+    assert result["repeats_done"] == 1
+
+
+def test_paddle_peers_that_never_come_time_out(tmp_path, tagged):
+    # node 0 waits for a node 1 that never starts; a node 1 waits for a node 0 that never
+    # starts at 127.0.0.2 (loopback, but not this node's own address, so Paddle's launcher does
+    # not serve the master itself). Both: status timeout soon after --rdzv-timeout.
+    common = [sys.executable, "-m", "dlperf.cli", "run", "--framework", "paddle", *TINY,
+              "--nnodes", "2", "--repeats", "3", "--db", str(tmp_path / "t.db")]
+    start = time.monotonic()
+    lonely = [subprocess.Popen(
+        [*common, "--node-rank", str(rank), "--master-addr", addr, "--master-port",
+         str(launch.free_port()), "--rdzv-timeout", timeout, "--json", str(tmp_path / name)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank, addr, timeout, name in ((0, "127.0.0.1", "5", "m.json"),
+                                          (1, "127.0.0.2", "12", "p.json"))]
+    outputs = [proc.communicate(timeout=300) for proc in lonely]
+    assert time.monotonic() - start < 120, outputs
+    assert [p.returncode for p in lonely] == [1, 1], outputs
+    master, peer = load(tmp_path / "m.json"), load(tmp_path / "p.json")
+    assert master["status"] == "timeout" and master["repeats_done"] == 1
+    assert "rendezvous timed out after 5 s" in master["error"]
+    assert "1 of 2 nodes joined at 127.0.0.1:" in master["error"]
+    assert peer["status"] == "timeout" and peer["node_rank"] == 1
+    assert "node 0 never answered at 127.0.0.2:" in peer["error"]
+
+
+def test_paddle_explain_reads_its_launchers_lines():
+    case = Case(framework="paddle", model="resnet50", batch_size=2, devices=4, nnodes=2)
+    rdzv = launch.Rendezvous(node_rank=1, master_addr="10.0.0.1", timeout_s=30)
+    log = ("LAUNCH ERROR 2026-01-01 00:00:00,000 Container failed !!!\nContainer rank 2 status "
+           "failed cmd ['python', '-m', 'dlperf.worker'] code -9 log /x/workerlog.2\n")
+    assert paddle_launch.explain(log, case, rdzv) == (
+        "oom", "rank 6: killed by SIGKILL, most likely by the kernel's out-of-memory killer")
+    assert paddle_launch.explain(log.replace("code -9", "code 1"), case, rdzv) is None
