@@ -27,7 +27,7 @@ import sys
 import traceback
 from typing import Any, Dict, Tuple
 
-from dlperf.worker import placement
+from dlperf.worker import limits, placement
 from dlperf.worker.lifeline import tie_to_harness
 from dlperf.worker.loop import NonFiniteLoss, measure
 from dlperf.worker.workload import UnsupportedError
@@ -101,6 +101,7 @@ def run(case):
     result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
               "status": "ok", "error": None}  # type: Dict[str, Any]
     try:
+        result["memory_limit_bytes"] = limits.apply()  # dlperf capacity --memory-limit
         result["placement"] = placement.apply(case)  # before any framework sizes its pools
         backend = importlib.import_module("dlperf.backends." + case["framework"])
         result["rank"], result["world_size"], result["local_rank"] = place(backend)

@@ -1,0 +1,102 @@
+"""dlperf capacity: grow x2 to the first out-of-memory probe, bisect, under a real memory limit."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dlperf import capacity
+from dlperf.errors import UsageError
+
+TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32"]
+TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--batch-size", "1",
+             "--knob", "layers=1", "--knob", "hidden=32", "--knob", "heads=2",
+             "--knob", "intermediate=64", "--knob", "vocab_size=500"]
+LIMIT = "1200MiB"
+RESOLUTION = 32
+
+
+def dlperf(tmp_path, *args):
+    out = tmp_path / "capacity.json"
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "capacity", *args,
+                           "--db", str(tmp_path / "c.db"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=1200)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_sizes_parse_with_their_units():
+    assert capacity.parse_count("3.2M", "--from") == 3_200_000
+    assert capacity.parse_count("819M", "--to") == 819_000_000
+    assert capacity.parse_count("48", "--from") == 48
+    assert capacity.parse_bytes("8GiB") == 8 * 2**30 == capacity.parse_bytes("8G")
+    assert capacity.parse_bytes("512MiB") == 512 * 2**20
+    for bad in ("nan", "-3", "1.5", "3.2MiB", ""):
+        with pytest.raises(UsageError, match="--from"):
+            capacity.parse_count(bad, "--from")
+    with pytest.raises(UsageError, match="--memory-limit"):
+        capacity.parse_bytes("1MiB")
+    assert capacity.series(3, 20) == [3, 6, 12, 20]
+
+
+def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
+    proc, answer = dlperf(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "64",
+                          "--resolution", str(RESOLUTION), "--memory-limit", LIMIT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    low, high = answer["largest"], answer["smallest_failing"]
+    assert low is not None and high is not None and 0 < high - low <= RESOLUTION
+    probes = [(p["value"], p["status"]) for p in answer["probes"]]
+    # growth: 32, 64, ... each ok, up to the first out-of-memory probe
+    first_oom = next(i for i, (_, status) in enumerate(probes) if status == "oom")
+    assert [v for v, _ in probes[:first_oom + 1]] == [64 * 2**i for i in range(first_oom + 1)]
+    assert all(status == "ok" for _, status in probes[:first_oom])
+    # bisection: every later probe is the midpoint of the bounds known before it
+    lo, hi = probes[first_oom - 1][0], probes[first_oom][0]
+    for value, status in probes[first_oom + 1:]:
+        assert value == (lo + hi) // 2 and status in ("ok", "oom")
+        lo, hi = (value, hi) if status == "ok" else (lo, value)
+    assert (lo, hi) == (low, high)
+    assert "largest batch_size that fits: %d" % low in proc.stdout
+    # sizes one resolution either side, probed again directly in fresh workers, agree (the
+    # boundary itself moves by a few samples from process to process: allocators differ)
+    below, above = low - RESOLUTION, high + RESOLUTION
+    proc, table = dlperf(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", str(below),
+                         "--to", str(above), "--table", "--memory-limit", LIMIT)
+    direct = [(p["value"], p["status"]) for p in table["probes"]]
+    assert (direct[0], direct[-1]) == ((below, "ok"), (above, "oom")), direct
+
+
+def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp_path):
+    # each size doubles the step time; a short --timeout ends the growth with `timeout`
+    proc, answer = dlperf(tmp_path, "--framework", "torch", "--model", "resnet50",
+                          "--image-size", "64", "--param", "batch_size", "--from", "64",
+                          "--timeout", "30")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    statuses = [p["status"] for p in answer["probes"]]
+    assert statuses[-1] == "timeout" and set(statuses[:-1]) <= {"ok"}
+    assert answer["stopped"].startswith("probe %d: timeout" % answer["probes"][-1]["value"])
+    assert "largest" not in answer and "search stopped" in proc.stdout
+
+
+def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
+    # BERT's position table has 512 rows: seq_len 1024 is refused by the model, not a memory bound
+    proc, answer = dlperf(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "256")
+    assert proc.returncode == 1
+    assert [(p["value"], p["status"]) for p in answer["probes"]] == [(256, "ok"), (512, "ok")]
+    assert answer["stopped"] == ("probe 1024: refused: knobs: seq_len (1024) exceeds "
+                                 "max_positions (512)")
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--param", "depth"], "--param: 'depth' is not an integer parameter of resnet50"),
+    (["--param", "batch_size", "--from", "0"], "--from: '0' must be a positive integer"),
+    (["--param", "batch_size", "--from", "8", "--to", "4"], "--to: 4 must be at least --from"),
+    (["--param", "batch_size", "--table"], "--to: needed with --table"),
+    (["--param", "batch_size", "--memory-limit", "lots"], "--memory-limit: 'lots' must be"),
+])
+def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
+    proc, _ = dlperf(tmp_path, *TINY_RESNET, *args)
+    assert proc.returncode == 2 and not (tmp_path / "c.db").exists()
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
