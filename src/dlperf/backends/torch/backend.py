@@ -14,6 +14,7 @@ from torch import nn
 
 from dlperf import models
 from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
+from dlperf.backends.torch.gpt import GPT, next_token_loss
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
 from dlperf.backends.torch import vision
@@ -138,6 +139,31 @@ def _bert(knobs, batch, device, gen, train):
     )
 
 
+def _gpt(knobs, batch, device, gen, train):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    s, v = knobs["seq_len"], knobs["vocab_size"]
+    model = GPT(vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"],
+                heads=knobs["heads"], max_positions=knobs["max_positions"]).to(device)
+    tokens = torch.randint(0, v, (batch, s + 1), device=device, generator=gen)
+    ids, labels = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()  # next token
+
+    def train_loss(m):
+        # type: (nn.Module) -> torch.Tensor
+        return next_token_loss(m(ids), labels)
+
+    def infer_out(m):
+        # type: (nn.Module) -> torch.Tensor
+        return m(ids).float().mean()
+
+    def make_optimizer(params):
+        # type: (Any) -> torch.optim.Optimizer
+        return torch.optim.AdamW(params, lr=1e-4)
+
+    clip, clip_desc = models.gradient_clip(knobs)
+    return Parts(model, train_loss if train else infer_out, make_optimizer, clip, "contiguous",
+                 "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+
+
 def _image_classifier(name):
     # type: (str) -> Callable[..., Parts]
     """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
@@ -175,6 +201,7 @@ def _image_classifier(name):
 BUILDERS = {
     "resnet50": _resnet50,
     "bert-base": _bert,
+    "gpt": _gpt,
 }  # type: Dict[str, Callable[..., Parts]]
 BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
                 if name not in BUILDERS)
