@@ -139,6 +139,27 @@ def test_each_node_sends_its_own_failure_back(swept):
     assert result["error"].startswith("rank 0: UnsupportedError: precision tf32 needs a CUDA")
 
 
+def test_a_step_slurm_cannot_create_is_a_failed_case_with_sruns_reason(slurm_cluster, tmp_path):
+    """DLPERF_SRUN_ARGS reaches every step's srun; a step Slurm refuses is stored once, as a
+    crash saying why, and the sweep goes on to its end."""
+    (tmp_path / "s.yaml").write_text(SWEEP.replace("repeats: 1", "repeats: 2"))
+    proc = slurm_cluster.run(["salloc", "-N", "2", *DLPERF, "sweep", str(tmp_path / "s.yaml"),
+                              "--db", str(tmp_path / "s.db"), "--json", str(tmp_path / "o.json")],
+                             env={"DLPERF_SRUN_ARGS": "--cpus-per-task=64",
+                                  "DLPERF_LOCK_DIR": str(tmp_path)}, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    job = job_id(proc.stderr)
+    results = load(tmp_path / "o.json")
+    assert [r["label"] for r in results] == [ONE, TWO, REFUSED]
+    for result in results:
+        assert result["status"] == "crash" and result["repeats_done"] == 1
+        assert result["error"] == (f"srun: Unable to create step for job {job}: More processors "
+                                   f"requested than permitted")
+        assert "--cpus-per-task=64" in result["launch"]["slurm"]["srun"]
+    con = sqlite3.connect(tmp_path / "s.db")
+    assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 3
+
+
 def test_too_few_nodes_in_the_allocation_refuse_the_sweep(slurm_cluster, tmp_path):
     (tmp_path / "s.yaml").write_text(SWEEP)
     proc = slurm_cluster.run(["salloc", "-N", "1", *DLPERF, "sweep", str(tmp_path / "s.yaml"),

@@ -51,10 +51,12 @@ _TASK_EXIT = re.compile(r"task \d+: (Exited with exit code|Killed|Terminated)")
 
 def srun_argv(nnodes: int, job_name: str = "dlperf") -> list[str]:
     """srun for one task per node on ``nnodes`` nodes of the allocation; a failed task ends
-    the step everywhere, so no node waits for a dead peer until the case's timeout."""
+    the step everywhere, so no node waits for a dead peer until the case's timeout. The tasks
+    need our environment (PYTHONPATH, the lifeline, the framework's variables) whatever the
+    site's default (SLURM_EXPORT_ENV=NONE), hence ``--export=ALL``."""
     extra = shlex.split(os.environ.get(SRUN_ARGS_VARIABLE, ""))
     return ["srun", "--nodes", str(nnodes), "--ntasks", str(nnodes), "--ntasks-per-node", "1",
-            "--kill-on-bad-exit=1", "--job-name", job_name, *extra]
+            "--kill-on-bad-exit=1", "--job-name", job_name, "--export=ALL", *extra]
 
 
 def _fill(value: Any, text: str) -> Any:
@@ -109,8 +111,8 @@ class SlurmLauncher(launch.MultiLauncher):
 def explain(log: str, inner: Any) -> tuple[str, str] | None:
     """The framework launcher's reading of the log first, then what the step or srun said."""
     found = inner(log) if inner is not None else None
-    if found is not None:
-        return found
+    if found is not None:  # its messages may name the rendezvous: the step's first node
+        return found[0], _fill(found[1], "the Slurm step's first node")
     step = _STEP_ERROR.search(log)
     if step:
         return "crash", f"Slurm step: {step.group(1)}"
