@@ -121,6 +121,9 @@ class Rendezvous:
     timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
     # the network interface the collectives use (GLOO_/NCCL_SOCKET_IFNAME); None: their choice
     socket_ifname: str | None = None
+    # every node's address in node-rank order, for frameworks whose configuration names each
+    # worker (TensorFlow's TF_CONFIG); empty: not known (--node-addrs, or Slurm's node list)
+    node_addrs: tuple[str, ...] = ()
 
     def check(self, nnodes: int) -> None:
         """UsageError naming the flag when these settings cannot describe ``nnodes`` nodes."""
@@ -134,6 +137,9 @@ class Rendezvous:
         if self.socket_ifname is not None and not IFNAME.fullmatch(self.socket_ifname):
             raise UsageError(f"--socket-ifname: {self.socket_ifname!r} is not a network interface "
                              f"name (letters, digits, '.', '-', '_', '@'; at most 15)")
+        if self.node_addrs and len(self.node_addrs) != nnodes:
+            raise UsageError(f"--node-addrs: {len(self.node_addrs)} addresses given for "
+                             f"--nnodes {nnodes}; name every node once, in node-rank order")
         if nnodes > 1 and not self.master_addr:
             raise UsageError("--master-addr: needed with --nnodes > 1 (the address of node 0, "
                              "which every node must reach), or run under Slurm")

@@ -116,6 +116,10 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
                        help="network interface for the collectives (GLOO_SOCKET_IFNAME / "
                             "NCCL_SOCKET_IFNAME), e.g. the cluster's private network; "
                             "multi-node runs need a trusted network")
+    group.add_argument("--node-addrs", default=None, metavar="ADDR,ADDR,...",
+                       help="every node's address in node-rank order, for frameworks whose "
+                            "configuration names each worker (TensorFlow's TF_CONFIG); under "
+                            "Slurm: the job's node list")
 
 
 def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezvous:
@@ -129,9 +133,29 @@ def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezv
     rendezvous = launch.Rendezvous(node_rank=node_rank or 0, master_addr=addr,
                                    master_port=port or launch.DEFAULT_PORT,
                                    timeout_s=args.rdzv_timeout,
-                                   socket_ifname=args.socket_ifname)
+                                   socket_ifname=args.socket_ifname,
+                                   node_addrs=node_addrs_from_args(args, place, case.nnodes))
     rendezvous.check(case.nnodes)
     return rendezvous
+
+
+def node_addrs_from_args(args: argparse.Namespace, place: slurm.Placement | None,
+                         nnodes: int) -> tuple[str, ...]:
+    """--node-addrs (comma-separated), else the Slurm step's node list when it names exactly
+    the case's nodes, else none."""
+    text = getattr(args, "node_addrs", None)
+    if text is not None:
+        addrs = tuple(part.strip() for part in text.split(","))
+        if not all(addrs):
+            raise UsageError(f"--node-addrs: {text!r} must be addresses separated by commas")
+        return addrs
+    if place is None or nnodes == 1:
+        return ()
+    nodelist = next((os.environ[name] for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                                    "SLURM_NODELIST") if os.environ.get(name)),
+                    None)
+    hosts = tuple(slurm.hostnames(nodelist)) if nodelist else ()
+    return hosts if len(hosts) == nnodes else ()
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
