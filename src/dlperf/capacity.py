@@ -83,7 +83,8 @@ class Probe:
         memory = result.get("memory") or {}
         return cls(value=value, status=result["status"], error=result.get("error"),
                    throughput=rate,
-                   latency_s=result["global_batch"] / rate if rate else None,
+                   latency_s=result["iteration_ms"] / 1000.0 if result.get("iteration_ms")
+                   else None,
                    peak_host_bytes=memory.get("peak_host_bytes"),
                    peak_device_bytes=memory.get("peak_device_bytes"),
                    run_id=result.get("run_id"))

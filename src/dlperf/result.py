@@ -179,6 +179,10 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "global_batch": case.global_batch,
         "throughput": throughput,
         "latency_ms": stats.latency_ms(_latencies(ok)) if case.task == "infer" else None,
+        # one iteration of the whole job at the median throughput (DLPerf's "latency per
+        # iteration" of Wide & Deep and the capacity tables)
+        "iteration_ms": 1000.0 * case.global_batch / throughput["median"]
+        if throughput["median"] else None,
         "timings": {key: _values(ok, key)
                     for key in ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")},
         "warmup": {"steps": _values(ok, "warmup_steps_done"),

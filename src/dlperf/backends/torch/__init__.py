@@ -12,7 +12,7 @@ LOW_PRECISION_INFERENCE = ("bf16", "fp16", "int8")  # whole-model casts and quan
 
 SUPPORT = Support(
     framework="torch",
-    models=VISION + ("bert-base", "gpt"),
+    models=VISION + ("bert-base", "gpt", "wide-deep"),
     precisions={
         "cpu": {"train": ("fp32", "amp-bf16", "amp-fp16"),
                 "infer": ("fp32", "amp-bf16", "amp-fp16") + LOW_PRECISION_INFERENCE},

@@ -15,6 +15,7 @@ from torch import nn
 from dlperf import models
 from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.torch.gpt import GPT, next_token_loss
+from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
 from dlperf.backends.torch import vision
@@ -164,6 +165,35 @@ def _gpt(knobs, batch, device, gen, train):
                  "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
+def _wide_deep(knobs, batch, device, gen, train):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    v = knobs["vocab_size"]
+    model = WideAndDeep(v, knobs["deep_embedding_size"], knobs["hidden_units"],
+                        knobs["hidden_size"], models.WIDE_DEEP_DENSE_FIELDS,
+                        models.WIDE_DEEP_DEEP_FIELDS).to(device)
+    dense = torch.randn(batch, models.WIDE_DEEP_DENSE_FIELDS, device=device, generator=gen)
+    wide_ids = torch.randint(0, v, (batch, models.WIDE_DEEP_WIDE_FIELDS), device=device,
+                             generator=gen)
+    deep_ids = torch.randint(0, v, (batch, models.WIDE_DEEP_DEEP_FIELDS), device=device,
+                             generator=gen)
+    labels = torch.randint(0, 2, (batch, 1), device=device, generator=gen).float()
+
+    def train_loss(m):
+        # type: (nn.Module) -> torch.Tensor
+        return F.binary_cross_entropy_with_logits(m(dense, wide_ids, deep_ids).float(), labels)
+
+    def infer_out(m):
+        # type: (nn.Module) -> torch.Tensor
+        return torch.sigmoid(m(dense, wide_ids, deep_ids).float()).mean()
+
+    def make_optimizer(params):
+        # type: (Any) -> Any
+        return LazyAdam(model, lr=1e-3)
+
+    return Parts(model, train_loss if train else infer_out, make_optimizer, None, "contiguous",
+                 "Adam(lr=1e-3), lazy (SparseAdam) on the embeddings")
+
+
 def _image_classifier(name):
     # type: (str) -> Callable[..., Parts]
     """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
@@ -202,6 +232,7 @@ BUILDERS = {
     "resnet50": _resnet50,
     "bert-base": _bert,
     "gpt": _gpt,
+    "wide-deep": _wide_deep,
 }  # type: Dict[str, Callable[..., Parts]]
 BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
                 if name not in BUILDERS)
