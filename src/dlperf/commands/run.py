@@ -58,6 +58,9 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-classes", type=positive_int, help="vision models (default 1000)")
     parser.add_argument("--seq-len", type=positive_int, help="language models (default 128)")
     parser.add_argument("--vocab-size", type=positive_int, help="language models")
+    parser.add_argument("--partial-fc", type=finite_float, default=None, metavar="FRACTION",
+                        help="face models: the fraction of class centres sampled per step "
+                             "(Partial FC), e.g. 0.1; the knob partial_fc in percent")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         type=knob_pair, help="any other model knob (see `dlperf models`)")
     parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
@@ -81,6 +84,11 @@ def case_from_args(args: argparse.Namespace) -> Case:
     knobs.update({name: getattr(args, name)
                   for name in ("image_size", "num_classes", "seq_len", "vocab_size")
                   if getattr(args, name) is not None})
+    fraction = getattr(args, "partial_fc", None)
+    if fraction is not None:
+        if not 0.01 <= fraction <= 1:
+            raise UsageError(f"--partial-fc: {fraction!r} must be a fraction in [0.01, 1]")
+        knobs["partial_fc"] = round(fraction * 100)
     return Case(framework=args.framework, model=args.model, task=args.task,
                 batch_size=args.batch_size, precision=args.precision, compile=args.compile,
                 device=args.device, devices=args.devices, nnodes=nnodes_from_args(args),

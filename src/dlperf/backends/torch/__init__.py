@@ -12,7 +12,7 @@ LOW_PRECISION_INFERENCE = ("bf16", "fp16", "int8")  # whole-model casts and quan
 
 SUPPORT = Support(
     framework="torch",
-    models=VISION + ("bert-base", "gpt", "wide-deep"),
+    models=VISION + ("bert-base", "gpt", "wide-deep", "face-resnet50"),
     precisions={
         "cpu": {"train": ("fp32", "amp-bf16", "amp-fp16"),
                 "infer": ("fp32", "amp-bf16", "amp-fp16") + LOW_PRECISION_INFERENCE},

@@ -14,6 +14,7 @@ from torch import nn
 
 from dlperf import models
 from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
+from dlperf.backends.torch.face import FaceModel
 from dlperf.backends.torch.gpt import GPT, next_token_loss
 from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
 from dlperf.backends.torch.inference import inference_model
@@ -194,6 +195,37 @@ def _wide_deep(knobs, batch, device, gen, train):
                  "Adam(lr=1e-3), lazy (SparseAdam) on the embeddings")
 
 
+def _face(knobs, batch, device, gen, train):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    size, classes = knobs["image_size"], knobs["num_classes"]
+    if train and batch < 2:
+        raise UnsupportedError("face-resnet50 training needs batch >= 2 (BatchNorm1d on the "
+                               "embedding needs more than one value per channel)")
+    sampler = torch.Generator(device=device)
+    sampler.manual_seed(int(gen.initial_seed()) + 1)
+    model = FaceModel(size, knobs["embedding_size"], classes, knobs["partial_fc"],
+                      sampler).to(device, memory_format=torch.channels_last)
+    images = torch.randn(batch, 3, size, size, device=device, generator=gen)
+    images = images.contiguous(memory_format=torch.channels_last)
+    labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
+
+    def train_loss(m):
+        # type: (nn.Module) -> torch.Tensor
+        return m(images, labels)
+
+    def infer_out(m):
+        # type: (nn.Module) -> torch.Tensor
+        inner = getattr(m, "module", m)
+        return inner.backbone(images).float().mean()
+
+    def make_optimizer(params):
+        # type: (Any) -> torch.optim.Optimizer
+        return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=5e-4)
+
+    return Parts(model, train_loss if train else infer_out, make_optimizer, None,
+                 "channels_last", "SGD(lr=0.1, momentum=0.9, weight_decay=5e-4) (InsightFace's)")
+
+
 def _image_classifier(name):
     # type: (str) -> Callable[..., Parts]
     """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
@@ -233,6 +265,7 @@ BUILDERS = {
     "bert-base": _bert,
     "gpt": _gpt,
     "wide-deep": _wide_deep,
+    "face-resnet50": _face,
 }  # type: Dict[str, Callable[..., Parts]]
 BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
                 if name not in BUILDERS)

@@ -1,0 +1,120 @@
+"""InsightFace's ResNet-50 (iresnet50) and an ArcFace classifier with Partial FC, in plain
+PyTorch; the network :mod:`dlperf.models` ``face-resnet50`` describes.
+
+Partial FC (An et al. 2022): each step computes logits for a sample of the class centres only,
+every class of the batch plus random others up to ``partial_fc`` percent, so the softmax over
+millions of identities costs a fraction; the centres not sampled get no gradient.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dlperf.models import FACE_STAGES, FACE_STEM
+
+BN_EPS = 1e-5
+ARC_SCALE = 64.0
+ARC_MARGIN = 0.5
+
+
+class IBasicBlock(nn.Module):
+    def __init__(self, c_in, width, stride):
+        # type: (int, int, int) -> None
+        super(IBasicBlock, self).__init__()
+        self.bn1 = nn.BatchNorm2d(c_in, eps=BN_EPS)
+        self.conv1 = nn.Conv2d(c_in, width, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width, eps=BN_EPS)
+        self.prelu = nn.PReLU(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(width, eps=BN_EPS)
+        self.downsample = None if stride == 1 and c_in == width else nn.Sequential(
+            nn.Conv2d(c_in, width, 1, stride, bias=False), nn.BatchNorm2d(width, eps=BN_EPS))
+
+    def forward(self, x):
+        # type: (torch.Tensor) -> torch.Tensor
+        out = self.bn3(self.conv2(self.prelu(self.bn2(self.conv1(self.bn1(x))))))
+        return out + (x if self.downsample is None else self.downsample(x))
+
+
+class IResNet50(nn.Module):
+    def __init__(self, image_size, embedding_size):
+        # type: (int, int) -> None
+        super(IResNet50, self).__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, FACE_STEM, 3, 1, 1, bias=False),
+                                  nn.BatchNorm2d(FACE_STEM, eps=BN_EPS), nn.PReLU(FACE_STEM))
+        blocks, c_in = [], FACE_STEM
+        for width, count in FACE_STAGES:
+            for block in range(count):
+                blocks.append(IBasicBlock(c_in, width, 2 if block == 0 else 1))
+                c_in = width
+        self.body = nn.Sequential(*blocks)
+        self.bn2 = nn.BatchNorm2d(c_in, eps=BN_EPS)
+        side = image_size // 16
+        self.fc = nn.Linear(c_in * side * side, embedding_size)
+        self.features = nn.BatchNorm1d(embedding_size, eps=BN_EPS)
+        nn.init.constant_(self.features.weight, 1.0)
+        self.features.weight.requires_grad = False  # as InsightFace: a frozen scale
+
+    def forward(self, x):
+        # type: (torch.Tensor) -> torch.Tensor
+        x = self.bn2(self.body(self.stem(x)))
+        return self.features(self.fc(torch.flatten(x, 1)))
+
+
+def sample_classes(labels, num_classes, sampled, generator):
+    # type: (torch.Tensor, int, int, torch.Generator) -> tuple
+    """(class indices to compute, the batch's labels as positions among them): every positive,
+    then random negatives up to ``sampled`` in all (Partial FC's sampling)."""
+    positives = torch.unique(labels)
+    if sampled >= num_classes:
+        return None, labels
+    scores = torch.rand(num_classes, device=labels.device, generator=generator)
+    scores[positives] = 2.0  # positives first
+    index = torch.topk(scores, max(sampled, positives.numel()), sorted=True).indices.sort().values
+    return index, torch.searchsorted(index, labels)
+
+
+def arcface_logits(embeddings, centres, labels):
+    # type: (torch.Tensor, torch.Tensor, torch.Tensor) -> torch.Tensor
+    """s * cos(theta + m) at the label, s * cos(theta) elsewhere (InsightFace's ArcFace, with
+    its fallback cos(theta) - sin(pi - m) * m where theta + m would pass pi)."""
+    cos = F.linear(F.normalize(embeddings.float()), F.normalize(centres.float())).clamp(-1, 1)
+    target = cos.gather(1, labels[:, None])
+    sin = torch.sqrt((1.0 - target * target).clamp_min(0.0))
+    with_margin = target * math.cos(ARC_MARGIN) - sin * math.sin(ARC_MARGIN)
+    threshold = math.cos(math.pi - ARC_MARGIN)
+    with_margin = torch.where(target > threshold, with_margin,
+                              target - math.sin(math.pi - ARC_MARGIN) * ARC_MARGIN)
+    return ARC_SCALE * cos.scatter(1, labels[:, None], with_margin)
+
+
+class PartialFC(nn.Module):
+    """The class centres and the margin loss over a sample of them."""
+
+    def __init__(self, num_classes, embedding_size, percent, generator):
+        # type: (int, int, int, torch.Generator) -> None
+        super(PartialFC, self).__init__()
+        self.num_classes = num_classes
+        self.sampled = max(1, num_classes * percent // 100)
+        self.weight = nn.Parameter(torch.empty(num_classes, embedding_size).normal_(0, 0.01))
+        self.generator = generator
+
+    def forward(self, embeddings, labels):
+        # type: (torch.Tensor, torch.Tensor) -> torch.Tensor
+        index, local = sample_classes(labels, self.num_classes, self.sampled, self.generator)
+        centres = self.weight if index is None else self.weight[index]
+        return F.cross_entropy(arcface_logits(embeddings, centres, local), local)
+
+
+class FaceModel(nn.Module):
+    def __init__(self, image_size, embedding_size, num_classes, percent, generator):
+        # type: (int, int, int, int, torch.Generator) -> None
+        super(FaceModel, self).__init__()
+        self.backbone = IResNet50(image_size, embedding_size)
+        self.head = PartialFC(num_classes, embedding_size, percent, generator)
+
+    def forward(self, images, labels):
+        # type: (torch.Tensor, torch.Tensor) -> torch.Tensor
+        return self.head(self.backbone(images), labels)
