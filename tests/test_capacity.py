@@ -100,3 +100,31 @@ def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
     assert proc.returncode == 2 and not (tmp_path / "c.db").exists()
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_path):
+    """The sweep library under the session's 3 GiB address-space launcher: the 100k-vocabulary
+    BERT runs out of memory at batch 32; `on_oom: search` halves to a size that fits, bisects
+    between it and 32 with short probes, and measures the case at the largest."""
+    from sweep_session import OOM_SWEEP, limited_launcher
+
+    from dlperf.store import Store
+    from dlperf.sweep import load as load_sweep
+    from dlperf.sweep_runner import SweepRun
+
+    sweep_file = tmp_path / "search.yaml"
+    sweep_file.write_text(OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
+                          .replace("name: oom-halve", "name: oom-search"))
+    with Store(tmp_path / "s.db") as store:
+        outcome = SweepRun(load_sweep(sweep_file), store, launcher=limited_launcher).run()
+    first, final = outcome.results
+    assert first["status"] == "oom" and first["case"]["batch_size"] == 32
+    search = final["fallback"]["search"]
+    probes = search["probes"]
+    assert probes[0] == [16, "ok"]  # halved first, as `halve` would, but it does not stop there
+    low, high = 16, 32
+    for value, status in probes[1:]:  # then bisection between what fits and what does not
+        assert value == (low + high) // 2
+        low, high = (value, high) if status == "ok" else (low, value)
+    assert (search["largest"], search["smallest_failing"]) == (low, high) and high - low <= 1
+    assert final["status"] == "ok" and final["case"]["batch_size"] == low > 16

@@ -95,7 +95,7 @@ BAD_FILES = [
     ("missing field", "defaults: {framework: torch}\nmatrix:\n  model: [resnet50]\n", 3,
      "batch_size: no value"),
     ("bad on_oom", "on_oom: double\ninclude:\n  - {framework: torch, model: resnet50, "
-     "batch_size: 2}\n", 1, "on_oom: 'double' is not one of halve, record"),
+     "batch_size: 2}\n", 1, "on_oom: 'double' is not one of halve, search, record"),
     ("unknown section", "defaults: {framework: torch}\nmatirx:\n  model: [resnet50]\n", 2,
      "unknown section 'matirx' (did you mean 'matrix'?)"),
     ("yaml syntax", "defaults: {framework: torch\nmatrix:\n  model: [resnet50]\n", 2,

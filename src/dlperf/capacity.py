@@ -34,6 +34,8 @@ from dlperf.store import Store
 from dlperf.worker.limits import VARIABLE as MEMORY_LIMIT_VARIABLE
 
 SWEEP_NAME = "capacity"
+PROBE_WARMUP = 2  # a probe's short window: enough to allocate everything a step needs
+PROBE_STEPS = 3
 GROWTH = 2
 MAX_PROBES = 40
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(i?B?)?\s*$", re.I)
@@ -100,6 +102,8 @@ class Search:
     stop: int | None = None  # never probe above this
     resolution: int | None = None  # None: 5% of the largest size that ran (at least 1)
     memory_limit_bytes: int | None = None
+    # how each probe is launched (a sweep's own, e.g. a Slurm step); None: launch.launcher_for
+    launcher: Callable[[Case], runner.Launcher] | None = None
     probes: list[Probe] = field(default_factory=list)
 
     def with_value(self, value: int) -> Case:
@@ -139,7 +143,8 @@ def probe(search: Search, value: int, store: Store | None, env: dict[str, Any],
         case = search.with_value(value)
     except SpecError as error:  # the model's own range ends here (e.g. seq_len > max_positions)
         raise Stopped(Probe(value, "refused", str(error), None, None, None, None, None)) from None
-    launcher = limited(runner.default_launcher(case), search.memory_limit_bytes)
+    base = search.launcher(case) if search.launcher else runner.default_launcher(case)
+    launcher = limited(base, search.memory_limit_bytes)
     result = runner.run_case(case, store=store, launcher=launcher, env=env, sweep=SWEEP_NAME)
     found = Probe.from_result(value, result)
     search.probes.append(found)
@@ -156,9 +161,9 @@ class Stopped(Exception):
         self.probe = found
 
 
-def largest(search: Search, store: Store | None, env: dict[str, Any],
-            on_probe: Callable[[Probe], None] | None = None) -> tuple[int | None, int | None]:
-    """(largest value that ran, smallest that ran out of memory), either None if not found."""
+def _attempt(search: Search, store: Store | None, env: dict[str, Any],
+             on_probe: Callable[[Probe], None] | None) -> Callable[[int], bool]:
+    """A probe as a yes/no question: did it fit? (Stopped for anything but ok or oom.)"""
     def attempt(value: int) -> bool:
         if len(search.probes) >= MAX_PROBES:
             raise UsageError(f"capacity: stopped after {MAX_PROBES} probes")
@@ -168,27 +173,48 @@ def largest(search: Search, store: Store | None, env: dict[str, Any],
         if found.status == "oom":
             return False
         raise Stopped(found)
+    return attempt
 
-    low, high = None, None
-    value = search.start
-    while True:  # grow
-        if attempt(value):
-            low = value
-            if search.stop is not None and value >= search.stop:
-                return low, None
-            value = value * GROWTH if search.stop is None else min(value * GROWTH, search.stop)
-        else:
-            high = value
-            break
-    if low is None:
-        return None, high  # even the start does not fit
-    while high - low > search.step_within(low):  # bisect
+
+def _bisect(search: Search, low: int, high: int, attempt: Callable[[int], bool]
+            ) -> tuple[int, int]:
+    while high - low > search.step_within(low):
         middle = (low + high) // 2
         if attempt(middle):
             low = middle
         else:
             high = middle
     return low, high
+
+
+def largest(search: Search, store: Store | None, env: dict[str, Any],
+            on_probe: Callable[[Probe], None] | None = None) -> tuple[int | None, int | None]:
+    """(largest value that ran, smallest that ran out of memory), either None if not found:
+    grow x2 from the start to the first out-of-memory probe, then bisect."""
+    attempt = _attempt(search, store, env, on_probe)
+    low, value = None, search.start
+    while attempt(value):
+        low = value
+        if search.stop is not None and value >= search.stop:
+            return low, None
+        value = value * GROWTH if search.stop is None else min(value * GROWTH, search.stop)
+    if low is None:
+        return None, value  # even the start does not fit
+    return _bisect(search, low, value, attempt)
+
+
+def largest_below(search: Search, failing: int, store: Store | None, env: dict[str, Any],
+                  on_probe: Callable[[Probe], None] | None = None
+                  ) -> tuple[int | None, int]:
+    """The same answer when ``failing`` is known to run out of memory (a sweep's ``on_oom:
+    search``): halve until a size fits, then bisect up to the smallest known failure."""
+    attempt = _attempt(search, store, env, on_probe)
+    high, value = failing, failing // GROWTH
+    while value >= 1:
+        if attempt(value):
+            return _bisect(search, value, high, attempt)
+        high, value = value, value // GROWTH
+    return None, high
 
 
 def series(start: int, stop: int, growth: int = GROWTH) -> list[int]:

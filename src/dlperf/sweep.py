@@ -25,7 +25,7 @@ from dlperf import models
 from dlperf.spec import Case, SpecError
 
 TOP_LEVEL = ("name", "description", "defaults", "matrix", "exclude", "include", "on_oom")
-ON_OOM = ("halve", "record")
+ON_OOM = ("halve", "search", "record")
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(Case))
 REQUIRED = ("framework", "model", "batch_size")
 ALIASES = {"timeout": "timeout_s"}

@@ -10,7 +10,9 @@ as it finishes and ``UNIQUE(run_id, repeat_index)`` makes a second copy impossib
 
 from __future__ import annotations
 
+
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import envs, models, runner
+from dlperf import capacity, envs, models, runner
 from dlperf.worker import steady
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
@@ -306,7 +308,12 @@ class SweepRun:
         while current is not None:
             found = self._ensure(current, fallback)
             self.outcome.results.append(found)
-            retry = halved(current) if self.sweep.on_oom == "halve" else None
+            searched = fallback is not None and "search" in fallback
+            if found["status"] == "oom" and self.sweep.on_oom == "search" and not searched:
+                retry, search = self._largest_batch(current)
+            else:
+                retry = halved(current) if self.sweep.on_oom == "halve" else None
+                search = None
             if found["status"] != "oom" or retry is None:
                 if found["status"] != "ok":
                     self.outcome.failed_cases.append(found["label"])
@@ -314,7 +321,29 @@ class SweepRun:
             fallback = {"from_batch_size": current.batch_size,
                         "reason": f"batch size {current.batch_size} ran out of memory: "
                                   f"{found.get('error')}"}
+            if search is not None:
+                fallback["search"] = search
             current = retry
+
+    def _launcher_for(self, case: Case) -> runner.Launcher:
+        if self.launcher:
+            return self.launcher
+        return self.launchers(case) if self.launchers else runner.default_launcher(case)
+
+    def _largest_batch(self, case: Case) -> tuple[Case | None, dict[str, Any]]:
+        """``on_oom: search``: the largest batch below the failing one that fits (short probes,
+        stored under the sweep name ``capacity``), and how it was found."""
+        probe_case = dataclasses.replace(case, repeats=1, steps=capacity.PROBE_STEPS,
+                                         warmup_steps=capacity.PROBE_WARMUP, min_duration_s=0.0)
+        search = capacity.Search(case=probe_case, param="batch_size", start=case.batch_size,
+                                 launcher=self._launcher_for)
+        try:
+            low, high = capacity.largest_below(search, case.batch_size, self.store, self.env)
+        except capacity.Stopped as stop:
+            return None, {"stopped": str(stop)}
+        found = {"largest": low, "smallest_failing": high,
+                 "probes": [[p.value, p.status] for p in search.probes]}
+        return (dataclasses.replace(case, batch_size=low) if low else None), found
 
     def _record(self, case: Case, record: dict[str, Any]) -> None:
         if record.get("status") == "ok":
@@ -355,7 +384,7 @@ class SweepRun:
         self.observer.case_started(state, fallback)
         self.outcome.measured_cases += 1
         try:
-            launcher = self.launcher or (self.launchers(case) if self.launchers else None)
+            launcher = self._launcher_for(case)
             final = runner.run_case(case, store=self.store, launcher=launcher, env=env,
                                     sweep=self.sweep.name, run_id=run_id, done=state.done,
                                     on_repeat=lambda record: self._record(case, record))

@@ -16,8 +16,6 @@ from dlperf import outputs
 from dlperf.errors import UsageError
 from dlperf.store import DEFAULT_DB, Store
 
-PROBE_WARMUP = 2
-PROBE_STEPS = 3
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -25,7 +23,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "capacity", help="the largest batch size or knob value that fits (grow x2 until out of "
                          "memory, then bisect), or --table: latency and memory over a range")
     add_case_arguments(parser)
-    parser.set_defaults(repeats=1, steps=PROBE_STEPS, warmup_steps=PROBE_WARMUP)
+    parser.set_defaults(repeats=1, steps=capacity.PROBE_STEPS,
+                        warmup_steps=capacity.PROBE_WARMUP)
     parser.add_argument("--param", required=True,
                         help="batch_size or an integer knob of the model (see `dlperf models`)")
     parser.add_argument("--from", dest="start", default=None, metavar="N",
