@@ -1,0 +1,54 @@
+"""``dlperf data make-images OUT``: a seeded ImageNet-shaped JPEG folder for ``run --data``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from dlperf import datasets, display
+from dlperf.commands.run import positive_int
+from dlperf.errors import UsageError
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("data", help="make datasets for real input pipelines (run --data)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    actions.required = True
+    make = actions.add_parser(
+        "make-images", help="a seeded JPEG folder shaped like ImageNet (class sub-folders) with "
+                            "a manifest",
+        description="Write OUT/train/<class>/<class>_<n>.JPEG and OUT/" + datasets.MANIFEST
+                    + " (counts, size, seed, quality, total bytes, digest). The same arguments "
+                      "make the same bytes.")
+    make.add_argument("out", type=Path, metavar="OUT", help="a new or empty directory")
+    make.add_argument("--count", type=positive_int, default=20000,
+                      help="images (default 20000)")
+    make.add_argument("--size", default="500x375", metavar="WxH",
+                      help="pixels, width x height (default 500x375, ImageNet's commonest)")
+    make.add_argument("--classes", type=positive_int, default=1000,
+                      help="class sub-folders; images go round-robin (default 1000)")
+    make.add_argument("--seed", type=positive_int, default=0)
+    make.add_argument("--quality", type=positive_int, default=90,
+                      help="JPEG quality, 1..95 (default 90)")
+    make.add_argument("--jobs", type=positive_int, default=None,
+                      help="processes writing images (default: min(4, cores))")
+    make.add_argument("--force", action="store_true",
+                      help="write into a non-empty OUT, replacing its train/ folder and manifest")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    width, height = datasets.parse_size(args.size)
+    spec = datasets.ImageSet(count=args.count, width=width, height=height,
+                             classes=args.classes, seed=args.seed, quality=args.quality)
+    jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)
+    if jobs < 1:
+        raise UsageError(f"--jobs: {jobs} must be >= 1")
+    manifest = datasets.make_images(args.out, spec, force=args.force, jobs=jobs)
+    display.out.print(
+        f"{args.out}: {manifest['count']} JPEGs of {width}x{height} in {manifest['classes']} "
+        f"classes, seed {manifest['seed']}, quality {manifest['quality']}, "
+        f"{manifest['total_bytes'] / 2**20:.1f} MiB; manifest {datasets.MANIFEST}")
+    return 0
