@@ -3,7 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without JAX.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
@@ -17,6 +17,9 @@ SUPPORT = Support(
     },
     # no eager mode: the whole step exists only as one jax.jit program
     modes={True: "jax.jit (XLA), whole step, state donated"},
+    # jax.distributed over the processes dlperf.spawn starts, jax.shard_map over every device
+    # of the job, gradients averaged by lax.pmean: gloo on CPUs, NCCL on GPUs
+    distributed=("cpu", "cuda"),
     reasons={
         "compile=off": "jax always compiles the whole train step with jax.jit (XLA); there is "
                        "no eager mode to measure, so compile=false is not a separate case: run "
@@ -44,3 +47,9 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.jax.backend import build as build_workload
     return build_workload(case)
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.jax.distributed import gather_results as gather
+    return gather(result)

@@ -5,6 +5,10 @@ parameters, generating the synthetic batch (once, on the device, seeded), buildi
 and wrapping the step in ``jax.jit`` (XLA compiles lazily in the first step, which the timing loop
 times apart). The training state is donated to the jitted step, so parameters and optimizer
 state are updated in place as a hand-written JAX loop would.
+
+With several processes (:mod:`.distributed`) the same step runs under ``jax.shard_map`` on a
+mesh over every device of the job: the state is replicated, each device holds its own
+``--batch-size`` samples of the global batch, and the gradients are averaged in the program.
 """
 
 from typing import Any, Callable, Dict, NamedTuple
@@ -15,6 +19,7 @@ import optax
 
 from dlperf import models
 from dlperf.backends.jax import bert as bert_model
+from dlperf.backends.jax import distributed
 from dlperf.backends.jax import resnet as resnet_model
 from dlperf.backends.jax.workload import (
     LOSS_SCALE_INIT,
@@ -142,24 +147,37 @@ def build(case):
     seed = int(case.get("seed", 0))
     key = jax.random.fold_in(jax.random.PRNGKey(seed), rank())
 
+    parallel = distributed.active()
+    axis = distributed.AXIS if parallel else None
     with jax.default_device(device):
         parts = BUILDERS[name](knobs, batch, precision.compute_dtype, key, seed)
         params = parts.variables["params"]
         stats = parts.variables.get("batch_stats", {})
         if train:
+            # every rank starts from the same state: the host initialisation is seeded alike
+            # on all of them, and so is the dropout key (folded with the device inside)
             state = {"params": params, "stats": stats, "opt": parts.tx.init(params),
-                     "rng": jax.random.fold_in(key, 1)}
+                     "rng": jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), 0),
+                                               1)}  # rank 0's key, as for one process
             if precision.loss_scaling:
                 state["loss_scale"] = jnp.asarray(LOSS_SCALE_INIT, jnp.float32)
                 state["good_steps"] = jnp.asarray(0, jnp.int32)
-            step_fn = jax.jit(make_train_step(parts.loss, parts.tx, precision.loss_scaling),
-                              donate_argnums=(0,))
+            body = make_train_step(parts.loss, parts.tx, precision.loss_scaling, axis)
         else:
             state = {"params": params, "stats": stats}
             infer = parts.infer
-            step_fn = jax.jit(lambda st, b: infer(st["params"], st["stats"], b))
-        state = jax.device_put(state, device)
-        data = jax.device_put(parts.batch, device)
+
+            def body(st, b):
+                return infer(st["params"], st["stats"], b)
+        if parallel:
+            mesh = distributed.mesh()
+            step_fn = distributed.data_parallel(body, mesh, donate=train)
+            state = distributed.replicated(state, mesh)
+            data = distributed.sharded(parts.batch, mesh)  # this rank's own samples
+        else:
+            step_fn = jax.jit(body, donate_argnums=(0,) if train else ())
+            state = jax.device_put(state, device)
+            data = jax.device_put(parts.batch, device)
 
     info = runtime_info(device)
     info.update(precision.info())
@@ -175,4 +193,10 @@ def build(case):
         "init": "numpy on the host (the model's initialisers), then device_put",
         "data": "synthetic, generated once on the device",
     })
-    return JaxWorkload(step_fn, state, data, device, batch, count_params(params), info)
+    if parallel:
+        info["data_parallel"] = ("jax.shard_map over %d devices of %d processes (jax.distributed), "
+                                 "gradients averaged by lax.pmean" % (jax.device_count(),
+                                                                      jax.process_count()))
+        info["cpu_collectives"] = jax.config.jax_cpu_collectives_implementation
+    return JaxWorkload(step_fn, state, data, device, batch, count_params(params), info,
+                       data_parallel=parallel)

@@ -18,16 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+from dlperf.backends.jax import distributed
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # Dynamic loss scaling for amp-fp16, as in NVIDIA's and PyTorch's GradScaler.
 LOSS_SCALE_INIT = 2.0 ** 15
 LOSS_SCALE_GROWTH_INTERVAL = 2000
-
-
-def world_size():
-    # type: () -> int
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def rank():
@@ -37,14 +33,18 @@ def rank():
 
 def select_device(requested):
     # type: (str) -> Any
-    """Resolve ``auto``/``cpu``/``cuda`` to one JAX device, before JAX picks a backend."""
+    """Resolve ``auto``/``cpu``/``cuda`` to this process's JAX device, before JAX picks a
+    backend; in a job of several processes, join it first (:mod:`.distributed`): each process
+    then sees its own device(s) as local ones."""
     if requested not in ("auto", "cpu", "cuda"):
         raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
     if requested == "cpu":
         jax.config.update("jax_platforms", "cpu")
-        return jax.devices("cpu")[0]
+    distributed.initialize(requested)
+    if requested == "cpu":
+        return jax.local_devices(backend="cpu")[0]
     try:
-        gpus = jax.devices("gpu")
+        gpus = jax.local_devices(backend="gpu")
     except RuntimeError:
         gpus = []
     if requested == "cuda" and not gpus:
@@ -53,8 +53,9 @@ def select_device(requested):
             % jax.__version__
         )
     if gpus:
-        return gpus[int(os.environ.get("LOCAL_RANK", "0"))]
-    return jax.devices("cpu")[0]
+        # several processes: each sees only its local rank's GPU (local_device_ids)
+        return gpus[0 if distributed.active() else int(os.environ.get("LOCAL_RANK", "0"))]
+    return jax.local_devices(backend="cpu")[0]
 
 
 class Precision(object):
@@ -85,17 +86,23 @@ class Precision(object):
         }
 
 
-def make_train_step(loss_fn, tx, loss_scaling):
-    # type: (Callable[..., Any], Any, bool) -> Callable[..., Any]
+def make_train_step(loss_fn, tx, loss_scaling, axis_name=None):
+    # type: (Callable[..., Any], Any, bool, Optional[str]) -> Callable[..., Any]
     """One whole training step as a pure function of (state, batch) -> (state, loss).
 
     ``loss_fn(params, stats, batch, rng) -> (loss, new_stats)``; ``stats`` carries mutable
     model state (BatchNorm running statistics) through the step. The dropout key advances
     inside the step, so every step draws new masks without a host round trip.
+
+    With ``axis_name`` the step runs per device under ``shard_map`` (data parallel): the
+    gradients (and BatchNorm's running statistics) are averaged over that mesh axis before the
+    optimizer, and each device draws its own dropout masks.
     """
 
     def step(state, batch):
         rng, dropout_rng = jax.random.split(state["rng"])
+        if axis_name is not None:
+            dropout_rng = jax.random.fold_in(dropout_rng, jax.lax.axis_index(axis_name))
         scale = state["loss_scale"] if loss_scaling else None
 
         def objective(params):
@@ -103,6 +110,8 @@ def make_train_step(loss_fn, tx, loss_scaling):
             return (loss * scale if loss_scaling else loss), (loss, new_stats)
 
         grads, (loss, new_stats) = jax.grad(objective, has_aux=True)(state["params"])
+        if axis_name is not None:
+            grads, new_stats = jax.lax.pmean((grads, new_stats), axis_name)
         if loss_scaling:
             grads = jax.tree_util.tree_map(lambda g: g / scale, grads)
         updates, opt_state = tx.update(grads, state["opt"], state["params"])
@@ -166,9 +175,11 @@ class JaxWorkload(Workload):
     ``sync`` blocks on the newest state and output, which depend on every earlier step.
     """
 
-    def __init__(self, step_fn, state, batch, device, samples_per_step, params, info):
-        # type: (Callable[..., Any], Any, Any, Any, int, int, Dict[str, Any]) -> None
+    def __init__(self, step_fn, state, batch, device, samples_per_step, params, info,
+                 data_parallel=False):
+        # type: (Callable[..., Any], Any, Any, Any, int, int, Dict[str, Any], bool) -> None
         self._step = step_fn
+        self.data_parallel = data_parallel  # the step's output is one loss per device
         self.state = state
         self.batch = batch
         self.device = device
@@ -190,8 +201,21 @@ class JaxWorkload(Workload):
         # type: () -> None
         jax.block_until_ready((self.state, self._last))
 
+    def barrier(self):
+        # type: () -> None
+        if self.data_parallel:
+            distributed.barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        if not self.data_parallel:
+            return None
+        return distributed.allreduce_seconds(self.params, median_seconds)
+
     def loss_value(self, handle):
         # type: (Any) -> float
+        if self.data_parallel:  # this rank's own loss, as the other backends report
+            return float(distributed.local_value(handle))
         return float(jnp.asarray(handle, dtype=jnp.float32))
 
     def peak_device_bytes(self):
@@ -231,7 +255,11 @@ def runtime_info(device):
         "device_kind": getattr(device, "device_kind", None),
         "device_name": cpu_name() if device.platform == "cpu" else device.device_kind,
         "device_count": jax.device_count(),
+        "local_device_count": jax.local_device_count(),
         "xla_flags": os.environ.get("XLA_FLAGS"),
-        "world_size": world_size(),
-        "rank": rank(),
+        # XLA's CPU client sizes its thread pool by the CPUs this process may run on
+        "num_threads": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "world_size": jax.process_count(),
+        "rank": jax.process_index(),
     }

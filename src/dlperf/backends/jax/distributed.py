@@ -1,0 +1,179 @@
+"""Data parallelism for the JAX backend, JAX's own way: ``jax.distributed.initialize`` joins the
+processes dlperf.spawn started (one per device), and the step runs on a mesh over every device
+of the job.
+
+- Joining: ``coordinator_address`` is ``DLPERF_MASTER_ADDR:PORT`` (process 0 hosts JAX's
+  coordination service there), ``num_processes``/``process_id`` are the job's size and this
+  rank, ``initialization_timeout`` is ``--rdzv-timeout``; on GPUs each process takes the GPU of
+  its local rank (``local_device_ids``). Cluster auto-detection is off: dlperf says where
+  everything is. On CPUs the collectives are gloo's (``jax_cpu_collectives_implementation``).
+- The step: ``jax.shard_map`` over the mesh axis ``data`` — every device runs the step on its
+  own shard of the global batch (``--batch-size`` samples), and ``jax.lax.pmean`` averages the
+  gradients inside the compiled program (one all-reduce per gradient, which XLA schedules), as
+  DistributedDataParallel does; parameters and optimizer state stay replicated. BatchNorm
+  normalises each device's own batch (as DDP without SyncBatchNorm), and its running statistics
+  are averaged too so the state stays replicated.
+- The worker's collectives (barrier, result gather, all-reduce probe) go through the same mesh.
+
+A JAX job whose peers never join ends in JAX's own fatal error (it aborts the process with
+``DEADLINE_EXCEEDED`` from ``RegisterTask``), which the launcher's ``explain`` reads. A rank that
+exits without reaching the final gather (it failed, or refused the case) leaves at once instead
+of waiting in JAX's shutdown barrier for peers that are stuck in a collective.
+"""
+
+import atexit
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+import jax
+import numpy as np
+
+AXIS = "data"
+# how long a finished process waits in JAX's shutdown barrier for the others: they leave
+# together after the final gather, so this only bounds a job that went wrong
+SHUTDOWN_TIMEOUT_S = 60
+
+_state = {"joined": False, "gathered": False}  # type: Dict[str, bool]
+
+
+def job():
+    # type: () -> Tuple[int, int, int]
+    """(rank, world size, local rank) as dlperf.spawn set them; (0, 1, 0) for one process."""
+    return (int(os.environ.get("DLPERF_RANK", "0")),
+            int(os.environ.get("DLPERF_WORLD_SIZE", "1")),
+            int(os.environ.get("DLPERF_LOCAL_RANK", "0")))
+
+
+def active():
+    # type: () -> bool
+    return job()[1] > 1
+
+
+def rdzv_timeout_s():
+    # type: () -> int
+    return max(1, int(round(float(os.environ.get("DLPERF_RDZV_TIMEOUT_S", "300")))))
+
+
+def initialize(requested):
+    # type: (str) -> None
+    """Join the job, before JAX creates its backends (the first ``jax.devices()``)."""
+    if _state["joined"] or not active():
+        return
+    rank, world, local_rank = job()
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address="%s:%s" % (os.environ["DLPERF_MASTER_ADDR"],
+                                       os.environ["DLPERF_MASTER_PORT"]),
+        num_processes=world, process_id=rank,
+        local_device_ids=None if requested == "cpu" else [local_rank],
+        cluster_detection_method="deactivate",
+        initialization_timeout=rdzv_timeout_s(),
+        shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S)
+    _state["joined"] = True
+    atexit.register(_leave_if_not_gathered)
+
+
+def _leave_if_not_gathered():
+    # type: () -> None
+    """A rank that never reached the final gather failed (its result file says why): skip JAX's
+    shutdown barrier, which would wait for peers that are stuck in a collective."""
+    if _state["joined"] and not _state["gathered"]:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def mesh():
+    # type: () -> Any
+    """One axis, ``data``, over every device of the job (process order)."""
+    return jax.sharding.Mesh(np.array(jax.devices()), (AXIS,))
+
+
+def replicated(tree, the_mesh):
+    # type: (Any, Any) -> Any
+    """The same value on every device (each process holds the same host value)."""
+    sharding = jax.sharding.NamedSharding(the_mesh, jax.sharding.PartitionSpec())
+    return jax.tree_util.tree_map(lambda x: _global(np.asarray(x), sharding), tree)
+
+
+def _global(value, sharding):
+    # type: (np.ndarray, Any) -> Any
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def sharded(tree, the_mesh):
+    # type: (Any, Any) -> Any
+    """This process's arrays as its shard of global arrays split along their first axis."""
+    sharding = jax.sharding.NamedSharding(the_mesh, jax.sharding.PartitionSpec(AXIS))
+    return jax.tree_util.tree_map(
+        lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)
+
+
+def data_parallel(fn, the_mesh, donate):
+    # type: (Any, Any, bool) -> Any
+    """``fn(state, batch) -> (state, loss)`` (or ``-> value`` for inference) run on every
+    device's shard, jitted: state replicated, batch split along ``data``, the per-device loss
+    returned as a ``(devices,)`` array."""
+    spec = jax.sharding.PartitionSpec
+    if donate:
+        def body(state, batch):
+            new_state, loss = fn(state, batch)
+            return new_state, loss[None]
+        out_specs = (spec(), spec(AXIS))  # type: Any
+    else:
+        def body(state, batch):
+            return fn(state, batch)[None]
+        out_specs = spec(AXIS)
+    mapped = jax.shard_map(body, mesh=the_mesh, in_specs=(spec(), spec(AXIS)),
+                           out_specs=out_specs)
+    return jax.jit(mapped, donate_argnums=(0,) if donate else ())
+
+
+def local_value(array):
+    # type: (Any) -> Any
+    """This process's first shard of a global array (a loss: this rank's own)."""
+    return np.asarray(array.addressable_shards[0].data).reshape(-1)[0]
+
+
+def barrier():
+    # type: () -> None
+    from jax.experimental import multihost_utils
+    multihost_utils.sync_global_devices("dlperf")
+
+
+def allreduce_seconds(elements, median_seconds):
+    # type: (int, Any) -> float
+    """One all-reduce (``psum`` over the mesh) of ``elements`` float32 per device, timed."""
+    the_mesh = mesh()
+    spec = jax.sharding.PartitionSpec(AXIS)
+    buffer = sharded(np.zeros((1, elements), np.float32), the_mesh)
+    reduce = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, AXIS), mesh=the_mesh,
+                                   in_specs=spec, out_specs=spec))
+    out = []  # type: List[Any]
+
+    def operation():
+        # type: () -> None
+        out[:] = [reduce(buffer)]
+
+    return median_seconds(operation, lambda: jax.block_until_ready(out))
+
+
+def gather_results(payload):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    """Every rank's result at rank 0 (None elsewhere), as JSON bytes through JAX's own
+    collective (``process_allgather``: lengths first, then the padded bytes); never pickles."""
+    if not _state["joined"]:
+        return [payload]
+    from jax.experimental import multihost_utils
+    data = np.frombuffer(json.dumps(payload).encode("utf-8"), dtype=np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32)))
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[:data.size] = data
+    blobs = np.asarray(multihost_utils.process_allgather(padded))
+    _state["gathered"] = True
+    if jax.process_index() != 0:
+        return None
+    return [json.loads(blob[:int(size)].tobytes().decode("utf-8"))
+            for blob, size in zip(blobs.reshape(len(sizes.reshape(-1)), -1), sizes.reshape(-1))]

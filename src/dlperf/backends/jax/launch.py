@@ -1,0 +1,51 @@
+"""Multi-process and multi-node JAX cases (harness side): JAX documents per-process
+configuration (``jax.distributed.initialize``), not a launcher, so :mod:`dlperf.spawn` starts
+each node's ranks (one per device) and the backend (:mod:`.distributed`) turns their
+``DLPERF_*`` variables into the call: process 0 hosts JAX's coordination service at
+``--master-addr:--master-port`` (one node: 127.0.0.1 on a free port), the others connect within
+``--rdzv-timeout``. JAX aborts a process whose peers never join; :func:`explain` reads its fatal
+line from the log.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dlperf import spawn
+from dlperf.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf.spec import Case
+
+# JAX's own fatal line when the coordination service never saw every process register
+_NOT_JOINED = re.compile(r"DEADLINE_EXCEEDED.*?(?:RegisterTask|Barrier timed out)", re.S)
+_REACHED = re.compile(r"# of tasks that reached the barrier: (\d+)/(\d+)")
+
+
+class JaxDistributed(SpawnLauncher):
+    """The launcher for jax cases with devices x nnodes > 1."""
+
+    name = "dlperf.spawn (jax.distributed)"
+
+    def __call__(self, case: Case, case_file, out_dir) -> Launch:
+        spec = super().__call__(case, case_file, out_dir)
+        rdzv = self.rendezvous
+        spec.explain = lambda log: explain(log, case, rdzv, spec.facts["master"])
+        spec.facts["rendezvous"] = "jax.distributed coordination service"
+        return spec
+
+
+def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
+    """(status, message) for a job that never formed, else what dlperf.spawn saw, else None."""
+    if _NOT_JOINED.search(log):
+        head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
+        if case.nnodes > 1 and rdzv.node_rank > 0:
+            return "timeout", (head + f"node 0 never answered at {master}; start `dlperf run "
+                               f"... --node-rank 0` there, and check --master-addr/port")
+        reached = _REACHED.search(log)
+        counted = (f"{reached.group(1)} of {reached.group(2)} processes joined" if reached
+                   else f"the {case.nnodes} nodes never all joined")
+        return "timeout", (head + f"{counted} at {master} (JAX: DEADLINE_EXCEEDED); start the "
+                           f"same `dlperf run` on the other nodes with their --node-rank")
+    return spawn.explain(log)
+
+
+Launcher = JaxDistributed  # what dlperf.launch.launcher_for looks up
