@@ -127,7 +127,61 @@ def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def flops_block(per_sample: float, achieved: float | None, case: Case,
+def _passes(rank: dict[str, Any], per_epoch: int, global_batch: int) -> dict[str, Any]:
+    """Which passes over the dataset one rank's window covered, and the throughput of its steps
+    in the first pass and in later ones. Step k (0-based, the first step included) takes batch
+    k, so it belongs to epoch k // batches_per_epoch; the window starts at step
+    ``warmup_steps_done``. Per-step times are the loop's host marks: exact on a CPU and in
+    data-only runs, approximate on an asynchronous device."""
+    start, times = int(rank.get("warmup_steps_done") or 0), rank.get("step_times_s") or []
+    first = [t for i, t in enumerate(times) if (start + i) // per_epoch == 0]
+    later = [t for i, t in enumerate(times) if (start + i) // per_epoch >= 1]
+    return {"epochs": [start // per_epoch, (start + len(times) - 1) // per_epoch] if times else [],
+            "first_pass_steps": len(first), "later_pass_steps": len(later),
+            "first_pass_throughput": stats.throughput(len(first) * global_batch, sum(first))
+            if first and sum(first) > 0 else None,
+            "later_pass_throughput": stats.throughput(len(later) * global_batch, sum(later))
+            if later and sum(later) > 0 else None}
+
+
+def _cache(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The page cache each repeat met: what each node's local rank 0 did and saw."""
+    per_repeat = [[r["page_cache"] for r in record.get("ranks", []) if r.get("page_cache")]
+                  for record in repeats]
+    states = {c["state"] for nodes in per_repeat for c in nodes}
+    first = next((c for nodes in per_repeat for c in nodes), {})
+    return {"requested": first.get("requested"),
+            "state": states.pop() if len(states) == 1 else ("mixed" if states else None),
+            "method": first.get("method"), "note": first.get("note"),
+            "repeats": per_repeat}
+
+
+def data_block(case: Case, repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the samples came from: synthetic, or a dataset folder through the backend's input
+    pipeline (with a model, or alone), its settings, the page cache and the passes timed."""
+    if case.data == "synthetic":
+        return {"mode": "synthetic"}
+    ok = [record for record in repeats if record["status"] == "ok"]
+    info = next((r["info"]["data"] for record in ok for r in record.get("ranks", [])
+                 if isinstance((r.get("info") or {}).get("data"), dict)), {})
+    block: dict[str, Any] = {"mode": "data-only" if case.data_only else "data+compute",
+                             "path": case.data, "dataset": info.get("manifest"),
+                             "cache": _cache(repeats)}
+    block["loader"] = {k: v for k, v in info.items()
+                       if k not in ("path", "manifest", "batches_fetched", "epochs_started")}
+    per_epoch = info.get("batches_per_epoch")
+    if per_epoch:
+        passes = [_passes(record["ranks"][0], per_epoch, case.global_batch) for record in ok
+                  if record.get("ranks")]
+        block["passes"] = {
+            "first_pass_in_window": [p["first_pass_steps"] > 0 for p in passes],
+            "spans_epochs": [len(set(p["epochs"])) > 1 for p in passes],
+            "repeats": passes,
+        }
+    return block
+
+
+def flops_block(per_sample: float | None, achieved: float | None, case: Case,
                 env: dict[str, Any]) -> dict[str, Any]:
     """Achieved FLOP/s against this machine's measured matmul peak (`dlperf sysinfo --probe`).
 
@@ -151,9 +205,10 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     throughput = stats.summarize(_values(ok, "throughput"), seed=case.seed)
     spec = models.get(case.model)
     train = case.task == "train"
-    per_sample = spec.flops_per_sample(dict(case.knobs), train=train)
-    achieved = per_sample * throughput["median"] if throughput["median"] else None
-    built_params = ok[0]["params"] if ok else None
+    # --data-only runs no model: no FLOPs, no parameters, nothing to compare with the catalogue
+    per_sample = None if case.data_only else spec.flops_per_sample(dict(case.knobs), train=train)
+    achieved = per_sample * throughput["median"] if throughput["median"] and per_sample else None
+    built_params = ok[0]["params"] if ok and not case.data_only else None
     warnings = stats.spread_warnings(throughput, _values(ok, "drift"))
     warnings += stats.warmup_warnings(_values(ok, "warmup"))
     for record in ok:
@@ -193,6 +248,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "flops": flops_block(per_sample, achieved, case, env),
         "monitor": _monitor(repeats),
         "server": _server(ok) if case.scenario == "server" else None,
+        "data": data_block(case, repeats),
         "warnings": warnings,
         "repeats_done": len(repeats),
         "interrupted": interrupted,

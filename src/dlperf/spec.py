@@ -13,10 +13,12 @@ import hashlib
 import importlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
 from dlperf import models
+from dlperf.backends import imagefolder
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker.support import Support
 
@@ -25,12 +27,14 @@ BACKENDS_DIR = Path(__file__).parent / "backends"
 TASKS = ("train", "infer")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
-DATA_SOURCES = ("synthetic",)
+DATA_SOURCES = ("synthetic",)  # or a dataset directory (dlperf data make-images)
+DATA_FRAMEWORKS = ("torch",)  # backends with a real input pipeline
 SCENARIOS = ("offline", "single-stream", "server")
 SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Fields added after results were first stored: left out of the identity while at their default,
 # so the keys of earlier cases (and `sweep --resume`) stay what they were.
-LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {}}
+LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
+                "loader_workers": None, "data_only": False, "cold_cache": False}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 
@@ -83,8 +87,16 @@ class Case:
     scenario: str = "offline"
     min_duration_s: float = 0.0
     server: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # real input pipelines (``data`` a dataset directory): loader processes (None: min(4, the
+    # worker's CPUs)), the pipeline alone with no model, the page cache dropped before each repeat
+    loader_workers: int | None = None
+    data_only: bool = False
+    cold_cache: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
+            # one dataset, one identity, wherever the command was run from
+            object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
         if self.compile is None:
             _choice("framework", self.framework, frameworks())
             object.__setattr__(self, "compile", default_compile(self.framework))
@@ -137,6 +149,12 @@ class Case:
             parts.append(self.scenario)
         if self.server:
             parts.append(f"{self.server['rate_qps']:g}qps")
+        if self.data not in DATA_SOURCES:
+            parts.append("data-only" if self.data_only else "data")
+            if self.loader_workers is not None:
+                parts.append(f"{self.loader_workers}lw")
+            if self.cold_cache:
+                parts.append("cold")
         return " ".join(parts)
 
     @classmethod
@@ -171,7 +189,6 @@ def validate(case: Case) -> None:
     _choice("task", case.task, TASKS)
     _choice("precision", case.precision, PRECISIONS)
     _choice("device", case.device, DEVICES)
-    _choice("data", case.data, DATA_SOURCES)
     if not isinstance(case.compile, bool):
         raise SpecError(f"compile: {case.compile!r} must be true or false")
     _at_least("batch_size", case.batch_size, 1)
@@ -196,6 +213,60 @@ def validate(case: Case) -> None:
             raise SpecError(f"{name}: not a knob of model {case.model}; "
                             f"allowed: {', '.join(allowed_knobs)}")
         _at_least(name, value, models.get(case.model).minimums.get(name, 1))
+    _validate_data(case)
+
+
+def _validate_data(case: Case) -> None:
+    """``synthetic``, or a dataset directory with its manifest feeding an image classifier in a
+    backend that has a real input pipeline; the pipeline's own fields only with a directory."""
+    for field in ("data_only", "cold_cache"):
+        if not isinstance(getattr(case, field), bool):
+            raise SpecError(f"{field}: {getattr(case, field)!r} must be true or false")
+    if case.loader_workers is not None:
+        _at_least("loader_workers", case.loader_workers, 0)
+    if case.data in DATA_SOURCES:
+        for field, flag in (("loader_workers", "--loader-workers"), ("data_only", "--data-only"),
+                            ("cold_cache", "--cold-cache")):
+            if getattr(case, field) != LATER_FIELDS[field]:
+                raise SpecError(f"{field}: {flag} needs data to be a dataset directory "
+                                f"(--data DIR), not {case.data}")
+        return
+    if not isinstance(case.data, str) or not case.data or not os.path.isdir(case.data):
+        raise SpecError(f"data: {case.data!r} is neither {', '.join(DATA_SOURCES)} nor a "
+                        "directory (make one with `dlperf data make-images DIR`)")
+    try:
+        manifest = imagefolder.read_manifest(case.data)
+    except imagefolder.DatasetError as error:
+        raise SpecError(f"data: {error}") from None
+    if case.framework not in DATA_FRAMEWORKS:
+        raise SpecError(f"data: a dataset directory is read by the {', '.join(DATA_FRAMEWORKS)} "
+                        f"backend only; {case.framework} measures synthetic data")
+    spec = models.get(case.model)
+    if spec.kind != "vision":
+        vision = ", ".join(name for name in models.CATALOGUE
+                           if models.get(name).kind == "vision")
+        raise SpecError(f"data: {case.model} is a {spec.kind} model; a dataset directory feeds "
+                        f"the image classifiers only ({vision})")
+    if case.task != "train":
+        raise SpecError(f"data: a dataset directory feeds training (task train), not "
+                        f"{case.task}")
+    classes = models.resolve_knobs(case.model, dict(case.knobs))["num_classes"]
+    if manifest["classes"] > classes:
+        raise SpecError(f"data: the dataset has {manifest['classes']} classes but num_classes "
+                        f"is {classes}; use --num-classes {manifest['classes']} or more")
+    processes = case.devices * case.nnodes
+    if manifest["count"] // processes < case.batch_size:
+        raise SpecError(f"batch_size: {case.batch_size} per process is more than the dataset's "
+                        f"{manifest['count']} images give each of {processes} processes")
+    if case.data_only:
+        if case.compile:
+            raise SpecError("compile: --data-only runs no model, so there is nothing to compile")
+        if case.precision != "fp32":
+            raise SpecError(f"precision: --data-only runs no model; leave precision at fp32, "
+                            f"not {case.precision}")
+        if case.devices * case.nnodes > 1:
+            raise SpecError("devices: --data-only measures one process's input pipeline; use "
+                            "--devices 1 --nnodes 1")
 
 
 def _validate_scenario(case: Case) -> None:

@@ -14,6 +14,7 @@ from dlperf.errors import UsageError
 from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
+from dlperf import inputbound
 from dlperf.store import DEFAULT_DB, Store
 
 
@@ -95,7 +96,8 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 threads=getattr(args, "threads", None), knobs=knobs,
                 warmup_steps=args.warmup_steps, steps=args.steps, repeats=args.repeats,
                 seed=args.seed, timeout_s=args.timeout_s,
-                min_duration_s=getattr(args, "min_duration_s", None) or 0.0)
+                min_duration_s=getattr(args, "min_duration_s", None) or 0.0,
+                **inputbound.case_fields(args))
 
 
 def nnodes_from_args(args: argparse.Namespace) -> int:
@@ -169,6 +171,7 @@ def node_addrs_from_args(args: argparse.Namespace, place: slurm.Placement | None
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("run", help="measure one case (fresh worker per repeat)")
     add_case_arguments(parser)
+    inputbound.add_arguments(parser)
     add_rendezvous_arguments(parser)
     parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
@@ -196,6 +199,8 @@ def write_json(path: Path, payload: Any, flag: str = "--json") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if inputbound.wants_both(args):
+        return inputbound.main(args)
     case = case_from_args(args)
     outputs.check_writable("--json", args.json)
     quiet_wait = check_quiet_wait(args.require_quiet_s)

@@ -96,6 +96,22 @@ def place(backend):
             int(os.environ.get("LOCAL_RANK", "0")))
 
 
+def page_cache(case):
+    # type: (Dict[str, Any]) -> Any
+    """With a dataset directory: drop the page cache (``cold_cache``) or look at how much of the
+    dataset it holds. Local rank 0 acts for its node; the others return None. Before any rank
+    reads a file: the others only start once the job's first collective (DDP's broadcast of the
+    weights, in build) has seen local rank 0 arrive."""
+    from dlperf.backends import imagefolder
+    from dlperf.worker import pagecache
+
+    if (placement.local_rank() or 0) != 0:
+        return None
+    _, samples = imagefolder.list_samples(case["data"])
+    paths = [path for path, _ in samples]
+    return pagecache.make_cold(paths) if case.get("cold_cache") else pagecache.observe(paths)
+
+
 def run(case):
     # type: (Dict[str, Any]) -> Dict[str, Any]
     result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
@@ -107,6 +123,9 @@ def run(case):
         result["rank"], result["world_size"], result["local_rank"] = place(backend)
         # The backend's own declaration decides, before anything is built (see worker.support).
         backend.SUPPORT.check(case, backend.resolve_device(case.get("device", "auto")))
+        if case.get("data", "synthetic") != "synthetic":
+            # after the framework's libraries are loaded, before anything reads the dataset
+            result["page_cache"] = page_cache(case)
         result.update(measure(backend.build, case))
     except NonFiniteLoss as error:
         result.update(status="crash", error=str(error))

@@ -19,7 +19,7 @@ from dlperf.backends.torch.gpt import GPT, next_token_loss
 from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
-from dlperf.backends.torch import vision
+from dlperf.backends.torch import input_pipeline, vision
 from dlperf.backends.torch.workload import (
     COMPILE_MODE,
     Precision,
@@ -301,7 +301,14 @@ def build(case):
     torch.manual_seed(seed)  # weights: identical on every rank (DDP broadcasts rank 0's anyway)
     gen = torch.Generator(device=device)
     gen.manual_seed(seed + rank())  # data: a different batch per rank, like a sharded loader
+    if case.get("data_only"):  # the input pipeline alone: no model
+        return input_pipeline.data_only(case, knobs, batch, device, seed)
     parts = BUILDERS[name](knobs, batch, device, gen, train)
+    feed = None  # type: Optional[input_pipeline.Feed]
+    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
+        feed = input_pipeline.Feed(case, knobs["image_size"], batch, device, seed,
+                                   parts.memory_format)
+        parts = parts._replace(forward_loss=input_pipeline.classifier_loss(feed))
 
     model = parts.model
     params = count_params(model)
@@ -328,7 +335,7 @@ def build(case):
             "compile": compiled,
             "compile_mode": COMPILE_MODE if compiled else None,
             "ddp": world_size() > 1,
-            "data": "synthetic, generated once on the device",
+            "data": feed.info if feed is not None else "synthetic, generated once on the device",
         }
     )
     info.update(inference_info)

@@ -1,0 +1,213 @@
+"""PyTorch's real input pipeline: a dataset folder decoded, augmented and batched by a DataLoader.
+
+``data`` a dataset directory (``dlperf data make-images``) replaces the synthetic batch made once
+on the device: every step takes the next batch from a ``torch.utils.data.DataLoader`` (Pillow
+decode and the ImageNet training augmentation of :mod:`dlperf.backends.imagefolder` in
+``loader_workers`` processes, pinned memory on CUDA, persistent workers, ``prefetch_factor``
+batches in flight per worker, the last partial batch dropped) and copies it to the device
+(``non_blocking`` from pinned memory on CUDA). The stream never ends: a finished epoch starts the
+next with a new shuffle, and the epoch count is recorded so the harness can tell the first pass
+over the files from later ones. ``data_only`` times that stream alone, through the same loop.
+
+torchvision is not importable beside every torch build, so nothing here uses it.
+"""
+
+import os
+import random
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data.distributed import DistributedSampler
+
+from dlperf.backends import imagefolder
+from dlperf.backends.torch.workload import rank, runtime_info, world_size
+from dlperf.worker.workload import UnsupportedError, Workload
+
+PREFETCH_FACTOR = 2  # DataLoader's default: batches each worker keeps ready
+DEFAULT_MAX_WORKERS = 4
+
+
+class FolderDataset(Dataset):
+    """(image, label) pairs of the folder: a float32 (3, size, size) tensor, augmented afresh
+    on every read, and the class index."""
+
+    def __init__(self, samples, size, seed):
+        # type: (Any, int, int) -> None
+        self.samples = samples
+        self.size = size
+        self.rng = random.Random(seed)
+
+    def __len__(self):
+        # type: () -> int
+        return len(self.samples)
+
+    def __getitem__(self, index):
+        # type: (int) -> Tuple[torch.Tensor, int]
+        path, label = self.samples[index]
+        return torch.from_numpy(imagefolder.train_sample(path, self.size, self.rng)), label
+
+
+def _seed_worker(worker_id):
+    # type: (int) -> None
+    """Each loader process augments with its own stream, derived from the loader's seeded
+    generator (``info.seed`` = base seed + worker id), so a run is repeatable."""
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = random.Random(info.seed)
+
+
+def default_workers():
+    # type: () -> int
+    """min(4, the CPUs this worker may run on): enough to feed a small model, never more
+    processes than cores."""
+    if hasattr(os, "sched_getaffinity"):
+        cpus = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count() or 1
+    return max(1, min(DEFAULT_MAX_WORKERS, cpus))
+
+
+class Feed(object):
+    """An endless stream of (images, labels) batches on the device.
+
+    ``next()`` is what a step calls: the DataLoader's next batch (a new epoch, reshuffled, when
+    the last one is used up), copied to the device. ``info`` holds the pipeline's settings and
+    counters; it is the dict the result's ``data`` block is built from.
+    """
+
+    def __init__(self, case, size, batch, device, seed, memory_format="contiguous"):
+        # type: (Dict[str, Any], int, int, torch.device, int, str) -> None
+        root = case["data"]
+        manifest = imagefolder.read_manifest(root)
+        classes, samples = imagefolder.check_against_manifest(root, manifest)
+        requested = case.get("loader_workers")
+        workers = default_workers() if requested is None else int(requested)
+        self.device = device
+        self.channels_last = memory_format == "channels_last"
+        self.non_blocking = device.type == "cuda"
+        self.dataset = FolderDataset(samples, size, seed + rank())
+        order = torch.Generator()
+        order.manual_seed(seed)
+        if world_size() > 1:  # each rank its own shard of every epoch
+            self.sampler = DistributedSampler(self.dataset, num_replicas=world_size(),
+                                              rank=rank(), shuffle=True, seed=seed,
+                                              drop_last=True)  # type: Any
+        else:
+            self.sampler = RandomSampler(self.dataset, generator=order)
+        if len(self.sampler) < batch:
+            raise UnsupportedError(
+                "data: %d images per process give no full batch of %d; make a larger dataset "
+                "or use a smaller batch" % (len(self.sampler), batch))
+        streams = torch.Generator()
+        streams.manual_seed(seed * 1000003 + rank() + 1)
+        options = {}  # type: Dict[str, Any]
+        if workers > 0:
+            options.update(persistent_workers=True, prefetch_factor=PREFETCH_FACTOR,
+                           worker_init_fn=_seed_worker)
+        self.loader = DataLoader(self.dataset, batch_size=batch, sampler=self.sampler,
+                                 num_workers=workers, pin_memory=device.type == "cuda",
+                                 drop_last=True, generator=streams, **options)
+        self.epoch = 0
+        self.fetched = 0
+        self._batches = None  # type: Any
+        self.info = {
+            "path": root,
+            "manifest": {k: manifest.get(k) for k in ("count", "classes", "width", "height",
+                                                      "seed", "quality", "total_bytes",
+                                                      "digest")},
+            "images": len(samples),
+            "images_per_process": len(self.sampler),
+            "batches_per_epoch": len(self.loader),
+            "loader_workers": workers,
+            "loader_workers_default": requested is None,
+            "pin_memory": device.type == "cuda",
+            "persistent_workers": workers > 0,
+            "prefetch_factor": PREFETCH_FACTOR if workers > 0 else None,
+            "drop_last": True,
+            "sampler": type(self.sampler).__name__,
+            "decoder": "Pillow " + imagefolder.pillow_version(),
+            "augmentation": imagefolder.describe(size),
+            "to_device": ("non_blocking copy from pinned memory" if self.non_blocking
+                          else "none (the model runs on the CPU)"),
+            "batches_fetched": 0,
+            "epochs_started": 0,
+        }  # type: Dict[str, Any]
+
+    def next(self):
+        # type: () -> Tuple[torch.Tensor, torch.Tensor]
+        try:
+            if self._batches is None:
+                raise StopIteration
+            images, labels = next(self._batches)
+        except StopIteration:
+            if self._batches is not None:
+                self.epoch += 1
+            if isinstance(self.sampler, DistributedSampler):
+                self.sampler.set_epoch(self.epoch)
+            self._batches = iter(self.loader)
+            images, labels = next(self._batches)
+            self.info["epochs_started"] = self.epoch + 1
+        self.fetched += 1
+        self.info["batches_fetched"] = self.fetched
+        images = images.to(self.device, non_blocking=self.non_blocking)
+        if self.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, labels.to(self.device, non_blocking=self.non_blocking)
+
+
+def classifier_loss(feed):
+    # type: (Feed) -> Callable[[nn.Module], torch.Tensor]
+    """An image classifier's training loss on the next batch of the feed (what the synthetic
+    builders compute on their stored batch)."""
+
+    def train_loss(model):
+        # type: (nn.Module) -> torch.Tensor
+        images, labels = feed.next()
+        return F.cross_entropy(model(images), labels)
+
+    return train_loss
+
+
+class DataOnlyWorkload(Workload):
+    """The input pipeline alone: a step takes the next batch (on the device), nothing more.
+
+    Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is broken.
+    """
+
+    def __init__(self, feed, batch, info):
+        # type: (Feed, int, Dict[str, Any]) -> None
+        self.feed = feed
+        self.device = feed.device
+        self.samples_per_step = batch
+        self.params = 0
+        self.info = info
+
+    def step(self):
+        # type: () -> Tuple[torch.Tensor, torch.Tensor]
+        return self.feed.next()
+
+    def sync(self):
+        # type: () -> None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        return float(handle[0].float().mean().item())
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return None
+
+
+def data_only(case, knobs, batch, device, seed):
+    # type: (Dict[str, Any], Dict[str, int], int, torch.device, int) -> DataOnlyWorkload
+    feed = Feed(case, knobs["image_size"], batch, device, seed, "channels_last")
+    info = runtime_info(device)
+    info.update({"model": None, "task": "data-only", "data": feed.info,
+                 "memory_format": "channels_last"})
+    return DataOnlyWorkload(feed, batch, info)
