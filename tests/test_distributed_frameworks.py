@@ -186,3 +186,36 @@ def test_paddle_explain_reads_its_launchers_lines():
     assert paddle_launch.explain(log, case, rdzv) == (
         "oom", "rank 6: killed by SIGKILL, most likely by the kernel's out-of-memory killer")
     assert paddle_launch.explain(log.replace("code -9", "code 1"), case, rdzv) is None
+
+
+# ------------------------------------------------------------------------------------------------
+# oneflow: oneflow.distributed.launch; DistributedDataParallel eager, global tensors in nn.Graph
+# ------------------------------------------------------------------------------------------------
+
+
+def test_oneflow_two_processes_and_speedup_over_one_eager_and_graph(tmp_path, tagged):
+    two = two_processes_with_speedup("oneflow", tmp_path)
+    assert two["launch"]["launcher"] == "oneflow.distributed.launch"
+    assert two["env"]["worker"]["framework"]["data_parallel"] == \
+        "flow.nn.parallel.DistributedDataParallel"
+    dlperf("run", "--framework", "oneflow", *TINY, "--compile", "--devices", "2", "--repeats",
+           "1", "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "graph.json"),
+           check=True)
+    graph = load(tmp_path / "graph.json")
+    check_two_ranks(graph)
+    assert graph["env"]["worker"]["framework"]["data_parallel"].startswith(
+        "nn.Graph over global tensors")
+
+
+def test_oneflow_lonely_node_times_out(tmp_path, tagged):
+    # OneFlow's import is its rendezvous and has no deadline: the backend's alarm is it
+    start = time.monotonic()
+    proc = dlperf("run", "--framework", "oneflow", *TINY, "--nnodes", "2", "--node-rank", "0",
+                  "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
+                  "--rdzv-timeout", "8", "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                  "--json", str(tmp_path / "m.json"))
+    assert proc.returncode == 1 and time.monotonic() - start < 90, proc.stderr
+    master = load(tmp_path / "m.json")
+    assert master["status"] == "timeout" and master["repeats_done"] == 1
+    assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
+                                      "nodes never all joined at 127.0.0.1:")

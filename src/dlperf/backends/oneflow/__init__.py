@@ -11,7 +11,7 @@ cast op on a CPU (every op float32); a bfloat16 or float16 Conv2d or Linear has 
 So on a CPU only fp32 runs, in eager and in ``nn.Graph``.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
@@ -41,6 +41,9 @@ SUPPORT = Support(
     },
     modes={False: "eager",
            True: "nn.Graph (forward, backward and optimizer in one graph)"},
+    # oneflow.distributed.launch; eager: flow.nn.parallel.DistributedDataParallel, nn.Graph:
+    # global tensors (parameters broadcast, batch split); OneFlow's own CPU collectives
+    distributed=("cpu",),
     reasons={
         "cuda": NO_GPU,
         "cpu/tf32": "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run "
@@ -69,3 +72,9 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.oneflow.backend import build as build_workload
     return build_workload(case)
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.oneflow.workload import gather_results as gather
+    return gather(result)

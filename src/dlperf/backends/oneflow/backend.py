@@ -13,10 +13,14 @@ from dlperf.backends.oneflow.workload import (  # noqa: I001  (imports oneflow a
     OneFlowWorkload,
     TrainGraph,
     count_params,
+    distributed,
     eager_infer_step,
     eager_train_step,
+    placement,
+    rank,
     runtime_info,
     select_device,
+    to_global_batch,
 )
 
 import oneflow as flow  # noqa: E402
@@ -149,20 +153,33 @@ def build(case):
 
     device = select_device(case.get("device", "auto"))
     seed = int(case.get("seed", 0))
-    flow.manual_seed(seed)
-    parts = BUILDERS[name](knobs, batch, train, device, seed)
+    flow.manual_seed(seed)  # the same weights on every rank; each rank its own batch
+    parts = BUILDERS[name](knobs, batch, train, device, seed + rank())
     model = parts.model
     params = count_params(model)
+    objective, inputs = parts.objective, parts.inputs
+    parallel = None  # type: Any
+    if distributed() and compiled:
+        # nn.Graph's data parallelism: global tensors, the parameters broadcast (one copy per
+        # rank) and the batch split along dim 0; OneFlow inserts the gradients' all-reduce
+        model.to_global(placement=placement(), sbp=flow.sbp.broadcast)
+        inputs = tuple(to_global_batch(inputs))
+        parallel = "nn.Graph over global tensors (parameters broadcast, batch split(0))"
+    elif distributed() and train:
+        # eager: OneFlow's DDP broadcasts rank 0's parameters and all-reduces the gradients
+        # in buckets during backward
+        objective = nn.parallel.DistributedDataParallel(objective)
+        parallel = "flow.nn.parallel.DistributedDataParallel"
     if train:
         model.train()
         optimizer = parts.make_optimizer(list(model.parameters()))
         if compiled:
-            run = TrainGraph(parts.objective, optimizer)  # type: Callable[..., flow.Tensor]
+            run = TrainGraph(objective, optimizer)  # type: Callable[..., flow.Tensor]
         else:
-            run = eager_train_step(parts.objective, optimizer, parts.clip)
+            run = eager_train_step(objective, optimizer, parts.clip)
     else:
         model.eval()
-        run = InferGraph(parts.objective) if compiled else eager_infer_step(parts.objective)
+        run = InferGraph(objective) if compiled else eager_infer_step(objective)
 
     info = runtime_info(device)
     info.update({
@@ -176,5 +193,6 @@ def build(case):
         "compile_mode": ("nn.Graph (forward, backward and optimizer in one graph)" if train
                          else "nn.Graph (forward)") if compiled else "eager",
         "data": "synthetic (dlperf.backends.synthetic, seeded), copied to the device once",
+        "data_parallel": parallel,
     })
-    return OneFlowWorkload(run, parts.inputs, device, batch, params, info)
+    return OneFlowWorkload(run, inputs, device, batch, params, info)

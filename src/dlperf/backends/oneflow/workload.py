@@ -9,8 +9,11 @@ OneFlow sizes its CPU device's thread pool (and its bundled OpenBLAS) from ``OMP
 once, when the runtime starts at import.
 """
 
+import json
+import math
 import os
-from typing import Any, Callable, Dict, Optional, Sequence
+import signal
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 THREADS_SET_BY_DLPERF = "DLPERF_ONEFLOW_THREADS_SET"
 
@@ -37,12 +40,91 @@ def prepare_process():
         os.environ[THREADS_SET_BY_DLPERF] = "1"
 
 
-prepare_process()
+def rendezvous_deadline():
+    # type: () -> bool
+    """Under oneflow.distributed.launch with several ranks, ``import oneflow`` is the
+    rendezvous: it blocks in C++ (holding the GIL, so no Python thread can watch it) until every
+    rank has reached rank 0's control server at MASTER_ADDR:MASTER_PORT, with no deadline of its
+    own (rank 0 waits silently forever, the others retry every 10 s). So the kernel keeps the
+    deadline: ``alarm(DLPERF_RDZV_TIMEOUT_S)`` (--rdzv-timeout, from dlperf's launcher) with
+    SIGALRM's default action, which ends the process unless the import returned first; the
+    launcher reports the rank "died with SIGALRM", which dlperf's explain reads as a timeout."""
+    seconds = os.environ.get("DLPERF_RDZV_TIMEOUT_S")
+    if int(os.environ.get("WORLD_SIZE", "1")) < 2 or not seconds:
+        return False
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, int(math.ceil(float(seconds)))))
+    return True
 
+
+prepare_process()
+_deadline = rendezvous_deadline()
+
+import numpy  # noqa: E402
 import oneflow as flow  # noqa: E402  (after prepare_process, on purpose)
 import oneflow.sysconfig  # noqa: E402  (not imported by the package itself)
 
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name  # noqa: E402
+if _deadline:
+    signal.alarm(0)  # every rank joined
+
+from dlperf.worker.workload import (  # noqa: E402
+    UnsupportedError, Workload, cpu_name, median_seconds)
+
+
+# ------------------------------------------------------------------------------------------------
+# data parallelism: oneflow.distributed.launch starts the ranks (RANK, WORLD_SIZE, MASTER_*),
+# OneFlow joins them at import; eager steps go through flow.nn.parallel.DistributedDataParallel,
+# nn.Graph steps through global tensors (parameters broadcast, the batch split along dim 0)
+# ------------------------------------------------------------------------------------------------
+
+
+def world_size():
+    # type: () -> int
+    return int(flow.env.get_world_size())
+
+
+def rank():
+    # type: () -> int
+    return int(flow.env.get_rank())
+
+
+def distributed():
+    # type: () -> bool
+    return world_size() > 1
+
+
+def placement():
+    # type: () -> Any
+    """Every rank's CPU: where a data-parallel nn.Graph's global tensors live."""
+    return flow.placement("cpu", ranks=list(range(world_size())))
+
+
+def to_global_batch(inputs):
+    # type: (Sequence[flow.Tensor]) -> List[flow.Tensor]
+    """Each rank's local batch as its shard of one global batch split along dim 0."""
+    return [x.to_global(placement=placement(), sbp=flow.sbp.split(0)) for x in inputs]
+
+
+def gather_results(payload):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    """Every rank's result at global rank 0, None on the others; one process gets its own back.
+
+    JSON bytes in uint8 tensors through flow.comm.all_gather, never pickles."""
+    if not distributed():
+        return [payload]
+    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
+    world = world_size()
+    sizes = [flow.zeros(1, dtype=flow.int64) for _ in range(world)]
+    flow.comm.all_gather(sizes, flow.tensor([data.size], dtype=flow.int64))
+    lengths = [int(size.numpy()[0]) for size in sizes]
+    padded = numpy.zeros(max(lengths), dtype=numpy.uint8)
+    padded[:data.size] = data
+    blobs = [flow.zeros(max(lengths), dtype=flow.uint8) for _ in range(world)]
+    flow.comm.all_gather(blobs, flow.tensor(padded, dtype=flow.uint8))
+    if rank() != 0:
+        return None
+    return [json.loads(blob.numpy()[:n].tobytes().decode("utf-8"))
+            for blob, n in zip(blobs, lengths)]
 
 
 def select_device(requested):
@@ -152,8 +234,24 @@ class OneFlowWorkload(Workload):
         ``nn.Graph`` itself call to wait for all of it."""
         flow._oneflow_internal.eager.Sync()
 
+    def barrier(self):
+        # type: () -> None
+        """Every rank waits for the others (the timing loop brackets the window with this)."""
+        if distributed():
+            flow.comm.barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        """One flow.comm.all_reduce of a float32 buffer as large as the gradients."""
+        if not distributed():
+            return None
+        buffer = flow.zeros(self.params, dtype=flow.float32, device=self.device)
+        return median_seconds(lambda: flow.comm.all_reduce(buffer), self.sync)
+
     def loss_value(self, handle):
         # type: (Any) -> float
+        if handle.is_global:  # a data-parallel nn.Graph's loss: the same on every rank
+            handle = handle.to_global(sbp=flow.sbp.broadcast).to_local()
         return float(handle.float().numpy())
 
     def peak_device_bytes(self):
@@ -175,4 +273,6 @@ def runtime_info(device):
         if os.environ.get(THREADS_SET_BY_DLPERF) else "the user (OMP_NUM_THREADS)",
         "built_with_cuda": int(oneflow.sysconfig.get_cuda_version())
         if oneflow.sysconfig.with_cuda() else None,
+        "world_size": world_size(),
+        "rank": rank(),
     }
