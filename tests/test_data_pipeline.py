@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -134,6 +135,20 @@ def test_data_only_measures_the_pipeline_over_epochs(dataset, tmp_path):
     assert framework["data"]["epochs_started"] == 2 and framework["data"]["batches_fetched"] == 22
     # the "loss" of a data-only step is the batch's mean normalised pixel: finite
     assert all(math.isfinite(v) and abs(v) < 3 for v in result["loss"]["last"])
+
+
+def test_a_broken_image_fails_the_case_naming_the_file(dataset, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(dataset, broken)
+    victim = files_of(broken)[5]
+    victim.write_bytes(b"not a JPEG")
+    # 22 batches of 4 read all 64 files of the first epoch, the broken one included
+    proc = dlperf("run", *TINY[:-4], "--steps", "20", "--repeats", "1", "--data", str(broken),
+                  "--loader-workers", "2", "--data-only", "--db", str(tmp_path / "r.db"),
+                  "--json", str(tmp_path / "r.json"))
+    result = load(tmp_path / "r.json")
+    assert proc.returncode == 1 and result["status"] == "crash"
+    assert str(victim.resolve()) in result["error"] and "DataLoader worker" in result["error"]
 
 
 def filesystem(path: Path) -> str:

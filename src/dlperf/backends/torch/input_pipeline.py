@@ -47,7 +47,12 @@ class FolderDataset(Dataset):
     def __getitem__(self, index):
         # type: (int) -> Tuple[torch.Tensor, int]
         path, label = self.samples[index]
-        return torch.from_numpy(imagefolder.train_sample(path, self.size, self.rng)), label
+        try:
+            pixels = imagefolder.train_sample(path, self.size, self.rng)
+        except (OSError, ValueError) as error:  # a truncated or foreign file: name it
+            text = str(error)
+            raise imagefolder.DatasetError(text if path in text else "{}: {}".format(path, text))
+        return torch.from_numpy(pixels), label
 
 
 def _seed_worker(worker_id):
@@ -140,14 +145,14 @@ class Feed(object):
         try:
             if self._batches is None:
                 raise StopIteration
-            images, labels = next(self._batches)
+            images, labels = _take(self._batches)
         except StopIteration:
             if self._batches is not None:
                 self.epoch += 1
             if isinstance(self.sampler, DistributedSampler):
                 self.sampler.set_epoch(self.epoch)
             self._batches = iter(self.loader)
-            images, labels = next(self._batches)
+            images, labels = _take(self._batches)
             self.info["epochs_started"] = self.epoch + 1
         self.fetched += 1
         self.info["batches_fetched"] = self.fetched
@@ -155,6 +160,22 @@ class Feed(object):
         if self.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, labels.to(self.device, non_blocking=self.non_blocking)
+
+
+def _take(batches):
+    # type: (Any) -> Any
+    """The next batch. A loader process's failure arrives as "Caught X in DataLoader worker
+    process N." with the cause on the traceback's last line: bring that line to the front, where
+    the result's one-line error shows it."""
+    try:
+        return next(batches)
+    except StopIteration:
+        raise
+    except Exception as error:
+        lines = str(error).strip().splitlines()
+        if len(lines) > 1 and lines[0].startswith("Caught "):
+            raise RuntimeError("{} {}".format(lines[-1], lines[0]))
+        raise
 
 
 def classifier_loss(feed):
