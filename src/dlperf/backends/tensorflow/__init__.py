@@ -3,13 +3,19 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without TensorFlow.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
 KERAS_PRECISIONS = ("fp32", "amp-bf16", "amp-fp16")  # Keras mixed-precision policies
 NOT_KERAS = ("bf16/fp16 without float32 master weights and int8 are not Keras mixed-precision "
              "policies; the tensorflow backend offers fp32, tf32 (GPU), amp-bf16, amp-fp16")
+
+XLA_CPU_COLLECTIVES = (
+    "--compile (XLA) with several CPU processes: TensorFlow cannot compile the gradient "
+    "all-reduce for CPU devices (\"Collectives are not yet implemented for CPU devices when "
+    "compiling with XLA\"; the RING collective is not compilable at all), so data-parallel "
+    "XLA runs on GPUs (NCCL) only; run the CPU processes without --compile")
 
 SUPPORT = Support(
     framework="tensorflow",
@@ -20,7 +26,13 @@ SUPPORT = Support(
     },
     # compile off is still a graph: the step is a tf.function, never op-by-op eager
     modes={False: "tf.function graph", True: "XLA (tf.function jit_compile=True)"},
+    # tf.distribute: MultiWorkerMirroredStrategy from TF_CONFIG over the processes dlperf.spawn
+    # starts (collective ops, RING on CPUs); GPUs: MirroredStrategy over a node's GPUs, and
+    # MultiWorkerMirroredStrategy with NCCL across nodes
+    distributed=("cpu", "cuda"),
     reasons={
+        # not a key SUPPORT.check reads: the backend raises it when the combination arrives
+        "distributed/cpu/compile=on": XLA_CPU_COLLECTIVES,
         "cpu/tf32": "precision tf32 needs a GPU (TensorFloat-32 is an Ampere+ tensor core "
                     "mode); this run is on the CPU",
         "bf16": NOT_KERAS, "fp16": NOT_KERAS, "int8": NOT_KERAS,
@@ -38,3 +50,9 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.tensorflow.backend import build as build_workload
     return build_workload(case)
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.tensorflow.distribute import gather_results as gather
+    return gather(result)

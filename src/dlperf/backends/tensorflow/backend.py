@@ -25,6 +25,8 @@ import tensorflow as tf  # noqa: E402
 
 from dlperf import models  # noqa: E402
 from dlperf.backends import synthetic  # noqa: E402
+from dlperf.backends.tensorflow import XLA_CPU_COLLECTIVES  # noqa: E402
+from dlperf.backends.tensorflow import cluster, distribute  # noqa: E402
 from dlperf.backends.tensorflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.tensorflow.resnet import resnet50  # noqa: E402
 from dlperf.backends.tensorflow.workload import (  # noqa: E402
@@ -41,20 +43,22 @@ __all__ = ["build"]
 
 RESNET_WEIGHT_DECAY = 1e-4
 
-# What a model builder hands back: the network, the loss / inference scalar as functions of
-# ``training``, the optimizer, and the L2 coefficient added to the loss (0 = none).
+# What a model builder hands back: the network, its synthetic batch as numpy arrays for a seed,
+# the loss / inference scalar as functions of a batch of tensors, the optimizer, and the L2
+# coefficient added to the loss (0 = none).
 Parts = NamedTuple("Parts", [
     ("model", Any),
-    ("loss", Callable[[], Any]),
-    ("infer", Callable[[], Any]),
+    ("data", Callable[[int], Dict[str, Any]]),
+    ("loss", Callable[[Dict[str, Any]], Any]),
+    ("infer", Callable[[Dict[str, Any]], Any]),
     ("optimizer", Callable[[], Any]),
     ("l2", float),
     ("optimizer_desc", str),
 ])
 
 
-def _resnet50(knobs, batch, seed):
-    # type: (Dict[str, int], int, int) -> Parts
+def _resnet50(knobs, batch):
+    # type: (Dict[str, int], int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     final = models.resnet50_convs(size)[-1].size_out
     if batch * final * final < 2:
@@ -62,41 +66,44 @@ def _resnet50(knobs, batch, seed):
             "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
             "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
     model = resnet50(size, classes)
-    data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=True)
-    images, labels = tf.constant(data["images"]), tf.constant(data["labels"])
 
-    def loss():
-        logits = model(images, training=True)
-        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
+    def data(seed):
+        return synthetic.resnet_batch(batch, size, classes, seed, channels_last=True)
+
+    def loss(b):
+        logits = model(b["images"], training=True)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=b["labels"],
                                                                              logits=logits))
 
-    def infer():
-        return tf.reduce_mean(tf.cast(model(images, training=False), tf.float32))
+    def infer(b):
+        return tf.reduce_mean(tf.cast(model(b["images"], training=False), tf.float32))
 
     def optimizer():
         return keras.optimizers.SGD(learning_rate=0.1, momentum=0.9)
 
-    return Parts(model, loss, infer, optimizer, RESNET_WEIGHT_DECAY,
+    return Parts(model, data, loss, infer, optimizer, RESNET_WEIGHT_DECAY,
                  "SGD(lr=0.1, momentum=0.9) + L2 1e-4 on all parameters")
 
 
-def _bert(knobs, batch, seed):
-    # type: (Dict[str, int], int, int) -> Parts
+def _bert(knobs, batch):
+    # type: (Dict[str, int], int) -> Parts
     model = BertForPreTraining(
         vocab_size=knobs["vocab_size"], hidden=knobs["hidden"], layers_=knobs["layers"],
         heads=knobs["heads"], intermediate=knobs["intermediate"],
         max_positions=knobs["max_positions"], type_vocab=knobs["type_vocab"])
-    data = synthetic.bert_batch(batch, knobs["seq_len"], knobs["vocab_size"],
-                                knobs["type_vocab"], seed)
-    t = {k: tf.constant(v) for k, v in data.items()}
-    model((t["input_ids"][:1], t["token_type_ids"][:1]), training=False)  # create the weights
+    ids = tf.zeros([1, knobs["seq_len"]], tf.int32)
+    model((ids, ids), training=False)  # create the weights
 
-    def loss():
-        mlm, nsp = model((t["input_ids"], t["token_type_ids"]), training=True)
-        return pretraining_loss(mlm, nsp, t["mlm_labels"], t["nsp_labels"])
+    def data(seed):
+        return synthetic.bert_batch(batch, knobs["seq_len"], knobs["vocab_size"],
+                                    knobs["type_vocab"], seed)
 
-    def infer():
-        mlm, nsp = model((t["input_ids"], t["token_type_ids"]), training=False)
+    def loss(b):
+        mlm, nsp = model((b["input_ids"], b["token_type_ids"]), training=True)
+        return pretraining_loss(mlm, nsp, b["mlm_labels"], b["nsp_labels"])
+
+    def infer(b):
+        mlm, nsp = model((b["input_ids"], b["token_type_ids"]), training=False)
         return tf.reduce_mean(mlm) + tf.reduce_mean(nsp)
 
     clip, clip_desc = models.gradient_clip(knobs)
@@ -105,23 +112,28 @@ def _bert(knobs, batch, seed):
         return keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, beta_1=0.9,
                                       beta_2=0.999, epsilon=1e-8, global_clipnorm=clip)
 
-    return Parts(model, loss, infer, optimizer, 0.0,
+    return Parts(model, data, loss, infer, optimizer, 0.0,
                  "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
 BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
 
 
-def _train_step(parts, variables, optimizer, fp16):
-    # type: (Parts, Any, Any, bool) -> Callable[[], Any]
+def _train_step(parts, variables, optimizer, fp16, replicas=1):
+    # type: (Parts, Any, Any, bool, int) -> Callable[[Dict[str, Any]], Any]
+    """One replica's step on its batch. With ``replicas`` > 1 the optimizer sums the replicas'
+    gradients (Keras's all-reduce in replica context), so each replica's loss is divided by
+    their number: the update is the mean over the global batch, as on one device."""
     l2 = parts.l2
 
-    def step():
+    def step(batch):
         with tf.GradientTape() as tape:
-            loss = parts.loss()
+            loss = parts.loss(batch)
             total = loss
             if l2:
                 total = total + l2 * tf.add_n([tf.nn.l2_loss(v) for v in variables])
+            if replicas > 1:
+                total = total / replicas
             if fp16:
                 total = optimizer.scale_loss(total)
         grads = tape.gradient(total, variables)
@@ -143,15 +155,19 @@ def build(case):
     train = task == "train"
 
     device = select_device(case.get("device", "auto"))
+    compiled = bool(case.get("compile", False))
+    if compiled and cluster.job()[1] > 1 and not device.startswith("/GPU"):
+        raise UnsupportedError(XLA_CPU_COLLECTIVES)  # before any worker starts its server
+    strategy, parallel_info = distribute.make_strategy(case, device.startswith("/GPU"))
     if device.startswith("/GPU"):
         tf.config.experimental.reset_memory_stats("GPU:0")
     precision_info = set_precision(case["precision"], device)
     seed = int(case.get("seed", 0))
     keras.utils.set_random_seed(seed)
-    compiled = bool(case.get("compile", False))
+    replicas = strategy.num_replicas_in_sync if strategy is not None else 1
 
-    with tf.device(device):
-        parts = BUILDERS[name](knobs, batch, seed)
+    with (strategy.scope() if strategy is not None else tf.device(device)):
+        parts = BUILDERS[name](knobs, batch)
         variables = unique(parts.model.trainable_variables)
         if train:
             optimizer = parts.optimizer()
@@ -159,10 +175,23 @@ def build(case):
             if fp16:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(variables)  # slots now, not while tracing the first step
-            body = _train_step(parts, variables, optimizer, fp16)
+            body = _train_step(parts, variables, optimizer, fp16, replicas)
         else:
             body = parts.infer
-        step = tf.function(body, jit_compile=compiled, reduce_retracing=True)
+    if strategy is None:
+        with tf.device(device):
+            data = {k: tf.constant(v) for k, v in parts.data(seed).items()}
+        step = tf.function(lambda: body(data), jit_compile=compiled, reduce_retracing=True)
+    else:
+        # each replica its own batch (seeded by its place in the job), on its own device
+        data = distribute.per_replica_data(strategy, lambda replica: parts.data(seed + replica))
+        replica_body = tf.function(body, jit_compile=True) if compiled else body
+
+        def distributed_step():
+            per_replica = strategy.run(replica_body, args=(data,))
+            return strategy.experimental_local_results(per_replica)[0]
+
+        step = tf.function(distributed_step, reduce_retracing=True)
 
     info = runtime_info(device)
     info.update(precision_info)
@@ -175,5 +204,11 @@ def build(case):
         "compile": compiled,
         "compile_mode": "xla (jit_compile=True)" if compiled else "tf.function graph",
         "data": "synthetic, generated once (numpy, seeded) and held on the device",
+        "world_size": cluster.job()[1],
+        "rank": cluster.job()[0],
+        "replicas_in_sync": replicas,
     })
-    return TFWorkload(step, device, batch, count_params(variables), info)
+    info.update(parallel_info)
+    collectives = distribute.activate(strategy) if strategy is not None else None
+    local = distribute.local_replicas(case, device.startswith("/GPU"))
+    return TFWorkload(step, device, batch * local, count_params(variables), info, collectives)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Optional
 import keras
 import tensorflow as tf
 
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
             "amp-fp16": "mixed_float16"}
@@ -22,6 +22,7 @@ def select_device(requested):
     """'/GPU:0' or '/CPU:0'. Must run before TensorFlow initialises its devices."""
     if requested not in ("auto", "cpu", "cuda"):
         raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    _size_thread_pools()
     gpus = tf.config.list_physical_devices("GPU")
     if requested == "cuda" and not gpus:
         raise UnsupportedError("device cuda requested but tensorflow %s sees no GPU (this is "
@@ -34,6 +35,23 @@ def select_device(requested):
             tf.config.experimental.set_memory_growth(gpu, True)
         return "/GPU:0"
     return "/CPU:0"
+
+
+def _size_thread_pools():
+    # type: () -> None
+    """TensorFlow's intra-/inter-op pools from the worker's per-process thread count (the
+    variables dlperf.worker.placement sets), through TensorFlow's own API so that it reports
+    them back; before its runtime starts."""
+    for variable, setter in (("TF_NUM_INTRAOP_THREADS",
+                              tf.config.threading.set_intra_op_parallelism_threads),
+                             ("TF_NUM_INTEROP_THREADS",
+                              tf.config.threading.set_inter_op_parallelism_threads)):
+        value = os.environ.get(variable, "").strip()
+        if value.isdigit() and int(value) > 0:
+            try:
+                setter(int(value))
+            except RuntimeError:  # the runtime already started (a second build in a process)
+                pass
 
 
 def set_precision(name, device):
@@ -88,6 +106,7 @@ def runtime_info(device):
         "device": device,
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads() or "default",
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or "default",
+        "num_threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
         "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 Linux)"),
         "cuda_build": bool(build.get("is_cuda_build", False)),
     }  # type: Dict[str, Any]
@@ -111,9 +130,10 @@ class TFWorkload(Workload):
     stream, where the API exists).
     """
 
-    def __init__(self, step_fn, device, samples_per_step, params, info):
-        # type: (Callable[[], Any], str, int, int, Dict[str, Any]) -> None
+    def __init__(self, step_fn, device, samples_per_step, params, info, collectives=None):
+        # type: (Callable[[], Any], str, int, int, Dict[str, Any], Any) -> None
         self._step_fn = step_fn
+        self._collectives = collectives  # distribute.Collectives with several replicas
         self._last = None  # type: Any
         self.device = device
         self.gpu = device.startswith("/GPU")
@@ -134,6 +154,17 @@ class TFWorkload(Workload):
             sync_devices = getattr(tf.test.experimental, "sync_devices", None)
             if sync_devices is not None:
                 sync_devices()
+
+    def barrier(self):
+        # type: () -> None
+        if self._collectives is not None:
+            self._collectives.barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        if self._collectives is None:
+            return None
+        return self._collectives.allreduce_seconds(self.params, median_seconds)
 
     def loss_value(self, handle):
         # type: (Any) -> float
