@@ -46,7 +46,12 @@ def main(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else min(4, os.cpu_count() or 1)
     if jobs < 1:
         raise UsageError(f"--jobs: {jobs} must be >= 1")
-    manifest = datasets.make_images(args.out, spec, force=args.force, jobs=jobs)
+    def progress(done: int) -> None:
+        if display.err.is_terminal:
+            display.err.print(f"  {done}/{spec.count} images", end="\r")
+
+    manifest = datasets.make_images(args.out, spec, force=args.force, jobs=jobs,
+                                    progress=progress)
     display.out.print(
         f"{args.out}: {manifest['count']} JPEGs of {width}x{height} in {manifest['classes']} "
         f"classes, seed {manifest['seed']}, quality {manifest['quality']}, "
