@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 
 # what a launcher may call a process's rank within its node
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "DLPERF_LOCAL_RANK", "PADDLE_LOCAL_RANK",
+                        "DEVICE_ID",  # msrun's name for a worker's local rank (MindSpore)
                         "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
 THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                          "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
