@@ -3,7 +3,7 @@
 Light to import (standard library only, valid Python 3.7): read without TensorFlow.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
@@ -20,6 +20,10 @@ SUPPORT = Support(
         "cuda": {"train": ("fp32", "amp-fp16"), "infer": ("fp32", "amp-fp16")},
     },
     modes={False: "Session graph", True: "XLA auto-clustering (global_jit_level ON_1)"},
+    # the collective all-reduce strategy (MultiWorkerMirroredStrategy) from TF_CONFIG in graph
+    # mode over the processes dlperf.spawn starts, RING collectives on CPUs; GPUs:
+    # MirroredStrategy over a node's GPUs, the collective strategy with NCCL across nodes
+    distributed=("cpu", "cuda"),
     reasons={
         "cpu/amp-fp16": "precision amp-fp16: TensorFlow 1.15's mixed precision graph rewrite "
                         "only converts GPU ops; this run is on the CPU",
@@ -40,3 +44,9 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.tensorflow1.backend import build as build_workload
     return build_workload(case)
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.tensorflow1.distribute import gather_results as gather
+    return gather(result)

@@ -10,6 +10,9 @@ returns only when the step is done, so it is its own synchronisation.
 
 - ``--compile`` = XLA auto-clustering via the session config (``global_jit_level = ON_1``; on a
   CPU TF 1.15 also needs ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit``, set here before the session).
+- several processes (``--devices``/``--nnodes``): the collective all-reduce strategy in graph mode
+  (:mod:`.distribute`): the step is built once per replica under ``strategy.scope()`` with
+  ``experimental_run_v2``, each replica on its own batch.
 - ``amp-fp16`` = the automatic mixed precision graph rewrite
   (``tf.train.experimental.enable_mixed_precision_graph_rewrite``, dynamic loss scaling); TF 1.15
   applies it on GPUs only. ``amp-bf16`` does not exist in TF 1.15 (its bf16 rewrite arrived in
@@ -27,9 +30,11 @@ import tensorflow as tf  # noqa: E402
 
 from dlperf import models  # noqa: E402
 from dlperf.backends import synthetic  # noqa: E402
+from dlperf.backends.tensorflow import cluster  # noqa: E402
+from dlperf.backends.tensorflow1 import distribute  # noqa: E402
 from dlperf.backends.tensorflow1.bert import bert_pretraining, pretraining_loss  # noqa: E402
 from dlperf.backends.tensorflow1.resnet import resnet50  # noqa: E402
-from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+from dlperf.worker.workload import UnsupportedError, Workload, median_seconds  # noqa: E402
 
 tf1 = tf.compat.v1
 tf1.logging.set_verbosity(tf1.logging.ERROR)  # deprecation notices are not results
@@ -65,8 +70,8 @@ def _data_variable(name, array, feeds):
                         collections=[tf1.GraphKeys.LOCAL_VARIABLES])
 
 
-def _resnet50(knobs, batch, seed, train, feeds):
-    # type: (Dict[str, int], int, int, bool, Dict[Any, np.ndarray]) -> Tuple[Any, Any, str]
+def _resnet_data(knobs, batch, seed, train, feeds, suffix=""):
+    # type: (Dict[str, int], int, int, bool, Dict[Any, np.ndarray], str) -> Dict[str, Any]
     size, classes = knobs["image_size"], knobs["num_classes"]
     final = models.resnet50_convs(size)[-1].size_out
     if train and batch * final * final < 2:
@@ -74,8 +79,13 @@ def _resnet50(knobs, batch, seed, train, feeds):
             "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
             "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=True)
-    images = _data_variable("images", data["images"], feeds)
-    labels = _data_variable("labels", data["labels"], feeds)
+    return {k: _data_variable(k + suffix, v, feeds) for k, v in data.items()}
+
+
+def _resnet50(knobs, data, train):
+    # type: (Dict[str, int], Dict[str, Any], bool) -> Tuple[Any, Any, str]
+    classes = knobs["num_classes"]
+    images, labels = data["images"], data["labels"]
     logits = resnet50(images, classes, training=train)
     if not train:
         return tf.reduce_mean(logits), None, ""
@@ -87,11 +97,15 @@ def _resnet50(knobs, batch, seed, train, feeds):
         "MomentumOptimizer(lr=0.1, momentum=0.9) + L2 1e-4 on all parameters")
 
 
-def _bert(knobs, batch, seed, train, feeds):
-    # type: (Dict[str, int], int, int, bool, Dict[Any, np.ndarray]) -> Tuple[Any, Any, str]
+def _bert_data(knobs, batch, seed, train, feeds, suffix=""):
+    # type: (Dict[str, int], int, int, bool, Dict[Any, np.ndarray], str) -> Dict[str, Any]
     data = synthetic.bert_batch(batch, knobs["seq_len"], knobs["vocab_size"],
                                 knobs["type_vocab"], seed)
-    t = {k: _data_variable(k, v, feeds) for k, v in data.items()}
+    return {k: _data_variable(k + suffix, v, feeds) for k, v in data.items()}
+
+
+def _bert(knobs, t, train):
+    # type: (Dict[str, int], Dict[str, Any], bool) -> Tuple[Any, Any, str]
     mlm, nsp = bert_pretraining(t["input_ids"], t["token_type_ids"], knobs, training=train)
     if not train:
         return tf.reduce_mean(mlm) + tf.reduce_mean(nsp), None, ""
@@ -106,11 +120,13 @@ def _bert(knobs, batch, seed, train, feeds):
     return loss, (loss, optimizer, clip), "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc
 
 
-BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Any]]
+# model -> (its synthetic batch as data variables, the network and its loss on a batch)
+BUILDERS = {"resnet50": (_resnet_data, _resnet50),
+            "bert-base": (_bert_data, _bert)}  # type: Dict[str, Tuple[Callable[..., Any], Callable[..., Any]]]
 
 
-def _train_op(total, optimizer, clip, fp16):
-    # type: (Any, Any, Optional[float], bool) -> Any
+def _train_op(total, optimizer, clip, fp16, update_ops=None):
+    # type: (Any, Any, Optional[float], bool, Optional[List[Any]]) -> Any
     if fp16:
         optimizer = tf1.train.experimental.enable_mixed_precision_graph_rewrite(optimizer)
     variables = tf1.trainable_variables()
@@ -118,26 +134,39 @@ def _train_op(total, optimizer, clip, fp16):
     if clip is not None:
         grads, _ = tf.clip_by_global_norm([g for g, _ in grads_and_vars], clip)
         grads_and_vars = list(zip(grads, [v for _, v in grads_and_vars]))
-    with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
+    if update_ops is None:
+        update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)
+    with tf.control_dependencies(update_ops):
         return optimizer.apply_gradients(grads_and_vars,
                                          global_step=tf1.train.get_or_create_global_step())
 
 
 def _session_config(compiled):
     # type: (bool) -> Any
-    config = tf1.ConfigProto(allow_soft_placement=True)
+    config = tf1.ConfigProto(allow_soft_placement=True,
+                             intra_op_parallelism_threads=_threads("TF_NUM_INTRAOP_THREADS"),
+                             inter_op_parallelism_threads=_threads("TF_NUM_INTEROP_THREADS"))
     config.gpu_options.allow_growth = True
     if compiled:
         config.graph_options.optimizer_options.global_jit_level = tf1.OptimizerOptions.ON_1
     return config
 
 
+def _threads(variable):
+    # type: (str) -> int
+    """The worker's per-process thread count (dlperf.worker.placement), 0: TensorFlow's own."""
+    value = os.environ.get(variable, "").strip()
+    return int(value) if value.isdigit() else 0
+
+
 class SessionWorkload(Workload):
     """One ``session.run`` per step, fetching the loss (synchronous by construction)."""
 
-    def __init__(self, session, fetches, samples_per_step, params, info, memory_op=None):
-        # type: (Any, List[Any], int, int, Dict[str, Any], Any) -> None
+    def __init__(self, session, fetches, samples_per_step, params, info, memory_op=None,
+                 collectives=None):
+        # type: (Any, List[Any], int, int, Dict[str, Any], Any, Any) -> None
         self.session = session
+        self._collectives = collectives  # distribute.Collectives with several replicas
         self.fetches = fetches
         self.samples_per_step = samples_per_step
         self.params = params
@@ -151,6 +180,17 @@ class SessionWorkload(Workload):
     def sync(self):
         # type: () -> None
         return None  # session.run has already waited for the step's outputs
+
+    def barrier(self):
+        # type: () -> None
+        if self._collectives is not None:
+            self._collectives.barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        if self._collectives is None:
+            return None
+        return self._collectives.allreduce_seconds(median_seconds)
 
     def loss_value(self, handle):
         # type: (Any) -> float
@@ -205,27 +245,49 @@ def build(case):
     train = task == "train"
     seed = int(case.get("seed", 0))
 
+    config = _session_config(compiled)
+    strategy, target, config, parallel_info = distribute.make_strategy(case, gpu, config)
+    make_data, make_model = BUILDERS[name]
     graph = tf.Graph()
     feeds = {}  # type: Dict[Any, np.ndarray]
+    collectives = None
     with graph.as_default():
         tf1.set_random_seed(seed)
-        with tf.device("/gpu:0" if gpu else "/cpu:0"):
-            output, training, optimizer_desc = BUILDERS[name](knobs, batch, seed, train, feeds)
-            if train:
-                total, optimizer, clip = training
-                train_op = _train_op(total, optimizer, clip, precision == "amp-fp16")
-                fetches = [train_op, output]
-            else:
-                fetches = [output]
-        params = int(sum(np.prod(v.shape.as_list()) for v in tf1.trainable_variables()))
+        if strategy is None:
+            with tf.device("/gpu:0" if gpu else "/cpu:0"):
+                data = make_data(knobs, batch, seed, train, feeds)
+                output, training, optimizer_desc = make_model(knobs, data, train)
+                if train:
+                    total, optimizer, clip = training
+                    train_op = _train_op(total, optimizer, clip, precision == "amp-fp16")
+                    fetches = [train_op, output]
+                else:
+                    fetches = [output]
+        else:
+            fetches, optimizer_desc = _replicated(strategy, case, knobs, feeds, precision)
+            collectives = distribute.Collectives(strategy, _trainable_params(), cluster.job()[1])
+        params = _trainable_params()
         memory_op = None
         if gpu:
             memory_op = tf1.contrib.memory_stats.MaxBytesInUse()
         init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
         graph.finalize()  # nothing may add ops per step (a classic TF1 slowdown)
 
-    session = tf1.Session(graph=graph, config=_session_config(compiled))
-    session.run(init, feed_dict=feeds)
+    session = tf1.Session(target, graph=graph, config=config)
+    if strategy is not None and cluster.job()[1] > 1:
+        # the initialiser broadcasts worker 0's values: the first collective, which needs
+        # every worker; TF 1.15 gives it no deadline of its own
+        deadline = cluster.Deadline(cluster.rdzv_timeout_s(),
+                                    "the variable initialiser's collective broadcast (TF 1.15's "
+                                    "first collective) did not complete: not every worker "
+                                    "joined")
+        session.run(init, feed_dict=feeds)
+        deadline.met()
+    else:
+        session.run(init, feed_dict=feeds)
+    if collectives is not None:
+        collectives.session = session
+        distribute.activate(collectives)
 
     info = runtime_info(gpu)
     info.update({
@@ -241,4 +303,58 @@ def build(case):
         "tf_xla_flags": os.environ.get("TF_XLA_FLAGS"),
         "data": "synthetic, generated once (numpy, seeded) into non-trainable variables",
     })
-    return SessionWorkload(session, fetches, batch, params, info, memory_op)
+    info.update(parallel_info)
+    info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0],
+                 "replicas_in_sync": strategy.num_replicas_in_sync if strategy else 1,
+                 "intra_op_threads": config.intra_op_parallelism_threads or "default",
+                 "inter_op_threads": config.inter_op_parallelism_threads or "default",
+                 "num_threads": config.intra_op_parallelism_threads or None})
+    local = distribute.local_replicas(case, gpu)
+    return SessionWorkload(session, fetches, batch * local, params, info, memory_op, collectives)
+
+
+def _trainable_params():
+    # type: () -> int
+    """Trainable parameters of the graph's model (a mirrored variable counts once)."""
+    seen = {}  # type: Dict[str, int]
+    for v in tf1.trainable_variables():
+        seen[v.name] = int(np.prod(v.shape.as_list()))
+    return sum(seen.values())
+
+
+def _replicated(strategy, case, knobs, feeds, precision):
+    # type: (Any, Dict[str, Any], Dict[str, int], Dict[Any, np.ndarray], str) -> Tuple[List[Any], str]
+    """The step built once per replica under the strategy: each replica its own batch (data
+    variables on its device, seeded by its place in the job); gradients all-reduced by the
+    optimizer. Fetches: every replica's output (so every replica's step runs), this process's
+    first replica's last."""
+    make_data, make_model = BUILDERS[case["model"]]
+    batch, seed = int(case["batch_size"]), int(case.get("seed", 0))
+    train = case["task"] == "train"
+    rank = cluster.job()[0]
+    devices = strategy.extended.worker_devices
+    data = []  # type: List[Dict[str, Any]]
+    for index, device in enumerate(devices):
+        replica = rank * len(devices) + index
+        with tf.device(device):
+            data.append(make_data(knobs, batch, seed + replica, train, feeds, "_%d" % replica))
+    replicas = strategy.num_replicas_in_sync
+    described = []  # type: List[str]
+
+    def replica_step():
+        before = len(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS))
+        output, training, desc = make_model(knobs, data[distribute.replica_index(strategy)],
+                                            train)
+        described[:] = [desc]
+        if not train:
+            return tf.identity(output)
+        total, optimizer, clip = training
+        # apply_gradients sums the replicas' gradients: divide, so the update is the mean
+        update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)[before:]  # this replica's BN
+        step = _train_op(total / replicas, optimizer, clip, precision == "amp-fp16", update_ops)
+        with tf.control_dependencies([step]):
+            return tf.identity(output)
+
+    with strategy.scope():
+        outputs = strategy.experimental_local_results(strategy.experimental_run_v2(replica_step))
+    return [tf.group(*outputs), outputs[0]], described[0] if described else ""
