@@ -209,6 +209,9 @@ def build(case):
         "replicas_in_sync": replicas,
     })
     info.update(parallel_info)
+    if replicas > 1 and train and models.gradient_clip(knobs)[0]:
+        info["gradient_clipping"] = ("each replica's gradients, before the all-reduce (Keras "
+                                     "clips in apply_gradients ahead of its replica-context sum)")
     collectives = distribute.activate(strategy) if strategy is not None else None
     local = distribute.local_replicas(case, device.startswith("/GPU"))
     return TFWorkload(step, device, batch * local, count_params(variables), info, collectives)

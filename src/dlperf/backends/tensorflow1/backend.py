@@ -304,6 +304,9 @@ def build(case):
         "data": "synthetic, generated once (numpy, seeded) into non-trainable variables",
     })
     info.update(parallel_info)
+    if strategy is not None and train and models.gradient_clip(knobs)[0]:
+        info["gradient_clipping"] = ("each replica's gradients, before the all-reduce "
+                                     "(clip_by_global_norm ahead of apply_gradients' sum)")
     info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0],
                  "replicas_in_sync": strategy.num_replicas_in_sync if strategy else 1,
                  "intra_op_threads": config.intra_op_parallelism_threads or "default",

@@ -1,0 +1,296 @@
+"""Data-parallel TensorFlow 2, TensorFlow 1.15 and JAX through their own documented paths
+(MultiWorkerMirroredStrategy from TF_CONFIG, the collective all-reduce strategy in graph mode,
+jax.distributed + shard_map), started by dlperf.spawn: real environments, real `dlperf`
+subprocesses, tiny shapes.
+
+Per framework: 2 processes to ``ok`` with both ranks' figures and a speedup over a 1-process
+baseline in the same database; a failing rank whose own message is the result; a node whose
+peers never come -> ``timeout``. JAX and TensorFlow 2 also run as two `dlperf run` "nodes" on
+127.0.0.1. Every test leaves a marker variable in the environment of what it starts and checks
+at the end that no process carrying it is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import dlperf, load
+from dlperf import launch, runner
+from dlperf.backends.jax import launch as jax_launch
+from dlperf.backends.tensorflow import cluster
+from dlperf.backends.tensorflow import launch as tf_launch
+from dlperf.backends.tensorflow1 import launch as tf1_launch
+from dlperf.spec import Case
+
+TAG = "DLPERF_TEST_DISTRIBUTED_TF_JAX"
+FRAMEWORKS = ("jax", "tensorflow", "tensorflow1")
+TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "1",
+        "--steps", "2", "--device", "cpu"]
+TINY_BERT = ["--model", "bert-base", "--seq-len", "16", "--knob", "layers=2", "--knob",
+             "hidden=64", "--knob", "heads=2", "--knob", "intermediate=128", "--batch-size", "2",
+             "--warmup-steps", "1", "--steps", "2", "--device", "cpu"]
+LAUNCHERS = {"jax": "dlperf.spawn (jax.distributed)", "tensorflow": "dlperf.spawn (TF_CONFIG)",
+             "tensorflow1": "dlperf.spawn (TF_CONFIG, TF 1.15)"}
+DATA_PARALLEL = {"jax": "jax.shard_map over 2 devices of 2 processes",
+                 "tensorflow": "tf.distribute.MultiWorkerMirroredStrategy over 2 workers",
+                 "tensorflow1": "CollectiveAllReduceStrategy (MultiWorkerMirroredStrategy) over "
+                                "2 workers"}
+
+
+@pytest.fixture
+def tagged(monkeypatch, tmp_path):
+    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test.
+    The host's measurement lock goes to this test's directory, so other measurements on this
+    machine hold up neither these runs nor the peers they rendezvous with."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, value)
+    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
+    yield value
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        left = tagged_processes(value)
+        if not left:
+            return
+        time.sleep(1)
+    raise AssertionError(f"processes left behind: {[p.cmdline()[:6] for p in left]}")
+
+
+def tagged_processes(value: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(TAG) == value:
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def check_two_ranks(result: dict, samples_per_rank: int) -> None:
+    """Both ranks' figures, each with its own all-reduce probe; the job's throughput is the
+    global samples over the slowest rank's window."""
+    ranks = result["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(s > 0 for r in ranks for s in r["allreduce_s"]), ranks
+    for i, job in enumerate(result["throughput"]["repeats"]):
+        samples = sum(r["throughput"][i] * r["window_s"][i] for r in ranks)
+        assert samples == pytest.approx(2 * samples_per_rank)
+        assert job == pytest.approx(samples / max(r["window_s"][i] for r in ranks))
+    assert result["global_batch"] == 4  # batch 2 per device x 2 devices
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged):
+    db = str(tmp_path / "r.db")
+    common = ["--framework", framework, *TINY, "--db", db, "--repeats", "1"]
+    dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
+    proc = dlperf("run", *common, "--devices", "2", "--json", str(tmp_path / "two.json"),
+                  check=True)
+    one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
+    assert two["status"] == "ok" and two["case"]["devices"] == 2
+    check_two_ranks(two, samples_per_rank=2 * 2)  # batch 2 x 2 measured steps
+    assert one["speedup"] == 1.0 and len(one["ranks"]) == 1
+    assert two["speedup"] == pytest.approx(two["throughput"]["median"]
+                                           / one["throughput"]["median"])
+    assert two["speedup_baseline"]["run_id"] == one["run_id"]
+    assert "scaling efficiency" in proc.stdout
+    assert two["model"]["params"] == two["model"]["catalogue_params"]
+    assert two["launch"]["launcher"] == LAUNCHERS[framework]
+    threads = max(1, launch.usable_cores() // 2)  # the node's cores divided between 2 processes
+    assert two["launch"]["threads_per_process"] == threads
+    assert [r["threads"] for r in two["ranks"]] == [threads, threads]  # as the framework says
+    info = two["env"]["worker"]["framework"]
+    assert info["world_size"] == 2 and info["rank"] == 0  # the framework's own count
+    assert info["data_parallel"].startswith(DATA_PARALLEL[framework])
+
+
+# rank 1 alone fails, each its own way: JAX joins the job, then runs under an address-space
+# limit 64 MiB above what it holds, so ResNet-50's 100 MB of weights cannot be made; the
+# TensorFlow ranks are given batch 1, which at 32x32 leaves BatchNorm one value per channel
+FAILING_RANK = """\
+import importlib, json, os, resource, runpy, sys
+if os.environ["RANK"] == "1":
+    if os.environ["FRAMEWORK"] == "jax":
+        importlib.import_module("dlperf.backends.jax").resolve_device("cpu")
+        with open("/proc/self/status") as status:
+            vm = [int(l.split()[1]) * 1024 for l in status if l.startswith("VmSize")][0]
+        resource.setrlimit(resource.RLIMIT_AS, (vm + 64 * 2 ** 20, vm + 64 * 2 ** 20))
+    else:
+        at = sys.argv.index("--case") + 1
+        with open(sys.argv[at]) as handle:
+            case = json.load(handle)
+        case["batch_size"] = 1
+        sys.argv[at] += ".rank1"
+        with open(sys.argv[at], "w") as handle:
+            json.dump(case, handle)
+sys.argv = ["dlperf.worker"] + sys.argv[1:]
+runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
+"""
+OWN_ERROR = {
+    "jax": ("oom", "rank 1: MemoryError: Unable to allocate"),
+    "tensorflow": ("unsupported", "rank 1: UnsupportedError: resnet50 training at image_size 32 "
+                                  "ends at 1x1, so batch 1 gives BatchNorm a single value"),
+    "tensorflow1": ("unsupported", "rank 1: UnsupportedError: resnet50 training at image_size 32 "
+                                   "ends at 1x1, so batch 1 gives BatchNorm a single value"),
+}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monkeypatch):
+    script = tmp_path / "failing_rank.py"
+    script.write_text(FAILING_RANK)
+    monkeypatch.setenv("FRAMEWORK", framework)
+    case = Case(framework=framework, model="resnet50", batch_size=2, repeats=2, warmup_steps=1,
+                steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
+    inner = launch.launcher_for(case)
+
+    def launcher(case, case_file, out_dir):
+        spec = inner(case, case_file, out_dir)
+        at = spec.argv.index("dlperf.worker")
+        spec.argv[at - 1:at + 1] = [str(script)]  # the rank runs the script instead of -m
+        return spec
+
+    result = runner.run_case(case, launcher=launcher)
+    status, message = OWN_ERROR[framework]
+    assert result["status"] == status, result["error"]
+    assert result["error"].startswith(message), result["error"]
+    assert result["repeats_done"] == 1
+
+
+def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
+    # every framework's node 0 waits for a node 1 that never starts, and a JAX node 1 for a
+    # node 0 that never starts: all end as timeout after --rdzv-timeout, after one repeat of
+    # three. TensorFlow needs every node's address; without them its workers refuse at once.
+    common = [sys.executable, "-m", "dlperf.cli", "run", *TINY, "--nnodes", "2",
+              "--master-addr", "127.0.0.1", "--repeats", "3", "--rdzv-timeout", "5"]
+    addrs = ["--node-addrs", "127.0.0.1,127.0.0.1"]
+    runs = {"jax-0": ["jax", "0"], "jax-1": ["jax", "1"], "tensorflow-0": ["tensorflow", "0", *addrs],
+            "tensorflow1-0": ["tensorflow1", "0", *addrs], "no-addrs": ["tensorflow", "0"]}
+    procs = {name: subprocess.Popen(
+        [*common, "--framework", fw, "--node-rank", rank, *rest,
+         "--master-port", str(launch.free_port()), "--db", str(tmp_path / f"{name}.db"),
+         "--json", str(tmp_path / f"{name}.json")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, (fw, rank, *rest) in runs.items()}
+    outputs = {name: proc.communicate(timeout=300) for name, proc in procs.items()}
+    assert {name: proc.returncode for name, proc in procs.items()} == dict.fromkeys(runs, 1), \
+        outputs
+    results = {name: load(tmp_path / f"{name}.json") for name in runs}
+    head = "rendezvous timed out after 5 s (--rdzv-timeout): "
+    for name in ("jax-0", "jax-1", "tensorflow-0", "tensorflow1-0"):
+        assert results[name]["status"] == "timeout", (name, results[name]["error"])
+        assert results[name]["error"].startswith(head), results[name]["error"]
+        assert results[name]["repeats_done"] == 1
+    assert "the 2 nodes never all joined at 127.0.0.1:" in results["jax-0"]["error"]
+    assert "node 0 never answered at 127.0.0.1:" in results["jax-1"]["error"]
+    assert results["jax-1"]["node_rank"] == 1 and "stored_by" in results["jax-1"]
+    assert "1 of 2 workers joined at 127.0.0.1:" in results["tensorflow-0"]["error"]
+    assert "(TensorFlow: Barrier timed out" in results["tensorflow-0"]["error"]
+    assert "the 2 nodes never all joined" in results["tensorflow1-0"]["error"]
+    refused = results["no-addrs"]
+    assert refused["status"] == "unsupported" and "pass --node-addrs" in refused["error"]
+
+
+@pytest.mark.parametrize("framework, repeats", [("jax", 2), ("tensorflow", 1)])
+def test_two_nodes_on_this_machine_store_one_case(framework, repeats, tmp_path, tagged):
+    db, port = str(tmp_path / "shared.db"), launch.free_port()
+    base = [sys.executable, "-m", "dlperf.cli", "run", "--framework", framework, *TINY_BERT,
+            "--nnodes", "2", "--threads-per-process", "1", "--repeats", str(repeats),
+            "--master-addr", "127.0.0.1", "--master-port", str(port),
+            "--node-addrs", "127.0.0.1,127.0.0.1", "--rdzv-timeout", "120", "--db", db]
+    nodes = [subprocess.Popen([*base, "--node-rank", str(rank), "--json",
+                               str(tmp_path / f"node{rank}.json")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for rank in (1, 0)]
+    outputs = [node.communicate(timeout=600) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    master, peer = load(tmp_path / "node0.json"), load(tmp_path / "node1.json")
+    assert master["status"] == "ok" and master["case"]["nnodes"] == 2
+    assert len(master["throughput"]["repeats"]) == repeats
+    check_two_ranks(master, samples_per_rank=2 * 2)
+    assert master["launch"]["node_rank"] == 0 and master["launch"]["nnodes"] == 2
+    assert [r["threads"] for r in master["ranks"]] == [1, 1]
+    assert peer["status"] == "ok" and peer["node_rank"] == 1 and "throughput" not in peer
+    assert peer["stored_by"].startswith("node 0")
+
+
+# ------------------------------------------------------------------------------------------------
+# the pieces, without processes
+# ------------------------------------------------------------------------------------------------
+
+
+def test_tf_config_names_every_worker(monkeypatch):
+    variables = {"DLPERF_RANK": "3", "DLPERF_WORLD_SIZE": "4", "DLPERF_LOCAL_WORLD_SIZE": "2",
+                 "DLPERF_NNODES": "2", "DLPERF_MASTER_ADDR": "10.0.0.1",
+                 "DLPERF_MASTER_PORT": "29500", "DLPERF_NODE_ADDRS": "10.0.0.1,10.0.0.2"}
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("DLPERF_RANK_PORTS", raising=False)
+    assert cluster.tf_config() == {
+        "cluster": {"worker": ["10.0.0.1:29500", "10.0.0.1:29501", "10.0.0.2:29502",
+                               "10.0.0.2:29503"]},
+        "task": {"type": "worker", "index": 3}}
+    for name, value in (("DLPERF_NNODES", "1"), ("DLPERF_WORLD_SIZE", "2"),
+                        ("DLPERF_RANK", "1"), ("DLPERF_MASTER_ADDR", "127.0.0.1"),
+                        ("DLPERF_RANK_PORTS", "41000,40007")):
+        monkeypatch.setenv(name, value)
+    assert cluster.workers() == ["127.0.0.1:41000", "127.0.0.1:40007"]  # the reserved ports
+
+
+def test_tf_launcher_one_node_reserves_ports_and_gpus_get_one_process_per_node(tmp_path):
+    rdzv = launch.Rendezvous(node_rank=1, master_addr="10.0.0.1", master_port=29511,
+                             node_addrs=("10.0.0.1", "10.0.0.2"))
+    case = Case(framework="tensorflow", model="resnet50", batch_size=2, devices=2, nnodes=2,
+                device="cpu")
+    spec = tf_launch.Launcher(rdzv, python=sys.executable)(case, tmp_path / "c.json", tmp_path)
+    assert spec.env["DLPERF_NODE_ADDRS"] == "10.0.0.1,10.0.0.2" and spec.ranks == 2
+    assert spec.argv[spec.argv.index("--nproc") + 1] == "2"
+    one_node = Case(framework="tensorflow1", model="resnet50", batch_size=2, devices=3,
+                    device="cpu")
+    spec = tf1_launch.Launcher(python=sys.executable)(one_node, tmp_path / "c.json", tmp_path)
+    ports = spec.env["DLPERF_RANK_PORTS"].split(",")
+    assert len(set(ports)) == 3 and spec.facts["workers"] == [f"127.0.0.1:{p}" for p in ports]
+    gpus = Case(framework="tensorflow", model="resnet50", batch_size=2, devices=4, nnodes=2,
+                device="cuda")
+    spec = tf_launch.Launcher(rdzv, python=sys.executable)(gpus, tmp_path / "c.json", tmp_path)
+    assert spec.argv[spec.argv.index("--nproc") + 1] == "1" and spec.ranks == 1
+    assert spec.facts["replicas_per_process"] == 4
+
+
+def test_explain_reads_each_frameworks_own_words():
+    case = Case(framework="jax", model="resnet50", batch_size=2, nnodes=2)
+    master = launch.Rendezvous(node_rank=0, master_addr="10.0.0.1", timeout_s=30)
+    peer = launch.Rendezvous(node_rank=1, master_addr="10.0.0.1", timeout_s=30)
+    fatal = ("F1123 11:53:58.818994 16102 client.h:80] Terminating process because the JAX "
+             "distributed service detected fatal errors. absl::Status: DEADLINE_EXCEEDED: "
+             "Deadline Exceeded\n\nRPC: /xla.coordination.CoordinationService/RegisterTask\n")
+    status, message = jax_launch.explain(fatal, case, peer, "10.0.0.1:29500")
+    assert status == "timeout" and "node 0 never answered at 10.0.0.1:29500" in message
+    status, message = jax_launch.explain(fatal, case, master, "10.0.0.1:29500")
+    assert status == "timeout" and message.startswith("rendezvous timed out after 30 s")
+    killed = "dlperf.spawn: first failure: rank 1 died from SIGKILL (exitcode -9)\n"
+    assert jax_launch.explain(killed, case, master, "x")[0] == "oom"
+    assert jax_launch.explain("dlperf.spawn: rank 1 exited with code 1\n", case, master,
+                              "x") is None
+    tf_case = Case(framework="tensorflow", model="resnet50", batch_size=2, nnodes=2)
+    line = (f"{cluster.MARKER} after 30 s: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_"
+            f"register::0. This usually happens ... # of tasks that reached the barrier: 3/4.\n")
+    status, message = tf_launch.explain(line, tf_case, master, "10.0.0.1:29500")
+    assert status == "timeout" and "3 of 4 workers joined at 10.0.0.1:29500" in message
+    assert message.endswith("(TensorFlow: Barrier timed out)")
+
+
+def test_node_addrs_must_name_every_node(tmp_path):
+    proc = dlperf("run", "--framework", "tensorflow", *TINY, "--nnodes", "2", "--master-addr",
+                  "127.0.0.1", "--node-addrs", "127.0.0.1", "--db", str(tmp_path / "x.db"))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--node-addrs: 1 addresses given for --nnodes 2" in lines[0]
