@@ -219,3 +219,34 @@ def test_oneflow_lonely_node_times_out(tmp_path, tagged):
     assert master["status"] == "timeout" and master["repeats_done"] == 1
     assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
                                       "nodes never all joined at 127.0.0.1:")
+
+
+# ------------------------------------------------------------------------------------------------
+# mindspore: msrun + init() (MCCL on a CPU), DATA_PARALLEL with DistributedGradReducer
+# ------------------------------------------------------------------------------------------------
+
+
+def test_mindspore_two_processes_and_speedup_over_one(tmp_path, tagged):
+    two = two_processes_with_speedup("mindspore", tmp_path)
+    assert two["launch"]["launcher"] == "msrun"
+    assert two["env"]["worker"]["framework"]["data_parallel"] == (
+        "ParallelMode.DATA_PARALLEL (gradients_mean) + nn.DistributedGradReducer over mccl")
+    # msrun's DEVICE_ID places each worker on its own CPUs, with the node's cores divided
+    threads = max(1, launch.usable_cores() // 2)
+    assert [r["threads"] for r in two["ranks"]] == [threads, threads]
+    assert two["env"]["worker"]["framework"]["cpu_op_threads"] == threads
+
+
+def test_mindspore_lonely_node_times_out(tmp_path, tagged):
+    # msrun's --cluster_time_out is --rdzv-timeout; MindSpore's own words end the message
+    start = time.monotonic()
+    proc = dlperf("run", "--framework", "mindspore", *TINY, "--nnodes", "2", "--node-rank", "0",
+                  "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
+                  "--rdzv-timeout", "8", "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                  "--json", str(tmp_path / "m.json"))
+    assert proc.returncode == 1 and time.monotonic() - start < 120, proc.stderr
+    master = load(tmp_path / "m.json")
+    assert master["status"] == "timeout" and master["repeats_done"] == 1
+    assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
+                                      "nodes never all joined at 127.0.0.1:")
+    assert "(MindSpore: Failed to initialize distributed job cluster" in master["error"]

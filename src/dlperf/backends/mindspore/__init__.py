@@ -3,7 +3,8 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without MindSpore.
 """
 
-from typing import Any, Dict
+import os
+from typing import Any, Dict, List, Optional, Tuple
 
 from dlperf.worker.support import Support
 
@@ -41,6 +42,9 @@ SUPPORT = Support(
         "cpu": {"train": ("fp32",), "infer": ("fp32",)},
     },
     modes={False: "PYNATIVE_MODE", True: "GRAPH_MODE"},
+    # msrun + mindspore.communication.init() (MCCL, MindSpore's own CPU collectives),
+    # ParallelMode.DATA_PARALLEL with gradients_mean, nn.DistributedGradReducer
+    distributed=("cpu",),
     reasons={
         "cuda": "device cuda: " + NO_GPU,
         "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP_BF16,
@@ -66,3 +70,19 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.mindspore.backend import build as build_workload
     return build_workload(case)
+
+
+def process_place():
+    # type: () -> Tuple[int, int, int]
+    """(rank, world size, local rank) as msrun names them for its workers (RANK_ID, RANK_SIZE,
+    DEVICE_ID); one process outside msrun."""
+    if os.environ.get("MS_ROLE") != "MS_WORKER":
+        return 0, 1, 0
+    return (int(os.environ.get("RANK_ID", "0")), int(os.environ.get("RANK_SIZE", "1")),
+            int(os.environ.get("DEVICE_ID", "0")))
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.mindspore.workload import gather_results as gather
+    return gather(result)

@@ -22,9 +22,11 @@ from dlperf.backends.mindspore.workload import (  # noqa: I001  (imports mindspo
     Precision,
     compile_step,
     count_params,
+    join,
     rank,
     runtime_info,
     select_device,
+    serve_if_scheduler,
     set_mode,
     set_threads,
     train_step,
@@ -149,16 +151,20 @@ def build(case):
     train = task == "train"
     batch = int(case["batch_size"])
     compiled = bool(case.get("compile", False))
-    seed = int(case.get("seed", 0)) + rank()
+    seed = int(case.get("seed", 0))
 
+    serve_if_scheduler()  # msrun's scheduler process never gets past this
     device = select_device(case.get("device", "auto"))
+    threads = set_threads()
+    mode = set_mode(compiled)  # before any Cell exists
+    join()  # one worker of several (msrun): init() and DATA_PARALLEL mode
     info = runtime_info(device)
-    info.update(set_threads())
-    info.update(set_mode(compiled))  # before any Cell exists
-    ms.set_seed(seed)
+    info.update(threads)
+    info.update(mode)
+    ms.set_seed(seed)  # the same initial weights on every rank, as data parallelism needs
     precision = Precision(case["precision"], train)
 
-    parts = BUILDERS[name](knobs, batch, train, seed)
+    parts = BUILDERS[name](knobs, batch, train, seed + rank())  # each rank its own batch
     params = count_params(parts.network)
     network = precision.apply(parts.network)
     objective = parts.objective(network, train)

@@ -8,12 +8,14 @@ Import order matters: :func:`prepare_process` runs before ``import mindspore`` (
 its C++ log level, ``GLOG_v``, once at import).
 """
 
+import json
 import os
+import sys
 import tempfile
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlperf.backends.mindspore import NO_GPU
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # precision -> (mindspore.amp.auto_mixed_precision level, dtype name). amp-*: level "auto", per
 # operator like torch.autocast (Conv2D, MatMul, BatchMatMul, Dense... in the low dtype; Softmax,
@@ -53,18 +55,129 @@ def prepare_process():
 
 prepare_process()
 
+import numpy  # noqa: E402
 import mindspore as ms  # noqa: E402  (after prepare_process, on purpose)
-from mindspore import amp  # noqa: E402
+from mindspore import amp, nn, ops  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------------
+# data parallelism: msrun starts a scheduler and the workers (MS_ROLE, RANK_ID, RANK_SIZE,
+# MS_SCHED_HOST/PORT); mindspore.communication.init() joins them (MCCL, MindSpore's own
+# collectives, on a CPU) and DATA_PARALLEL mode with gradients_mean makes DistributedGradReducer
+# average the gradients over the ranks
+# ------------------------------------------------------------------------------------------------
+
+
+def launched():
+    # type: () -> bool
+    """Whether msrun started this process as one worker of several."""
+    return os.environ.get("MS_ROLE") == "MS_WORKER" and int(os.environ.get("RANK_SIZE", "1")) > 1
+
+
+RDZV_FAILED = "dlperf.mindspore: the cluster did not form:"  # read by launch.explain
+
+
+def serve_if_scheduler():
+    # type: () -> None
+    """msrun runs the same command as its scheduler (MS_ROLE=MS_SCHED), whose init() serves the
+    cluster until the workers leave; it is no rank and must never write a result, so it leaves
+    here whatever init() does."""
+    if os.environ.get("MS_ROLE") != "MS_SCHED":
+        return
+    from mindspore.communication import init
+    try:
+        init()
+    except Exception as error:  # the cluster never formed: msrun reports it
+        sys.stdout.write("%s %s\n" % (RDZV_FAILED, str(error).strip().splitlines()[0]))
+        sys.stdout.flush()
+        sys.exit(1)
+    sys.exit(0)
+
+
+def init_distributed():
+    # type: () -> bool
+    """Join the workers msrun started; False for one process. A cluster that never formed
+    (MindSpore gives up after msrun's --cluster_time_out) ends the process with one line for the
+    launcher's explain, not a crash result: it is the rendezvous that failed, not this rank."""
+    if not launched():
+        return False
+    from mindspore.communication import init
+    try:
+        init()
+    except RuntimeError as error:
+        sys.stdout.write("%s %s\n" % (RDZV_FAILED, str(error).strip().splitlines()[0]))
+        sys.stdout.flush()
+        sys.exit(1)
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
+                                 gradients_mean=True)
+    return True
+
+
+_joined = [False]
+
+
+def distributed():
+    # type: () -> bool
+    return _joined[0]
 
 
 def world_size():
     # type: () -> int
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    if not distributed():
+        return 1
+    from mindspore.communication import get_group_size
+    return int(get_group_size())
 
 
 def rank():
     # type: () -> int
-    return int(os.environ.get("RANK", "0"))
+    if not distributed():
+        return 0
+    from mindspore.communication import get_rank
+    return int(get_rank())
+
+
+def join():
+    # type: () -> None
+    _joined[0] = init_distributed()
+
+
+def comm_description():
+    # type: () -> Optional[str]
+    if not distributed():
+        return None
+    from mindspore.communication import GlobalComm
+    return ("ParallelMode.DATA_PARALLEL (gradients_mean) + nn.DistributedGradReducer over %s"
+            % GlobalComm.BACKEND)
+
+
+def grad_reducer(parameters):
+    # type: (Any) -> Optional[Any]
+    """nn.DistributedGradReducer over the optimizer's parameters (mean, from the context), or
+    None for one process."""
+    return nn.DistributedGradReducer(parameters) if distributed() else None
+
+
+def gather_results(payload):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    """Every rank's result at global rank 0, None on the others; one process gets its own back.
+
+    JSON bytes through ops.AllGather, never pickles. MindSpore's CPU AllGather has no uint8
+    kernel (Float32, Float16 and Int32 only), so each byte travels as an int32."""
+    if not distributed():
+        return [payload]
+    world = world_size()
+    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
+    gather = ops.AllGather()
+    lengths = [int(n) for n in gather(ms.Tensor(numpy.array([data.size], numpy.int32)))
+               .asnumpy()]
+    padded = numpy.zeros(max(lengths), dtype=numpy.int32)
+    padded[:data.size] = data
+    blobs = gather(ms.Tensor(padded)).asnumpy().reshape(world, max(lengths))
+    if rank() != 0:
+        return None
+    return [json.loads(blob[:n].astype(numpy.uint8).tobytes().decode("utf-8"))
+            for blob, n in zip(blobs, lengths)]
 
 
 def select_device(requested):
@@ -165,6 +278,7 @@ def train_step(objective, optimizer, clip, scaler):
     on a step whose unscaled gradients are not finite, as MindSpore's mixed-precision guide does.
     """
     weights = optimizer.parameters
+    reducer = grad_reducer(weights)  # several ranks: the gradients' mean over all of them
 
     def forward(*inputs):
         loss = objective(*inputs)
@@ -176,6 +290,8 @@ def train_step(objective, optimizer, clip, scaler):
 
     def step(*inputs):
         (_, loss), grads = grad_fn(*inputs)
+        if reducer is not None:
+            grads = reducer(grads)
         if scaler is not None:
             grads = scaler.unscale(grads)
             finite = amp.all_finite(grads)
@@ -233,6 +349,24 @@ class MindSporeWorkload(Workload):
         # type: () -> None
         synchronize(self._last)
 
+    def barrier(self):
+        # type: () -> None
+        """Every rank waits for the others: an AllReduce of one number, whose result no rank
+        has before every rank has sent its part."""
+        if distributed():
+            ops.AllReduce()(ms.Tensor(numpy.ones(1, numpy.float32))).asnumpy()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        """One ops.AllReduce (MCCL on a CPU) of a float32 buffer as large as the gradients."""
+        if not distributed():
+            return None
+        buffer = ms.Tensor(numpy.zeros(self.params, numpy.float32))
+        reduce = ops.AllReduce()
+        out = []  # type: List[Any]
+        return median_seconds(lambda: out.append(reduce(buffer)),
+                              lambda: synchronize(out.pop() if out else None))
+
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(handle.astype(ms.float32).asnumpy())
@@ -266,4 +400,5 @@ def runtime_info(device):
         "memory_optimize_level": "O%s" % ms.get_context("memory_optimize_level"),
         "world_size": world_size(),
         "rank": rank(),
+        "data_parallel": comm_description(),
     }

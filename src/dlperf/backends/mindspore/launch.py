@@ -1,0 +1,103 @@
+"""Multi-process and multi-node MindSpore cases, launched by MindSpore's own ``msrun`` (harness
+side).
+
+Each repeat runs ``msrun --worker_num W --local_worker_num D --master_addr A --master_port P
+--node_rank R --log_dir DIR --join True --cluster_time_out T python -m dlperf.worker ...`` on
+every node, from the mindspore environment. msrun starts, on node 0, a scheduler process (the
+same command with MS_ROLE=MS_SCHED, whose ``init()`` serves the cluster at A:P) and on every node
+D workers (MS_ROLE=MS_WORKER, RANK_ID, RANK_SIZE, DEVICE_ID), each logging to
+``DIR/worker_N.log`` (inside the repeat's directory, and copied to the console by ``--join``);
+when one fails it kills the others. The workers join with ``mindspore.communication.init()``
+(MCCL, MindSpore's own collectives, on a CPU) and train in ``ParallelMode.DATA_PARALLEL`` with
+``gradients_mean`` through ``nn.DistributedGradReducer``.
+
+msrun names the interpreter ``python`` (found on PATH), so the environment's ``bin`` goes first
+on PATH. ``--cluster_time_out`` is --rdzv-timeout: MindSpore's own deadline for the cluster to
+form. msrun starts its workers in sessions of their own, so the command runs under
+:mod:`dlperf.launchguard`, which leaves no process behind.
+
+msrun starts the scheduler on every node whose own address ``--master_addr`` is, so two "nodes"
+on one machine both try to serve A:P: the second scheduler cannot bind it and that node's msrun
+fails although its workers joined node 0's cluster and finished. Multi-node MindSpore runs need
+separate hosts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dlperf import envs
+from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
+                           thread_env, threads_per_process, worker_argv)
+from dlperf.spec import Case
+
+LOG_DIR = "msrun-log"  # inside the repeat's directory: scheduler.log, worker_N.log
+
+# the backend's line when MindSpore's init() gave up (workload.RDZV_FAILED), with its own words
+_FAILED = re.compile(r"dlperf\.mindspore: the cluster did not form: ([^\n]*)")
+
+
+class Msrun(MultiLauncher):
+    """The launcher for mindspore cases with devices x nnodes > 1."""
+
+    name = "msrun"
+
+    def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        rdzv = self.rendezvous
+        rdzv.check(case.nnodes)
+        python = self.python or envs.interpreter(case.framework)
+        bindir = str(Path(python).parent)
+        if case.nnodes == 1:
+            addr, port = "127.0.0.1", free_port()
+        else:
+            addr, port = str(rdzv.master_addr), rdzv.master_port
+            if rdzv.node_rank > 0 and self.launches > 0:
+                time.sleep(NEXT_REPEAT_GRACE_S)
+        self.launches += 1
+        timeout = max(1, math.ceil(rdzv.timeout_s))
+        log_dir = out_dir / LOG_DIR
+        argv = [sys.executable, "-m", "dlperf.launchguard", "--",
+                os.path.join(bindir, "msrun"), "--worker_num", str(case.devices * case.nnodes),
+                "--local_worker_num", str(case.devices), "--master_addr", addr,
+                "--master_port", str(port), "--node_rank", str(rdzv.node_rank),
+                "--log_dir", str(log_dir), "--join", "True",
+                "--cluster_time_out", str(timeout),
+                # msrun runs "python ARGS" as it is (any other first word: "python SCRIPT")
+                "python", *worker_argv(python, case_file, out_dir)[1:]]
+        threads = threads_per_process(case)
+        declared = envs.worker_variables(case.framework, python)
+        env = {**declared, **thread_env(threads),
+               "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+        facts: dict[str, Any] = {
+            "launcher": self.name, "processes": case.devices * case.nnodes,
+            "processes_per_node": case.devices, "nnodes": case.nnodes,
+            "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
+            "master": f"{addr}:{port}", "rendezvous": "msrun scheduler (node 0)",
+            "log_dir": LOG_DIR, "cluster_time_out_s": timeout}
+        if case.nnodes > 1:
+            facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
+        if declared:
+            facts["framework_env"] = declared
+        return Launch(argv, env=env, ranks=self.ranks_here(case),
+                      explain=lambda log: explain(log, case, rdzv, f"{addr}:{port}"),
+                      facts=facts)
+
+
+def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
+    """(status, message) when MindSpore said its cluster never formed, or None."""
+    found = _FAILED.search(log)
+    if found is None:
+        return None
+    head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
+    said = f" (MindSpore: {found.group(1).strip()[:300]})"
+    return "timeout", (head + f"the {case.nnodes} nodes never all joined at {master}{said}; "
+                       f"start the same `dlperf run` on the other nodes with their --node-rank")
+
+
+Launcher = Msrun  # what dlperf.launch.launcher_for looks up
