@@ -160,7 +160,8 @@ def build(case):
         raise UnsupportedError(XLA_CPU_COLLECTIVES)  # before any worker starts its server
     strategy, parallel_info = distribute.make_strategy(case, device.startswith("/GPU"))
     if device.startswith("/GPU"):
-        tf.config.experimental.reset_memory_stats("GPU:0")
+        for index in range(len(tf.config.get_visible_devices("GPU"))):
+            tf.config.experimental.reset_memory_stats("GPU:%d" % index)
     precision_info = set_precision(case["precision"], device)
     seed = int(case.get("seed", 0))
     keras.utils.set_random_seed(seed)

@@ -57,7 +57,7 @@ def make_strategy(case, gpu):
         strategy = tf.distribute.MirroredStrategy(
             devices=["/gpu:%d" % i for i in range(local)])
         return strategy, {"data_parallel": "tf.distribute.MirroredStrategy over %d GPUs "
-                                           "(NCCL all-reduce)" % local}
+                                           "(collective all-reduce, NCCL)" % local}
     config = cluster.set_tf_config()
     _register_with_deadline(world, cluster.rdzv_timeout_s())
     implementation = tf.distribute.experimental.CommunicationImplementation
@@ -93,9 +93,15 @@ def _register_with_deadline(world, timeout_s):
 
 def per_replica_data(strategy, make):
     # type: (Any, Any) -> Any
-    """``make(replica_id) -> {name: numpy array}`` on every replica's own device."""
+    """``make(replica_id) -> {name: numpy array}`` placed on every local replica's own device
+    (the strategy calls ``value_fn`` once per local replica with its id in the whole job)."""
+    devices = strategy.extended.worker_devices
+    first = cluster.job()[0] * len(devices)  # the id of this process's first replica
+
     def value_fn(context):
-        return {k: tf.constant(v) for k, v in make(context.replica_id_in_sync_group).items()}
+        replica = context.replica_id_in_sync_group
+        with tf.device(devices[replica - first]):
+            return {k: tf.constant(v) for k, v in make(replica).items()}
     return strategy.experimental_distribute_values_from_function(value_fn)
 
 

@@ -172,6 +172,8 @@ class TFWorkload(Workload):
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]
+        """The highest peak among this process's GPUs (several with MirroredStrategy)."""
         if not self.gpu:
             return None
-        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        return max(int(tf.config.experimental.get_memory_info("GPU:%d" % i)["peak"])
+                   for i in range(len(tf.config.get_visible_devices("GPU"))))
