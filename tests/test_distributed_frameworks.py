@@ -250,3 +250,31 @@ def test_mindspore_lonely_node_times_out(tmp_path, tagged):
     assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
                                       "nodes never all joined at 127.0.0.1:")
     assert "(MindSpore: Failed to initialize distributed job cluster" in master["error"]
+
+
+# ------------------------------------------------------------------------------------------------
+# mxnet: kvstore dist_sync (a ps-lite scheduler and server per node, the workers by dlperf.spawn)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_mxnet_two_processes_and_speedup_over_one(tmp_path, tagged):
+    two = two_processes_with_speedup("mxnet", tmp_path)
+    assert two["launch"]["launcher"] == "dlperf.spawn + ps-lite (MXNet kvstore dist_sync)"
+    assert two["launch"]["kvstore"] == "dist_sync" and two["launch"]["scheduler_here"] is True
+    assert two["env"]["worker"]["framework"]["data_parallel"] == (
+        "kvstore dist_sync (ps-lite: 1 server(s)), gluon.Trainer update_on_kvstore=False")
+
+
+def test_mxnet_lonely_node_times_out(tmp_path, tagged):
+    # ps-lite waits for missing nodes forever: the backend's alarm around kv.create is the
+    # deadline, and the scheduler and server are stopped with the workers
+    start = time.monotonic()
+    proc = dlperf("run", "--framework", "mxnet", *TINY, "--nnodes", "2", "--node-rank", "0",
+                  "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
+                  "--rdzv-timeout", "8", "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                  "--json", str(tmp_path / "m.json"))
+    assert proc.returncode == 1 and time.monotonic() - start < 90, proc.stderr
+    master = load(tmp_path / "m.json")
+    assert master["status"] == "timeout" and master["repeats_done"] == 1
+    assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
+                                      "nodes' kvstore (scheduler at 127.0.0.1:")

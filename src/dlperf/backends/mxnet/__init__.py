@@ -10,7 +10,7 @@ amp-bf16 is declared even where it is slower than fp32; the build checks it agai
 at hand and records which operators ended up in bf16. float16 has no CPU kernels.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
@@ -29,6 +29,9 @@ SUPPORT = Support(
     },
     modes={False: "imperative (Gluon, not hybridized)",
            True: "hybridize(static_alloc=True, static_shape=True)"},
+    # the parameter-server kvstore (dist_sync): a ps-lite scheduler, a server per node and the
+    # workers, started with DMLC_ROLE as MXNet's tools/launch.py --launcher local does
+    distributed=("cpu",),
     reasons={
         "cuda": NO_GPU_BUILD,
         "cpu/tf32": "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run "
@@ -53,3 +56,9 @@ def build(case):
     # type: (Dict[str, Any]) -> Any
     from dlperf.backends.mxnet.backend import build as build_workload
     return build_workload(case)
+
+
+def gather_results(result):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    from dlperf.backends.mxnet.workload import gather_results as gather
+    return gather(result)

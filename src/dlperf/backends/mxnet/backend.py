@@ -24,7 +24,8 @@ from dlperf.backends.mxnet.workload import (
     configure_threads,
     count_params,
     op_dtypes,
-    rank,
+    join,
+    launch_rank,
     runtime_info,
     select_context,
 )
@@ -101,11 +102,12 @@ def _resnet50(knobs, batch, train, ctx, seed):
     if train:
         inputs.append(mx.nd.array(data["labels"], ctx=ctx, dtype="float32"))
 
-    def make_trainer(params):
-        # type: (Any) -> Any
+    def make_trainer(params, kvstore):
+        # type: (Any, Any) -> Any
         # MXNet's sgd_mom_update: state = 0.9 state - lr (g + wd w); w += state, which is
         # PyTorch's SGD(momentum=0.9, weight_decay=1e-4) at a constant learning rate
-        return gluon.Trainer(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4})
+        return gluon.Trainer(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4},
+                             **trainer_kvstore(kvstore))
 
     return Parts(model, _ResNetObjective(model, train), inputs, make_trainer, None, LAYOUT,
                  "SGD(lr=0.1, momentum=0.9, L2 weight_decay=1e-4)")
@@ -126,15 +128,25 @@ def _bert(knobs, batch, train, ctx, seed):
                    mx.nd.array(data["nsp_labels"], ctx=ctx, dtype="float32")]
     clip, clip_desc = models.gradient_clip(knobs)
 
-    def make_trainer(params):
-        # type: (Any) -> Any
+    def make_trainer(params, kvstore):
+        # type: (Any, Any) -> Any
         # torch.optim.AdamW's settings; update_on_kvstore=False lets the step clip in between
         optimizer = AdamW(learning_rate=1e-4, beta1=0.9, beta2=0.999, epsilon=1e-8, wd=0.01)
-        return gluon.Trainer(params, optimizer, update_on_kvstore=False)
+        return gluon.Trainer(params, optimizer, **dict(trainer_kvstore(kvstore),
+                                                       update_on_kvstore=False))
 
     return Parts(model, _BertObjective(model, train), inputs, make_trainer, clip,
                  "batch-major (B, S, H)",
                  "AdamW(lr=1e-4, weight_decay=0.01, fused _multi_adamw_update), " + clip_desc)
+
+
+def trainer_kvstore(kvstore):
+    # type: (Any) -> Dict[str, Any]
+    """The Trainer's kvstore arguments: Gluon's defaults for one process; with the job's
+    dist_sync kvstore, the gradients summed over the workers and the update on each worker."""
+    if kvstore is None:
+        return {}
+    return {"kvstore": kvstore, "update_on_kvstore": False}
 
 
 BUILDERS = {
@@ -150,13 +162,14 @@ def build(case):
     task = case["task"]
     train = task == "train"
     batch = int(case["batch_size"])
-    seed = int(case.get("seed", 0)) + rank()
+    seed = int(case.get("seed", 0))
 
     threads = configure_threads()
     ctx = select_context(case.get("device", "auto"))
+    kvstore = join()  # one worker of several: the dist_sync kvstore (the rendezvous)
     precision = Precision(case["precision"], ctx)  # AMP must be on before the model exists
-    mx.random.seed(seed, ctx="all")
-    parts = BUILDERS[name](knobs, batch, train, ctx, seed)
+    mx.random.seed(seed, ctx="all")  # the same initial weights on every worker
+    parts = BUILDERS[name](knobs, batch, train, ctx, seed + launch_rank())  # its own batch
 
     model = parts.model
     model.initialize(ctx=ctx)  # each parameter carries its own initializer
@@ -173,7 +186,7 @@ def build(case):
                                    "to bfloat16" % (precision.name, name))
     info["compute_dtype"] = precision.dtype or "float32"
 
-    trainer = parts.make_trainer(model.collect_params()) if train else None
+    trainer = parts.make_trainer(model.collect_params(), kvstore) if train else None
     compiled = bool(case.get("compile", False))
     if compiled:
         objective.hybridize(static_alloc=True, static_shape=True)

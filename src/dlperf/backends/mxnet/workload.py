@@ -11,17 +11,20 @@ hyper-threading), which dlperf leaves alone and records.
 
 import ctypes
 import json
+import math
 import os
+import signal
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import mxnet as mx
+import numpy
 from mxnet import autograd
 from mxnet.contrib import amp
 from mxnet.contrib.amp.amp import bfloat16  # numpy's view of MXNet's bfloat16
 from mxnet.gluon.utils import clip_global_norm
 
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # MXNet's engine settings and their documented defaults (read by libmxnet at load)
 ENGINE_VARIABLES = {
@@ -36,14 +39,98 @@ ENGINE_VARIABLES = {
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # CPU instructions with native bf16 arithmetic
 
 
+# ------------------------------------------------------------------------------------------------
+# data parallelism: MXNet's parameter-server kvstore. dlperf's launcher does what MXNet's
+# tools/launch.py --launcher local does: a ps-lite scheduler (node 0) and a server per node
+# (``python -c "import mxnet"`` with DMLC_ROLE=scheduler / server), and the workers with
+# DMLC_ROLE=worker; each worker joins with mx.kv.create("dist_sync"), and Gluon's Trainer sums
+# the gradients over the workers through it (update_on_kvstore=False: the optimizer runs on
+# every worker, on the mean gradient, as with torch's DDP)
+# ------------------------------------------------------------------------------------------------
+
+_kvstore = []  # type: List[Any]
+# dlperf's own kvstore keys: integers (a kvstore refuses to mix key types, and the Trainer's are
+# its parameters' indices), far above any parameter index
+PROBE_KEY, SIZES_KEY, RESULTS_KEY = 1 << 30, (1 << 30) + 1, (1 << 30) + 2
+
+
+def launched():
+    # type: () -> bool
+    return os.environ.get("DMLC_ROLE") == "worker" and int(os.environ.get("DMLC_NUM_WORKER",
+                                                                            "1")) > 1
+
+
+def join():
+    # type: () -> Optional[Any]
+    """The dist_sync kvstore of this job (created once), or None for one process.
+
+    Creating it is the rendezvous: ps-lite registers this worker with the scheduler and blocks
+    until every node has, with no deadline of its own. The kernel keeps dlperf's
+    (``alarm(DLPERF_RDZV_TIMEOUT_S)``, SIGALRM's default action ends the process), which the
+    launcher's explain reads as a timeout."""
+    if not launched():
+        return None
+    if not _kvstore:
+        seconds = os.environ.get("DLPERF_RDZV_TIMEOUT_S")
+        if seconds:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(max(1, int(math.ceil(float(seconds)))))
+        _kvstore.append(mx.kv.create("dist_sync"))
+        signal.alarm(0)
+    return _kvstore[0]
+
+
 def world_size():
     # type: () -> int
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    """The kvstore's count of workers (1 for one process)."""
+    return int(_kvstore[0].num_workers) if _kvstore else 1
 
 
 def rank():
     # type: () -> int
+    """The kvstore's number for this worker (ps-lite's order, not necessarily the launcher's)."""
+    return int(_kvstore[0].rank) if _kvstore else 0
+
+
+def launch_rank():
+    # type: () -> int
+    """This worker's rank as dlperf's launcher placed it (node by node): the result's rank."""
     return int(os.environ.get("RANK", "0"))
+
+
+def gather_results(payload):
+    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
+    """Every worker's result at the launcher's rank 0 (node 0), None on the others; one process
+    gets its own back.
+
+    JSON bytes through the kvstore, never pickles: each worker writes its bytes (as float32
+    values, exact for 0..255) into its own row of a zero matrix, and a dist_sync pushpull sums
+    the rows of all workers, so every worker receives them all."""
+    kv = _kvstore[0] if _kvstore else None
+    if kv is None:
+        return [payload]
+    world, me = world_size(), rank()
+    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
+    sizes = numpy.zeros(world, dtype=numpy.float32)
+    sizes[me] = data.size
+    sizes = _summed(kv, SIZES_KEY, sizes)
+    lengths = [int(n) for n in sizes]
+    rows = numpy.zeros((world, max(lengths)), dtype=numpy.float32)
+    rows[me, :data.size] = data
+    rows = _summed(kv, RESULTS_KEY, rows)
+    if launch_rank() != 0:
+        return None
+    return [json.loads(row[:n].astype(numpy.uint8).tobytes().decode("utf-8"))
+            for row, n in zip(rows, lengths)]
+
+
+def _summed(kv, key, array):
+    # type: (Any, int, Any) -> Any
+    """The sum of ``array`` over every worker, by one dist_sync pushpull under ``key``."""
+    value = mx.nd.array(array, dtype="float32")
+    kv.init(key, mx.nd.zeros(array.shape, dtype="float32"))
+    kv.pushpull(key, value, out=value)
+    return value.asnumpy()
 
 
 def _omp_max_threads():
@@ -183,7 +270,11 @@ class MXNetWorkload(Workload):
         self.objective = objective
         self.inputs = list(inputs)
         self.trainer = trainer
-        self.clip = clip
+        # several workers: the kvstore sums the gradients of every worker's mean loss, so the
+        # update divides by the workers (the mean gradient, as torch's DDP) and a clip bounds
+        # the norm of that mean (the norm of the sum is the workers times larger)
+        self.scale = world_size()
+        self.clip = clip * self.scale if clip else clip
         self.grads = []  # type: List[Any]
         if trainer is not None and clip:
             self.grads = [p.grad() for p in trainer._params if p.grad_req != "null"]
@@ -202,14 +293,32 @@ class MXNetWorkload(Workload):
             self.trainer.allreduce_grads()
             # check_isfinite=False keeps the norm on the engine (no host sync per step)
             clip_global_norm(self.grads, self.clip, check_isfinite=False)
-            self.trainer.update(1)
+            self.trainer.update(self.scale)
         else:
-            self.trainer.step(1)
+            self.trainer.step(self.scale)
         return loss
 
     def sync(self):
         # type: () -> None
         mx.nd.waitall()
+
+    def barrier(self):
+        # type: () -> None
+        """Every worker waits for the others (ps-lite's barrier of the kvstore's workers)."""
+        if _kvstore:
+            mx.nd.waitall()
+            _kvstore[0]._barrier()
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        """One dist_sync pushpull (push to the servers, pull the sum) of a float32 buffer as
+        large as the gradients: what the Trainer does with them every step."""
+        if not _kvstore:
+            return None
+        kv = _kvstore[0]
+        buffer = mx.nd.zeros(self.params, dtype="float32")
+        kv.init(PROBE_KEY, buffer)
+        return median_seconds(lambda: kv.pushpull(PROBE_KEY, buffer, out=buffer), self.sync)
 
     def loss_value(self, handle):
         # type: (Any) -> float
@@ -245,6 +354,9 @@ def runtime_info(ctx, threads):
         "device": str(ctx),
         "world_size": world_size(),
         "rank": rank(),
+        "data_parallel": ("kvstore dist_sync (ps-lite: %d server(s)), gluon.Trainer "
+                          "update_on_kvstore=False" % int(os.environ.get("DMLC_NUM_SERVER", "0"))
+                          if _kvstore else None),
     }  # type: Dict[str, Any]
     info.update(threads)
     info["device_name"] = cpu_name() if ctx.device_type == "cpu" else "gpu:%d" % ctx.device_id
