@@ -1,9 +1,10 @@
 """Multi-process and multi-node MindSpore cases, launched by MindSpore's own ``msrun`` (harness
 side).
 
-Each repeat runs ``msrun --worker_num W --local_worker_num D --master_addr A --master_port P
---node_rank R --log_dir DIR --join True --cluster_time_out T python -m dlperf.worker ...`` on
-every node, from the mindspore environment. msrun starts, on node 0, a scheduler process (the
+Each repeat runs msrun (``python -m mindspore.parallel.cluster.run``, what the ``msrun`` command
+runs) ``--worker_num W --local_worker_num D --master_addr A --master_port P --node_rank R
+--log_dir DIR --join True --cluster_time_out T python -m dlperf.worker ...`` on every node, from
+the mindspore environment. msrun starts, on node 0, a scheduler process (the
 same command with MS_ROLE=MS_SCHED, whose ``init()`` serves the cluster at A:P) and on every node
 D workers (MS_ROLE=MS_WORKER, RANK_ID, RANK_SIZE, DEVICE_ID), each logging to
 ``DIR/worker_N.log`` (inside the repeat's directory, and copied to the console by ``--join``);
@@ -37,6 +38,7 @@ from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvou
                            thread_env, threads_per_process, worker_argv)
 from dlperf.spec import Case
 
+MSRUN = "mindspore.parallel.cluster.run"  # the module behind the msrun command
 LOG_DIR = "msrun-log"  # inside the repeat's directory: scheduler.log, worker_N.log
 
 # the backend's line when MindSpore's init() gave up (workload.RDZV_FAILED), with its own words
@@ -63,7 +65,9 @@ class Msrun(MultiLauncher):
         timeout = max(1, math.ceil(rdzv.timeout_s))
         log_dir = out_dir / LOG_DIR
         argv = [sys.executable, "-m", "dlperf.launchguard", "--",
-                os.path.join(bindir, "msrun"), "--worker_num", str(case.devices * case.nnodes),
+                # msrun, as its console script runs it (the script's shebang may name the
+                # directory the environment was built in rather than where it lives now)
+                python, "-m", MSRUN, "--worker_num", str(case.devices * case.nnodes),
                 "--local_worker_num", str(case.devices), "--master_addr", addr,
                 "--master_port", str(port), "--node_rank", str(rdzv.node_rank),
                 "--log_dir", str(log_dir), "--join", "True",
