@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from conftest import dlperf, load
-from dlperf import launch, runner
+from dlperf import launch, launchguard, runner
 from dlperf.backends.paddle import launch as paddle_launch
 from dlperf.spec import Case
 
@@ -186,6 +186,15 @@ def test_paddle_explain_reads_its_launchers_lines():
     assert paddle_launch.explain(log, case, rdzv) == (
         "oom", "rank 6: killed by SIGKILL, most likely by the kernel's out-of-memory killer")
     assert paddle_launch.explain(log.replace("code -9", "code 1"), case, rdzv) is None
+
+
+def test_launchguard_turns_the_master_name_into_its_address():
+    # Paddle compares addresses; under Slurm the master arrives as a host name on the node
+    words = ["--master", "localhost:29500", "--host", "localhost",
+             "http://localhost:29500/job/info", "/tmp/localhost-run", "localhost.example"]
+    assert launchguard.resolve(words, "localhost") == [
+        "--master", "127.0.0.1:29500", "--host", "127.0.0.1", "http://127.0.0.1:29500/job/info",
+        "/tmp/localhost-run", "localhost.example"]
 
 
 # ------------------------------------------------------------------------------------------------

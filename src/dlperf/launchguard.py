@@ -14,6 +14,12 @@ and some lack (harness side).
   the guard instead of init, and when the launcher ends (or the guard is told to stop) it stops
   every process still below it: SIGTERM, then SIGKILL.
 
+- **Addresses where names will not do.** ``--resolve NAME`` replaces NAME in the command's words
+  (as a whole host name: ``NAME``, ``NAME:PORT``, ``http://NAME:PORT/...``) by the IPv4 address
+  it resolves to on the node that runs the command: Paddle's launcher compares its master's
+  address with its own, and under Slurm the master is only known, often as a host name, on the
+  nodes themselves.
+
 The exit status is the launcher's (128 + N when a signal N ended it).
 """
 
@@ -25,6 +31,7 @@ import glob
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -65,6 +72,17 @@ def stop_descendants(grace_s: float = TERM_GRACE_S) -> None:
         psutil.wait_procs(below, timeout=grace_s)
 
 
+def resolve(words: list[str], name: str) -> list[str]:
+    """``words`` with the host name ``name`` replaced by its IPv4 address (unchanged when it
+    does not resolve here: the launcher then says what it makes of the name)."""
+    try:
+        address = socket.gethostbyname(name)
+    except OSError:
+        return words
+    host = re.compile(r"(?<![A-Za-z0-9_.-])" + re.escape(name) + r"(?![A-Za-z0-9_.-])")
+    return [host.sub(address, word) for word in words]
+
+
 def count_members(url: str) -> int | None:
     """How many nodes an HTTP key-value master lists under ``url`` (a JSON object, one key per
     node that joined; 404 = none), or None when it does not answer."""
@@ -95,11 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nnodes", type=int, default=1)
     parser.add_argument("--members-url", default=None,
                         help="HTTP URL listing the joined nodes as JSON keys")
+    parser.add_argument("--resolve", action="append", default=[],
+                        help="a host name to replace by its address in the command (repeatable)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the launcher command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("a command after -- is needed")
+    for name in args.resolve:
+        command = resolve(command, name)
+        if args.members_url:
+            args.members_url = resolve([args.members_url], name)[0]
     become_subreaper()
     stopping: list[int] = []
 

@@ -18,6 +18,7 @@ Standard library only, valid Python 3.7.
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -62,6 +63,12 @@ def main(argv=None):
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("a command after -- is needed")
+    root = os.environ.get("DMLC_PS_ROOT_URI")
+    if root:  # ps-lite binds and connects by address; a host name (Slurm's) is resolved here
+        try:
+            os.environ["DMLC_PS_ROOT_URI"] = socket.gethostbyname(root)
+        except OSError:
+            pass
     infrastructure = {}  # type: Dict[str, subprocess.Popen]
     serve = [args.python, "-c", "import mxnet"]
     if args.scheduler:

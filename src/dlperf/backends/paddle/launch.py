@@ -9,9 +9,10 @@ the others when one fails. The worker joins them with ``init_parallel_env`` and 
 also picks by itself where it finds no GPU), NCCL on GPUs (one per rank, ``FLAGS_selected_gpus``).
 
 - one node: no master; Paddle picks free ports for the ranks' store.
-- several nodes: ``--master HOST:PORT`` is Paddle's HTTP key-value master, which the node whose
-  address it names serves (node 0 is told its own address with ``--host``, so Paddle recognises
-  it); ``--rank`` places each node, ``--job_id`` keeps two repeats apart.
+- several nodes: ``--master ADDRESS:PORT`` is Paddle's HTTP key-value master, which the node whose
+  address it names serves (node 0 is told that address with ``--host``, so Paddle recognises it
+  as its own; the guard resolves a host name to the address on the node, as Paddle compares
+  addresses); ``--rank`` places each node, ``--job_id`` keeps two repeats apart.
 
 Paddle's launcher has no rendezvous deadline (its master waits for missing nodes forever) and
 starts each rank in a session of its own, so the command runs under :mod:`dlperf.launchguard`:
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -36,14 +36,6 @@ from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvou
 from dlperf.spec import Case
 
 LOG_DIR = "paddle-log"  # inside the repeat's directory: workerlog.N, one per local rank
-
-
-def own_address(host: str) -> str | None:
-    """The IPv4 address ``host`` resolves to (Paddle compares addresses, not names)."""
-    try:
-        return socket.gethostbyname(host)
-    except OSError:
-        return None
 
 
 class PaddleLaunch(MultiLauncher):
@@ -69,10 +61,10 @@ class PaddleLaunch(MultiLauncher):
             if rdzv.node_rank > 0 and self.launches > 0:
                 time.sleep(NEXT_REPEAT_GRACE_S)
             argv += ["--master", rdzv.endpoint, "--rank", str(rdzv.node_rank)]
-            address = own_address(str(rdzv.master_addr))
-            if rdzv.node_rank == 0 and address:
-                argv += ["--host", address]  # so node 0 serves the master it is named by
-            guard += ["--rdzv-timeout", f"{rdzv.timeout_s:g}",
+            if rdzv.node_rank == 0:
+                argv += ["--host", str(rdzv.master_addr)]  # so node 0 serves its master
+            # Paddle compares addresses: the guard turns the name into one on the node itself
+            guard += ["--resolve", str(rdzv.master_addr), "--rdzv-timeout", f"{rdzv.timeout_s:g}",
                       "--joined", str(log_dir / "workerlog.*"), "--nnodes", str(case.nnodes),
                       "--members-url", f"http://{rdzv.endpoint}/{job}/info"]
             facts.update(rendezvous="paddle HTTP master", master=rdzv.endpoint,
