@@ -111,14 +111,16 @@ def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged):
     assert info["data_parallel"].startswith(DATA_PARALLEL[framework])
 
 
-# rank 1 alone fails, each its own way: JAX joins the job, then runs under an address-space
-# limit 64 MiB above what it holds, so ResNet-50's 100 MB of weights cannot be made; the
-# TensorFlow ranks are given batch 1, which at 32x32 leaves BatchNorm one value per channel
+# rank 1 alone fails, each its own way: JAX joins the job and loads the backend, then runs under
+# an address-space limit 64 MiB above what it holds, so ResNet-50's 100 MB of weights cannot be
+# made; the TensorFlow ranks are given batch 1, which at 32x32 leaves BatchNorm one value per
+# channel
 FAILING_RANK = """\
 import importlib, json, os, resource, runpy, sys
 if os.environ["RANK"] == "1":
     if os.environ["FRAMEWORK"] == "jax":
         importlib.import_module("dlperf.backends.jax").resolve_device("cpu")
+        importlib.import_module("dlperf.backends.jax.backend")
         with open("/proc/self/status") as status:
             vm = [int(l.split()[1]) * 1024 for l in status if l.startswith("VmSize")][0]
         resource.setrlimit(resource.RLIMIT_AS, (vm + 64 * 2 ** 20, vm + 64 * 2 ** 20))

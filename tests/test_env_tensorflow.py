@@ -57,7 +57,7 @@ from dlperf import models
 from dlperf.backends.tensorflow.workload import count_params, unique
 out = {}
 for name in ("resnet50", "bert-base"):
-    parts = B.BUILDERS[name](models.resolve_knobs(name, {}), 1 if name == "bert-base" else 2, 0)
+    parts = B.BUILDERS[name](models.resolve_knobs(name, {}), 1 if name == "bert-base" else 2)
     out[name] = count_params(unique(parts.model.trainable_variables))
 print("PARAMS=" + json.dumps(out))
 """
@@ -68,7 +68,9 @@ from dlperf import models
 out = {}
 for name in ("resnet50", "bert-base"):
     with B.tf.Graph().as_default():
-        B.BUILDERS[name](models.resolve_knobs(name, {}), 2, 0, True, {})
+        make_data, make_model = B.BUILDERS[name]
+        knobs = models.resolve_knobs(name, {})
+        make_model(knobs, make_data(knobs, 2, 0, True, {}), True)
         out[name] = int(sum(np.prod(v.shape.as_list()) for v in B.tf1.trainable_variables()))
 print("PARAMS=" + json.dumps(out))
 """
