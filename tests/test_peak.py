@@ -12,21 +12,47 @@ from conftest import TINY_RESNET, dlperf, load
 def test_probe_is_cached_and_used_for_mfu(tmp_path):
     env = {"DLPERF_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "before.json"
-    dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp_path / "a.db"),
-           "--json", str(out), env=env, check=True)
+    proc = dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp_path / "a.db"),
+                  "--json", str(out), env=env, check=True)
+    # a machine never probed is probed once by the first measuring command, so MFU is there
+    assert "probing this machine's matmul peaks once" in proc.stderr
     before = load(out)["flops"]
-    assert before["peak_per_s"] is None and before["mfu"] is None
-    assert "dlperf sysinfo --probe" in before["peak_source"]
+    assert before["peak_per_s"] > 1e8 and before["mfu"] == pytest.approx(
+        before["achieved_per_s"] / before["peak_per_s"])
 
     info = json.loads(dlperf("sysinfo", "--probe", "--json", env=env, check=True).stdout)
     fp32_peak = info["peaks"]["flops_per_s"]["float32"]
     assert fp32_peak > 1e8 and info["peaks"]["host_copy_bytes_per_s"] > 1e8
+    assert info["peaks"]["flops_per_s"]["int8"] > 1e8  # int8 inference has its ceiling too
     assert json.loads(dlperf("sysinfo", "--json", env=env, check=True).stdout)["peaks"] == \
         info["peaks"]
 
     out = tmp_path / "after.json"
-    dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp_path / "a.db"),
-           "--json", str(out), env=env, check=True)
+    proc = dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp_path / "a.db"),
+                  "--json", str(out), env=env, check=True)
+    assert "probing" not in proc.stderr  # re-measured by --probe: reused, not probed again
     flops = load(out)["flops"]
     assert flops["peak_per_s"] == fp32_peak
     assert flops["mfu"] == pytest.approx(flops["achieved_per_s"] / fp32_peak)
+
+
+def test_the_first_measuring_command_probes_once_and_then_reuses_it(tmp_path, monkeypatch):
+    from dlperf import peak, sysinfo
+
+    monkeypatch.setenv("DLPERF_CACHE", str(tmp_path))
+    env = sysinfo.capture()
+    said = []
+    first = peak.ensure(env, say=said.append)
+    assert len(said) == 1 and "probing this machine's matmul peaks once" in said[0]
+    assert first["flops_per_s"]["float32"] > 0 and first["flops_per_s"]["int8"] > 0
+    again = peak.ensure(env, say=said.append)
+    assert again == first and len(said) == 1  # cached: no second probe
+
+
+def test_gpu_datasheet_peaks_are_found_by_nvml_name():
+    from dlperf import peak
+
+    assert peak.datasheet("NVIDIA H100 80GB HBM3")["bfloat16"] == 989.4e12
+    assert peak.datasheet("NVIDIA A100-SXM4-80GB")["tf32"] == 156e12
+    assert "bfloat16" not in peak.datasheet("Tesla V100-SXM2-16GB")
+    assert peak.datasheet("NVIDIA GeForce RTX 4090") is None

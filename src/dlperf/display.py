@@ -27,6 +27,11 @@ def line(*parts: str | tuple[str, str]) -> Text:
                            for p in parts])
 
 
+def note(message: str) -> None:
+    """A side remark on stderr (what the tool is doing besides the measurement)."""
+    err.print(line(message))
+
+
 def warn(message: str, console: Console | None = None) -> None:
     """A "! ..." note under a table, in yellow."""
     (console or out).print(line(("! " + message, "yellow")))
@@ -81,7 +86,8 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
                           ("precision", "left"), ("compile", "left"), ("devices", "right"),
                           ("batch", "right"), ("samples/s (median)", "right"),
                           ("95% CI", "right"), ("CV", "right"), ("n", "right"),
-                          ("TFLOP/s", "right"), ("peak mem", "right"), ("status", "left")):
+                          ("TFLOP/s", "right"), ("MFU", "right"), ("peak mem", "right"),
+                          ("status", "left")):
         table.add_column(name, justify=justify)
     notes: list[str] = []
     for result in results:
@@ -99,6 +105,7 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
             str(case["batch_size"]), number(tp["median"]),
             f"{number(ci[0])}–{number(ci[1])}" if ci else "-", percent(tp.get("cv")),
             str(tp.get("n", 0)), number(achieved / 1e12, 2) if achieved else "-",
+            percent(result["flops"].get("mfu")),
             human_bytes(result["memory"].get("peak_device_bytes")
                         or result["memory"].get("peak_host_bytes")),
             status)

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from dlperf import display, envs, launch, measurelock, runner, sysinfo
+from dlperf import display, envs, launch, measurelock, peak, runner, sysinfo
 from dlperf import outputs
 from dlperf.errors import UsageError
 from dlperf.spec import Case
@@ -120,6 +120,7 @@ def main(args: argparse.Namespace) -> int:
     env = sysinfo.capture()
     results: list[dict[str, Any]] = []
     with measurelock.held(not args.no_wait), Store(args.db) as store:
+        peak.ensure(env, say=display.note)
         for case, launcher in zip(cases, launchers):
             try:
                 with display.progress(case) as on_repeat:

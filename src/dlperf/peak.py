@@ -2,8 +2,9 @@
 
 Vendor datasheet peaks are rarely reached and unknown for many CPUs; a large matrix multiply in
 the precision the model computes in is the honest ceiling for "model FLOP utilisation". Probes
-are slow-ish (seconds) and machine-specific, so they are cached per machine in a JSON file and
-only re-measured by ``dlperf sysinfo --probe``.
+are slow-ish (seconds) and machine-specific, so they are cached per machine in a JSON file: the
+first measuring command on a machine runs them once (:func:`ensure`), ``dlperf sysinfo --probe``
+re-measures. On GPUs the NVIDIA datasheet's dense peak is recorded beside the measured one.
 """
 
 from __future__ import annotations
@@ -19,9 +20,31 @@ import numpy as np
 
 from dlperf import sysinfo
 
-# which probe bounds which case precision (int8 has no matmul probe yet)
+# which probe bounds which case precision
 PRECISION_DTYPE = {"fp32": "float32", "tf32": "tf32", "amp-bf16": "bfloat16", "bf16": "bfloat16",
-                   "amp-fp16": "float16", "fp16": "float16"}
+                   "amp-fp16": "float16", "fp16": "float16", "int8": "int8"}
+CPU_SIZE, GPU_SIZE = 1024, 8192  # a GPU needs a large GEMM to reach its tensor-core peak
+
+# NVIDIA datasheet peaks without sparsity (FLOP/s; int8 in OP/s), by a substring of the NVML
+# name: recorded beside the measured GEMM so a reader sees both
+DATASHEET = {
+    "H200": {"float32": 67e12, "tf32": 494.7e12, "bfloat16": 989.4e12, "float16": 989.4e12,
+             "int8": 1978.9e12},
+    "H100 80GB HBM3": {"float32": 67e12, "tf32": 494.7e12, "bfloat16": 989.4e12,
+                       "float16": 989.4e12, "int8": 1978.9e12},  # SXM5
+    "H100 PCIe": {"float32": 51e12, "tf32": 378e12, "bfloat16": 756e12, "float16": 756e12,
+                  "int8": 1513e12},
+    "A100": {"float32": 19.5e12, "tf32": 156e12, "bfloat16": 312e12, "float16": 312e12,
+             "int8": 624e12},
+    "V100": {"float32": 15.7e12, "float16": 125e12},  # SXM2; no bf16, tf32 or int8 tensor cores
+}
+
+
+def datasheet(gpu_name: str) -> dict[str, float] | None:
+    for key, peaks in DATASHEET.items():
+        if key in gpu_name:
+            return dict(peaks)
+    return None
 
 
 def cache_path() -> Path:
@@ -55,15 +78,18 @@ def _best_rate(run: Any, flops: float, repeats: int, budget_s: float = 3.0) -> f
     return flops / best
 
 
-def matmul_peaks(size: int = 1024, repeats: int = 10) -> dict[str, float]:
-    """Best-of-N square matmul FLOP/s per dtype, with torch on its default device if present."""
-    flops = 2.0 * size ** 3
+def matmul_peaks(size: int | None = None, repeats: int = 10) -> dict[str, float]:
+    """Best-of-N square matmul FLOP/s per dtype (int8: OP/s of an int8 x int8 -> int32 GEMM),
+    with torch on its default device if present."""
     try:
         import torch
     except ImportError:
+        size = size or CPU_SIZE
         a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
-        return {"float32": _best_rate(lambda: a @ a, flops, repeats)}
+        return {"float32": _best_rate(lambda: a @ a, 2.0 * size ** 3, repeats)}
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    size = size or (GPU_SIZE if device == "cuda" else CPU_SIZE)
+    flops = 2.0 * size ** 3
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     peaks = {}
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -78,6 +104,11 @@ def matmul_peaks(size: int = 1024, repeats: int = 10) -> dict[str, float]:
             peaks[name] = _best_rate(run, flops, repeats)
         except RuntimeError:
             continue
+    try:  # int8 GEMM with int32 accumulation, what int8 inference kernels run
+        q = torch.randint(-128, 128, (size, size), dtype=torch.int8, device=device)
+        peaks["int8"] = _best_rate(lambda: (torch._int_mm(q, q), sync()), flops, repeats)
+    except (RuntimeError, AttributeError):
+        pass
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         a = torch.randn(size, size, device=device)
@@ -99,6 +130,10 @@ def probe(env: dict[str, Any] | None = None) -> dict[str, Any]:
     loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     result = {"flops_per_s": matmul_peaks(), "host_copy_bytes_per_s": copy_bandwidth(),
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_average": loadavg}
+    gpus = env.get("gpus") or []
+    sheet = datasheet(str(gpus[0].get("name", ""))) if gpus else None
+    if sheet:
+        result["datasheet_flops_per_s"] = sheet
     path = cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     cached = load_all()
@@ -107,6 +142,18 @@ def probe(env: dict[str, Any] | None = None) -> dict[str, Any]:
     tmp.write_text(json.dumps(cached, indent=2))
     tmp.replace(path)
     return result
+
+
+def ensure(env: dict[str, Any], say: Any = None) -> dict[str, Any]:
+    """This machine's peaks: the cached probe, else a probe now (once per machine), so MFU is
+    never missing for want of a command the user did not know to run."""
+    found = cached(env)
+    if found is not None and "int8" in found.get("flops_per_s", {}):
+        return found
+    if say:
+        say("probing this machine's matmul peaks once, for MFU (dlperf sysinfo --probe "
+            "re-measures)")
+    return probe(env)
 
 
 def load_all() -> dict[str, Any]:

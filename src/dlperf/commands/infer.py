@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, infer, measurelock, models, outputs, server, sysinfo
+from dlperf import display, infer, measurelock, models, outputs, peak, server, sysinfo
 from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
@@ -162,6 +162,7 @@ def main(args: argparse.Namespace) -> int:
     cases = infer.sweep_cases(base, args.batch_sizes, args.precisions)
     env = sysinfo.capture()
     with measurelock.held(not args.no_wait), Store(args.db) as store:
+        peak.ensure(env, say=display.note)
         try:
             results = infer.run_sweep(cases, store, env, progress=display.progress)
         except infer.SweepInterrupted as stop:
@@ -215,6 +216,7 @@ def main_server(args: argparse.Namespace, base: Case) -> int:
     server.probe_case(base, settings, args.rate or 1.0)  # SpecError now for a bad server field
     env = sysinfo.capture()
     with measurelock.held(not args.no_wait), Store(args.db) as store:
+        peak.ensure(env, say=display.note)
         try:
             outcome = server.run(base, settings, store, env, progress=display.progress)
         except server.SearchInterrupted as stop:

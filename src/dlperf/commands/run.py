@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlperf import (display, envs, measurelock, models, runner, scaling, slurm, sysinfo,
+from dlperf import (display, envs, measurelock, models, peak, runner, scaling, slurm, sysinfo,
                     launch)
 from dlperf.errors import UsageError
 from dlperf import numbers, outputs
@@ -211,6 +211,7 @@ def main(args: argparse.Namespace) -> int:
         return run_peer(case, launcher, args)
     env = sysinfo.capture()
     with measurelock.held(not args.no_wait), Store(args.db) as store:
+        peak.ensure(env, say=display.note)
         try:
             with display.progress(case) as on_repeat:
                 result = runner.run_case(case, store=store, env=env, on_repeat=on_repeat,

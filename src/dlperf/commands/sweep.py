@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeE
 from rich.text import Text
 from rich.table import Table
 
-from dlperf import display, measurelock, models, outputs, slurm_launch, sysinfo
+from dlperf import display, measurelock, models, outputs, peak, slurm_launch, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.spec import Case
@@ -245,7 +245,9 @@ def main(args: argparse.Namespace) -> int:
     with measurelock.held(not args.no_wait), Store(db) as store:
         watcher = SweepDisplay(sweep)
         alloc = placement.allocation
-        run = SweepRun(sweep, store, mode=mode, env=sysinfo.capture(), observer=watcher,
+        env = sysinfo.capture()
+        peak.ensure(env, say=display.note)
+        run = SweepRun(sweep, store, mode=mode, env=env, observer=watcher,
                        launchers=(lambda case: slurm_launch.launcher(case, alloc))
                        if alloc is not None else None)
         if alloc is not None:

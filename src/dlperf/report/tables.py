@@ -251,8 +251,8 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
             configs.items(), key=lambda item: (item[0][0], item[0][1], precision_rank(item[0][2]))):
         headers = ["nodes", "devices", "batch/device", "global batch",
                    f"throughput ({members[0].get('unit', 'samples/s')}, median)", "spread",
-                   "speedup", "scaling efficiency"]
-        align = ["r", "r", "r", "r", "r", "l", "r", "r"]
+                   "speedup", "scaling efficiency", "TFLOP/s", "MFU"]
+        align = ["r", "r", "r", "r", "r", "l", "r", "r", "r", "r"]
         if has_latency:
             headers += ["p50 ms", "p99 ms"]
             align += ["r", "r"]
@@ -278,6 +278,11 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                    Cell(number(tp.get("median") if result.get("status") == "ok" else None)),
                    Cell(spread(result)), Cell(speedup_text(result)),
                    Cell("—" if efficiency is None else f"{efficiency:.1%}")]
+            flops = result.get("flops") or {}
+            achieved = flops.get("achieved_per_s") if result.get("status") == "ok" else None
+            row += [Cell(number(achieved / 1e12, 3) if achieved else "—"),
+                    Cell("—" if achieved is None or flops.get("mfu") is None
+                         else f"{flops['mfu']:.1%}")]
             if has_latency:
                 latency = result.get("latency_ms") or {}
                 row += [Cell(number(latency.get("p50"), 2)), Cell(number(latency.get("p99"), 2))]
