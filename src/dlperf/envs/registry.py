@@ -90,6 +90,16 @@ class Framework:
                 lines.append(line)
         return lines
 
+    def pinned(self) -> dict[str, str]:
+        """Package name -> exact version, read from the lock's ``name==version --hash=...`` lines."""
+        pins = {}
+        for line in self.requirement_lines():
+            requirement = line.split()[0]
+            if "==" in requirement and not requirement.startswith("-"):
+                name, version = requirement.split("==", 1)
+                pins[name.lower()] = version
+        return pins
+
     def requirements_hash(self, python_version: str) -> str:
         """Identity of an environment's contents: the pins and the interpreter's major.minor."""
         text = "\n".join([f"python {python_version}"] + self.requirement_lines())

@@ -3,7 +3,8 @@
 Before the framework is imported the worker pins itself (``sched_setaffinity``) to its share of
 the CPUs it was given: all of them for one process per node, else a disjoint contiguous slice per
 local rank, so two ranks never fight over a core and every framework sees the same CPUs. The
-thread count (the case's ``threads``, else the slice's size) then goes into every variable a
+thread count (the case's ``threads``, else ``OMP_NUM_THREADS`` as the harness or the user set
+it, else the slice's size) then goes into every variable a
 framework sizes a pool from at start-up: OpenMP / MKL / OpenBLAS (torch, paddle, mxnet, oneflow,
 oneDNN), TensorFlow's intra-/inter-op pools, and XLA's CPU client (JAX) through the affinity
 mask, which it sizes its pool by. Backends record what their framework reports it uses
@@ -13,12 +14,13 @@ Standard library only, valid Python 3.7.
 """
 
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # what a launcher may call a process's rank within its node
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "DLPERF_LOCAL_RANK", "PADDLE_LOCAL_RANK",
                         "DEVICE_ID",  # msrun's name for a worker's local rank (MindSpore)
                         "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+THREADS_SET_BY = "DLPERF_THREADS_SET_BY"  # who chose the count: for backends to record
 THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                          "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
@@ -61,8 +63,29 @@ def apply(case):
         mine = share(given, ranks, rank)
         os.sched_setaffinity(0, mine)
         out.update(pinned=True, cpus=mine)
-    threads = int(case.get("threads") or len(mine))
+    threads, source = thread_count(case, ranks, len(mine))
     for name in THREAD_POOL_VARIABLES:
         os.environ[name] = str(threads)
-    out["threads"] = threads
+    os.environ[THREADS_SET_BY] = source
+    out.update(threads=threads, threads_set_by=source)
     return out
+
+
+def thread_count(case, ranks, cpus):
+    # type: (Dict[str, Any], int, int) -> Tuple[int, str]
+    """The case's threads; else OMP_NUM_THREADS as the worker got it (the harness's share of a
+    node among several processes, or the user's own); else every CPU this process runs on."""
+    if case.get("threads"):
+        return int(case["threads"]), "--threads-per-process"
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        if ranks > 1:
+            return int(given), "dlperf (the node's CPUs shared among its %d processes)" % ranks
+        return int(given), "the user (OMP_NUM_THREADS)"
+    return cpus, "dlperf (all available CPUs of this process)"
+
+
+def threads_set_by(default):
+    # type: (str) -> str
+    """What :func:`apply` recorded as the thread count's source (``default`` outside a worker)."""
+    return os.environ.get(THREADS_SET_BY) or default

@@ -15,6 +15,8 @@ import os
 import signal
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from dlperf.worker import placement as cpu_placement
+
 THREADS_SET_BY_DLPERF = "DLPERF_ONEFLOW_THREADS_SET"
 
 
@@ -268,9 +270,9 @@ def runtime_info(device):
         "device": device,
         "device_name": cpu_name(),
         "omp_num_threads": int(os.environ["OMP_NUM_THREADS"]),
-        "omp_threads_set_by": "dlperf (all available CPUs; OneFlow's own default is the "
-                              "logical cores minus 2)"
-        if os.environ.get(THREADS_SET_BY_DLPERF) else "the user (OMP_NUM_THREADS)",
+        "omp_threads_set_by": cpu_placement.threads_set_by(
+            "dlperf (all available CPUs; OneFlow's own default is the logical cores minus 2)"
+            if os.environ.get(THREADS_SET_BY_DLPERF) else "the user (OMP_NUM_THREADS)"),
         "built_with_cuda": int(oneflow.sysconfig.get_cuda_version())
         if oneflow.sysconfig.with_cuda() else None,
         "world_size": world_size(),

@@ -15,6 +15,8 @@ import os
 import warnings
 from typing import Any, Callable, Dict, List, Optional
 
+from dlperf.worker import placement as cpu_placement
+
 # precision -> (auto_cast level, dtype); O1 = per-op casts with fp32 weights, O2 = low-precision
 # weights with fp32 master copies (paddle.amp.decorate)
 AMP = {
@@ -344,8 +346,9 @@ def runtime_info(device):
         "paddle_commit": getattr(paddle.version, "commit", None),
         "device": device,
         "omp_num_threads": int(os.environ.get("OMP_NUM_THREADS", "1")),
-        "omp_threads_set_by": "dlperf (all available CPUs; Paddle's own default is 1)"
-        if os.environ.get(THREADS_SET_BY_DLPERF) else "the user (OMP_NUM_THREADS)",
+        "omp_threads_set_by": cpu_placement.threads_set_by(
+            "dlperf (all available CPUs; Paddle's own default is 1)"
+            if os.environ.get(THREADS_SET_BY_DLPERF) else "the user (OMP_NUM_THREADS)"),
         "onednn": bool(paddle.get_flags(["FLAGS_use_mkldnn"])["FLAGS_use_mkldnn"]),
         "cinn": paddle.is_compiled_with_cinn(),
         "world_size": world_size(),

@@ -167,7 +167,8 @@ def build(case):
     keras.utils.set_random_seed(seed)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
 
-    with (strategy.scope() if strategy is not None else tf.device(device)):
+    scope = strategy.scope() if strategy is not None else tf.device(device)
+    with scope:
         parts = BUILDERS[name](knobs, batch)
         variables = unique(parts.model.trainable_variables)
         if train:
