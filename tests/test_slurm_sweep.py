@@ -211,3 +211,22 @@ def test_multinode_sweep_is_refused_outside_slurm(tmp_path):
     assert proc.stdout.count("skipped: needs 2 nodes (--skip-multinode)") == 6
     assert proc.stdout.count("skipped: needs 4 nodes (--skip-multinode)") == 6
     assert not db.exists()
+
+
+def test_every_node_address_reaches_a_step_that_names_its_workers(tmp_path):
+    """TF_CONFIG names every worker: the head fills in placeholders that each step task
+    replaces with the addresses Slurm gives for the step's nodes."""
+    from dlperf import slurm, slurm_launch, slurm_step
+    from dlperf.spec import Case
+
+    case = Case(framework="tensorflow", model="resnet50", batch_size=2, nnodes=2, devices=1,
+                device="cpu")
+    head = slurm_launch.SlurmLauncher(case, slurm.Allocation("1", 2, 29500))
+    addrs = [node.rendezvous.node_addrs for node in head.nodes]
+    assert addrs == [(slurm_step.node_placeholder(0), slurm_step.node_placeholder(1))] * 2
+    place = slurm_step.step_place({"SLURM_NODEID": "1", "SLURM_STEP_NUM_NODES": "2",
+                                   "SLURM_STEP_NODELIST": "127.0.0.1,localhost"})
+    assert place[:2] == (1, 2) and len(place[2]) == 2
+    replacements = [(slurm_step.node_placeholder(r), a) for r, a in enumerate(place[2])]
+    text = ",".join(addrs[0])
+    assert slurm_step.substitute(text, replacements) == ",".join(place[2])

@@ -39,7 +39,7 @@ from typing import Any
 
 from dlperf import launch, slurm
 from dlperf.errors import UsageError
-from dlperf.slurm_step import MASTER_PLACEHOLDER, PREFIX, encode
+from dlperf.slurm_step import MASTER_PLACEHOLDER, PREFIX, encode, node_placeholder
 from dlperf.spec import Case
 
 # extra srun options for every step, e.g. "--gpus-per-node=8 --cpu-bind=none" (shlex-split)
@@ -59,14 +59,17 @@ def srun_argv(nnodes: int, job_name: str = "dlperf") -> list[str]:
             "--kill-on-bad-exit=1", "--job-name", job_name, "--export=ALL", *extra]
 
 
-def _fill(value: Any, text: str) -> Any:
-    """``value`` with the master placeholder replaced by ``text`` in every string inside."""
+def _fill(value: Any, text: str, nnodes: int = 0) -> Any:
+    """``value`` with the master placeholder replaced by ``text`` (and each node's address
+    placeholder by "node N of the Slurm step") in every string inside."""
     if isinstance(value, str):
+        for rank in range(nnodes):
+            value = value.replace(node_placeholder(rank), f"node {rank} of the Slurm step")
         return value.replace(MASTER_PLACEHOLDER, text)
     if isinstance(value, dict):
-        return {k: _fill(v, text) for k, v in value.items()}
+        return {k: _fill(v, text, nnodes) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill(v, text) for v in value]
+        return [_fill(v, text, nnodes) for v in value]
     return value
 
 
@@ -87,7 +90,9 @@ class SlurmLauncher(launch.MultiLauncher):
         else:
             self.nodes = [launch.launcher_for(case, launch.Rendezvous(
                 node_rank=rank, master_addr=MASTER_PLACEHOLDER, master_port=self.port,
-                timeout_s=timeout_s), python) for rank in range(case.nnodes)]
+                timeout_s=timeout_s,
+                node_addrs=tuple(node_placeholder(n) for n in range(case.nnodes))), python)
+                for rank in range(case.nnodes)]
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> launch.Launch:
         # a node's launcher may pause before a later repeat (NEXT_REPEAT_GRACE_S): in parallel
@@ -100,7 +105,7 @@ class SlurmLauncher(launch.MultiLauncher):
         argv = [sys.executable, "-m", "dlperf.slurm_step", "relay", "--out-dir", str(out_dir),
                 "--", *srun, sys.executable, "-m", "dlperf.slurm_step", "task", encode(payload)]
         head = launches[0]
-        facts = _fill(dict(head.facts), "first node of the Slurm step")
+        facts = _fill(dict(head.facts), "first node of the Slurm step", case.nnodes)
         facts["slurm"] = {"job_id": self.allocation.job_id,
                           "allocation_nodes": self.allocation.nnodes, "step_nodes": case.nnodes,
                           "srun": srun, "master_port": self.port if case.nnodes > 1 else None}

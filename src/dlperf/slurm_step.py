@@ -43,6 +43,12 @@ MARK = "@@dlperf.slurm_step"
 PREFIX = "dlperf.slurm_step:"
 CHUNK = 400  # base64 characters per frame line
 MASTER_PLACEHOLDER = "DLPERF-SLURM-MASTER"  # the launcher's master address, set per step
+
+
+def node_placeholder(rank: int) -> str:
+    """Stands for node ``rank``'s address (TF_CONFIG names every worker) until the step runs."""
+    return f"DLPERF-SLURM-NODE-{rank}-ADDR"
+
 RANK_FILE = re.compile(r"rank\d{1,7}\.json")
 STOP_GRACE_S = 10.0
 
@@ -190,8 +196,9 @@ def relay(out_dir: str, command: list[str]) -> int:
 # task: on every node of the step
 # ------------------------------------------------------------------------------------------------
 
-def step_place(environ: dict[str, str]) -> tuple[int, int, str]:
-    """(node rank, node count, master address) of this task in its step."""
+def step_place(environ: dict[str, str]) -> tuple[int, int, list[str]]:
+    """(node rank, node count, every node's address in rank order) of this task in its step;
+    the first address is the master's."""
     from dlperf import slurm
 
     node = environ.get("SLURM_NODEID") or environ.get("SLURM_PROCID")
@@ -202,7 +209,7 @@ def step_place(environ: dict[str, str]) -> tuple[int, int, str]:
         raise RuntimeError("not inside a Slurm step (SLURM_NODEID, SLURM_STEP_NUM_NODES and "
                            "SLURM_STEP_NODELIST are needed); the harness starts this with srun")
     hosts = slurm.hostnames(nodelist)
-    return int(node), int(nnodes), slurm.node_address(hosts[0])
+    return int(node), int(nnodes), [slurm.node_address(host) for host in hosts]
 
 
 def emit(node: int, work: str) -> None:
@@ -220,7 +227,8 @@ def emit(node: int, work: str) -> None:
 def task(encoded: str) -> int:
     payload = decode(encoded)
     try:
-        node, nnodes, master = step_place(dict(os.environ))
+        node, nnodes, addresses = step_place(dict(os.environ))
+        master = addresses[0]
     except RuntimeError as error:
         sys.stderr.write(f"{PREFIX} error: {error}\n")
         return 2
@@ -236,6 +244,8 @@ def task(encoded: str) -> int:
             handle.write(payload["case"])
         replacements = [(payload["case_file"], case_file), (payload["out_dir"], work),
                         (MASTER_PLACEHOLDER, master)]
+        replacements += [(node_placeholder(rank), address)
+                         for rank, address in enumerate(addresses)]
         argv = [substitute(word, replacements) for word in spec["argv"]]
         env = dict(os.environ)
         env.update({k: substitute(v, replacements) for k, v in spec["env"].items()})
