@@ -474,3 +474,48 @@ def comparison_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     row["status"] = fp32["status"] if fp32 else cell["status"]
                 rows.append(row)
     return rows
+
+
+# ----------------------------------------------------------------------------------- storing
+
+
+def dataset_identity(result: dict[str, Any]) -> dict[str, Any]:
+    """What was scored: the data set's identity (name, split, folder fingerprint) and size."""
+    request = result.get("request") or {}
+    data = result.get("data") or {}
+    return dict(request.get("data_identity") or {}, test_samples=data.get("test_samples"),
+                image_size=(result.get("knobs") or {}).get("image_size"))
+
+
+def row_key(result: dict[str, Any], row: dict[str, Any]) -> str:
+    """Rows with the same key scored the same question (model, engine, precision, data, recipe,
+    seed): the newest one is shown, and ``compare`` matches two databases' rows by it."""
+    request = result.get("request") or {}
+    weights = request.get("user_weights")
+    identity = {"model": row["model"], "framework": row.get("framework"),
+                "precision": row.get("precision"), "knobs": result.get("knobs"),
+                "data": request.get("data_identity"), "seed": request.get("seed"),
+                "recipe": None if weights else request.get("recipe"),
+                "weights": Path(weights).name if weights else None,
+                "calibration_samples": request.get("calibration_samples")}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def row_detail(result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The row's context: knobs, recipe, training record and its two cells (engine facts)."""
+    request = result.get("request") or {}
+    training = {k: v for k, v in (result.get("training") or {}).items() if k != "epochs"}
+    cells = [c for c in result.get("cells") or []
+             if c.get("framework") == row.get("framework")
+             and c.get("precision") in ("fp32", row.get("precision"))]
+    return {"row": row, "knobs": result.get("knobs"), "seed": request.get("seed"),
+            "recipe": request.get("recipe"), "training": training, "cells": cells,
+            "calibration_samples": request.get("calibration_samples")}
+
+
+def store_result(store: Any, result: dict[str, Any], env: dict[str, Any]) -> list[int]:
+    """Every table row of one model's result into ``store`` (a :class:`dlperf.store.Store`)."""
+    return [store.add_accuracy(row_key(result, row), row, dataset_identity(result),
+                               row_detail(result, row), env)
+            for row in comparison_rows([result])]

@@ -7,6 +7,7 @@ repeat), that several tools can read, and that needs nothing beyond the standard
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import sqlite3
 import urllib.parse
@@ -53,7 +54,37 @@ CREATE TABLE IF NOT EXISTS repeats (
     created_at TEXT NOT NULL,
     UNIQUE (run_id, repeat_index)
 );
+CREATE TABLE IF NOT EXISTS accuracy (
+    id INTEGER PRIMARY KEY,
+    accuracy_key TEXT NOT NULL,
+    model TEXT NOT NULL,
+    framework TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    fp32_top1 REAL,
+    fp32_top5 REAL,
+    top1 REAL,
+    top5 REAL,
+    diff_top1 REAL,
+    diff_top5 REAL,
+    changed_top1 INTEGER,
+    samples INTEGER,
+    dataset_key TEXT NOT NULL,
+    dataset_json TEXT NOT NULL,
+    detail_json TEXT NOT NULL,
+    env_json TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS accuracy_key ON accuracy (accuracy_key);
 """
+#: Tables added after a file's schema version was set. They come with no new version (older
+#: files gain them at their next write; readers treat a missing one as empty), because an added
+#: table changes nothing an older dlperf reads; changing or removing a column needs a new one.
+ADDED_TABLES = ("accuracy",)
+ACCURACY_COLUMNS = ("model", "framework", "precision", "status", "error", "fp32_top1",
+                    "fp32_top5", "top1", "top5", "diff_top1", "diff_top5", "changed_top1",
+                    "samples")
 
 
 class StoreError(RuntimeError):
@@ -157,15 +188,17 @@ class Store:
                               + DAMAGED_FIX.replace("FILE", str(self.path)))
         return StoreError(f"{self.flag}: {self.path} is not a usable dlperf database ({text})")
 
-    def decode(self, row: sqlite3.Row, column: str = "result_json") -> dict[str, Any]:
-        """One stored JSON object; a damaged row is one line naming the file and run id."""
+    def decode(self, row: sqlite3.Row, column: str = "result_json",
+               table: str = "runs") -> dict[str, Any]:
+        """One stored JSON object; a damaged row is one line naming the file and row id."""
         try:
             value = json.loads(row[column])
         except (TypeError, ValueError) as error:
             value = error
         if not isinstance(value, dict):
-            raise StoreError(f"{self.flag}: {self.path}: run {row['id']} has an unreadable "
-                             f"{column} ({value}); delete that run (DELETE FROM runs WHERE "
+            what = "run" if table == "runs" else f"{table} row"
+            raise StoreError(f"{self.flag}: {self.path}: {what} {row['id']} has an unreadable "
+                             f"{column} ({value}); delete that {what} (DELETE FROM {table} WHERE "
                              f"id={row['id']}) or restore the file from a copy")
         return value
 
@@ -247,6 +280,40 @@ class Store:
         rows = self._rows("SELECT sweep FROM runs WHERE sweep IS NOT NULL "
                           "GROUP BY sweep ORDER BY MIN(id)")
         return [str(row[0]) for row in rows]
+
+    # -- accuracy (issue 14): one row per model, engine and lower precision, as it finishes ---
+
+    def has_table(self, name: str) -> bool:
+        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                               (name,)))
+
+    def add_accuracy(self, key: str, row: dict[str, Any], dataset: dict[str, Any],
+                     detail: dict[str, Any], env: dict[str, Any]) -> int:
+        """Store one row of ``dlperf accuracy``'s table, committed at once."""
+        dataset_text = json.dumps(dataset, sort_keys=True)
+        dataset_key = hashlib.sha256(dataset_text.encode()).hexdigest()[:16]
+        with self.db:
+            cursor = self.db.execute(
+                f"INSERT INTO accuracy (accuracy_key, {', '.join(ACCURACY_COLUMNS)}, dataset_key,"
+                f" dataset_json, detail_json, env_json, created_at) VALUES "
+                f"({', '.join('?' * (len(ACCURACY_COLUMNS) + 6))})",
+                (key, *(row.get(name) for name in ACCURACY_COLUMNS), dataset_key, dataset_text,
+                 json.dumps(detail), json.dumps(env), _now()))
+        return int(cursor.lastrowid)
+
+    def accuracy(self) -> list[dict[str, Any]]:
+        """Every stored accuracy row, oldest first, with its dataset, detail and env decoded;
+        none from a file written before the table existed."""
+        if not self.has_table("accuracy"):
+            return []
+        out = []
+        for row in self._rows("SELECT * FROM accuracy ORDER BY id"):
+            item = {name: row[name] for name in row.keys()
+                    if not name.endswith("_json")}
+            for column in ("dataset_json", "detail_json", "env_json"):
+                item[column[:-5]] = self.decode(row, column, "accuracy") if row[column] else {}
+            out.append(item)
+        return out
 
     def results(self, where: str = "result_json IS NOT NULL",
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

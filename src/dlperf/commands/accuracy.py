@@ -12,6 +12,7 @@ from rich.text import Text
 from dlperf import accuracy, display, measurelock, models, sysinfo
 from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
+from dlperf.store import DEFAULT_DB, Store
 
 
 def _names(text: str) -> list[str]:
@@ -65,6 +66,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="seconds per model (default 3600)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="write every model's result (cells, training, request) as JSON")
+    parser.add_argument("--db", default=DEFAULT_DB,
+                        help=f"results database the rows are stored in (default {DEFAULT_DB})")
     measurelock.add_argument(parser)
     return parser
 
@@ -116,7 +119,8 @@ def table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def _measure_model(options: Any, name: str) -> dict[str, Any]:
+def _measure_model(options: Any, name: str, store: Store,
+                   env: dict[str, Any]) -> dict[str, Any]:
     """Train (or load) one model and score it in every engine and precision."""
     request = accuracy.plan(options, name)
     display.err.print(display.line(
@@ -138,6 +142,7 @@ def _measure_model(options: Any, name: str) -> dict[str, Any]:
         if cell["status"] != "ok":
             display.err.print(display.line(f"  {cell['framework']} {cell['precision']}: ",
                                            (cell["status"], "yellow"), f": {cell['error']}"))
+    accuracy.store_result(store, result, env)  # each model's rows as soon as it is scored
     return result
 
 
@@ -145,8 +150,10 @@ def main(args: argparse.Namespace) -> int:
     options = options_from(args)
     accuracy.validate(options)
     outputs.check_writable("--json", args.json)
-    with measurelock.held(not args.no_wait):
-        results = [_measure_model(options, name) for name in options.models]
+    env = sysinfo.capture()
+    # the database is checked before waiting for the machine or training anything
+    with Store(args.db) as store, measurelock.held(not args.no_wait):
+        results = [_measure_model(options, name, store, env) for name in options.models]
     rows = accuracy.comparison_rows(results)
     source = ("scikit-learn digits (10 classes, held-out 30%)" if options.data is None
               else f"{options.data}")
@@ -155,7 +162,8 @@ def main(args: argparse.Namespace) -> int:
                       "held-out images whose top-1 answer differs from fp32's")
     if args.json is not None:
         payload = {"schema": 1, "kind": "accuracy", "rows": rows, "results": results,
-                   "env": sysinfo.capture()}
+                   "env": env}
         outputs.write_text("--json", args.json, numbers.dumps(payload, indent=2, default=str))
+    display.err.print(f"stored {len(rows)} row(s) in {args.db}")
     failed = any(r["status"] not in ("ok", "unsupported") for r in rows)
     return 1 if failed else 0
