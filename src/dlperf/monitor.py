@@ -13,6 +13,8 @@ from typing import Any
 
 import psutil
 
+from dlperf import timeline
+
 try:  # NVML is only useful where NVIDIA's driver is present
     import pynvml
 except ImportError:  # pragma: no cover - nvidia-ml-py is a declared dependency
@@ -28,6 +30,10 @@ def _gpu_handles() -> list[Any]:
                 for i in range(pynvml.nvmlDeviceGetCount())]
     except pynvml.NVMLError:
         return []
+
+
+def _busy_and_idle(times: Any) -> float:
+    return sum(getattr(times, f) for f in times._fields if f not in ("guest", "guest_nice"))
 
 
 class Monitor:
@@ -46,11 +52,18 @@ class Monitor:
         self._start_time = 0.0
         self._io0: Any = None
         self._net0: Any = None
+        self._gpus: list[Any] = []
+        self._t0 = 0.0
+        self._columns: dict[str, list[Any]] = {}
+        self._last: tuple[float, Any, Any, Any] | None = None  # when, cpu times, disk, net
+        self._gpu_missing: set[tuple[int, str]] = set()
 
     def __enter__(self) -> "Monitor":
         self._start_time = time.monotonic()
+        self._t0 = time.time()
         self._io0 = psutil.disk_io_counters()
         self._net0 = psutil.net_io_counters()
+        self._last = (self._start_time, psutil.cpu_times(), self._io0, self._net0)
         self._gpus = _gpu_handles()
         self._thread.start()
         return self
@@ -82,18 +95,107 @@ class Monitor:
                 continue
         self._cpu.append(cpu / 100.0 / (psutil.cpu_count() or 1))
         self._rss_peak = max(self._rss_peak, rss)
-        for handle in self._gpus:
-            try:
-                self._gpu_util.append(float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-                used = pynvml.nvmlDeviceGetMemoryInfo(handle).used
-                self._gpu_mem_peak = max(self._gpu_mem_peak, int(used))
-            except pynvml.NVMLError:
-                continue
+        point = self._host_point(cpu, rss)
+        for index, handle in enumerate(self._gpus):
+            gpu = self._gpu_point(index, handle)
+            if gpu.get("util_pct") is not None:
+                self._gpu_util.append(gpu["util_pct"])
+            if gpu.get("mem_used_bytes") is not None:
+                self._gpu_mem_peak = max(self._gpu_mem_peak, int(gpu["mem_used_bytes"]))
+            point.update({f"gpu{index}_{name}": value for name, value in gpu.items()})
+        self._record(point)
+
+    def _host_point(self, tree_cpu: float, rss: int) -> dict[str, Any]:
+        """The tree's CPU against the rest of the host's, and host disk/network rates, over
+        the interval since the previous sample (percentages of the whole machine)."""
+        now, times, disk, net = (time.monotonic(), psutil.cpu_times(),
+                                 psutil.disk_io_counters(), psutil.net_io_counters())
+        then, times0, disk0, net0 = self._last or (now, times, disk, net)
+        self._last = (now, times, disk, net)
+        elapsed = max(now - then, 1e-9)
+        # guest time is already counted in user time (Linux), so it is left out of the total
+        total = _busy_and_idle(times) - _busy_and_idle(times0)
+        idle = (times.idle + getattr(times, "iowait", 0.0)) - (
+            times0.idle + getattr(times0, "iowait", 0.0))
+        host_pct = 100.0 * (total - idle) / total if total > 0 else 0.0
+        tree_pct = tree_cpu / (psutil.cpu_count() or 1)
+
+        def rate(before: Any, after: Any, field: str) -> float | None:
+            if before is None or after is None:
+                return None
+            return max(getattr(after, field) - getattr(before, field), 0) / elapsed
+
+        return {"t": time.time() - self._t0 - elapsed / 2.0, "n": 1,  # the interval's midpoint
+                "cpu_tree_pct": tree_pct, "cpu_rest_pct": max(host_pct - tree_pct, 0.0),
+                "rss_bytes": rss,
+                "disk_read_bytes_s": rate(disk0, disk, "read_bytes"),
+                "disk_write_bytes_s": rate(disk0, disk, "write_bytes"),
+                "net_rx_bytes_s": rate(net0, net, "bytes_recv"),
+                "net_tx_bytes_s": rate(net0, net, "bytes_sent")}
+
+    def _nvml(self, index: int, name: str, query: Any) -> Any:
+        """One NVML query, None where the device or driver lacks it (and not asked again)."""
+        if (index, name) in self._gpu_missing:
+            return None
+        try:
+            return query()
+        except pynvml.NVMLError_NotSupported:
+            self._gpu_missing.add((index, name))
+        except (pynvml.NVMLError_FunctionNotFound, AttributeError):
+            self._gpu_missing.add((index, name))
+        except pynvml.NVMLError:
+            pass
+        return None
+
+    def _gpu_point(self, index: int, handle: Any) -> dict[str, Any]:
+        """One GPU now (NVML): utilisation %, memory used, power (W), SM clock (MHz), PCIe rx/tx
+        bytes/s (NVML samples them over 20 ms) and the current clock-event (throttle) mask."""
+        nv = pynvml
+
+        def throttle() -> int:
+            try:  # nvidia-ml-py 12.535+ / driver 535+; older drivers have the throttle name
+                return int(nv.nvmlDeviceGetCurrentClocksEventReasons(handle))
+            except (nv.NVMLError_FunctionNotFound, AttributeError):
+                return int(nv.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
+
+        util = self._nvml(index, "util", lambda: nv.nvmlDeviceGetUtilizationRates(handle).gpu)
+        used = self._nvml(index, "mem", lambda: nv.nvmlDeviceGetMemoryInfo(handle).used)
+        power = self._nvml(index, "power", lambda: nv.nvmlDeviceGetPowerUsage(handle))  # mW
+        clock = self._nvml(index, "sm_clock",
+                           lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        rx = self._nvml(index, "pcie_rx",  # KB/s
+                        lambda: nv.nvmlDeviceGetPcieThroughput(handle, nv.NVML_PCIE_UTIL_RX_BYTES))
+        tx = self._nvml(index, "pcie_tx",
+                        lambda: nv.nvmlDeviceGetPcieThroughput(handle, nv.NVML_PCIE_UTIL_TX_BYTES))
+        return {"util_pct": None if util is None else float(util),
+                "mem_used_bytes": None if used is None else int(used),
+                "power_w": None if power is None else power / 1000.0,
+                "sm_clock_mhz": None if clock is None else float(clock),
+                "pcie_rx_bytes_s": None if rx is None else rx * 1024.0,
+                "pcie_tx_bytes_s": None if tx is None else tx * 1024.0,
+                "throttle_reasons": self._nvml(index, "throttle", throttle)}
+
+    def _record(self, point: dict[str, Any]) -> None:
+        """Append one sample as columns (a GPU column first seen late is padded with None);
+        past the raw cap, neighbours merge pairwise so a long repeat stays bounded."""
+        length = len(self._columns.get("t", []))
+        for name in point:
+            self._columns.setdefault(name, [None] * length)
+        for name, values in self._columns.items():
+            values.append(point.get(name))
+        if len(self._columns["t"]) > timeline.RAW_CAP:
+            self._columns = timeline.merge_pairs(self._columns)
 
     def _loop(self) -> None:
         self._tree()  # prime cpu_percent
         while not self._stop.wait(self.interval):
             self._sample()
+
+    def timeline(self) -> dict[str, Any]:
+        """The samples so far: ``t`` is each interval's midpoint in seconds after ``t0`` (wall
+        clock, like the worker's phase marks); ``n`` the raw samples a point stands for."""
+        return {"t0": self._t0, "interval_s": self.interval,
+                "columns": {name: list(values) for name, values in self._columns.items()}}
 
     def summary(self) -> dict[str, Any]:
         """Means over the repeat's lifetime; rates in MB/s (10^6 bytes)."""

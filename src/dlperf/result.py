@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf import hoststate, models, stats
+from dlperf import hoststate, models, stats, timeline
 from dlperf.peak import peak_for
 from dlperf.spec import Case
 
@@ -39,6 +39,8 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "params": ranks[0]["params"],
         "peak_host_bytes": max(r.get("peak_host_bytes") or 0 for r in ranks),
         "peak_device_bytes": max(device_peaks) if device_peaks else None,
+        # wall-clock phase starts of the rank that set the window (places monitor samples)
+        "phase_starts": slowest.get("phase_starts"),
     }
 
 
@@ -247,6 +249,8 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
                    "peak_device_bytes": _peak(ok, "peak_device_bytes")},
         "flops": flops_block(per_sample, achieved, case, env),
         "monitor": _monitor(repeats),
+        # per repeat: means over the window's monitor samples; the median repeat's samples
+        "timeline": timeline.summarize(ok),
         "server": _server(ok) if case.scenario == "server" else None,
         "data": data_block(case, repeats),
         "warnings": warnings,

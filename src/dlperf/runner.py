@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from dlperf import hoststate, launch, result, scaling
+from dlperf import hoststate, launch, result, scaling, timeline
 from dlperf.monitor import Monitor
 from dlperf.spec import Case
 from dlperf.store import Store
@@ -56,6 +56,7 @@ class Outcome:
     log_tail: str
     monitor: dict[str, Any]
     host: dict[str, Any] | None = None
+    samples: dict[str, Any] | None = None  # the monitor's raw timeline (dlperf.timeline)
 
 
 def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
@@ -113,7 +114,7 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
                 raise
     host = {"before": before, "others": others.stop(proc.pid), "after": hoststate.snapshot()}
     return Outcome(proc.returncode, timed_out, time.monotonic() - start, _tail(log_path),
-                   watch.summary(), host)
+                   watch.summary(), host, watch.timeline())
 
 
 def _signal_failure(returncode: int) -> tuple[str, str]:
@@ -182,6 +183,7 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
         record["stderr_tail"] = outcome.log_tail
     if rank_results and record["status"] == "ok":
         record.update(result.merge_ranks(rank_results))
+        record["timeline"] = timeline.for_repeat(outcome.samples, record.get("phase_starts"))
     elif rank_results:
         record["peak_host_bytes"] = max(r.get("peak_host_bytes") or 0 for r in rank_results)
     return record

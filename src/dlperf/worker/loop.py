@@ -47,17 +47,21 @@ def measure(build, case):
     """Build a workload with ``build(case)`` and time it; return the per-process figures."""
     clock = time.perf_counter
     steps = int(case["steps"])
+    # wall-clock start of each phase, so the harness can place its monitor samples in them
+    phase_starts = {"build": time.time()}  # type: Dict[str, float]
 
     start = clock()
     workload = build(case)  # type: Workload
     workload.sync()
     build_s = clock() - start
 
+    phase_starts["first_step"] = time.time()
     start = clock()
     handle = workload.step()
     loss_first = _finite(workload.loss_value(handle), "after the first step")
     first_step_s = clock() - start
 
+    phase_starts["warmup"] = time.time()
     start = clock()
     if case["warmup_steps"] == "auto":
         def synchronised_step():
@@ -76,12 +80,14 @@ def measure(build, case):
 
     workload.barrier()
     workload.sync()
+    phase_starts["window"] = time.time()
     if case.get("scenario") == "server":
         window = serve(workload, case, clock)
     else:
         window = timed_window(workload, steps, float(case.get("min_duration_s") or 0.0),
                               case.get("task") == "infer", clock)
     workload.barrier()
+    phase_starts["end"] = time.time()
     handle = window.pop("handle")
     loss_last = _finite(workload.loss_value(handle),
                         "after {} warm-up and {} measured steps".format(
@@ -99,6 +105,7 @@ def measure(build, case):
         "peak_device_bytes": workload.peak_device_bytes(),
         "allreduce_s": workload.allreduce_probe(),
         "info": workload.info,
+        "phase_starts": phase_starts,
     }  # type: Dict[str, Any]
     result.update(window)
     result["window_samples"] = result["window_steps"] * workload.samples_per_step
