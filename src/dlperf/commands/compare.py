@@ -25,6 +25,7 @@ from dlperf.store import DEFAULT_DB, Store
 
 if TYPE_CHECKING:
     from dlperf.report.compare import Comparison
+    from dlperf.report.accuracy import RowComparison
 
 # as in dlperf.report.compare, which loads scipy only when a comparison runs
 TESTS = ("mannwhitney", "welch")
@@ -47,6 +48,18 @@ def threshold(text: str) -> float:
     return number / 100.0
 
 
+def points(text: str) -> float:
+    """A top-1 change in percentage points: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 <= value <= 100):
+        raise argparse.ArgumentTypeError(f"expected percentage points between 0 and 100, got "
+                                         f"{text!r}")
+    return value
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("compare", help="compare two result sets with significance tests")
     parser.add_argument("baseline", help="result JSON file, database file, run id or sweep name")
@@ -58,8 +71,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="test on the per-repeat values (default mannwhitney)")
     parser.add_argument("--alpha", type=finite_float, default=DEFAULT_ALPHA,
                         help=f"significance level (default {DEFAULT_ALPHA})")
+    parser.add_argument("--accuracy-threshold", type=points, default=1.0, metavar="POINTS",
+                        help="stored accuracy rows (databases): a top-1 drop of more than this "
+                             "many points is a regression (default 1.0)")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when a case got slower beyond the threshold or failed")
+                        help="exit 1 when a case got slower beyond the threshold or failed, or "
+                             "an accuracy row lost more top-1 than --accuracy-threshold")
     parser.add_argument("--json", type=Path, help="also write the comparison as JSON")
     return parser
 
@@ -168,6 +185,48 @@ def _from_db(spec: str, which: str, db: str) -> list[dict[str, Any]]:
                          f"(sweeps: {known})")
 
 
+def accuracy_rows(spec: str, which: str) -> list[dict[str, Any]]:
+    """Stored `dlperf accuracy` rows of a side that is a database file (none otherwise)."""
+    path = Path(spec)
+    if not path.is_file():
+        return []
+    with open(path, "rb") as handle:
+        if handle.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+            return []
+    with Store(path, readonly=True, flag=which) as store:
+        return store.accuracy()
+
+
+def print_accuracy(rows: "list[RowComparison]", threshold_points: float) -> None:
+    table = Table(title=f"accuracy rows (top-1; regression: a drop of more than "
+                        f"{threshold_points:g} points)")
+    for name, justify in (("model engine precision", "left"), ("baseline top-1", "right"),
+                          ("candidate top-1", "right"), ("change (points)", "right"),
+                          ("Δ vs fp32: baseline → candidate", "right"), ("verdict", "left")):
+        table.add_column(name, justify=justify)
+    styles = {"worse": "red", "failed": "red", "better": "green", "fixed": "green"}
+
+    def top1(row: dict[str, Any] | None) -> str:
+        from dlperf.report.accuracy import measured_top1
+
+        value = measured_top1(row)
+        return (row or {}).get("status", "—") if value is None else f"{value:.2f}%"
+
+    def diff(row: dict[str, Any] | None) -> str:
+        value = (row or {}).get("diff_top1")
+        return "—" if value is None else f"{value:+.2f}"
+
+    for item in rows:
+        table.add_row(item.label, top1(item.baseline), top1(item.candidate),
+                      "—" if item.change is None else f"{item.change:+.2f}",
+                      f"{diff(item.baseline)} → {diff(item.candidate)}",
+                      Text(item.verdict, style=styles.get(item.verdict, "")))
+    display.out.print(table)
+    for item in rows:
+        for note in item.notes:
+            display.warn(f"{item.label}: {note}")
+
+
 def _value(value: float | None) -> str:
     return display.number(value)
 
@@ -211,6 +270,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--alpha: {args.alpha} must be between 0 and 1")
     outputs.check_writable("--json", args.json)
     from dlperf.report.compare import compare
+    from dlperf.report.accuracy import compare_rows
 
     baseline = resolve(args.baseline, "BASELINE", args.db)
     candidate = resolve(args.candidate, "CANDIDATE", args.db)
@@ -219,11 +279,25 @@ def main(args: argparse.Namespace) -> int:
     if mean is not None and not math.isfinite(mean):  # shape checks make this unreachable
         raise UsageError(f"BASELINE/CANDIDATE: the geometric mean came out {mean}; a stored "
                          f"throughput is not a usable number")
-    print_comparison(result, args.baseline, args.candidate)
+    scored = compare_rows(accuracy_rows(args.baseline, "BASELINE"),
+                          accuracy_rows(args.candidate, "CANDIDATE"), args.accuracy_threshold)
+    if result.cases or not scored:
+        print_comparison(result, args.baseline, args.candidate)
+    if scored:
+        print_accuracy(scored, args.accuracy_threshold)
     if args.json:
-        write_json(args.json, result.to_dict())
-    if args.fail_on_regression and result.regressions:
-        display.out.print(display.line((f"{len(result.regressions)} regression(s) beyond "
-                                        f"{result.threshold:.0%}", "red")))
+        payload = result.to_dict()
+        payload["accuracy"] = {"threshold_points": args.accuracy_threshold,
+                               "rows": [item.to_dict() for item in scored]}
+        write_json(args.json, payload)
+    worse = [item for item in scored if item.regressed]
+    if args.fail_on_regression and (result.regressions or worse):
+        if result.regressions:
+            display.out.print(display.line((f"{len(result.regressions)} regression(s) beyond "
+                                            f"{result.threshold:.0%}", "red")))
+        if worse:
+            display.out.print(display.line((f"{len(worse)} accuracy regression(s): top-1 down "
+                                            f"more than {args.accuracy_threshold:g} points or "
+                                            "failed", "red")))
         return 1
     return 0

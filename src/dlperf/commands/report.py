@@ -33,9 +33,11 @@ def output_format(args: argparse.Namespace) -> str:
         *FORMATS, "markdown", "htm") else "md"
 
 
-def render(found: list[dict[str, Any]], fmt: str, title: str) -> str:
+def render(found: list[dict[str, Any]], fmt: str, title: str,
+           accuracy_rows: list[dict[str, Any]] | None = None) -> str:
+    """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html)."""
     # matplotlib and the renderers load here, not when every dlperf command starts
-    from dlperf.report import export, html, markdown, tables
+    from dlperf.report import accuracy, export, html, markdown, tables
 
     scaled = results.with_scaling(found)
     if fmt == "csv":
@@ -43,6 +45,9 @@ def render(found: list[dict[str, Any]], fmt: str, title: str) -> str:
     if fmt == "json":
         return export.to_json(scaled)
     content = tables.build(scaled)
+    if accuracy_rows:
+        content.accuracy.append(accuracy.table(content, accuracy_rows, scaled))
+        accuracy.add_environments(content, accuracy_rows)
     return markdown.render(content, title) if fmt == "md" else html.render(content, title)
 
 
@@ -50,15 +55,21 @@ def main(args: argparse.Namespace) -> int:
     outputs.check_writable("-o", args.output)
     with Store(args.db, readonly=True) as store:
         found = results.load(store, args.sweep)
-    if not found:
-        raise UsageError(f"--db: {args.db} holds no finished result"
-                         + (f" for sweep {args.sweep!r}" if args.sweep else ""))
+        # accuracy rows belong to no sweep: a report of one sweep leaves them out
+        scored = [] if args.sweep else store.accuracy()
     fmt = output_format(args)
+    if not found and not (scored and fmt in ("md", "html")):
+        raise UsageError(f"--db: {args.db} holds no finished result"
+                         + (f" for sweep {args.sweep!r}" if args.sweep else "")
+                         + (" (its accuracy rows appear in md and html reports)" if scored
+                            else ""))
     title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
-    text = render(found, fmt, title)
+    text = render(found, fmt, title, scored)
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0
     outputs.write_text("-o", args.output, text)
-    print(f"wrote {args.output} ({fmt}, {len(found)} result(s))", file=sys.stderr)
+    print(f"wrote {args.output} ({fmt}, {len(found)} result(s)"
+          + (f", {len(scored)} accuracy row(s)" if scored and fmt in ("md", "html") else "")
+          + ")", file=sys.stderr)
     return 0

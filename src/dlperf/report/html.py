@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from dlperf.report import plots
+from dlperf.report import inferplots, plots
 from dlperf.report.tables import Cell, Report, Table
 
 STYLE = """
@@ -104,6 +104,7 @@ def render(report: Report, title: str = "dlperf report") -> str:
              "configuration, and scaling efficiency is speedup / N.</p>"]
     parts.append("<nav><ul>" + "".join(
         f'<li><a href="#{anchor(s.title)}">{_e(s.title)}</a></li>' for s in report.sections)
+        + ('<li><a href="#accuracy">Accuracy</a></li>' if report.accuracy else "")
         + '<li><a href="#notes">Notes</a></li><li><a href="#environment">Environment</a></li>'
         "</ul></nav>")
     for section in report.sections:
@@ -113,10 +114,15 @@ def render(report: Report, title: str = "dlperf report") -> str:
             parts.append(f"<h3>{_e(scaling.title)}</h3>{table(scaling)}")
         for name, draw, why_not in FIGURES:
             parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
+        for name, draw, why_not in inferplots.figures(section.results):
+            parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
         for detail in section.details:
             parts.append(f"<h3>{_e(detail.title)}</h3>{table(detail)}")
         parts.append(raw_repeats(section.results))
         parts.append("</section>")
+    for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
+        parts.append(f'<section><h2 id="accuracy">{_e(accuracy.title)}</h2>{table(accuracy)}'
+                     "</section>")
     parts.append('<h2 id="notes">Notes</h2>')
     if report.notes:
         parts.append('<ol class="notes">' + "".join(

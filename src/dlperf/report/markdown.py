@@ -44,6 +44,8 @@ def render(report: Report, title: str = "dlperf report") -> str:
             lines += [f"### {_escape(section.title)}: {_escape(detail.title)}", ""]
             lines += table(detail)
             lines.append("")
+    for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
+        lines += [f"## {_escape(accuracy.title)}", ""] + table(accuracy) + [""]
     if report.notes:
         lines += ["## Notes", ""]
         lines += [f"[{n}]: {_escape(text)}  " for n, text in enumerate(report.notes, 1)]

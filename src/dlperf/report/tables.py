@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import models
+from dlperf.report import inference
 from dlperf.report.results import NO_BASELINE, total_devices
 from dlperf.spec import frameworks, support
 
@@ -66,6 +67,7 @@ class Report:
     notes: list[str]  # footnote i is notes[i - 1]
     environments: list[Environment]
     results: list[dict[str, Any]]
+    accuracy: list[Table] = field(default_factory=list)  # stored `dlperf accuracy` rows
 
     def note(self, text: str) -> int:
         if text in self.notes:
@@ -246,6 +248,7 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
         configs.setdefault((case.get("framework", "?"), variant(case),
                             case.get("precision", "fp32")), []).append(result)
     has_latency = any(r.get("latency_ms") for r in results)
+    twins = inference.fp32_index(results)
     tables = []
     for (framework, kind, precision), members in sorted(
             configs.items(), key=lambda item: (item[0][0], item[0][1], precision_rank(item[0][2]))):
@@ -254,8 +257,9 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                    "speedup", "scaling efficiency", "TFLOP/s", "MFU"]
         align = ["r", "r", "r", "r", "r", "l", "r", "r", "r", "r"]
         if has_latency:
-            headers += ["p50 ms", "p99 ms"]
-            align += ["r", "r"]
+            headers += ["p50 ms", "p90 ms", "p99 ms"]
+            headers += [f"{p} speedup vs fp32" for p in inference.PERCENTILES]
+            align += ["r"] * (3 + len(inference.PERCENTILES))
         headers.append("status")
         align.append("l")
         table = Table(f"{framework} · {kind} · {precision}", headers, align)
@@ -285,7 +289,10 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                          else f"{flops['mfu']:.1%}")]
             if has_latency:
                 latency = result.get("latency_ms") or {}
-                row += [Cell(number(latency.get("p50"), 2)), Cell(number(latency.get("p99"), 2))]
+                row += [Cell(number(latency.get(p), 2)) for p in ("p50", "p90", "p99")]
+                faster = inference.latency_speedups(result, twins)  # fp32 latency / this one
+                row += [Cell("—" if faster[p] is None else f"{faster[p]:.2f}×")
+                        for p in inference.PERCENTILES]
             row.append(Cell(result.get("status", "?"), notes))
             table.rows.append(row)
         tables.append(table)

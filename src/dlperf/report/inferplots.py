@@ -1,0 +1,101 @@
+"""The report's inference figures: latency percentiles vs batch size, throughput vs latency.
+
+Why both: a batch sweep trades latency for throughput, and the tail (p99) grows faster than the
+median; NVIDIA's inference tables are read the same way. Latencies are those ``dlperf infer``
+stored (``latency_ms``: one batch, all repeats' iterations pooled). Server-scenario probes are
+left out (their latency includes queueing at an offered rate). Matplotlib setup (Agg, mathtext
+off so labels stay data) comes from :mod:`dlperf.report.plots`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.report import inference
+from dlperf.report.plots import WIDTH, _log2_axis, _png, _series_name, plt
+from dlperf.report.tables import precision_rank
+
+STYLES = {"p50": "o-", "p90": "s--", "p99": "^:"}
+
+
+def _measured(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if inference.is_inference(r) and r.get("status") == "ok"
+            and (r.get("latency_ms") or {}).get("p50") is not None
+            and (r.get("throughput") or {}).get("median")]
+
+
+def _series(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per framework, mode, precision and device count: results by batch size."""
+    series: dict[str, list[dict[str, Any]]] = {}
+    for result in _measured(results):
+        series.setdefault(_series_name(result["case"], "precision", "devices"), []).append(result)
+    for members in series.values():
+        members.sort(key=lambda r: int(r["case"].get("batch_size") or 0))
+    return dict(sorted(series.items(), key=lambda item: (
+        precision_rank(str(item[1][0]["case"].get("precision"))), item[0])))
+
+
+def latency_percentiles(results: list[dict[str, Any]]) -> bytes | None:
+    """p50, p90 and p99 latency against batch size, one colour per precision (and engine)."""
+    series = _series(results)
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.4))
+    sizes = []
+    for index, (name, members) in enumerate(series.items()):
+        batches = [int(r["case"]["batch_size"]) for r in members]
+        sizes += batches
+        for percentile in inference.PERCENTILES:
+            values = [(r["latency_ms"] or {}).get(percentile) for r in members]
+            points = [(b, v) for b, v in zip(batches, values) if v is not None]
+            if points:
+                axes.plot([b for b, _ in points], [v for _, v in points], STYLES[percentile],
+                          color=f"C{index % 10}", label=f"{name} {percentile}")
+    _log2_axis(axes, sizes)
+    axes.set_yscale("log")
+    axes.set_xlabel("batch size (samples per query)")
+    axes.set_ylabel("latency of one batch (ms)")
+    axes.set_title("Latency percentiles vs batch size (solid p50, dashed p90, dotted p99)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, ncol=2)
+    return _png(figure)
+
+
+def throughput_latency(results: list[dict[str, Any]]) -> bytes | None:
+    """Throughput against p99 latency, a line per precision through its batch sizes (labelled):
+    the best precision is the one up and to the left."""
+    series = _series(results)
+    if not series:
+        return None
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.4))
+    for index, (name, members) in enumerate(series.items()):
+        points = [(r["latency_ms"].get("p99"), r["throughput"]["median"],
+                   r["case"]["batch_size"]) for r in members
+                  if r["latency_ms"].get("p99") is not None]
+        if not points:
+            continue
+        color = f"C{index % 10}"
+        axes.plot([p[0] for p in points], [p[1] for p in points], "o-", color=color, label=name)
+        for latency, throughput, batch in points:
+            axes.annotate(f"bsz {batch}", (latency, throughput), textcoords="offset points",
+                          xytext=(4, 4), fontsize=7, color=color)
+    axes.set_xscale("log")
+    axes.set_xlabel("p99 latency of one batch (ms)")
+    axes.set_ylabel(f"throughput ({_measured(results)[0].get('unit', 'samples/s')}, median)")
+    axes.set_title("Throughput vs p99 latency per precision (points: batch sizes)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    return _png(figure)
+
+
+FIGURES = (
+    ("Latency percentiles vs batch size", latency_percentiles,
+     "no inference result here has latency percentiles"),
+    ("Throughput vs latency per precision", throughput_latency,
+     "no inference result here has latency percentiles"),
+)
+
+
+def figures(results: list[dict[str, Any]]) -> tuple[tuple[str, Any, str], ...]:
+    """The inference figures for a section holding inference results; none for training."""
+    return FIGURES if any(inference.is_inference(r) for r in results) else ()
