@@ -161,3 +161,28 @@ def summarize(repeats: list[dict[str, Any]]) -> dict[str, Any] | None:
     chosen = timed[_median_index([r["throughput"] for r in timed])]
     return {"window_means": per_repeat, "summary": summary,
             "median_repeat": chosen.get("repeat"), "median": chosen["timeline"]}
+
+
+HOST_FIELDS = ("cpu_tree_pct", "cpu_rest_pct", "rss_bytes", "disk_read_bytes_s",
+               "disk_write_bytes_s", "net_rx_bytes_s", "net_tx_bytes_s")
+# per-GPU fields folded into one CSV column: summed over GPUs where a total means something
+GPU_FIELDS = {"util_pct": "mean", "mem_used_bytes": "sum", "power_w": "sum",
+              "sm_clock_mhz": "mean", "pcie_rx_bytes_s": "sum", "pcie_tx_bytes_s": "sum",
+              "throttle_reasons": "or"}
+
+
+def flat_window_means(block: dict[str, Any] | None) -> dict[str, Any]:
+    """The case's window means as fixed columns (``window_<field>``), GPUs folded together,
+    so every CSV row has the same header whatever the machine had."""
+    summary = (block or {}).get("summary") or {}
+    out = {f"window_{name}": summary.get(name) for name in HOST_FIELDS}
+    for field, how in GPU_FIELDS.items():
+        values = [v for k, v in summary.items()
+                  if k.startswith("gpu") and k.split("_", 1)[-1] == field and v is not None]
+        if not values:
+            out[f"window_gpu_{field}"] = None
+        elif how == "or":
+            out[f"window_gpu_{field}"] = _combine(THROTTLE_SUFFIX, values, [1] * len(values))
+        else:
+            out[f"window_gpu_{field}"] = sum(values) / (len(values) if how == "mean" else 1)
+    return out

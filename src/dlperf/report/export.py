@@ -7,7 +7,7 @@ import io
 import statistics
 from typing import Any
 
-from dlperf import numbers
+from dlperf import numbers, timeline
 
 CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
                 "devices", "nnodes", "data", "warmup_steps", "steps", "repeats", "seed",
@@ -63,6 +63,7 @@ def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
     out["peak_device_bytes"] = memory.get("peak_device_bytes")
     out.update({f"{name}_median": _median(timings.get(name)) for name in TIMING_COLUMNS})
     out.update({f"latency_{name}_ms": latency.get(name) for name in LATENCY_COLUMNS})
+    out.update(timeline.flat_window_means(result.get("timeline")))
     out["fallback_from_batch_size"] = (result.get("fallback") or {}).get("from_batch_size")
     out["warnings"] = " | ".join(result.get("warnings") or [])
     out["git_commit"] = ((result.get("env") or {}).get("git") or {}).get("commit")

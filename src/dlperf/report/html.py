@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dlperf.report import inferplots, plots
+from dlperf.report import timelines
 from dlperf.report.tables import Cell, Report, Table
 
 STYLE = """
@@ -30,6 +31,7 @@ tr:nth-child(even) td { background: #fafbfc; }
 sup a { text-decoration: none; }
 figure { margin: 1em 0; }
 figure img { max-width: 100%; border: 1px solid #e5e7eb; }
+figure svg { max-width: 100%; height: auto; border: 1px solid #e5e7eb; }
 figcaption, .muted { color: #57606a; font-size: 0.9em; }
 ol.notes li { font-size: 0.88em; margin-bottom: 0.3em; }
 .env td:first-child { font-weight: 600; white-space: nowrap; }
@@ -80,6 +82,23 @@ def figure(title: str, png: bytes | None, why_not: str) -> str:
             f"<figcaption>{_e(title)}</figcaption></figure>")
 
 
+def timeline_figures(results: list[dict[str, Any]]) -> str:
+    """Per case, the median repeat's resources over time (inline SVG: matplotlib escapes the
+    text it writes, and the caption is escaped here)."""
+    shown = [r for r in results if timelines.has_timeline(r)]
+    if not shown:
+        return ""
+    parts = ["<h3>Resources over time</h3><p class=\"muted\">CPU of the worker's process tree "
+             "against the rest of the host, its memory, and the host's disk and network, sampled "
+             "every half second through one repeat; shaded: the worker's phases (the window is "
+             "green). Window means are over the window's samples only.</p>"]
+    for result in shown:
+        parts.append(f"<figure>{timelines.figure(result)}<figcaption>"
+                     f"{_e(result.get('label'))}: {_e(timelines.caption(result))}"
+                     "</figcaption></figure>")
+    return "".join(parts)
+
+
 def raw_repeats(results: list[dict[str, Any]]) -> str:
     rows = []
     for result in results:
@@ -118,6 +137,7 @@ def render(report: Report, title: str = "dlperf report") -> str:
             parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
         for detail in section.details:
             parts.append(f"<h3>{_e(detail.title)}</h3>{table(detail)}")
+        parts.append(timeline_figures(section.results))
         parts.append(raw_repeats(section.results))
         parts.append("</section>")
     for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
