@@ -20,6 +20,7 @@ import optax
 from dlperf import models
 from dlperf.backends.jax import bert as bert_model
 from dlperf.backends.jax import distributed
+from dlperf.backends.jax import gpt as gpt_model
 from dlperf.backends.jax import resnet as resnet_model
 from dlperf.backends.jax.workload import (
     LOSS_SCALE_INIT,
@@ -128,9 +129,36 @@ def _bert(knobs, batch, dtype, key, seed):
                  "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
+def _gpt(knobs, batch, dtype, key, seed):
+    # type: (Dict[str, int], int, Any, Any, int) -> Parts
+    """The torch backend's recipe: next-token cross-entropy on synthetic tokens, AdamW."""
+    s, v = knobs["seq_len"], knobs["vocab_size"]
+    model = gpt_model.GPT(vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"],
+                          heads=knobs["heads"], max_positions=knobs["max_positions"], dtype=dtype)
+    variables = host_init(lambda k: model.init(k, jnp.zeros((1, s), jnp.int32)),
+                          gpt_model.init_rule, seed)
+    tokens = jax.random.randint(key, (batch, s + 1), 0, v)
+    data = {"ids": tokens[:, :-1], "labels": tokens[:, 1:]}  # each position predicts the next
+
+    def loss(params, stats, b, rng):
+        return gpt_model.next_token_loss(model.apply({"params": params}, b["ids"]),
+                                         b["labels"]), stats
+
+    def infer(params, stats, b):
+        return model.apply({"params": params}, b["ids"]).astype(jnp.float32).mean()
+
+    # torch.optim.AdamW's defaults, on every parameter as the torch backend does
+    adamw = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01)
+    clip, clip_desc = models.gradient_clip(knobs)
+    tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip else adamw
+    return Parts(variables, data, loss, infer, tx, "batch-major (B, S, H)",
+                 "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+
+
 BUILDERS = {
     "resnet50": _resnet50,
     "bert-base": _bert,
+    "gpt": _gpt,
 }  # type: Dict[str, Callable[..., Parts]]
 
 
