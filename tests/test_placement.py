@@ -33,6 +33,7 @@ def test_one_process_gets_every_cpu_and_as_many_threads(tmp_path):
     given = sorted(os.sched_getaffinity(0))
     place = result["env"]["worker"]["placement"]
     assert place == {"cpus_given": len(given), "pinned": True, "cpus": given,
+                     "threads_set_by": "dlperf (all available CPUs of this process)",
                      "threads": len(given)}
     assert result["env"]["worker"]["framework"]["num_threads"] == len(given)  # torch's own count
     assert result["env"]["worker"]["thread_variables"]["OMP_NUM_THREADS"] == str(len(given))
