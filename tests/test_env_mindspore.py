@@ -28,15 +28,15 @@ VERSION = "2.10.0"
 TINY = {
     "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
     "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
-                  "--knob", "layers=2", "--knob", "hidden=64", "--knob", "heads=2",
+                  "--knob", "layers=1", "--knob", "hidden=64", "--knob", "heads=2",
                   "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
 }
 TINY_KNOBS = {
     "resnet50": {"image_size": 32},
-    "bert-base": {"seq_len": 16, "layers": 2, "hidden": 64, "heads": 2, "intermediate": 128,
+    "bert-base": {"seq_len": 16, "layers": 1, "hidden": 64, "heads": 2, "intermediate": 128,
                   "vocab_size": 1000},
 }
-SHORT = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
+SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
 
 
 @pytest.fixture(scope="module")
