@@ -26,9 +26,11 @@ TIMEOUT_S = 900
 
 def dlperf(*args, cache, check=None):
     env = dict(os.environ, DLPERF_CACHE=str(cache))
-    # in the test's own directory: the default ./dlperf.db lands there, not in the checkout
+    # beside the test's cache (which dlperf creates): the default ./dlperf.db lands there, not
+    # in the checkout
     proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "accuracy", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=TIMEOUT_S, cwd=cache)
+                          capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
+                          cwd=Path(cache).parent)
     if check is not None:
         assert proc.returncode == check, proc.stdout + proc.stderr
     return proc
