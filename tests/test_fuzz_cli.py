@@ -1,4 +1,4 @@
-"""Fuzz: 160 generated bad invocations over dlperf's commands, each with one bad value
+"""Fuzz: 100 generated bad invocations over dlperf's commands, each with one bad value
 (nan, inf, -1, 0, huge, empty, unicode, markup, newlines, a missing directory, a directory, a
 file that is not a database, a damaged database, hostile YAML, ...) on an otherwise valid
 command line. Every one must be refused during validation: exit 2 (or 1), at most one line on
@@ -25,7 +25,7 @@ import pytest
 from conftest import dlperf
 
 SEED = int(os.environ.get("DLPERF_FUZZ_SEED", "20261123"))
-COUNT = 160  # about 16 per command; DLPERF_FUZZ_SEED varies them
+COUNT = 100  # about 10 per command; DLPERF_FUZZ_SEED varies them
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 
 # values no number flag accepts, whatever its range
