@@ -56,3 +56,14 @@ def test_gpu_datasheet_peaks_are_found_by_nvml_name():
     assert peak.datasheet("NVIDIA A100-SXM4-80GB")["tf32"] == 156e12
     assert "bfloat16" not in peak.datasheet("Tesla V100-SXM2-16GB")
     assert peak.datasheet("NVIDIA GeForce RTX 4090") is None
+
+
+def test_cpu_processes_share_their_nodes_peak_and_gpus_each_have_one():
+    from dlperf.result import peak_units
+    from dlperf.spec import Case
+
+    two_by_two = Case(framework="torch", model="resnet50", batch_size=2, devices=2, nnodes=2)
+    assert peak_units(two_by_two, {"gpus": []}) == 2  # the probe used all of a node's cores
+    assert peak_units(two_by_two, {"gpus": [{"name": "NVIDIA H100"}]}) == 4
+    on_cpu = Case(framework="torch", model="resnet50", batch_size=2, devices=2, device="cpu")
+    assert peak_units(on_cpu, {"gpus": [{"name": "NVIDIA H100"}]}) == 1

@@ -183,15 +183,23 @@ def data_block(case: Case, repeats: list[dict[str, Any]]) -> dict[str, Any]:
     return block
 
 
+def peak_units(case: Case, env: dict[str, Any]) -> int:
+    """How many probed peaks a job ran on: GPUs (one probe = one GPU), else nodes (one probe =
+    every core of a node, shared by its CPU worker processes)."""
+    on_gpus = bool(env.get("gpus")) and case.device != "cpu"
+    return case.devices * case.nnodes if on_gpus else case.nnodes
+
+
 def flops_block(per_sample: float | None, achieved: float | None, case: Case,
                 env: dict[str, Any]) -> dict[str, Any]:
     """Achieved FLOP/s against this machine's measured matmul peak (`dlperf sysinfo --probe`).
 
-    MFU is per device: the job's achieved rate over the peak of all devices in it.
+    MFU is the job's achieved rate over the peak of all it ran on: one probed GPU's peak times
+    the job's GPUs; on CPUs the probe already used every core of the node, which the node's
+    worker processes share, so the node's peak times the nodes.
     """
     peak = peak_for(case.precision, env) if env.get("cpu") else None
-    devices = case.devices * case.nnodes
-    mfu = achieved / (peak * devices) if achieved and peak else None
+    mfu = achieved / (peak * peak_units(case, env)) if achieved and peak else None
     return {"per_sample": per_sample, "achieved_per_s": achieved, "peak_per_s": peak,
             "peak_source": "dlperf sysinfo --probe (matmul)" if peak else
             "not probed: run `dlperf sysinfo --probe`", "mfu": mfu}
