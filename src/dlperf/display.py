@@ -79,16 +79,21 @@ def progress(case: Case) -> Iterator[Callable[[dict[str, Any]], None]]:
         yield on_repeat
 
 
+def new_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:
+    """A rich table with these (name, justify) columns: every table dlperf prints."""
+    made = Table(title=title, show_lines=False)
+    for name, justify in columns:
+        made.add_column(name, justify=justify)
+    return made
+
+
 def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -> None:
     """One row per result: the median and the spread beside it, memory, and any failure."""
-    table = Table(title=title, show_lines=False)
-    for name, justify in (("framework", "left"), ("model", "left"), ("task", "left"),
-                          ("precision", "left"), ("compile", "left"), ("devices", "right"),
-                          ("batch", "right"), ("samples/s (median)", "right"),
-                          ("95% CI", "right"), ("CV", "right"), ("n", "right"),
-                          ("TFLOP/s", "right"), ("MFU", "right"), ("peak mem", "right"),
-                          ("status", "left")):
-        table.add_column(name, justify=justify)
+    table = new_table(title, (
+        ("framework", "left"), ("model", "left"), ("task", "left"), ("precision", "left"),
+        ("compile", "left"), ("devices", "right"), ("batch", "right"),
+        ("samples/s (median)", "right"), ("95% CI", "right"), ("CV", "right"), ("n", "right"),
+        ("TFLOP/s", "right"), ("MFU", "right"), ("peak mem", "right"), ("status", "left")))
     notes: list[str] = []
     for result in results:
         case, tp = result["case"], result["throughput"]

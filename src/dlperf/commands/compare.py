@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, outputs
@@ -33,7 +32,8 @@ DEFAULT_ALPHA = 0.05
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 VERDICT_STYLE = {"faster": "green", "slower": "red", "failed": "red", "fixed": "green",
-                 "same": "", "only in baseline": "yellow", "only in candidate": "yellow"}
+                 "same": "", "only in baseline": "yellow", "only in candidate": "yellow",
+                 "better": "green", "worse": "red"}  # the last two: accuracy rows
 
 
 def threshold(text: str) -> float:
@@ -198,13 +198,11 @@ def accuracy_rows(spec: str, which: str) -> list[dict[str, Any]]:
 
 
 def print_accuracy(rows: "list[RowComparison]", threshold_points: float) -> None:
-    table = Table(title=f"accuracy rows (top-1; regression: a drop of more than "
-                        f"{threshold_points:g} points)")
-    for name, justify in (("model engine precision", "left"), ("baseline top-1", "right"),
-                          ("candidate top-1", "right"), ("change (points)", "right"),
-                          ("Δ vs fp32: baseline → candidate", "right"), ("verdict", "left")):
-        table.add_column(name, justify=justify)
-    styles = {"worse": "red", "failed": "red", "better": "green", "fixed": "green"}
+    table = display.new_table(
+        f"accuracy rows (top-1; regression: a drop of more than {threshold_points:g} points)",
+        (("model engine precision", "left"), ("baseline top-1", "right"),
+         ("candidate top-1", "right"), ("change (points)", "right"),
+         ("Δ vs fp32: baseline → candidate", "right"), ("verdict", "left")))
 
     def top1(row: dict[str, Any] | None) -> str:
         from dlperf.report.accuracy import measured_top1
@@ -220,7 +218,7 @@ def print_accuracy(rows: "list[RowComparison]", threshold_points: float) -> None
         table.add_row(item.label, top1(item.baseline), top1(item.candidate),
                       "—" if item.change is None else f"{item.change:+.2f}",
                       f"{diff(item.baseline)} → {diff(item.candidate)}",
-                      Text(item.verdict, style=styles.get(item.verdict, "")))
+                      Text(item.verdict, style=VERDICT_STYLE.get(item.verdict, "")))
     display.out.print(table)
     for item in rows:
         for note in item.notes:
@@ -232,12 +230,11 @@ def _value(value: float | None) -> str:
 
 
 def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> None:
-    table = Table(title=f"{base_name} → {cand_name} (threshold {result.threshold:.0%}, "
-                        f"{result.test}, alpha {result.alpha:g})")
-    for name, justify in (("case", "left"), ("baseline (median)", "right"),
-                          ("candidate (median)", "right"), ("change", "right"),
-                          ("significance", "left"), ("verdict", "left")):
-        table.add_column(name, justify=justify)
+    table = display.new_table(
+        f"{base_name} → {cand_name} (threshold {result.threshold:.0%}, {result.test}, "
+        f"alpha {result.alpha:g})",
+        (("case", "left"), ("baseline (median)", "right"), ("candidate (median)", "right"),
+         ("change", "right"), ("significance", "left"), ("verdict", "left")))
     notes = []
     for item in result.cases:
         base = (item.baseline or {}).get("throughput") or {}

@@ -11,7 +11,6 @@ from typing import Any
 
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
-from rich.table import Table
 
 from dlperf import display, measurelock, models, outputs, peak, slurm_launch, sysinfo
 from dlperf.commands.run import write_json
@@ -65,11 +64,10 @@ def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator,
     Cases left out by --skip-multinode are listed after them, marked skipped."""
     skipped = placement.refused if placement is not None else []
     count = f"{len(sweep.cases)} case(s)" + (f" (+{len(skipped)} skipped)" if skipped else "")
-    table = Table(title=f"sweep {sweep.name}: {count} from {sweep.path}")
-    for name, justify in (("#", "right"), ("case", "left"), ("knobs", "left"),
-                          ("steps", "right"), ("repeats", "right"), ("in database", "left"),
-                          ("est. time", "right"), ("estimate from", "left")):
-        table.add_column(name, justify=justify)
+    table = display.new_table(f"sweep {sweep.name}: {count} from {sweep.path}", (
+        ("#", "right"), ("case", "left"), ("knobs", "left"), ("steps", "right"),
+        ("repeats", "right"), ("in database", "left"), ("est. time", "right"),
+        ("estimate from", "left")))
     total = 0.0
     kinds: set[str] = set()
     for index, state in enumerate(states, 1):
