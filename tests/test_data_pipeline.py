@@ -242,6 +242,8 @@ def test_synthetic_case_keys_are_unchanged():
     (["run", *TINY, "--num-classes", "3", "--data", "{data}"], "num_classes is 3"),
     (["run", "--framework", "torch", "--model", "bert-base", "--data", "{data}"], "data:"),
     (["run", *TINY, "--task", "infer", "--data", "{data}"], "task train"),
+    (["run", "--framework", "mxnet", "--model", "resnet50", "--data", "{data}"],
+     "mxnet measures synthetic data only"),
     (["run", *TINY, "--data", "{data}", "--data-only", "--compile"], "compile:"),
     (["run", *TINY, "--data", "both"], "both:DIR"),
     (["run", *TINY, "--data", "{data}", "--batch-size", "65"], "batch_size:"),

@@ -28,7 +28,6 @@ TASKS = ("train", "infer")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 DATA_SOURCES = ("synthetic",)  # or a dataset directory (dlperf data make-images)
-DATA_FRAMEWORKS = ("torch",)  # backends with a real input pipeline
 SCENARIOS = ("offline", "single-stream", "server")
 SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Fields added after results were first stored: left out of the identity while at their default,
@@ -238,9 +237,10 @@ def _validate_data(case: Case) -> None:
         manifest = imagefolder.read_manifest(case.data)
     except imagefolder.DatasetError as error:
         raise SpecError(f"data: {error}") from None
-    if case.framework not in DATA_FRAMEWORKS:
-        raise SpecError(f"data: a dataset directory is read by the {', '.join(DATA_FRAMEWORKS)} "
-                        f"backend only; {case.framework} measures synthetic data")
+    if support(case.framework).data_pipeline is None:
+        readers = [name for name in frameworks() if support(name).data_pipeline]
+        raise SpecError(f"data: {case.framework} measures synthetic data only; a dataset "
+                        f"directory is read by: {', '.join(readers)}")
     spec = models.get(case.model)
     if spec.kind != "vision":
         vision = ", ".join(name for name in models.CATALOGUE

@@ -27,14 +27,16 @@ class Support(object):
     labels, so a TF ``tf.function`` graph is never called "eager".
     ``distributed``: device kinds on which the backend runs data-parallel over several
     processes (``devices`` x ``nnodes`` > 1).
+    ``data_pipeline``: the framework's own input pipeline that reads a dataset directory
+    (``--data DIR``), e.g. ``"torch.utils.data.DataLoader"``; None = synthetic data only.
     ``reasons``: why a combination is refused, keyed (most specific first) by
     ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
     ``"compile=off"``, ``"distributed/device"`` or ``"task"``; the first key that matches wins.
     """
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
-                 tasks=TASKS):
-        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str]) -> None
+                 tasks=TASKS, data_pipeline=None):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str]) -> None
         self.framework = framework
         self.models = tuple(models)
         self.tasks = tuple(tasks)
@@ -42,6 +44,7 @@ class Support(object):
                            for device, per_task in precisions.items()}
         self.modes = dict(modes)
         self.distributed = tuple(distributed)
+        self.data_pipeline = data_pipeline
         self.reasons = dict(reasons or {})
         for device in self.precisions:
             if device not in DEVICE_KINDS:
@@ -109,6 +112,7 @@ class Support(object):
                            for d, per in self.precisions.items()},
             "modes": {"off" if not k else "on": v for k, v in sorted(self.modes.items())},
             "distributed": list(self.distributed),
+            "data_pipeline": self.data_pipeline,
             "reasons": dict(self.reasons),
         }
 
