@@ -30,6 +30,7 @@ SUPPORT = Support(
     # starts (collective ops, RING on CPUs); GPUs: MirroredStrategy over a node's GPUs, and
     # MultiWorkerMirroredStrategy with NCCL across nodes
     distributed=("cpu", "cuda"),
+    data_pipeline="tf.data (parallel map, AUTOTUNE prefetch)",
     reasons={
         # not a key SUPPORT.check reads: the backend raises it when the combination arrives
         "distributed/cpu/compile=on": XLA_CPU_COLLECTIVES,

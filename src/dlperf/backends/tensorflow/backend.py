@@ -26,7 +26,7 @@ import tensorflow as tf  # noqa: E402
 from dlperf import models  # noqa: E402
 from dlperf.backends import synthetic  # noqa: E402
 from dlperf.backends.tensorflow import XLA_CPU_COLLECTIVES  # noqa: E402
-from dlperf.backends.tensorflow import cluster, distribute  # noqa: E402
+from dlperf.backends.tensorflow import cluster, distribute, input_pipeline  # noqa: E402
 from dlperf.backends.tensorflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.tensorflow.resnet import resnet50  # noqa: E402
 from dlperf.backends.tensorflow.workload import (  # noqa: E402
@@ -166,6 +166,14 @@ def build(case):
     seed = int(case.get("seed", 0))
     keras.utils.set_random_seed(seed)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
+    if case.get("data_only"):  # the input pipeline alone: no model (one process, see spec)
+        with tf.device("/CPU:0"):
+            return input_pipeline.data_only(case, knobs, batch, device, seed,
+                                            runtime_info(device))
+    local = distribute.local_replicas(case, device.startswith("/GPU"))
+    feed = None  # type: Any
+    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
+        feed = input_pipeline.Feed(case, knobs["image_size"], batch, seed, strategy, local)
 
     scope = strategy.scope() if strategy is not None else tf.device(device)
     with scope:
@@ -180,7 +188,23 @@ def build(case):
             body = _train_step(parts, variables, optimizer, fp16, replicas)
         else:
             body = parts.infer
-    if strategy is None:
+    if feed is not None and strategy is None:
+        traced = tf.function(body, jit_compile=compiled, reduce_retracing=True)
+
+        def fed_step():
+            batch_ = feed.next()  # on the host; the traced step copies it to the device
+            with tf.device(device):
+                return traced(batch_)
+
+        step = fed_step
+    elif feed is not None:
+        replica_fn = tf.function(body, jit_compile=True) if compiled else body
+        traced = tf.function(lambda per_replica: strategy.experimental_local_results(
+            strategy.run(replica_fn, args=(per_replica,)))[0], reduce_retracing=True)
+
+        def step():
+            return traced(feed.next())  # one batch per local replica
+    elif strategy is None:
         with tf.device(device):
             data = {k: tf.constant(v) for k, v in parts.data(seed).items()}
         step = tf.function(lambda: body(data), jit_compile=compiled, reduce_retracing=True)
@@ -205,7 +229,8 @@ def build(case):
         "optimizer": parts.optimizer_desc if train else None,
         "compile": compiled,
         "compile_mode": "xla (jit_compile=True)" if compiled else "tf.function graph",
-        "data": "synthetic, generated once (numpy, seeded) and held on the device",
+        "data": feed.info if feed is not None else
+        "synthetic, generated once (numpy, seeded) and held on the device",
         "world_size": cluster.job()[1],
         "rank": cluster.job()[0],
         "replicas_in_sync": replicas,
@@ -215,5 +240,4 @@ def build(case):
         info["gradient_clipping"] = ("each replica's gradients, before the all-reduce (Keras "
                                      "clips in apply_gradients ahead of its replica-context sum)")
     collectives = distribute.activate(strategy) if strategy is not None else None
-    local = distribute.local_replicas(case, device.startswith("/GPU"))
     return TFWorkload(step, device, batch * local, count_params(variables), info, collectives)
