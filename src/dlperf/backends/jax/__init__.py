@@ -9,7 +9,7 @@ from dlperf.worker.support import Support
 
 SUPPORT = Support(
     framework="jax",
-    models=("resnet50", "bert-base", "gpt"),
+    models=("resnet50", "bert-base", "gpt", "wide-deep"),
     precisions={
         "cpu": {"train": ("fp32", "amp-bf16"), "infer": ("fp32", "amp-bf16")},
         "cuda": {"train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),

@@ -11,7 +11,7 @@ mesh over every device of the job: the state is replicated, each device holds it
 ``--batch-size`` samples of the global batch, and the gradients are averaged in the program.
 """
 
-from typing import Any, Callable, Dict, NamedTuple
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +22,7 @@ from dlperf.backends.jax import bert as bert_model
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax import gpt as gpt_model
 from dlperf.backends.jax import resnet as resnet_model
+from dlperf.backends.jax import wide_deep as wide_deep_model
 from dlperf.backends.jax.workload import (
     LOSS_SCALE_INIT,
     JaxWorkload,
@@ -33,26 +34,31 @@ from dlperf.backends.jax.workload import (
     runtime_info,
     select_device,
 )
-from dlperf.worker.workload import Workload
+from dlperf.worker.workload import UnsupportedError, Workload
 
 __all__ = ["build"]
 
 MLM_FRACTION = 0.15
 
 # What a model builder hands back: initial variables, the training loss and the inference
-# output as pure functions, the optimizer, and what to record about them.
+# output as pure functions, the optimizer, and what to record about them. ``make_step``, when
+# a model has one, replaces the shared training step: ``(loss_scaling, axis) -> step``
+# (wide-deep's row-sparse table updates); ``tx`` then only needs ``init(params)``, and
+# ``loss`` is None.
 Parts = NamedTuple(
     "Parts",
     [
         ("variables", Dict[str, Any]),
         ("batch", Dict[str, Any]),
-        ("loss", Callable[..., Any]),  # (params, stats, batch, rng) -> (loss, new_stats)
+        ("loss", Optional[Callable[..., Any]]),  # (params, stats, batch, rng) -> (loss, stats)
         ("infer", Callable[..., Any]),  # (params, stats, batch) -> scalar
         ("tx", Any),
         ("layout", str),
         ("optimizer_desc", str),
+        ("make_step", Optional[Callable[..., Any]]),
     ],
 )
+Parts.__new__.__defaults__ = (None,)  # make_step
 
 
 def _resnet50(knobs, batch, dtype, key, seed):
@@ -155,10 +161,54 @@ def _gpt(knobs, batch, dtype, key, seed):
                  "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
+def _wide_deep(knobs, batch, dtype, key, seed):
+    # type: (Dict[str, int], int, Any, Any, int) -> Parts
+    """The torch backend's recipe: synthetic Criteo-like fields (dense N(0, 1), ids uniform over
+    the vocabulary, 0/1 labels), BCE with logits, Adam on the MLP and SparseAdam on the tables
+    (:mod:`.wide_deep`: only the looked-up rows and their moments change)."""
+    v = knobs["vocab_size"]
+    if v >= 2 ** 31 - 1:  # the ids and the padding id `v` are int32 (JAX without x64)
+        raise UnsupportedError("jax backend: wide-deep ids are int32; vocab_size %d needs "
+                               "int64 ids" % v)
+    model = wide_deep_model.WideAndDeep(v, knobs["deep_embedding_size"], knobs["hidden_units"],
+                                        knobs["hidden_size"], dtype)
+    dense_fields, wide_fields, deep_fields = (models.WIDE_DEEP_DENSE_FIELDS,
+                                              models.WIDE_DEEP_WIDE_FIELDS,
+                                              models.WIDE_DEEP_DEEP_FIELDS)
+    # the tables go to the device leaf by leaf as they are drawn: the host copy of a
+    # vocabulary-sized table never lives beside the optimizer's moments
+    variables = jax.device_put(host_init(
+        lambda k: model.init(k, jnp.zeros((1, dense_fields)), jnp.zeros((1, wide_fields),
+                                                                         jnp.int32),
+                             jnp.zeros((1, deep_fields), jnp.int32)),
+        wide_deep_model.init_rule, seed))
+    k_dense, k_wide, k_deep, k_labels = jax.random.split(key, 4)
+    data = {
+        "dense": jax.random.normal(k_dense, (batch, dense_fields), jnp.float32),
+        "wide_ids": jax.random.randint(k_wide, (batch, wide_fields), 0, v),
+        "deep_ids": jax.random.randint(k_deep, (batch, deep_fields), 0, v),
+        "labels": jax.random.randint(k_labels, (batch, 1), 0, 2).astype(jnp.float32),
+    }
+
+    def infer(params, stats, b):
+        logits = model.apply({"params": params}, b["dense"], b["wide_ids"], b["deep_ids"])
+        return jax.nn.sigmoid(logits.astype(jnp.float32)).mean()
+
+    tx = wide_deep_model.LazyAdam()
+
+    def make_step(loss_scaling, axis):
+        return wide_deep_model.make_train_step(model, tx, loss_scaling, axis)
+
+    # no dense-gradient loss: training is make_step's row-sparse step only
+    return Parts(variables, data, None, infer, tx, "batch-major (B, fields)",
+                 wide_deep_model.OPTIMIZER_DESC, make_step)
+
+
 BUILDERS = {
     "resnet50": _resnet50,
     "bert-base": _bert,
     "gpt": _gpt,
+    "wide-deep": _wide_deep,
 }  # type: Dict[str, Callable[..., Parts]]
 
 
@@ -190,7 +240,10 @@ def build(case):
             if precision.loss_scaling:
                 state["loss_scale"] = jnp.asarray(LOSS_SCALE_INIT, jnp.float32)
                 state["good_steps"] = jnp.asarray(0, jnp.int32)
-            body = make_train_step(parts.loss, parts.tx, precision.loss_scaling, axis)
+            if parts.make_step is not None:
+                body = parts.make_step(precision.loss_scaling, axis)
+            else:
+                body = make_train_step(parts.loss, parts.tx, precision.loss_scaling, axis)
         else:
             state = {"params": params, "stats": stats}
             infer = parts.infer
