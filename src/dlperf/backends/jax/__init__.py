@@ -7,7 +7,19 @@ from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
-SUPPORT = Support(
+class _Support(Support):
+    """JAX's declaration, with one exception: a data-only case (``--data DIR --data-only``,
+    which the harness accepts only with compile off) runs no model, so there is no program to
+    compile, and JAX's refusal of compile=off does not apply to it."""
+
+    def refusal(self, case, device):
+        # type: (Any, str) -> Optional[str]
+        if case.get("data_only"):
+            case = dict(case, compile=True)
+        return super(_Support, self).refusal(case, device)
+
+
+SUPPORT = _Support(
     framework="jax",
     models=("resnet50", "bert-base", "gpt", "wide-deep"),
     precisions={
@@ -20,6 +32,8 @@ SUPPORT = Support(
     # jax.distributed over the processes dlperf.spawn starts, jax.shard_map over every device
     # of the job, gradients averaged by lax.pmean: gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),
+    data_pipeline="numpy loader (Pillow decode in a thread pool, batches prefetched), then "
+                  "jax.device_put",
     reasons={
         "compile=off": "jax always compiles the whole train step with jax.jit (XLA); there is "
                        "no eager mode to measure, so compile=false is not a separate case: run "

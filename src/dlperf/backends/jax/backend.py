@@ -21,6 +21,7 @@ from dlperf import models
 from dlperf.backends.jax import bert as bert_model
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax import gpt as gpt_model
+from dlperf.backends.jax import input_pipeline
 from dlperf.backends.jax import resnet as resnet_model
 from dlperf.backends.jax import wide_deep as wide_deep_model
 from dlperf.backends.jax.workload import (
@@ -224,6 +225,8 @@ def build(case):
     precision = Precision(case["precision"], device)
     seed = int(case.get("seed", 0))
     key = jax.random.fold_in(jax.random.PRNGKey(seed), rank())
+    if case.get("data_only"):  # the input pipeline alone: no model (one process, see spec)
+        return input_pipeline.data_only(case, knobs, batch, device, seed, runtime_info(device))
 
     parallel = distributed.active()
     axis = distributed.AXIS if parallel else None
@@ -274,10 +277,18 @@ def build(case):
         "init": "numpy on the host (the model's initialisers), then device_put",
         "data": "synthetic, generated once on the device",
     })
+    feed = None  # type: Any
+    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
+        feed = input_pipeline.Feed(case, knobs["image_size"], batch, device, seed,
+                                   distributed.mesh() if parallel else None)
+        info["data"] = feed.info
     if parallel:
         info["data_parallel"] = ("jax.shard_map over %d devices of %d processes (jax.distributed), "
                                  "gradients averaged by lax.pmean" % (jax.device_count(),
                                                                       jax.process_count()))
         info["cpu_collectives"] = jax.config.jax_cpu_collectives_implementation
+    if feed is not None:
+        return input_pipeline.FedWorkload(feed, step_fn, state, data, device, batch,
+                                          count_params(params), info, data_parallel=parallel)
     return JaxWorkload(step_fn, state, data, device, batch, count_params(params), info,
                        data_parallel=parallel)
