@@ -117,13 +117,19 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
                    watch.summary(), host, watch.timeline())
 
 
-def _signal_failure(returncode: int) -> tuple[str, str]:
+def _signal_failure(returncode: int, log_tail: str = "") -> tuple[str, str]:
+    """A worker killed by a signal: SIGKILL is the OOM killer's; SIGABRT after an uncaught C++
+    ``std::bad_alloc`` (XLA's CPU runtime allocating a step's buffers under ``--memory-limit``
+    aborts the process instead of raising) is out of memory too; anything else a crash."""
     try:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
     if returncode == -signal.SIGKILL:
         return "oom", f"worker killed by {name}, most likely by the kernel's out-of-memory killer"
+    if returncode == -signal.SIGABRT and "std::bad_alloc" in log_tail:
+        return "oom", (f"worker died from {name} after an uncaught std::bad_alloc: a C++ "
+                       f"allocation in the framework ran out of memory")
     return "crash", f"worker died from {name}"
 
 
@@ -171,7 +177,7 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
         record.update(status=failed[0]["status"],
                       error=f"rank {failed[0]['rank']}: {failed[0]['error']}{cause}")
     elif outcome.returncode and outcome.returncode < 0:
-        status, message = _signal_failure(outcome.returncode)
+        status, message = _signal_failure(outcome.returncode, outcome.log_tail)
         record.update(status=status, error=message)
     elif len(rank_results) < ranks or outcome.returncode != 0:
         last = outcome.log_tail.splitlines()[-1] if outcome.log_tail.strip() else "no output"
