@@ -201,10 +201,22 @@ def _face(knobs, batch, device, gen, train):
     if train and batch < 2:
         raise UnsupportedError("face-resnet50 training needs batch >= 2 (BatchNorm1d on the "
                                "embedding needs more than one value per channel)")
+    # training with several processes shards the class centres over the ranks (InsightFace's
+    # model-parallel Partial FC); inference never uses the classifier
+    world = world_size() if train else 1
+    if classes < world:
+        raise UnsupportedError("face-resnet50 shards its %d classes over %d processes: needs "
+                               "at least one class per process" % (classes, world))
     sampler = torch.Generator(device=device)
-    sampler.manual_seed(int(gen.initial_seed()) + 1)
+    sampler.manual_seed(int(gen.initial_seed()) + 1)  # gen's seed differs per rank
     model = FaceModel(size, knobs["embedding_size"], classes, knobs["partial_fc"],
-                      sampler).to(device, memory_format=torch.channels_last)
+                      sampler, world=world, rank=rank()).to(device,
+                                                            memory_format=torch.channels_last)
+    if model.ddp_ignored():  # each rank's own centres: never all-reduced nor broadcast by DDP
+        from torch.nn.parallel import DistributedDataParallel
+
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            model, model.ddp_ignored())
     images = torch.randn(batch, 3, size, size, device=device, generator=gen)
     images = images.contiguous(memory_format=torch.channels_last)
     labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
@@ -311,7 +323,8 @@ def build(case):
         parts = parts._replace(forward_loss=input_pipeline.classifier_loss(feed))
 
     model = parts.model
-    params = count_params(model)
+    # a model-parallel part (the face model's sharded classifier) counts whole, every rank's share
+    params = model.whole_params() if hasattr(model, "whole_params") else count_params(model)
     model.train(train)
     optimizer = parts.make_optimizer(model.parameters()) if train else None
     compiled = bool(case.get("compile", False))
@@ -339,6 +352,8 @@ def build(case):
         }
     )
     info.update(inference_info)
+    if train and hasattr(parts.model, "classifier_info"):
+        info.update(parts.model.classifier_info())
     return TorchWorkload(
         model=model,
         optimizer=optimizer,

@@ -76,17 +76,29 @@ def sample_classes(labels, num_classes, sampled, generator):
     return index, torch.searchsorted(index, labels)
 
 
+def arc_margin(target):
+    # type: (torch.Tensor) -> torch.Tensor
+    """cos(theta + m) of the label's cos(theta), with InsightFace's fallback
+    cos(theta) - sin(pi - m) * m where theta + m would pass pi (unscaled)."""
+    sin = torch.sqrt((1.0 - target * target).clamp_min(0.0))
+    with_margin = target * math.cos(ARC_MARGIN) - sin * math.sin(ARC_MARGIN)
+    threshold = math.cos(math.pi - ARC_MARGIN)
+    return torch.where(target > threshold, with_margin,
+                       target - math.sin(math.pi - ARC_MARGIN) * ARC_MARGIN)
+
+
+def cosines(embeddings, centres):
+    # type: (torch.Tensor, torch.Tensor) -> torch.Tensor
+    """cos(theta) of every embedding with every centre, both normalised, in fp32."""
+    return F.linear(F.normalize(embeddings.float()), F.normalize(centres.float())).clamp(-1, 1)
+
+
 def arcface_logits(embeddings, centres, labels):
     # type: (torch.Tensor, torch.Tensor, torch.Tensor) -> torch.Tensor
     """s * cos(theta + m) at the label, s * cos(theta) elsewhere (InsightFace's ArcFace, with
     its fallback cos(theta) - sin(pi - m) * m where theta + m would pass pi)."""
-    cos = F.linear(F.normalize(embeddings.float()), F.normalize(centres.float())).clamp(-1, 1)
-    target = cos.gather(1, labels[:, None])
-    sin = torch.sqrt((1.0 - target * target).clamp_min(0.0))
-    with_margin = target * math.cos(ARC_MARGIN) - sin * math.sin(ARC_MARGIN)
-    threshold = math.cos(math.pi - ARC_MARGIN)
-    with_margin = torch.where(target > threshold, with_margin,
-                              target - math.sin(math.pi - ARC_MARGIN) * ARC_MARGIN)
+    cos = cosines(embeddings, centres)
+    with_margin = arc_margin(cos.gather(1, labels[:, None]))
     return ARC_SCALE * cos.scatter(1, labels[:, None], with_margin)
 
 
@@ -109,12 +121,44 @@ class PartialFC(nn.Module):
 
 
 class FaceModel(nn.Module):
-    def __init__(self, image_size, embedding_size, num_classes, percent, generator):
-        # type: (int, int, int, int, torch.Generator) -> None
+    """The backbone and its classifier. With ``world`` > 1 the classifier is sharded over the
+    ranks (:class:`~dlperf.backends.torch.face_parallel.ShardedPartialFC`): rank ``rank`` holds
+    its slice of the class centres, which DDP must not all-reduce (see ``ddp_ignored``)."""
+
+    def __init__(self, image_size, embedding_size, num_classes, percent, generator, world=1,
+                 rank=0):
+        # type: (int, int, int, int, torch.Generator, int, int) -> None
         super(FaceModel, self).__init__()
         self.backbone = IResNet50(image_size, embedding_size)
-        self.head = PartialFC(num_classes, embedding_size, percent, generator)
+        if world > 1:
+            from dlperf.backends.torch.face_parallel import ShardedPartialFC
+
+            self.head = ShardedPartialFC(num_classes, embedding_size, percent, generator, world,
+                                         rank)  # type: nn.Module
+        else:
+            self.head = PartialFC(num_classes, embedding_size, percent, generator)
+        self.num_classes = num_classes
+        self.embedding_size = embedding_size
 
     def forward(self, images, labels):
         # type: (torch.Tensor, torch.Tensor) -> torch.Tensor
         return self.head(self.backbone(images), labels)
+
+    def ddp_ignored(self):
+        # type: () -> list
+        """Names of the parameters DDP must leave alone: a sharded classifier's own centres."""
+        return ["head.weight"] if getattr(self.head, "sharded", False) else []
+
+    def whole_params(self):
+        # type: () -> int
+        """Trainable parameters of the whole model, every rank's classifier shard included
+        (the catalogue's count), whatever slice of the centres this process holds."""
+        backbone = sum(p.numel() for p in self.backbone.parameters() if p.requires_grad)
+        return backbone + self.num_classes * self.embedding_size
+
+    def classifier_info(self):
+        # type: () -> dict
+        head = self.head
+        if not getattr(head, "sharded", False):
+            return {"classifier": "whole, %d classes" % self.num_classes}
+        return head.info()
