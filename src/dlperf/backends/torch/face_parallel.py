@@ -145,7 +145,8 @@ class ShardedPartialFC(nn.Module):
         rows = (target >= 0).nonzero().squeeze(1)
         cols = target[rows]
         logits = ARC_SCALE * cos.index_put((rows, cols), arc_margin(cos[rows, cols]))
-        return DistCrossEntropy.apply(logits, target, self.group)
+        # fp32 softmax whatever autocast made of the cosines, as F.cross_entropy's under autocast
+        return DistCrossEntropy.apply(logits.float(), target, self.group)
 
     def info(self):
         # type: () -> Dict[str, Any]
