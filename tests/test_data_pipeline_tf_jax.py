@@ -1,0 +1,121 @@
+"""Real input pipelines of TensorFlow 2 (tf.data) and JAX (numpy loader) over a dataset folder
+(`dlperf run --data DIR`, `--data-only`): real environments, real `dlperf` subprocesses; 24
+JPEGs of 40x30 in 4 classes, image size 32, batch 4 (6 batches per epoch).
+
+A framework whose environment is not installed is skipped, with the `dlperf envs install`
+line to run. The JAX loader decodes with Pillow: where the JAX environment cannot import it
+(its pinned requirements do not list it yet), the JAX cases are skipped saying so; a PYTHONPATH
+that provides Pillow to that interpreter runs them.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import dlperf, load
+from dlperf import envs, launch
+
+MANIFEST = "dlperf-dataset.json"
+COUNT, BATCH, WARMUP = 24, 4, 1
+BATCHES_PER_EPOCH = COUNT // BATCH
+FRAMEWORKS = ("tensorflow", "jax")
+TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
+        str(BATCH), "--warmup-steps", str(WARMUP), "--repeats", "1", "--device", "cpu"]
+# data-only cases run no model; JAX compiles by default, so its data-only case says --no-compile
+NO_COMPILE = {"tensorflow": [], "jax": ["--no-compile"]}
+PIPELINE = {"tensorflow": "tf.data", "jax": "numpy loader"}
+
+
+def require(framework: str) -> None:
+    """Skip unless the framework's environment is installed (and, for JAX, decodes JPEGs)."""
+    state = envs.status(framework)
+    if state.state == "not installed":
+        pytest.skip(envs.not_installed_message(framework))
+    if framework == "jax":
+        proc = subprocess.run([envs.interpreter("jax"), "-c", "import PIL"],
+                              capture_output=True, text=True, env=launch.worker_env())
+        if proc.returncode != 0:
+            pytest.skip("the jax environment has no Pillow, which its loader decodes with "
+                        "(add pillow to src/dlperf/envs/requirements/jax*.in)")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "images"
+    dlperf("data", "make-images", str(out), "--count", str(COUNT), "--size", "40x30",
+           "--classes", "4", "--jobs", "1", check=True)
+    return out
+
+
+def files_of(root: Path) -> list[Path]:
+    return sorted((root / "train").rglob("*.JPEG"))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_training_on_the_folder(framework, dataset, tmp_path):
+    require(framework)
+    proc = dlperf("run", "--framework", framework, *TINY, "--steps", "2", "--data",
+                  str(dataset), "--db", str(tmp_path / "r.db"), "--json",
+                  str(tmp_path / "r.json"))
+    result = load(tmp_path / "r.json")
+    assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"), proc.stderr)
+    assert result["throughput"]["median"] > 0
+    assert all(math.isfinite(v) for v in result["loss"]["first"] + result["loss"]["last"])
+    data = result["data"]
+    assert data["mode"] == "data+compute" and data["path"] == str(dataset.resolve())
+    assert data["dataset"]["digest"] == load(dataset / MANIFEST)["digest"]
+    loader = data["loader"]
+    assert PIPELINE[framework] in loader["pipeline"] and loader["layout"] == "NHWC"
+    assert (loader["images"], loader["batches_per_epoch"], loader["drop_last"]) == (
+        COUNT, BATCHES_PER_EPOCH, True)
+    assert loader["loader_workers_default"] is True
+    assert "RandomResizedCrop(32" in loader["augmentation"]
+    # the first step and 1 warm-up step, then the 2-step window: batches 1 and 2 of epoch 0
+    assert data["passes"]["repeats"][0]["epochs"] == [0, 0]
+    counters = result["env"]["worker"]["framework"]["data"]
+    assert (counters["batches_fetched"], counters["epochs_started"]) == (WARMUP + 2, 1)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_data_only_runs_into_the_second_epoch(framework, dataset, tmp_path):
+    require(framework)
+    steps = BATCHES_PER_EPOCH + 2  # with the warm-up step: batches 0..8, epoch 1 from batch 6
+    fetched = WARMUP + steps
+    proc = dlperf("run", "--framework", framework, *TINY, "--steps", str(steps), "--data",
+                  str(dataset), "--data-only", "--loader-workers", "2", *NO_COMPILE[framework],
+                  "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"))
+    result = load(tmp_path / "r.json")
+    assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"), proc.stderr)
+    assert result["case"]["data_only"] is True and result["model"]["params"] is None
+    data = result["data"]
+    assert data["mode"] == "data-only"
+    passes = data["passes"]["repeats"][0]
+    assert passes["epochs"] == [0, 1] and data["passes"]["spans_epochs"] == [True]
+    assert (passes["first_pass_steps"], passes["later_pass_steps"]) == (
+        BATCHES_PER_EPOCH - WARMUP, fetched - BATCHES_PER_EPOCH)
+    counters = result["env"]["worker"]["framework"]["data"]
+    assert counters["batches_fetched"] == fetched
+    assert counters["epochs_started"] == (fetched - 1) // BATCHES_PER_EPOCH + 1 == 2
+    # the "loss" of a data-only step is the batch's mean normalised pixel
+    assert all(math.isfinite(v) and abs(v) < 3 for v in result["loss"]["last"])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_truncated_jpeg_fails_the_case_naming_the_file(framework, dataset, tmp_path):
+    require(framework)
+    broken = tmp_path / "broken"
+    shutil.copytree(dataset, broken)
+    victim = files_of(broken)[5]
+    victim.write_bytes(victim.read_bytes()[:400])  # a JPEG cut short: header, no end
+    # one epoch and more: every file is read, the broken one included
+    proc = dlperf("run", "--framework", framework, *TINY, "--steps", str(BATCHES_PER_EPOCH),
+                  "--data", str(broken), "--data-only", *NO_COMPILE[framework],
+                  "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"))
+    result = load(tmp_path / "r.json")
+    assert proc.returncode == 1 and result["status"] == "crash", proc.stderr
+    assert str(victim.resolve()) in result["error"] and "DatasetError" in result["error"]
