@@ -112,8 +112,10 @@ class BertForPreTraining(nn.Module):
     def forward(self, input_ids, token_type_ids):
         # type: (flow.Tensor, flow.Tensor) -> Tuple[flow.Tensor, flow.Tensor]
         """Return MLM logits for every position (B, S, V) and NSP logits (B, 2)."""
-        positions = flow.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.word(input_ids) + self.position(positions) + self.token_type(token_type_ids)
+        # positions 0..S-1 look up the first S rows: a slice of the table, which (unlike an
+        # arange made on input_ids.device) is also defined for nn.Graph's global tensors
+        positions = self.position.weight[:input_ids.shape[1]]
+        x = self.word(input_ids) + positions + self.token_type(token_type_ids)
         x = self.emb_dropout(self.emb_ln(x))
         for layer in self.layers:
             x = layer(x)
