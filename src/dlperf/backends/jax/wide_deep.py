@@ -127,6 +127,17 @@ def coalesce(ids, grads, vocab_size):
     return unique, summed
 
 
+def gather_all(x, axis_name):
+    # type: (Any, str) -> Any
+    """Every device's ``x`` (N, ...) stacked along the first axis, (devices x N, ...), as a
+    value shard_map knows is the same on every device: each device writes its block into zeros
+    and the blocks are summed (an all-gather by psum)."""
+    n = x.shape[0]
+    blocks = jnp.zeros((jax.lax.axis_size(axis_name) * n,) + x.shape[1:], x.dtype)
+    start = (jax.lax.axis_index(axis_name) * n,) + (0,) * (x.ndim - 1)
+    return jax.lax.psum(jax.lax.dynamic_update_slice(blocks, x, start), axis_name)
+
+
 def sparse_adam_rows(table, m, v, ids, grads, t, apply=True):
     # type: (Any, Any, Any, Any, Any, Any, Any) -> Any
     """``torch.optim.SparseAdam``'s step on the rows ``ids`` (distinct; ``vocab_size`` entries
@@ -220,10 +231,9 @@ def make_train_step(model, tx, loss_scaling, axis_name=None):
             flat_g = g.reshape(flat_ids.shape[0], -1)
             unique, summed = coalesce(flat_ids, flat_g, vocab)
             if axis_name is not None:  # every device's rows: the same update on every replica
-                devices = jax.lax.psum(1, axis_name)
-                unique = jax.lax.all_gather(unique, axis_name).reshape(-1)
-                summed = jax.lax.all_gather(summed, axis_name).reshape(unique.shape[0], -1)
-                unique, summed = coalesce(unique, summed / devices, vocab)
+                unique, summed = coalesce(gather_all(unique, axis_name),
+                                          gather_all(summed, axis_name), vocab)
+                summed = summed / jax.lax.axis_size(axis_name)  # DDP's average
             rows[name] = (unique, summed)
         if axis_name is not None:
             g_mlp = jax.lax.pmean(g_mlp, axis_name)
