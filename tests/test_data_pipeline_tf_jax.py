@@ -26,8 +26,6 @@ BATCHES_PER_EPOCH = COUNT // BATCH
 FRAMEWORKS = ("tensorflow", "jax")
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
         str(BATCH), "--warmup-steps", str(WARMUP), "--repeats", "1", "--device", "cpu"]
-# data-only cases run no model; JAX compiles by default, so its data-only case says --no-compile
-NO_COMPILE = {"tensorflow": [], "jax": ["--no-compile"]}
 PIPELINE = {"tensorflow": "tf.data", "jax": "numpy loader"}
 
 
@@ -87,7 +85,7 @@ def test_data_only_runs_into_the_second_epoch(framework, dataset, tmp_path):
     steps = BATCHES_PER_EPOCH + 2  # with the warm-up step: batches 0..8, epoch 1 from batch 6
     fetched = WARMUP + steps
     proc = dlperf("run", "--framework", framework, *TINY, "--steps", str(steps), "--data",
-                  str(dataset), "--data-only", "--loader-workers", "2", *NO_COMPILE[framework],
+                  str(dataset), "--data-only", "--loader-workers", "2",
                   "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"))
     result = load(tmp_path / "r.json")
     assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"), proc.stderr)
@@ -114,7 +112,7 @@ def test_a_truncated_jpeg_fails_the_case_naming_the_file(framework, dataset, tmp
     victim.write_bytes(victim.read_bytes()[:400])  # a JPEG cut short: header, no end
     # one epoch and more: every file is read, the broken one included
     proc = dlperf("run", "--framework", framework, *TINY, "--steps", str(BATCHES_PER_EPOCH),
-                  "--data", str(broken), "--data-only", *NO_COMPILE[framework],
+                  "--data", str(broken), "--data-only",
                   "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"))
     result = load(tmp_path / "r.json")
     assert proc.returncode == 1 and result["status"] == "crash", proc.stderr

@@ -98,7 +98,9 @@ class Case:
             object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
         if self.compile is None:
             _choice("framework", self.framework, frameworks())
-            object.__setattr__(self, "compile", default_compile(self.framework))
+            # a data-only case runs no model: nothing to compile, whatever the framework
+            object.__setattr__(self, "compile", False if self.data_only is True
+                               else default_compile(self.framework))
         validate(self)
         try:
             resolved = models.resolve_knobs(self.model, dict(self.knobs))

@@ -84,7 +84,7 @@ class Support(object):
                                precision) or (
                 "%s %s does not run in %s on %s; allowed there: %s" % (
                     fw, task, precision, device, ", ".join(allowed) or "none"))
-        if compiled not in self.modes:
+        if compiled not in self.modes and not case.get("data_only"):  # no model, no compile
             flag = "compile=on" if compiled else "compile=off"
             return self.reason(flag) or "%s has no %s mode" % (fw, flag)
         processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))

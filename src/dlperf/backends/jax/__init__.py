@@ -7,19 +7,7 @@ from typing import Any, Dict, List, Optional
 
 from dlperf.worker.support import Support
 
-class _Support(Support):
-    """JAX's declaration, with one exception: a data-only case (``--data DIR --data-only``,
-    which the harness accepts only with compile off) runs no model, so there is no program to
-    compile, and JAX's refusal of compile=off does not apply to it."""
-
-    def refusal(self, case, device):
-        # type: (Any, str) -> Optional[str]
-        if case.get("data_only"):
-            case = dict(case, compile=True)
-        return super(_Support, self).refusal(case, device)
-
-
-SUPPORT = _Support(
+SUPPORT = Support(
     framework="jax",
     models=("resnet50", "bert-base", "gpt", "wide-deep"),
     precisions={
