@@ -39,8 +39,10 @@ def test_bootstrap_is_seeded_and_degenerate_inputs_are_honest():
 
 
 def test_half_drift_and_warnings():
-    assert stats.half_drift([1.0, 1.0, 1.2, 1.2]) == pytest.approx(0.2)
-    assert stats.half_drift([1.0, 1.0, 1.0]) is None
+    assert stats.half_drift([[2, 2.0], [2, 2.4]]) == pytest.approx(0.2)
+    assert stats.half_drift([[4, 4.0], [6, 5.4]]) == pytest.approx(-0.1)  # per-step means
+    assert stats.half_drift([[1, 1.0], [2, 2.0]]) is None  # a half of one step says nothing
+    assert stats.half_drift(None) is None
     steady = stats.summarize([100.0, 101.0, 99.0])
     assert stats.spread_warnings(steady, [0.01, -0.02]) == []
     noisy = stats.summarize([100.0, 150.0, 60.0])

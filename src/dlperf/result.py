@@ -29,7 +29,7 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "build_s": max(r["build_s"] for r in ranks),
         "first_step_s": max(r["first_step_s"] for r in ranks),
         "warmup_s": max(r["warmup_s"] for r in ranks),
-        "drift": stats.half_drift(slowest["step_times_s"]),
+        "drift": stats.half_drift(slowest.get("halves")),
         # how the slowest rank warmed up (auto: steps taken, why it stopped, CV and drift)
         "warmup": {k: v for k, v in (slowest.get("warmup") or {}).items()
                    if k != "step_times_s"} or None,

@@ -60,17 +60,20 @@ def summarize(values: Sequence[float], seed: int = 0) -> dict[str, Any]:
     }
 
 
-def half_drift(step_times: Sequence[float]) -> float | None:
+def half_drift(halves: Sequence[Sequence[float]] | None) -> float | None:
     """Relative change of the mean step time from the window's first half to its second.
 
-    Positive means the second half was slower. None when the window is too short to split.
+    ``halves`` is the worker's ``[[steps, seconds], [steps, seconds]]`` between synchronised
+    marks (the only marks that mean anything on an asynchronous device). Positive means the
+    second half was slower. None when the window is too short to split (fewer than 2 steps a
+    half) or the worker recorded no halves.
     """
-    times = np.asarray(step_times, dtype=float)
-    if times.size < 4:
+    if not halves or len(halves) != 2:
         return None
-    half = times.size // 2
-    first, second = times[:half].mean(), times[half:2 * half].mean()
-    return float((second - first) / first)
+    (n1, s1), (n2, s2) = halves
+    if n1 < 2 or n2 < 2 or s1 <= 0 or s2 <= 0:
+        return None
+    return float((s2 / n2 - s1 / n1) / (s1 / n1))
 
 
 def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None]) -> list[str]:

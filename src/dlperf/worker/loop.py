@@ -118,11 +118,16 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
 
     With ``synchronise_each`` every iteration waits for the device, so consecutive marks bound one
     batch's latency; without it the device is synchronised only at the end (the last mark is then
-    moved to that point, because the last step is done only once the device says so).
+    moved to that point, because the last step is done only once the device says so) and once
+    in the middle: on an asynchronous device (JAX, CUDA) an unsynchronised mark is when a step
+    was queued, not when it ran, so only synchronised marks can tell the window's first half
+    from its second. ``halves`` = [steps, seconds] of each half between those marks; the
+    middle is the first step past both half the steps and half the minimum duration.
     """
     marks = []  # type: List[float]
     window_start = clock()
     now = window_start
+    middle = 0  # steps before the synchronised middle mark (0: not reached yet)
     handle = None  # type: Any
     while len(marks) < steps or now - window_start < min_duration_s:
         handle = workload.step()
@@ -130,16 +135,25 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
             workload.sync()
         now = clock()
         marks.append(now)
+        if not middle and len(marks) >= max(1, steps // 2) \
+                and now - window_start >= min_duration_s / 2.0:
+            if not synchronise_each:
+                workload.sync()
+                now = clock()
+                marks[-1] = now
+            middle = len(marks)
     workload.sync()
     window_end = clock()
     if not synchronise_each:
         marks[-1] = window_end
     step_times = [b - a for a, b in zip([window_start] + marks[:-1], marks)]
+    mid = marks[middle - 1]
     out = {
         "handle": handle,
         "window_s": window_end - window_start,
         "window_steps": len(marks),
         "step_times_s": step_times,
+        "halves": [[middle, mid - window_start], [len(marks) - middle, window_end - mid]],
     }  # type: Dict[str, Any]
     if synchronise_each:
         out["latencies_s"] = step_times

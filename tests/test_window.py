@@ -1,0 +1,70 @@
+"""The shared timed window on an asynchronous device: the drift between its halves comes from
+synchronised marks, so a device that queues steps (JAX, CUDA) is judged by when steps ran, not
+when they were queued. The loop is the real one; the device is a queue on a virtual clock, so
+the arithmetic is exact and no test depends on this machine's speed."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlperf import stats
+from dlperf.worker.loop import timed_window
+from dlperf.worker.workload import Workload
+
+
+class QueuedDevice(Workload):
+    """``step`` only queues work (costing the host ``dispatch_s``); ``sync`` waits until the
+    queue has run. ``costs`` gives each step's device time in order."""
+
+    samples_per_step = 1
+
+    def __init__(self, costs: list[float], dispatch_s: float = 0.001) -> None:
+        self.costs, self.dispatch_s = list(costs), dispatch_s
+        self.now = 0.0  # the virtual clock
+        self.device_free_at = 0.0
+        self.syncs = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def step(self) -> float:
+        self.now += self.dispatch_s
+        self.device_free_at = max(self.device_free_at, self.now) + self.costs.pop(0)
+        return 0.0
+
+    def sync(self) -> None:
+        self.syncs += 1
+        self.now = max(self.now, self.device_free_at)
+
+
+def test_a_steady_queued_device_shows_no_drift():
+    device = QueuedDevice([1.0] * 10)
+    out = timed_window(device, 10, 0.0, False, device.clock)
+    assert out["halves"] == [[5, pytest.approx(5.001)], [5, pytest.approx(5.001)]]
+    assert stats.half_drift(out["halves"]) == pytest.approx(0.0, abs=1e-3)
+    assert out["window_s"] == pytest.approx(10.002)
+    assert device.syncs == 2  # the middle and the end: nothing else waits for the device
+    # the unsynchronised marks inside each half are when steps were queued, not when they ran
+    assert out["step_times_s"][:4] == pytest.approx([0.001] * 4)
+
+
+def test_a_device_that_slows_down_shows_its_drift():
+    device = QueuedDevice([1.0] * 6 + [1.2] * 6)
+    out = timed_window(device, 12, 0.0, False, device.clock)
+    assert stats.half_drift(out["halves"]) == pytest.approx(0.2, abs=1e-3)
+
+
+def test_the_middle_waits_for_half_the_minimum_duration():
+    # 4 steps asked but 10 s at least: the middle is step 5, the first past 5 s (synchronised
+    # there at 6 s); the window then runs to the first step past 10 s
+    device = QueuedDevice([1.0] * 20, dispatch_s=1.0)
+    out = timed_window(device, 4, 10.0, False, device.clock)
+    assert out["window_steps"] == 9
+    assert out["halves"] == [[5, pytest.approx(6.0)], [4, pytest.approx(5.0)]]
+
+
+def test_synchronised_steps_split_the_same_way():
+    device = QueuedDevice([1.0] * 4 + [2.0] * 4)
+    out = timed_window(device, 8, 0.0, True, device.clock)
+    assert out["latencies_s"] == out["step_times_s"]
+    assert stats.half_drift(out["halves"]) == pytest.approx(1.0, abs=1e-2)
