@@ -325,6 +325,9 @@ def build(case):
     model = parts.model
     # a model-parallel part (the face model's sharded classifier) counts whole, every rank's share
     params = model.whole_params() if hasattr(model, "whole_params") else count_params(model)
+    ignored = set(model.ddp_ignored()) if hasattr(model, "ddp_ignored") else set()
+    reduced = sum(p.numel() for n, p in model.named_parameters()
+                  if p.requires_grad and n not in ignored)
     model.train(train)
     optimizer = parts.make_optimizer(model.parameters()) if train else None
     compiled = bool(case.get("compile", False))
@@ -364,4 +367,5 @@ def build(case):
         params=params,
         clip_grad_norm=parts.clip_grad_norm if train else None,
         info=info,
+        reduced_params=reduced,
     )

@@ -215,6 +215,7 @@ class TorchWorkload(Workload):
         params,  # type: int
         clip_grad_norm=None,  # type: Optional[float]
         info=None,  # type: Optional[Dict[str, Any]]
+        reduced_params=None,  # type: Optional[int]
     ):
         # type: (...) -> None
         self.model = model
@@ -224,6 +225,9 @@ class TorchWorkload(Workload):
         self.device = device
         self.samples_per_step = samples_per_step
         self.params = params
+        # what DDP all-reduces each step: every parameter unless a model-parallel part is
+        # each rank's own (the face model's sharded classifier)
+        self.reduced_params = params if reduced_params is None else reduced_params
         self.clip_grad_norm = clip_grad_norm
         self.info = dict(info or {})
         self.train = optimizer is not None
@@ -274,7 +278,7 @@ class TorchWorkload(Workload):
 
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
             return None
-        buffer = torch.zeros(self.params, dtype=torch.float32, device=self.device)
+        buffer = torch.zeros(self.reduced_params, dtype=torch.float32, device=self.device)
         return median_seconds(lambda: dist.all_reduce(buffer), self.sync)
 
     def loss_value(self, handle):
