@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlperf import outputs
+from dlperf import capacity, outputs
 from dlperf.errors import UsageError
 from dlperf.report import results
 from dlperf.store import DEFAULT_DB, Store
@@ -34,8 +34,10 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def render(found: list[dict[str, Any]], fmt: str, title: str,
-           accuracy_rows: list[dict[str, Any]] | None = None) -> str:
-    """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html)."""
+           accuracy_rows: list[dict[str, Any]] | None = None,
+           searches: list[Any] | None = None) -> str:
+    """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html);
+    ``searches``: stored capacity searches (:func:`dlperf.report.capacity.load`; md, html)."""
     # matplotlib and the renderers load here, not when every dlperf command starts
     from dlperf.report import accuracy, export, html, markdown, tables
 
@@ -48,7 +50,9 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
     if accuracy_rows:
         content.accuracy.append(accuracy.table(content, accuracy_rows, scaled))
         accuracy.add_environments(content, accuracy_rows)
-    return markdown.render(content, title) if fmt == "md" else html.render(content, title)
+    if fmt == "md":
+        return markdown.render(content, title, searches or ())
+    return html.render(content, title, searches or ())
 
 
 def main(args: argparse.Namespace) -> int:
@@ -57,14 +61,19 @@ def main(args: argparse.Namespace) -> int:
         found = results.load(store, args.sweep)
         # accuracy rows belong to no sweep: a report of one sweep leaves them out
         scored = [] if args.sweep else store.accuracy()
-    fmt = output_format(args)
+        fmt = output_format(args)
+        searches: list[Any] = []
+        if fmt in ("md", "html") and args.sweep in (None, capacity.SWEEP_NAME):
+            from dlperf.report import capacity as capacity_report
+
+            searches = capacity_report.load(store)
     if not found and not (scored and fmt in ("md", "html")):
         raise UsageError(f"--db: {args.db} holds no finished result"
                          + (f" for sweep {args.sweep!r}" if args.sweep else "")
                          + (" (its accuracy rows appear in md and html reports)" if scored
                             else ""))
     title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
-    text = render(found, fmt, title, scored)
+    text = render(found, fmt, title, scored, searches)
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0

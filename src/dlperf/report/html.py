@@ -10,12 +10,15 @@ import base64
 import datetime as dt
 import html
 import re
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dlperf.report import inferplots, plots
 from dlperf.report import timelines
 from dlperf.report.tables import Cell, Report, Table
+
+if TYPE_CHECKING:
+    from dlperf.report.capacity import Search
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
@@ -111,7 +114,35 @@ def raw_repeats(results: list[dict[str, Any]]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></details>")
 
 
-def render(report: Report, title: str = "dlperf report") -> str:
+def capacity_section(report: Report, searches: Sequence[Search]) -> str:
+    """Stored `dlperf capacity` searches: per search its settings, every probe, the answer and
+    latency and peak memory against the value (inline SVG; matplotlib escapes its text)."""
+    from dlperf.report import capacity
+
+    if not searches:
+        return ""
+    parts = ['<section><h2 id="capacity">Capacity</h2><p class="muted">Every probe '
+             "<code>dlperf capacity</code> stored (sweep <code>capacity</code>), per search, "
+             "ascending by value; each probe is a fresh worker with a short window.</p>"]
+    for search in searches:
+        parts.append(f"<h3>{_e(search.title())}</h3>"
+                     f'<p class="muted">Settings: {_e(search.settings())}</p>'
+                     f"{table(capacity.table(search, report))}"
+                     f"<p><strong>Answer:</strong> {_e(search.answer())}</p>")
+        svg = capacity.figure(search)
+        if svg is None:
+            parts.append('<p class="muted">No plot: the probe\'s value of the searched '
+                         "parameter is not stored.</p>")
+        else:
+            parts.append(f'<figure class="capacity">{svg}<figcaption>'
+                         f"{_e(capacity.caption(search))}</figcaption></figure>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render(report: Report, title: str = "dlperf report",
+           capacity: Sequence[Search] = ()) -> str:
+    """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -123,6 +154,7 @@ def render(report: Report, title: str = "dlperf report") -> str:
              "configuration, and scaling efficiency is speedup / N.</p>"]
     parts.append("<nav><ul>" + "".join(
         f'<li><a href="#{anchor(s.title)}">{_e(s.title)}</a></li>' for s in report.sections)
+        + ('<li><a href="#capacity">Capacity</a></li>' if capacity else "")
         + ('<li><a href="#accuracy">Accuracy</a></li>' if report.accuracy else "")
         + '<li><a href="#notes">Notes</a></li><li><a href="#environment">Environment</a></li>'
         "</ul></nav>")
@@ -140,6 +172,7 @@ def render(report: Report, title: str = "dlperf report") -> str:
         parts.append(timeline_figures(section.results))
         parts.append(raw_repeats(section.results))
         parts.append("</section>")
+    parts.append(capacity_section(report, capacity))
     for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
         parts.append(f'<section><h2 id="accuracy">{_e(accuracy.title)}</h2>{table(accuracy)}'
                      "</section>")

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dlperf.report.tables import Cell, Report, Table
+
+if TYPE_CHECKING:
+    from dlperf.report.capacity import Search
 
 
 def _escape(text: str) -> str:
@@ -26,7 +31,26 @@ def table(t: Table) -> list[str]:
     return lines
 
 
-def render(report: Report, title: str = "dlperf report") -> str:
+def capacity_section(report: Report, searches: Sequence[Search]) -> list[str]:
+    """Stored `dlperf capacity` searches: per search its settings, every probe and the answer."""
+    from dlperf.report import capacity
+
+    if not searches:
+        return []
+    lines = ["## Capacity", "",
+             "Every probe `dlperf capacity` stored (sweep `capacity`), per search, ascending by "
+             "value; each probe is a fresh worker with a short window.", ""]
+    for search in searches:
+        lines += [f"### {_escape(search.title())}", "", f"Settings: {_escape(search.settings())}",
+                  ""]
+        lines += table(capacity.table(search, report))
+        lines += ["", f"**Answer:** {_escape(search.answer())}", ""]
+    return lines
+
+
+def render(report: Report, title: str = "dlperf report",
+           capacity: Sequence[Search] = ()) -> str:
+    """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     lines = [f"# {_escape(title)}", "",
              f"{len(report.results)} result(s), generated {now}. Throughput is the median over "
@@ -44,6 +68,7 @@ def render(report: Report, title: str = "dlperf report") -> str:
             lines += [f"### {_escape(section.title)}: {_escape(detail.title)}", ""]
             lines += table(detail)
             lines.append("")
+    lines += capacity_section(report, capacity)
     for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
         lines += [f"## {_escape(accuracy.title)}", ""] + table(accuracy) + [""]
     if report.notes:
