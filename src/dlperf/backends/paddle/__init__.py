@@ -23,6 +23,7 @@ SUPPORT = Support(
     modes={False: "dygraph", True: "paddle.jit.to_static(full_graph=True)"},
     # paddle.distributed.launch + paddle.DataParallel: gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),
+    data_pipeline="paddle.io.DataLoader (worker processes, shared memory, batches prefetched)",
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP,

@@ -3,10 +3,12 @@
 Everything one-off happens here, outside the timed window: model construction on the device,
 synthetic data (once, on the device, seeded), optimizer, AMP decoration and the
 ``paddle.jit.to_static`` wrapper (the static program is built lazily in the first step, which
-the timing loop times apart).
+the timing loop times apart). With ``data`` a dataset folder the image classifier takes the next
+batch of :mod:`.input_pipeline`'s ``paddle.io.DataLoader`` every step instead of the synthetic
+one; ``data_only`` builds no model and times that stream alone.
 """
 
-from typing import Any, Callable, Dict, NamedTuple, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from dlperf.backends.paddle.workload import (  # noqa: I001  (imports paddle after setup)
     PaddleWorkload,
@@ -25,6 +27,7 @@ import paddle.nn.functional as F  # noqa: E402
 from paddle import nn  # noqa: E402
 
 from dlperf import models  # noqa: E402
+from dlperf.backends.paddle import input_pipeline  # noqa: E402
 from dlperf.backends.paddle.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.paddle.resnet import ResNet50  # noqa: E402
 from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
@@ -161,7 +164,13 @@ def build(case):
         paddle.device.cuda.reset_max_memory_allocated()
     precision = Precision(case["precision"], device)
     init_distributed()  # one rank of several: join the others before building
-    paddle.seed(int(case.get("seed", 0)) + rank())
+    seed = int(case.get("seed", 0))
+    paddle.seed(seed + rank())
+    if case.get("data_only"):  # the input pipeline alone: no model (one process, see spec)
+        return input_pipeline.data_only(case, knobs, batch, device, seed)
+    feed = None  # type: Optional[input_pipeline.Feed]
+    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
+        feed = input_pipeline.Feed(case, knobs["image_size"], batch, device, seed)
     parts = BUILDERS[name](knobs, batch, train)
 
     model = parts.model
@@ -191,7 +200,10 @@ def build(case):
         "layout": parts.layout,
         "optimizer": parts.optimizer_desc if train else None,
         "compile": compiled,
-        "data": "synthetic, generated once on the device",
+        "data": feed.info if feed is not None else "synthetic, generated once on the device",
     })
+    if feed is not None:  # every step the loader's next (images, labels)
+        return PaddleWorkload(lambda: objective(*feed.next()), optimizer, precision, device,
+                              batch, params, info)
     inputs = parts.inputs
     return PaddleWorkload(lambda: objective(*inputs), optimizer, precision, device, batch, params, info)
