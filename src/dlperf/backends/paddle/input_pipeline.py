@@ -319,9 +319,10 @@ def _one_line(error):
     if len(lines) < 2 or not lines[0].startswith("DataLoader worker"):
         return error
     where = lines[0].split(" caught ")[0]
-    if isinstance(error, imagefolder.DatasetError):
-        return imagefolder.DatasetError("{} (in {})".format(
-            lines[-1].split("DatasetError: ", 1)[-1], where))
+    for kind in (imagefolder.DatasetError, UnsupportedError):  # kept: they classify the case
+        if isinstance(error, kind):
+            return kind("{} (in {})".format(
+                lines[-1].split(kind.__name__ + ": ", 1)[-1], where))
     return RuntimeError("{} (in {})".format(lines[-1], where))
 
 
