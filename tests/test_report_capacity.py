@@ -45,7 +45,8 @@ def stored(tmp_path_factory) -> tuple[Path, dict]:
             case["framework"] = LABEL
             case["knobs"]["vocab_size"] = value
             result.update(status=status, label=f"{LABEL} {value}", case_key=f"k{value}")
-            result["launch"] = {**(result.get("launch") or {}), "memory_limit_bytes": LIMIT}
+            result["launch"] = {**(result.get("launch") or {}), "memory_limit_bytes": LIMIT,
+                                "capacity": {"search": "bisection", "param": "vocab_size"}}
             if status != "ok":
                 result.update(error=f"{status} at {value} <b>$y$</b>", throughput=None,
                               iteration_ms=None)
@@ -140,6 +141,28 @@ def _probe(vocab: int, batch: int = 8, limit: int | None = None, status: str = "
                                        "batch_size": batch, "precision": "fp32",
                                        "knobs": {"vocab_size": vocab, "hidden_size": 16}},
             "launch": {"memory_limit_bytes": limit} if limit else None}
+
+
+def test_stored_probes_name_their_search_and_parameter(stored):
+    db, answer = stored
+    with Store(db) as store:
+        tags = [r["launch"]["capacity"] for r in store.results() if r["status"] == "ok"
+                and r["case"]["framework"] == "torch" and r.get("launch", {}).get("capacity")]
+    # the two real probes (and the fixture's copy of one under another sweep) share one tag
+    assert len(tags) == 3 and tags[0] == tags[1] == tags[2] and tags[0]["param"] == "vocab_size"
+
+
+def test_tagged_probes_group_by_their_search_even_interleaved():
+    def tagged(vocab: int, search: str, param: str = "vocab_size") -> dict:
+        probe = _probe(vocab)
+        probe["launch"] = {"capacity": {"search": search, "param": param}}
+        return probe
+    searches = capacity.group([tagged(1000, "a"), tagged(1000, "b"), tagged(2000, "a"),
+                               tagged(8, "c", "batch_size"), _probe(500)])
+    assert [(s.param, [p.value for p in s.probes]) for s in searches] == [
+        ("vocab_size", [1000, 2000]), ("vocab_size", [1000]), ("batch_size", [8]),
+        (None, [None])]
+    assert searches[1].answer() == "largest vocab_size: at least 1000 (no probe ran out of memory)"
 
 
 def test_probes_group_into_the_searches_that_stored_them():

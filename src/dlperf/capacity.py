@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,8 @@ class Search:
     # how each probe is launched (a sweep's own, e.g. a Slurm step); None: launch.launcher_for
     launcher: Callable[[Case], runner.Launcher] | None = None
     probes: list[Probe] = field(default_factory=list)
+    # stored with every probe (the result's launch facts), so a report can tell searches apart
+    search_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def with_value(self, value: int) -> Case:
         if self.param == "batch_size":
@@ -123,15 +126,20 @@ def check_param(case: Case, param: str) -> None:
                          f"allowed: batch_size, {', '.join(ints)}")
 
 
-def limited(base: runner.Launcher, limit_bytes: int | None) -> runner.Launcher:
-    """``base`` with the memory limit handed to every worker, and recorded in the launch facts."""
-    if limit_bytes is None:
+def limited(base: runner.Launcher, limit_bytes: int | None,
+            search: Search | None = None) -> runner.Launcher:
+    """``base`` with the memory limit handed to every worker, and recorded in the launch facts
+    with the search the probe belongs to (its id and the parameter it varies)."""
+    if limit_bytes is None and search is None:
         return base
 
     def launcher(case: Case, case_file: Path, out_dir: Path) -> launch.Launch:
         spec = base(case, case_file, out_dir)
-        spec.env[MEMORY_LIMIT_VARIABLE] = str(limit_bytes)
-        spec.facts["memory_limit_bytes"] = limit_bytes
+        if limit_bytes is not None:
+            spec.env[MEMORY_LIMIT_VARIABLE] = str(limit_bytes)
+            spec.facts["memory_limit_bytes"] = limit_bytes
+        if search is not None:
+            spec.facts["capacity"] = {"search": search.search_id, "param": search.param}
         return spec
 
     return launcher
@@ -144,7 +152,7 @@ def probe(search: Search, value: int, store: Store | None, env: dict[str, Any],
     except SpecError as error:  # the model's own range ends here (e.g. seq_len > max_positions)
         raise Stopped(Probe(value, "refused", str(error), None, None, None, None, None)) from None
     base = search.launcher(case) if search.launcher else runner.default_launcher(case)
-    launcher = limited(base, search.memory_limit_bytes)
+    launcher = limited(base, search.memory_limit_bytes, search)
     result = runner.run_case(case, store=store, launcher=launcher, env=env, sweep=SWEEP_NAME)
     found = Probe.from_result(value, result)
     search.probes.append(found)

@@ -1,11 +1,12 @@
 """The report's capacity searches: every probe ``dlperf capacity`` stored, per search.
 
 A probe is a run stored under the sweep name ``capacity`` (:data:`dlperf.capacity.SWEEP_NAME`);
-the database does not record which search a probe belonged to or which parameter it varied, so
-the searches are recovered from the order the probes were stored in: consecutive probes belong
-to one search while their cases (and memory limit) differ in exactly one integer setting, the
-batch size or one knob, and no value repeats (a search never probes a value twice). A search of
-a single probe cannot say which setting it varied; it is shown with all its settings.
+its launch facts name the search it belonged to and the parameter that search varied
+(``launch.capacity``). Probes stored before those facts existed are grouped by the order they
+were stored in: consecutive probes belong to one search while their cases (and memory limit)
+differ in exactly one integer setting, the batch size or one knob, and no value repeats (a
+search never probes a value twice); such a search of a single probe cannot say which setting
+it varied and is shown with all its settings.
 
 Per search: a table of every probed value in ascending order (status, throughput, latency per
 iteration, peak memory; failures footnoted with their reason), the answer as ``dlperf
@@ -179,12 +180,34 @@ def _probe(result: dict[str, Any], param: str | None) -> Probe:
                  peak_device_bytes=memory.get("peak_device_bytes") or None)
 
 
+def _tag(result: dict[str, Any]) -> tuple[str, str] | None:
+    """(search id, parameter) from the probe's launch facts; None for probes stored before
+    dlperf recorded them."""
+    launch = result.get("launch")
+    tag = launch.get("capacity") if isinstance(launch, dict) else None
+    if isinstance(tag, dict) and isinstance(tag.get("search"), str) \
+            and isinstance(tag.get("param"), str):
+        return tag["search"], tag["param"]
+    return None
+
+
 def group(results: list[dict[str, Any]]) -> list[Search]:
     """Probe results, in the order they were stored, as the searches that made them."""
     searches: list[Search] = []
+    tagged: dict[str, Search] = {}
     current: Search | None = None
     for result in results:
         case, limit = _case(result), _limit(result)
+        tag = _tag(result)
+        if tag is not None:  # the probe says which search it belongs to
+            search = tagged.get(tag[0])
+            if search is None:
+                search = tagged[tag[0]] = Search(case=case, memory_limit_bytes=limit,
+                                                 param=tag[1], results=[])
+                searches.append(search)
+            search.results.append(result)
+            current = None
+            continue
         joins = False
         if current is not None and limit == current.memory_limit_bytes:
             differ = _differing(current.case, case)
