@@ -16,8 +16,9 @@ import pytest
 from dlperf import ab
 from dlperf.errors import UsageError
 
-TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--num-classes",
-        "10", "--warmup-steps", "2", "--steps", "3"]
+TINY = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16", "--knob", "layers=1",
+        "--knob", "hidden=32", "--knob", "heads=2", "--knob", "intermediate=64", "--knob",
+        "vocab_size=500", "--warmup-steps", "2", "--steps", "3"]
 
 
 def test_order_alternates_who_goes_first():

@@ -13,8 +13,13 @@ TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "3
 TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--batch-size", "1",
              "--knob", "layers=1", "--knob", "hidden=32", "--knob", "heads=2",
              "--knob", "intermediate=64", "--knob", "vocab_size=500"]
+# a narrow Wide & Deep: its memory is the two embedding tables (and their Adam moments), so the
+# vocabulary bounds it and each probe's step stays a few milliseconds, whatever its size
+TINY_WIDE_DEEP = ["--framework", "torch", "--model", "wide-deep", "--batch-size", "64",
+                  "--knob", "hidden_units=1", "--knob", "hidden_size=16"]
 LIMIT = "1200MiB"
-RESOLUTION = 32
+START = 1_000_000
+RESOLUTION = 524_288
 
 
 def dlperf(tmp_path, *args):
@@ -40,15 +45,15 @@ def test_sizes_parse_with_their_units():
 
 
 def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
-    proc, answer = dlperf(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "64",
-                          "--resolution", str(RESOLUTION), "--memory-limit", LIMIT)
+    proc, answer = dlperf(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
+                          str(START), "--resolution", str(RESOLUTION), "--memory-limit", LIMIT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     low, high = answer["largest"], answer["smallest_failing"]
     assert low is not None and high is not None and 0 < high - low <= RESOLUTION
     probes = [(p["value"], p["status"]) for p in answer["probes"]]
-    # growth: 32, 64, ... each ok, up to the first out-of-memory probe
+    # growth: 1M, 2M, ... each ok, up to the first out-of-memory probe
     first_oom = next(i for i, (_, status) in enumerate(probes) if status == "oom")
-    assert [v for v, _ in probes[:first_oom + 1]] == [64 * 2**i for i in range(first_oom + 1)]
+    assert [v for v, _ in probes[:first_oom + 1]] == [START * 2**i for i in range(first_oom + 1)]
     assert all(status == "ok" for _, status in probes[:first_oom])
     # bisection: every later probe is the midpoint of the bounds known before it
     lo, hi = probes[first_oom - 1][0], probes[first_oom][0]
@@ -56,12 +61,12 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
         assert value == (lo + hi) // 2 and status in ("ok", "oom")
         lo, hi = (value, hi) if status == "ok" else (lo, value)
     assert (lo, hi) == (low, high)
-    assert "largest batch_size that fits: %d" % low in proc.stdout
+    assert "largest vocab_size that fits: %d" % low in proc.stdout
     # sizes one resolution either side, probed again directly in fresh workers, agree (the
-    # boundary itself moves by a few samples from process to process: allocators differ)
+    # boundary itself moves a little from process to process: allocators differ)
     below, above = low - RESOLUTION, high + RESOLUTION
-    proc, table = dlperf(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", str(below),
-                         "--to", str(above), "--table", "--memory-limit", LIMIT)
+    proc, table = dlperf(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
+                         str(below), "--to", str(above), "--table", "--memory-limit", LIMIT)
     direct = [(p["value"], p["status"]) for p in table["probes"]]
     assert (direct[0], direct[-1]) == ((below, "ok"), (above, "oom")), direct
 

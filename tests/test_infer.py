@@ -61,11 +61,12 @@ def test_torch_eager_sweep(tmp_path: Path, db: Path) -> None:
 
 
 def test_torch_compile_sweep(tmp_path: Path, db: Path) -> None:
-    results = infer(tmp_path, db, "--framework", "torch", "--compile", "--batch-sizes", "1,2",
+    # one batch size: each compiles ResNet-50 afresh (the eager sweep covers the sweep itself)
+    results = infer(tmp_path, db, "--framework", "torch", "--compile", "--batch-sizes", "2",
                     "--repeats", "1")
-    for result, batch in zip(results, (1, 2)):
-        check_latency(result, batch)
-        assert result["env"]["worker"]["framework"]["compile"] is True
+    assert [r["case"]["batch_size"] for r in results] == [2]
+    check_latency(results[0], 2)
+    assert results[0]["env"]["worker"]["framework"]["compile"] is True
 
 
 def test_onnxruntime_fp32_and_int8(tmp_path: Path, db: Path) -> None:
