@@ -24,8 +24,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     listing = actions.add_parser("list", help="each framework: installed?, variant, where, "
                                               "Python, version")
     listing.add_argument("--support", action="store_true",
-                         help="also print what each backend runs: precisions per device and "
-                              "task, compile modes, data-parallel devices")
+                         help="also print what each backend runs: models, precisions per "
+                              "device and task, compile modes, data-parallel devices, the "
+                              "loader that reads --data DIR")
 
     install = actions.add_parser("install", help="create a framework's environment from the "
                                                  "pinned requirement set (no-op when current)")
@@ -83,22 +84,28 @@ def _variants_to_show(name: str) -> list[str | None]:
 
 
 def support_table() -> Table:
-    """Framework x device x task: the precisions each backend declares, its compile modes and
-    whether it runs data-parallel (from each backend's SUPPORT, no framework imported)."""
+    """Framework x device x task: the models and precisions each backend declares, its compile
+    modes, whether it runs data-parallel and which loader reads a dataset folder (from each
+    backend's SUPPORT, no framework imported). Models and loader are a framework's, shown on
+    its first row."""
     table = Table(title="what each backend runs (SUPPORT declarations)")
-    for column in ("framework", "device", "train", "infer", "compile off / on", "data-parallel"):
+    for column in ("framework", "models", "device", "train", "infer", "compile off / on",
+                   "data-parallel", "--data DIR"):
         table.add_column(column, overflow="fold")
     for name in frameworks():
         decl = support(name)
+        first = True
         for device in ("cpu", "cuda"):
             per_task = decl.precisions.get(device)
             if per_task is None:
                 continue
-            table.add_row(name, device,
+            table.add_row(name, ", ".join(decl.models) if first else "", device,
                           ", ".join(per_task.get("train", ())) or "-",
                           ", ".join(per_task.get("infer", ())) or "-",
                           f"{decl.mode(False)} / {decl.mode(True)}",
-                          "yes" if device in decl.distributed else "no")
+                          "yes" if device in decl.distributed else "no",
+                          (decl.data_pipeline or "synthetic only") if first else "")
+            first = False
     return table
 
 
