@@ -67,3 +67,17 @@ def test_cpu_processes_share_their_nodes_peak_and_gpus_each_have_one():
     assert peak_units(two_by_two, {"gpus": [{"name": "NVIDIA H100"}]}) == 4
     on_cpu = Case(framework="torch", model="resnet50", batch_size=2, devices=2, device="cpu")
     assert peak_units(on_cpu, {"gpus": [{"name": "NVIDIA H100"}]}) == 1
+
+
+def test_a_rate_above_the_probed_peak_gives_no_mfu_and_says_why(tmp_path, monkeypatch):
+    from dlperf import result
+    from dlperf.spec import Case
+
+    monkeypatch.setattr(result, "peak_for", lambda precision, env: 2.0e10)
+    case = Case(framework="torch", model="bert-base", batch_size=4, precision="amp-bf16")
+    env = {"cpu": {"model": "x"}, "gpus": []}
+    below = result.flops_block(1.0e9, 1.0e10, case, env)
+    assert below["mfu"] == 0.5
+    above = result.flops_block(1.0e9, 4.0e10, case, env)
+    assert above["mfu"] is None and above["achieved_per_s"] == 4.0e10
+    assert "below the achieved rate (200% of it)" in above["peak_source"]

@@ -197,12 +197,22 @@ def flops_block(per_sample: float | None, achieved: float | None, case: Case,
     MFU is the job's achieved rate over the peak of all it ran on: one probed GPU's peak times
     the job's GPUs; on CPUs the probe already used every core of the node, which the node's
     worker processes share, so the node's peak times the nodes.
+
+    A rate above the probed peak means the probe is not this machine's ceiling for that
+    precision (one GEMM kernel, or a probe taken on a busy host): MFU is then left out and the
+    block says why, never a utilisation above 100%.
     """
     peak = peak_for(case.precision, env) if env.get("cpu") else None
     mfu = achieved / (peak * peak_units(case, env)) if achieved and peak else None
+    source = ("dlperf sysinfo --probe (matmul)" if peak else
+              "not probed: run `dlperf sysinfo --probe`")
+    if mfu is not None and mfu > 1.0:
+        source = (f"dlperf sysinfo --probe (matmul): the probed {case.precision} peak is below "
+                  f"the achieved rate ({mfu:.0%} of it), so it is no ceiling and MFU is left "
+                  f"out; re-probe on a quiet machine with `dlperf sysinfo --probe`")
+        mfu = None
     return {"per_sample": per_sample, "achieved_per_s": achieved, "peak_per_s": peak,
-            "peak_source": "dlperf sysinfo --probe (matmul)" if peak else
-            "not probed: run `dlperf sysinfo --probe`", "mfu": mfu}
+            "peak_source": source, "mfu": mfu}
 
 
 def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
