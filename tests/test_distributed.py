@@ -108,11 +108,13 @@ def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):
 def test_bert_two_processes_explicit_threads_and_no_baseline(tmp_path, tagged):
     out = tmp_path / "b.json"
     proc = dlperf("run", *SMALL_BERT, "--device", "cpu", "--devices", "2", "--repeats", "1",
-                  "--threads-per-process", "1", "--db", str(tmp_path / "b.db"), "--json",
-                  str(out), check=True)
+                  "--threads-per-process", "1", "--warmup-steps", "auto", "--db",
+                  str(tmp_path / "b.db"), "--json", str(out), check=True)
     result = load(out)
     assert result["status"] == "ok"
     check_aggregation(result)
+    # auto warm-up with several ranks: one fixed count on every rank, never a per-rank verdict
+    assert result["warmup"] == {"steps": [10], "stop": ["fixed (multi-process auto)"]}
     assert result["case"]["threads"] == 1 and result["launch"]["threads_per_process"] == 1
     assert result["env"]["worker"]["thread_variables"]["OMP_NUM_THREADS"] == "1"
     assert result["model"]["params"] == result["model"]["catalogue_params"]

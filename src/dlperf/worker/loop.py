@@ -31,6 +31,10 @@ from dlperf.worker import steady
 from dlperf.worker.workload import Workload
 
 
+# ``--warmup-steps auto`` in a job of several processes (see ``measure``), first step included
+MULTI_PROCESS_WARMUP_STEPS = 10
+
+
 class NonFiniteLoss(Exception):
     """The loss became NaN or infinite: the case failed, however fast it was."""
 
@@ -63,7 +67,17 @@ def measure(build, case):
 
     phase_starts["warmup"] = time.time()
     start = clock()
-    if case["warmup_steps"] == "auto":
+    processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
+    if case["warmup_steps"] == "auto" and processes > 1:
+        # every rank judges its own step times, so ranks could stop warming up at different
+        # steps and pair one rank's gradient all-reduce with another's barrier; until the
+        # contract has a vote across ranks, a multi-process job warms up a fixed count
+        for _ in range(MULTI_PROCESS_WARMUP_STEPS - 1):
+            workload.step()
+        workload.sync()
+        warmup = {"stop": "fixed (multi-process auto)",
+                  "steps": MULTI_PROCESS_WARMUP_STEPS - 1}
+    elif case["warmup_steps"] == "auto":
         def synchronised_step():
             # type: () -> None
             workload.step()
