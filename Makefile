@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[torch,onnxruntime,accuracy,test]'
 	touch $(STAMP)
 
-# A quick look at this machine (under 5 minutes on 2 CPU cores, installation included):
+# A quick look at this machine (about 9 minutes on 2 CPU cores from a fresh clone, installation included):
 # ResNet-50 v1.5 and BERT-Base training, fp32 vs bf16 autocast, 3 fresh-process repeats each with
 # a steady-state warm-up and windows of at least 4 s; the bf16 speedup of each model from
 # `dlperf compare`; an HTML report of the four cases.
