@@ -91,3 +91,19 @@ def cpu_name():
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+class PipelineOnlyWorkload(Workload):
+    """The input pipeline alone (``--data-only``): a step takes the next batch (on the device),
+    nothing more. Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is
+    broken. Each backend's subclass says how a batch is taken, waited for and averaged."""
+
+    params = 0
+
+    def __init__(self, feed, device, batch, info):
+        # type: (Any, Any, int, Dict[str, Any]) -> None
+        self.feed = feed
+        self.device = device
+        self.samples_per_step = batch
+        self.info = info
+        self._last = None  # type: Any

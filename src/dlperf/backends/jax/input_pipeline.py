@@ -35,7 +35,7 @@ import numpy as np
 from dlperf.backends import imagefolder
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax.workload import JaxWorkload
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # batches each loader thread keeps ready (torch's DataLoader default)
 DEFAULT_MAX_WORKERS = 4
@@ -192,20 +192,8 @@ class FedWorkload(JaxWorkload):
         return super(FedWorkload, self).step()
 
 
-class DataOnlyWorkload(Workload):
-    """The input pipeline alone: a step takes the next batch (on the device), nothing more.
-
-    Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is broken.
-    """
-
-    def __init__(self, feed, batch, info):
-        # type: (Feed, int, Dict[str, Any]) -> None
-        self.feed = feed
-        self.device = feed.device
-        self.samples_per_step = batch
-        self.params = 0
-        self.info = info
-        self._last = None  # type: Any
+class DataOnlyWorkload(PipelineOnlyWorkload):
+    """``--data-only`` in jax: see :class:`PipelineOnlyWorkload`."""
 
     def step(self):
         # type: () -> Any
@@ -235,4 +223,4 @@ def data_only(case, knobs, batch, device, seed, info):
     feed = Feed(case, knobs["image_size"], batch, device, seed)
     info.update({"model": None, "task": "data-only", "data": feed.info, "layout": "NHWC",
                  "compile": None})
-    return DataOnlyWorkload(feed, batch, info)
+    return DataOnlyWorkload(feed, feed.device, batch, info)

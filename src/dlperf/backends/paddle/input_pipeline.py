@@ -37,7 +37,7 @@ import paddle
 
 from dlperf.backends import imagefolder
 from dlperf.backends.paddle.workload import rank, runtime_info, world_size
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # batches each worker keeps ready (Paddle's and torch's default)
 DEFAULT_MAX_WORKERS = 4
@@ -334,19 +334,8 @@ def _pillow_version():
         return "(not installed)"
 
 
-class DataOnlyWorkload(Workload):
-    """The input pipeline alone: a step takes the next batch (on the device), nothing more.
-
-    Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is broken.
-    """
-
-    def __init__(self, feed, batch, info):
-        # type: (Feed, int, Dict[str, Any]) -> None
-        self.feed = feed
-        self.device = feed.device
-        self.samples_per_step = batch
-        self.params = 0
-        self.info = info
+class DataOnlyWorkload(PipelineOnlyWorkload):
+    """``--data-only`` in paddle: see :class:`PipelineOnlyWorkload`."""
 
     def step(self):
         # type: () -> Any
@@ -374,4 +363,4 @@ def data_only(case, knobs, batch, device, seed):
     info = runtime_info(device)
     info.update({"model": None, "task": "data-only", "data": feed.info, "layout": LAYOUT,
                  "compile": None})
-    return DataOnlyWorkload(feed, batch, info)
+    return DataOnlyWorkload(feed, feed.device, batch, info)

@@ -35,7 +35,7 @@ import tensorflow as tf
 
 from dlperf.backends import imagefolder
 from dlperf.backends.tensorflow import cluster
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 EOI_WINDOW = 16  # bytes at the end of a file searched for the JPEG end-of-image marker
 MAX_ATTEMPTS = 10  # torchvision's RandomResizedCrop tries, then the whole image
@@ -195,20 +195,8 @@ def _pipeline_message(error):
     return "data: the tf.data pipeline failed: " + (first[0] if first else type(error).__name__)
 
 
-class DataOnlyWorkload(Workload):
-    """The input pipeline alone: a step takes the next batch (on the device), nothing more.
-
-    Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is broken.
-    """
-
-    def __init__(self, feed, device, batch, info):
-        # type: (Feed, str, int, Dict[str, Any]) -> None
-        self.feed = feed
-        self.device = device
-        self.samples_per_step = batch
-        self.params = 0
-        self.info = info
-        self._last = None  # type: Any
+class DataOnlyWorkload(PipelineOnlyWorkload):
+    """``--data-only`` in tensorflow: see :class:`PipelineOnlyWorkload`."""
 
     def step(self):
         # type: () -> Any

@@ -24,7 +24,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from dlperf.backends import imagefolder
 from dlperf.backends.torch.workload import rank, runtime_info, world_size
-from dlperf.worker.workload import UnsupportedError, Workload
+from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # DataLoader's default: batches each worker keeps ready
 DEFAULT_MAX_WORKERS = 4
@@ -191,19 +191,8 @@ def classifier_loss(feed):
     return train_loss
 
 
-class DataOnlyWorkload(Workload):
-    """The input pipeline alone: a step takes the next batch (on the device), nothing more.
-
-    Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is broken.
-    """
-
-    def __init__(self, feed, batch, info):
-        # type: (Feed, int, Dict[str, Any]) -> None
-        self.feed = feed
-        self.device = feed.device
-        self.samples_per_step = batch
-        self.params = 0
-        self.info = info
+class DataOnlyWorkload(PipelineOnlyWorkload):
+    """``--data-only`` in torch: see :class:`PipelineOnlyWorkload`."""
 
     def step(self):
         # type: () -> Tuple[torch.Tensor, torch.Tensor]
@@ -231,4 +220,4 @@ def data_only(case, knobs, batch, device, seed):
     info = runtime_info(device)
     info.update({"model": None, "task": "data-only", "data": feed.info,
                  "memory_format": "channels_last"})
-    return DataOnlyWorkload(feed, batch, info)
+    return DataOnlyWorkload(feed, feed.device, batch, info)
