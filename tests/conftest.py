@@ -40,3 +40,26 @@ def db(tmp_path: Path) -> Path:
 
 # One real sweep per session, shared by the sweep, report and compare tests (issue 3).
 from sweep_session import fixture_db  # noqa: E402,F401
+
+
+def pinned_env(framework: str) -> str:
+    """The framework's environment from its pinned set (`make test` installs every one first
+    through `make envs`, so this is a no-op there); its interpreter."""
+    from dlperf import envs
+
+    done = envs.install(framework, say=lambda line: None)
+    assert done.action in ("installed", "up to date"), done
+    return envs.interpreter(framework)
+
+
+def tiny_dataset(root: Path, count: int) -> Path:
+    """A `dlperf data make-images` folder of ``count`` 40x30 JPEGs in 4 classes under ``root``."""
+    out = root / "images"
+    dlperf("data", "make-images", str(out), "--count", str(count), "--size", "40x30",
+           "--classes", "4", "--jobs", "1", check=True)
+    return out
+
+
+def files_of(root: Path) -> list[Path]:
+    """The JPEGs of a dataset folder, in a stable order."""
+    return sorted((root / "train").rglob("*.JPEG"))

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, load
-from dlperf import envs
+from conftest import dlperf, files_of, load, pinned_env, tiny_dataset
 
 MANIFEST = "dlperf-dataset.json"
 COUNT, BATCH, WARMUP = 24, 4, 1
@@ -25,22 +24,14 @@ TINY = ["--framework", "paddle", "--model", "resnet50", "--image-size", "32", "-
 
 @pytest.fixture(scope="module", autouse=True)
 def paddle_env() -> None:
-    """The paddle environment from its pinned set (`make test` installs every one first
-    through `make envs`; this is then a no-op)."""
-    done = envs.install("paddle", say=lambda line: None)
-    assert done.action in ("installed", "up to date"), done
+    """The paddle environment from its pinned set."""
+    pinned_env("paddle")
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("data") / "images"
-    dlperf("data", "make-images", str(out), "--count", str(COUNT), "--size", "40x30",
-           "--classes", "4", "--jobs", "1", check=True)
-    return out
+    return tiny_dataset(tmp_path_factory.mktemp("data"), COUNT)
 
-
-def files_of(root: Path) -> list[Path]:
-    return sorted((root / "train").rglob("*.JPEG"))
 
 
 def test_training_on_the_folder(dataset, tmp_path):

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, load
-from dlperf import envs
+from conftest import dlperf, files_of, load, pinned_env, tiny_dataset
 
 MANIFEST = "dlperf-dataset.json"
 COUNT, BATCH, WARMUP = 24, 4, 1
@@ -29,22 +28,13 @@ PIPELINE = {"tensorflow": "tf.data", "jax": "numpy loader"}
 
 
 def require(framework: str) -> None:
-    """The framework's environment from its pinned set (`make test` installs every one first
-    through `make envs`; this is then a no-op)."""
-    done = envs.install(framework, say=lambda line: None)
-    assert done.action in ("installed", "up to date"), done
+    pinned_env(framework)
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("data") / "images"
-    dlperf("data", "make-images", str(out), "--count", str(COUNT), "--size", "40x30",
-           "--classes", "4", "--jobs", "1", check=True)
-    return out
+    return tiny_dataset(tmp_path_factory.mktemp("data"), COUNT)
 
-
-def files_of(root: Path) -> list[Path]:
-    return sorted((root / "train").rglob("*.JPEG"))
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from dlperf import envs, launch, models
+from conftest import pinned_env
+from dlperf import launch, models
 from dlperf.backends.torch.gpt import GPT, next_token_loss
 
 TINY = {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 1000, "seq_len": 16}
@@ -59,9 +60,7 @@ np.savez(sys.argv[2], tokens=tokens, logits=np.asarray(logits), loss=np.asarray(
 @pytest.fixture(scope="module")
 def jax_env() -> str:
     """The JAX environment, installed from its pinned set (cached: no-op if current)."""
-    done = envs.install("jax", say=lambda line: None)
-    assert done.action in ("installed", "up to date")
-    return envs.interpreter("jax")
+    return pinned_env("jax")
 
 
 @pytest.fixture(scope="module")

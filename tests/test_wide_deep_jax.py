@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from dlperf import envs, launch, models
+from conftest import pinned_env
+from dlperf import launch, models
 
 TINY = {"vocab_size": 1000, "hidden_units": 2, "hidden_size": 32, "deep_embedding_size": 8}
 
@@ -78,9 +79,7 @@ np.savez(sys.argv[2], **out)
 @pytest.fixture(scope="module")
 def jax_env() -> str:
     """The JAX environment, installed from its pinned set (cached: no-op if current)."""
-    done = envs.install("jax", say=lambda line: None)
-    assert done.action in ("installed", "up to date")
-    return envs.interpreter("jax")
+    return pinned_env("jax")
 
 
 @pytest.fixture(scope="module")
