@@ -156,3 +156,23 @@ def pillow_version():
     # type: () -> str
     import PIL
     return str(getattr(PIL, "__version__", "unknown"))
+
+
+MANIFEST_FIELDS = ("count", "classes", "width", "height", "seed", "quality", "total_bytes",
+                   "digest")
+
+
+def feed_info(root, manifest, images, per_process, batches_per_epoch, workers, requested):
+    # type: (str, Dict[str, Any], int, int, int, Any, Any) -> Dict[str, Any]
+    """The keys every framework's pipeline puts first in the result's ``data`` block: which
+    dataset, how it is split per process and batch, and how many loader workers were asked for
+    (``requested``: None = the pipeline's default) and run (``workers``)."""
+    return {
+        "path": root,
+        "manifest": {k: manifest.get(k) for k in MANIFEST_FIELDS},
+        "images": images,
+        "images_per_process": per_process,
+        "batches_per_epoch": batches_per_epoch,
+        "loader_workers": workers,
+        "loader_workers_default": requested is None,
+    }

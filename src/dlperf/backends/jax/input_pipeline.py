@@ -105,16 +105,10 @@ class Feed(object):
         self._tasks = self._schedule()
         self._pending = collections.deque()  # type: Deque[Tuple[int, Any]]
         self.fetched = 0
-        self.info = {
-            "path": root,
-            "manifest": {k: manifest.get(k) for k in ("count", "classes", "width", "height",
-                                                      "seed", "quality", "total_bytes",
-                                                      "digest")},
-            "images": len(samples),
-            "images_per_process": self.per_process,
-            "batches_per_epoch": self.batches_per_epoch,
-            "loader_workers": workers,
-            "loader_workers_default": requested is None,
+        self.info = imagefolder.feed_info(
+            root, manifest, len(samples), self.per_process, self.batches_per_epoch,
+            workers, requested)
+        self.info.update({
             "workers_kind": "threads (Pillow and numpy release the GIL; no fork of the JAX "
                             "process)" if workers > 0 else "none: decoded in the step's thread",
             "prefetch_factor": PREFETCH_FACTOR if workers > 0 else None,
@@ -129,7 +123,7 @@ class Feed(object):
                           if mesh is not None else "jax.device_put"),
             "batches_fetched": 0,
             "epochs_started": 0,
-        }  # type: Dict[str, Any]
+        })
 
     def _schedule(self):
         # type: () -> Iterator[Tuple[int, List[Tuple[str, int]], int]]

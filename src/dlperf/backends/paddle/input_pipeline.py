@@ -197,16 +197,10 @@ class Feed(object):
         gpu = device.startswith("gpu")
         self.fetched = 0
         self._batches = None  # type: Any
-        self.info = {
-            "path": root,
-            "manifest": {k: manifest.get(k) for k in ("count", "classes", "width", "height",
-                                                      "seed", "quality", "total_bytes",
-                                                      "digest")},
-            "images": len(samples),
-            "images_per_process": per_process,
-            "batches_per_epoch": self.batches_per_epoch,
-            "loader_workers": self.loader.num_workers,
-            "loader_workers_default": requested is None,
+        self.info = imagefolder.feed_info(
+            root, manifest, len(samples), per_process, self.batches_per_epoch,
+            self.loader.num_workers, requested)
+        self.info.update({
             "workers_kind": "processes" if workers > 0 else "none: decoded in the step's process",
             "use_shared_memory": self.loader.use_shared_memory,
             "pin_memory": bool(gpu and self.loader.pin_memory),
@@ -226,7 +220,7 @@ class Feed(object):
                           else "none (the model runs on the CPU)"),
             "batches_fetched": 0,
             "epochs_started": 0,
-        }  # type: Dict[str, Any]
+        })
 
     def next(self):
         # type: () -> Tuple[paddle.Tensor, paddle.Tensor]

@@ -144,16 +144,10 @@ class Feed(object):
             self.dataset = strategy.distribute_datasets_from_function(from_context)
             self._iterator = iter(self.dataset)
         self.fetched = 0
-        self.info = {
-            "path": root,
-            "manifest": {k: manifest.get(k) for k in ("count", "classes", "width", "height",
-                                                      "seed", "quality", "total_bytes",
-                                                      "digest")},
-            "images": len(samples),
-            "images_per_process": self.per_process,
-            "batches_per_epoch": self.batches_per_epoch,
-            "loader_workers": None if requested is None else int(requested),
-            "loader_workers_default": requested is None,
+        self.info = imagefolder.feed_info(
+            root, manifest, len(samples), self.per_process, self.batches_per_epoch,
+            None if requested is None else int(requested), requested)
+        self.info.update({
             "num_parallel_calls": "tf.data.AUTOTUNE" if requested is None else parallel,
             "prefetch": "tf.data.AUTOTUNE",
             "drop_last": True,
@@ -168,7 +162,7 @@ class Feed(object):
             "layout": "NHWC",
             "batches_fetched": 0,
             "epochs_started": 0,
-        }  # type: Dict[str, Any]
+        })
 
     def next(self):
         # type: () -> Any

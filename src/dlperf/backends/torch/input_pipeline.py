@@ -117,16 +117,10 @@ class Feed(object):
         self.epoch = 0
         self.fetched = 0
         self._batches = None  # type: Any
-        self.info = {
-            "path": root,
-            "manifest": {k: manifest.get(k) for k in ("count", "classes", "width", "height",
-                                                      "seed", "quality", "total_bytes",
-                                                      "digest")},
-            "images": len(samples),
-            "images_per_process": len(self.sampler),
-            "batches_per_epoch": len(self.loader),
-            "loader_workers": workers,
-            "loader_workers_default": requested is None,
+        self.info = imagefolder.feed_info(
+            root, manifest, len(samples), len(self.sampler), len(self.loader),
+            workers, requested)
+        self.info.update({
             "pin_memory": device.type == "cuda",
             "persistent_workers": workers > 0,
             "prefetch_factor": PREFETCH_FACTOR if workers > 0 else None,
@@ -138,7 +132,7 @@ class Feed(object):
                           else "none (the model runs on the CPU)"),
             "batches_fetched": 0,
             "epochs_started": 0,
-        }  # type: Dict[str, Any]
+        })
 
     def next(self):
         # type: () -> Tuple[torch.Tensor, torch.Tensor]
