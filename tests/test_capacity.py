@@ -121,7 +121,7 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
                           .replace("name: oom-halve", "name: oom-search"))
     with Store(tmp_path / "s.db") as store:
         outcome = SweepRun(load_sweep(sweep_file), store, launcher=limited_launcher).run()
-    first, final = outcome.results
+    first, *stepped, final = outcome.results
     assert first["status"] == "oom" and first["case"]["batch_size"] == 32
     search = final["fallback"]["search"]
     probes = search["probes"]
@@ -131,4 +131,41 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
         assert value == (low + high) // 2
         low, high = (value, high) if status == "ok" else (low, value)
     assert (search["largest"], search["smallest_failing"]) == (low, high) and high - low <= 1
-    assert final["status"] == "ok" and final["case"]["batch_size"] == low > 16
+    # the full measurement at the size found can still run out at the boundary (allocator
+    # noise under RLIMIT_AS): then each step down is to the next size whose probe ran
+    expected = low
+    for result in stepped:
+        assert result["status"] == "oom" and result["case"]["batch_size"] == expected
+        expected = max(v for v, status in probes if status == "ok" and v < expected)
+    assert final["status"] == "ok" and final["case"]["batch_size"] == expected >= 16
+
+
+def test_after_a_search_an_out_of_memory_measurement_steps_down_to_the_next_size_that_ran():
+    from dlperf.spec import Case
+    from dlperf.sweep_runner import next_fitting
+
+    case = Case(framework="torch", model="bert-base", batch_size=27)
+    search = {"probes": [[16, "ok"], [24, "ok"], [28, "oom"], [26, "ok"], [27, "ok"]]}
+    assert next_fitting(case, search).batch_size == 26
+    assert next_fitting(Case(framework="torch", model="bert-base", batch_size=16), search) is None
+
+
+@pytest.mark.parametrize("limit, status", [(2**30, "oom"), (None, "crash")])
+def test_a_worker_that_segfaults_is_out_of_memory_only_under_a_memory_limit(tmp_path, limit,
+                                                                              status):
+    """Native code that does not check a refused allocation segfaults: under a memory limit
+    that dlperf set, that is what a SIGSEGV means (XLA's CPU runtime does it); without one it
+    is a crash."""
+    from dlperf import launch, runner
+    from dlperf.spec import Case
+
+    def segfaulting(case, case_file, out_dir):
+        spec = launch.Launch([sys.executable, "-c",
+                              "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+        return capacity.limited(lambda *_: spec, limit)(case, case_file, out_dir)
+
+    case = Case(framework="torch", model="bert-base", batch_size=1, repeats=1, timeout_s=60)
+    record = runner.run_repeat(case, 0, segfaulting)
+    assert record["status"] == status, record["error"]
+    assert record["error"].startswith("worker died from SIGSEGV")
+    assert ("1.00 GiB memory limit" in record["error"]) == (limit is not None)

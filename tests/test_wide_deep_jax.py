@@ -165,8 +165,9 @@ def test_a_tiny_jax_wide_deep_runs_with_the_catalogues_count(jax_env, tmp_path, 
 
 def test_capacity_over_the_vocabulary_ends_at_an_out_of_memory_probe(jax_env, tmp_path):
     """2M, 4M rows fit in 1 GiB (each row: table, m and v of 9 floats), 8M does not; the
-    bisection's 6M also fails: whether XLA raises RESOURCE_EXHAUSTED or aborts on a C++
-    std::bad_alloc, the probe is out of memory, never a crash."""
+    bisection's 6M also fails: whether XLA raises RESOURCE_EXHAUSTED, aborts on a C++
+    std::bad_alloc or segfaults on an allocation it did not check, the probe is out of memory,
+    never a crash."""
     out = tmp_path / "c.json"
     proc = dlperf(tmp_path, "capacity", "--framework", "jax", "--model", "wide-deep",
                   "--param", "vocab_size", "--from", "2M", "--resolution", "2000000",

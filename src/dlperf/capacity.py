@@ -14,7 +14,9 @@ Deep table: latency and memory vs vocabulary size).
 A memory limit for a host (CPU) run is enforced on each worker with ``RLIMIT_DATA`` (the data
 segment: heap and private anonymous mappings, where frameworks' host tensors live; unlike
 ``RLIMIT_AS`` it does not count reserved address space or shared libraries), set by the worker
-itself before the framework is imported.
+itself before the framework is imported. Under that limit a worker killed by SIGSEGV, SIGBUS or
+SIGABRT counts as out of memory (native code that does not check a refused allocation dies that
+way: XLA's CPU runtime does), with the signal and the peak memory seen in its message.
 """
 
 from __future__ import annotations

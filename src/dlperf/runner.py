@@ -117,10 +117,13 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
                    watch.summary(), host, watch.timeline())
 
 
-def _signal_failure(returncode: int, log_tail: str = "") -> tuple[str, str]:
+def _signal_failure(returncode: int, log_tail: str = "", memory_limit_bytes: int | None = None,
+                    rss_peak_bytes: int | None = None) -> tuple[str, str]:
     """A worker killed by a signal: SIGKILL is the OOM killer's; SIGABRT after an uncaught C++
     ``std::bad_alloc`` (XLA's CPU runtime allocating a step's buffers under ``--memory-limit``
-    aborts the process instead of raising) is out of memory too; anything else a crash."""
+    aborts the process instead of raising) is out of memory too, and so is SIGSEGV, SIGBUS or
+    SIGABRT under a memory limit that dlperf set (native code that does not check a failed
+    ``malloc`` dies this way); anything else a crash."""
     try:
         name = signal.Signals(-returncode).name
     except ValueError:
@@ -130,6 +133,12 @@ def _signal_failure(returncode: int, log_tail: str = "") -> tuple[str, str]:
     if returncode == -signal.SIGABRT and "std::bad_alloc" in log_tail:
         return "oom", (f"worker died from {name} after an uncaught std::bad_alloc: a C++ "
                        f"allocation in the framework ran out of memory")
+    if memory_limit_bytes and -returncode in (signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT):
+        seen = (f"; its peak resident memory seen was {rss_peak_bytes / 2**20:.0f} MiB"
+                if rss_peak_bytes else "")
+        return "oom", (f"worker died from {name} under the {memory_limit_bytes / 2**30:.2f} GiB "
+                       f"memory limit{seen}: native code that does not check a refused "
+                       f"allocation dies this way, so it counts as out of memory")
     return "crash", f"worker died from {name}"
 
 
@@ -145,7 +154,8 @@ def _rank_number(path: Path) -> int:
 
 
 def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
-            explain: Callable[[str], tuple[str, str] | None] | None = None) -> dict[str, Any]:
+            explain: Callable[[str], tuple[str, str] | None] | None = None,
+            memory_limit_bytes: int | None = None) -> dict[str, Any]:
     """Turn rank files plus the process outcome into one repeat record.
 
     With several ranks the failure shown is the cause: a rank's own failure first, then what the
@@ -177,7 +187,9 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
         record.update(status=failed[0]["status"],
                       error=f"rank {failed[0]['rank']}: {failed[0]['error']}{cause}")
     elif outcome.returncode and outcome.returncode < 0:
-        status, message = _signal_failure(outcome.returncode, outcome.log_tail)
+        status, message = _signal_failure(outcome.returncode, outcome.log_tail,
+                                          memory_limit_bytes,
+                                          (outcome.monitor or {}).get("rss_peak_bytes"))
         record.update(status=status, error=message)
     elif len(rank_results) < ranks or outcome.returncode != 0:
         last = outcome.log_tail.splitlines()[-1] if outcome.log_tail.strip() else "no output"
@@ -210,7 +222,8 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
         case_file.write_text(json.dumps(case.to_dict()))
         spec = launcher(case, case_file, work)
         outcome = execute(spec, work / "worker.log", case.timeout_s)
-        record = collect(case, index, work, outcome, spec.ranks, spec.explain)
+        record = collect(case, index, work, outcome, spec.ranks, spec.explain,
+                         spec.facts.get("memory_limit_bytes"))
         record["launch"] = spec.facts
         return record
 

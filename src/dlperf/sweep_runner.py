@@ -267,6 +267,14 @@ def _harness_failure(case: Case, index: int, error: BaseException) -> dict[str, 
             "stderr_tail": traceback.format_exc()[-4000:]}
 
 
+def next_fitting(case: Case, search: dict[str, Any]) -> Case | None:
+    """After ``on_oom: search``, a measurement at the size found can still run out (a longer
+    window, or allocator noise at the boundary): the next smaller size whose probe ran, if any."""
+    below = [value for value, status in search.get("probes", [])
+             if status == "ok" and value < case.batch_size]
+    return dataclasses.replace(case, batch_size=max(below)) if below else None
+
+
 class SweepRun:
     """One invocation of a sweep against a store."""
 
@@ -308,12 +316,14 @@ class SweepRun:
         while current is not None:
             found = self._ensure(current, fallback)
             self.outcome.results.append(found)
-            searched = fallback is not None and "search" in fallback
-            if found["status"] == "oom" and self.sweep.on_oom == "search" and not searched:
-                retry, search = self._largest_batch(current)
+            search = fallback.get("search") if fallback else None
+            if found["status"] == "oom" and self.sweep.on_oom == "search":
+                if search is None:
+                    retry, search = self._largest_batch(current)
+                else:  # the search's largest size failed in the full measurement: step down
+                    retry = next_fitting(current, search)
             else:
                 retry = halved(current) if self.sweep.on_oom == "halve" else None
-                search = None
             if found["status"] != "oom" or retry is None:
                 if found["status"] != "ok":
                     self.outcome.failed_cases.append(found["label"])
