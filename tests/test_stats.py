@@ -49,3 +49,30 @@ def test_half_drift_and_warnings():
     warnings = stats.spread_warnings(noisy, [0.2, None])
     assert any(w.startswith("noisy: CV") for w in warnings)
     assert any(w.startswith("unsteady window in 1 repeat") for w in warnings)
+
+
+# Step times of real windows on the 2-core VM (make run, ResNet-50 112 px bs16): two slow steps
+# in the first half, no trend; and a step time that climbs through the whole window.
+HICCUP = [1.12, 1.18, 1.47, 1.45, 1.00, 1.19, 1.16, 1.04, 1.07, 0.95]
+CLIMB = [1.78, 1.97, 1.89, 1.85, 1.85, 2.04, 2.02, 2.11, 2.23, 2.19]
+
+
+def halves_of(times, middle=5):
+    return [[middle, sum(times[:middle])], [len(times) - middle, sum(times[middle:])]]
+
+
+def test_a_drift_is_flagged_only_when_the_step_times_say_it_is_not_noise():
+    hiccup, climb = halves_of(HICCUP), halves_of(CLIMB)
+    assert stats.half_drift(hiccup) == pytest.approx(-0.130, abs=1e-3)
+    assert stats.half_drift(climb) == pytest.approx(+0.134, abs=1e-3)
+    p_hiccup, p_climb = stats.drift_p(HICCUP, hiccup), stats.drift_p(CLIMB, climb)
+    assert p_hiccup > 0.05 > 0.01 > p_climb
+    steady = stats.summarize([100.0, 101.0, 99.0])
+    assert stats.spread_warnings(steady, [stats.half_drift(hiccup)], [p_hiccup]) == []
+    [warning] = stats.spread_warnings(steady, [stats.half_drift(climb)], [p_climb])
+    assert warning.startswith("unsteady window in 1 repeat(s): step time changed +13.4%")
+    assert "Welch p = 0.002 over its step times" in warning
+    # without step times (an older result, or halves that do not match them) the 5% rule alone
+    assert stats.drift_p(HICCUP[:9], hiccup) is None and stats.drift_p(None, hiccup) is None
+    assert stats.drift_p([1.0, 1.0, 1.0, 1.0], halves_of([1.0] * 4, 2)) is None
+    assert len(stats.spread_warnings(steady, [stats.half_drift(hiccup)], [None])) == 1

@@ -30,6 +30,7 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "first_step_s": max(r["first_step_s"] for r in ranks),
         "warmup_s": max(r["warmup_s"] for r in ranks),
         "drift": stats.half_drift(slowest.get("halves")),
+        "drift_p": stats.drift_p(slowest.get("step_times_s"), slowest.get("halves")),
         # how the slowest rank warmed up (auto: steps taken, why it stopped, CV and drift)
         "warmup": {k: v for k, v in (slowest.get("warmup") or {}).items()
                    if k != "step_times_s"} or None,
@@ -229,7 +230,8 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     per_sample = None if case.data_only else spec.flops_per_sample(dict(case.knobs), train=train)
     achieved = per_sample * throughput["median"] if throughput["median"] and per_sample else None
     built_params = ok[0]["params"] if ok and not case.data_only else None
-    warnings = stats.spread_warnings(throughput, _values(ok, "drift"))
+    warnings = stats.spread_warnings(throughput, [r.get("drift") for r in ok],
+                                     [r.get("drift_p") for r in ok])
     warnings += stats.warmup_warnings(_values(ok, "warmup"))
     for record in ok:
         line = hoststate.competing(record.get("host") or {})

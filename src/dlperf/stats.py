@@ -13,6 +13,7 @@ import numpy as np
 
 CV_WARN = 0.05  # a spread wider than this is flagged, not hidden
 STEADY_WARN = 0.05  # first vs second half of the window differing by more means too little warm-up
+DRIFT_P = 0.05  # ... and only when the step times say the halves really differ (Welch's test)
 BOOTSTRAP_SAMPLES = 10_000
 
 
@@ -76,18 +77,48 @@ def half_drift(halves: Sequence[Sequence[float]] | None) -> float | None:
     return float((s2 / n2 - s1 / n1) / (s1 / n1))
 
 
-def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None]) -> list[str]:
-    """Human-readable flags for a noisy or unsteady measurement."""
+def drift_p(step_times: Sequence[float] | None, halves: Sequence[Sequence[float]] | None
+            ) -> float | None:
+    """Whether the window's two halves differ beyond step-to-step noise: the p-value of Welch's
+    t-test between the step times of the first half and those of the second.
+
+    Two slow steps in a ten-step window (a host hiccup) move a half's mean by 10% without any
+    trend; a warm-up that was too short moves every step of the first half. Only the second is
+    what the drift flag is for. None when the halves hold fewer than 2 steps each, the step times
+    do not match the halves, or every step took the same time.
+    """
+    if not step_times or not halves or len(halves) != 2:
+        return None
+    middle = int(halves[0][0])
+    first, second = list(step_times[:middle]), list(step_times[middle:])
+    if len(first) < 2 or len(second) < 2 or len(second) != int(halves[1][0]):
+        return None
+    if np.ptp(first) == 0 and np.ptp(second) == 0:
+        return None
+    from scipy import stats as scipy_stats  # imported here: a result is folded without it
+
+    p = float(scipy_stats.ttest_ind(first, second, equal_var=False).pvalue)
+    return p if np.isfinite(p) else None
+
+
+def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None],
+                    drift_ps: Sequence[float | None] | None = None) -> list[str]:
+    """Human-readable flags for a noisy or unsteady measurement. A window is unsteady when its
+    halves' mean step times differ by more than ``STEADY_WARN`` and, where its step times are
+    known (``drift_ps``, one per drift), Welch's test says the difference is not noise."""
     warnings = []
     cv = summary.get("cv")
     if cv is not None and cv > CV_WARN:
         warnings.append(f"noisy: CV across repeats is {cv:.1%} (> {CV_WARN:.0%})")
-    unsteady = [d for d in drifts if d is not None and abs(d) > STEADY_WARN]
+    ps = list(drift_ps) if drift_ps is not None else [None] * len(drifts)
+    unsteady = [(d, p) for d, p in zip(drifts, ps) if d is not None and abs(d) > STEADY_WARN
+                and (p is None or p < DRIFT_P)]
     if unsteady:
-        worst = max(unsteady, key=abs)
+        worst, p = max(unsteady, key=lambda pair: abs(pair[0]))
+        beyond = f", Welch p = {p:.3f} over its step times" if p is not None else ""
         warnings.append(
             f"unsteady window in {len(unsteady)} repeat(s): step time changed {worst:+.1%} "
-            f"from first to second half (> {STEADY_WARN:.0%}): the host was busy or the "
+            f"from first to second half (> {STEADY_WARN:.0%}{beyond}): the host was busy or the "
             f"warm-up too short (--warmup-steps auto waits for a steady state)")
     return warnings
 
