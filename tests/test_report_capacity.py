@@ -86,7 +86,8 @@ def test_markdown_lists_every_probe_ascending_with_the_answer(stored):
         assert row[3] == f"{probe['latency_s'] * 1000:,.2f}"
     assert "**Answer:** largest vocab_size: at least 2000 (no probe ran out of memory)" in real
     # the bisection, ascending, its failures footnoted with their (escaped) reasons
-    title = "fw$x$ &lt;script&gt;alert(1)&lt;/script&gt; [bold] wide-deep: vocab_size under 1.5 GiB"
+    title = ("fw\\$x\\$ &lt;script&gt;alert(1)&lt;/script&gt; \\[bold\\] wide-deep: vocab_size "
+             "under 1.5 GiB")  # HTML and markdown's own syntax escaped: the label as written
     assert bisect.startswith(title + "\n")
     rows = md_rows(bisect)
     assert [int(r[0]) for r in rows] == sorted(v for v, _ in BISECTION)
@@ -94,7 +95,7 @@ def test_markdown_lists_every_probe_ascending_with_the_answer(stored):
     assert all(r[2] == "—" and r[3] == "—" for r in rows if not r[1].startswith("ok"))
     crash = re.search(r"crash \[(\d+)\]", bisect).group(1)
     assert f"[{crash}]: capacity {title.split(' wide-deep')[0]} wide-deep vocab_size=26000: " \
-           f"crash — crash at 26000 &lt;b&gt;$y$&lt;/b&gt;" in text
+           f"crash — crash at 26000 &lt;b&gt;\\$y\\$&lt;/b&gt;" in text
     assert ("**Answer:** largest vocab_size that fits: 24000 (28000 runs out of memory; "
             "resolution 4000); stopped by probe 26000: crash") in bisect
     assert "<script>" not in text and "<b>" not in text

@@ -55,7 +55,9 @@ def test_markdown_escapes_html_and_keeps_the_error(stored):
     assert proc.returncode == 0, proc.stderr
     assert "<script>" not in proc.stdout and "<b>" not in proc.stdout
     assert "&lt;script&gt;" in proc.stdout and "# &lt;b&gt;t&lt;/b&gt;" in proc.stdout
-    assert ERROR in proc.stdout
+    # markdown's own syntax is escaped too: no link, footnote reference or GitHub math
+    assert "see \\[/opt/data\\] for details" in proc.stdout and ERROR not in proc.stdout
+    assert "ext \\$\\\\frac{1}{\\$ name" in proc.stdout and "$\\frac" not in proc.stdout
 
 
 def test_html_report_with_mathtext_in_labels(stored, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -13,9 +14,19 @@ if TYPE_CHECKING:
     from dlperf.report.capacity import Search
 
 
+# Markdown's own punctuation, backslash-escaped (CommonMark allows it before any ASCII
+# punctuation): emphasis, code, links and footnote references, and the math that GitHub renders
+# between dollars. ``|`` ends a table cell. An underscore inside a word (``vocab_size``) is never
+# emphasis in CommonMark, so only one at a word's edge is escaped and knob names stay readable.
+_MARKDOWN_PUNCTUATION = str.maketrans({c: "\\" + c for c in "\\`*[]$~|"})
+_EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+
+
 def _escape(text: str) -> str:
-    """Cells are data: HTML in a host name or label must not become markup in the .md."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+    """Text is data: HTML, emphasis, links or math in a host name, label or error must reach
+    the reader as written, never become markup in the .md."""
+    escaped = html.escape(str(text), quote=False).translate(_MARKDOWN_PUNCTUATION)
+    return _EDGE_UNDERSCORE.sub(r"\\_", escaped).replace("\n", " ")
 
 
 def cell(value: Cell) -> str:
