@@ -1,17 +1,22 @@
-# The README's commands. `make setup` is idempotent: it reinstalls only when pyproject.toml changed.
+# The README's commands. `make setup` is idempotent: it reinstalls only when pyproject.toml or the
+# lock of dlperf's own environment changed.
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
+OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
 .PHONY: setup envs browser slurm run test clean cuda-locks
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Every package (pip and setuptools included) from the hashed lock, wheels only; then dlperf
+# itself, editable, with the lock's setuptools and without touching the dependencies.
+$(STAMP): pyproject.toml $(OWN_LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[torch,onnxruntime,accuracy,test]'
+	$(BIN)/python -m pip install --quiet --require-hashes --only-binary=:all: -r $(OWN_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 # A quick look at this machine (under 5 minutes on 2 CPU cores from a fresh clone, installation

@@ -5,7 +5,11 @@ beside it (``<set>.in``): pip resolves them for the interpreter version the regi
 (``pip install --dry-run --report``: metadata only where the index serves it, nothing installed),
 and every package of the resolution is written as ``name==version --hash=sha256:...``, so an
 install with ``--require-hashes`` gets exactly the files that were locked. Index options in the
-``.in`` (``--extra-index-url`` of a framework's own wheel index) are carried into the lock.
+``.in`` (``--extra-index-url`` of a framework's own wheel index, ``--find-links``) are carried into
+the lock.
+
+``dlperf envs lock dlperf`` locks dlperf's own environment (``.venv``, built by ``make setup``,
+where the torch and onnxruntime backends run) the same way, from ``requirements/dlperf.in``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,12 @@ RESOLVE_TIMEOUT_S = 1800.0
 # pip >= 22.2 writes --report; the 3.7 that TF 1.15 needs ships an older one, so resolve from a
 # throwaway venv with pip upgraded (24.0 is the last pip for 3.7).
 PIP_FOR_REPORT = "pip>=22.2"
+
+
+# dlperf's own environment: no framework of the registry (nothing to install with `dlperf envs`),
+# locked for the Python the Makefile builds .venv with (PYTHON ?= python3.11).
+OWN = Framework(name="dlperf", import_name="dlperf", main=True, python="3.11",
+                requirements="dlperf.txt")
 
 
 class LockError(Exception):
@@ -99,6 +109,12 @@ def write_lock(fw: Framework, say: Callable[[str], None] = print) -> Path:
 
 
 def lock(name: str, variant: str = "cpu", say: Callable[[str], None] = print) -> Path:
+    if name == OWN.name:
+        if variant != "cpu":
+            raise UsageError(f"--variant: dlperf's own environment is locked for the cpu build "
+                             f"only (the GPU builds go in with `dlperf envs install torch "
+                             f"--variant cuda`), not {variant}")
+        return write_lock(OWN, say)
     fw = registry.get(name, variant)
     if fw.refused:
         raise UsageError(f"--variant: {name} has no {variant} build: {fw.refused}")
