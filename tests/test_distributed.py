@@ -22,6 +22,8 @@ from conftest import TINY_BERT, TINY_RESNET, dlperf, load
 from dlperf import launch, runner, slurm
 from dlperf.backends.torch import launch as torchrun
 from dlperf.spec import Case
+from dlperf.store import Store
+from dlperf.worker import steady
 
 TAG = "DLPERF_TEST_DISTRIBUTED"
 SMALL_BERT = [*TINY_BERT, "--knob", "layers=2", "--knob", "hidden=128", "--knob", "heads=2",
@@ -77,6 +79,27 @@ def check_aggregation(result: dict) -> None:
     assert sum(r["slowest_in"] for r in ranks) == n
 
 
+def check_voted_warmup(result: dict, db: Path, max_steps: int) -> None:
+    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
+    warm-up steps and stopped for the same reason, decided by a vote of all ranks."""
+    with Store(db, readonly=True) as store:
+        repeats = store.repeats(result["run_id"])
+    assert len(repeats) == len(result["warmup"]["steps"])
+    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
+        warmups = [rank["warmup"] for rank in record["ranks"]]
+        assert len(warmups) == 2
+        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
+        assert [w["stop"] for w in warmups] == [stop, stop]
+        assert stop in ("steady", "max_steps", "max_seconds")
+        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
+        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
+        assert steady.agreed(warmups[0]["verdicts"]) == stop
+        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
+            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
+            assert sorted(own) == sorted(warmups[0]["verdicts"])
+        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)
+
+
 def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):
     db = str(tmp_path / "r.db")
     common = [*TINY_RESNET, "--device", "cpu", "--precision", "amp-bf16", "--db", db]
@@ -108,13 +131,14 @@ def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):
 def test_bert_two_processes_explicit_threads_and_no_baseline(tmp_path, tagged):
     out = tmp_path / "b.json"
     proc = dlperf("run", *SMALL_BERT, "--device", "cpu", "--devices", "2", "--repeats", "1",
-                  "--threads-per-process", "1", "--warmup-steps", "auto", "--db",
-                  str(tmp_path / "b.db"), "--json", str(out), check=True)
+                  "--threads-per-process", "1", "--warmup-steps", "auto",
+                  "--warmup-max-steps", "12", "--db", str(tmp_path / "b.db"),
+                  "--json", str(out), check=True)
     result = load(out)
     assert result["status"] == "ok"
     check_aggregation(result)
-    # auto warm-up with several ranks: one fixed count on every rank, never a per-rank verdict
-    assert result["warmup"] == {"steps": [10], "stop": ["fixed (multi-process auto)"]}
+    # auto warm-up with several ranks: the ranks vote, so both stop at the same step, why
+    check_voted_warmup(result, tmp_path / "b.db", max_steps=12)
     assert result["case"]["threads"] == 1 and result["launch"]["threads_per_process"] == 1
     assert result["env"]["worker"]["thread_variables"]["OMP_NUM_THREADS"] == "1"
     assert result["model"]["params"] == result["model"]["catalogue_params"]

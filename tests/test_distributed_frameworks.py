@@ -24,6 +24,8 @@ from conftest import dlperf, load
 from dlperf import launch, launchguard, runner
 from dlperf.backends.paddle import launch as paddle_launch
 from dlperf.spec import Case
+from dlperf.store import Store
+from dlperf.worker import steady
 
 TAG = "DLPERF_TEST_DISTRIBUTED_FRAMEWORKS"
 # a 2-layer BERT with a 512-word vocabulary: built, traced and compiled in a fraction of
@@ -75,16 +77,41 @@ def check_two_ranks(result: dict, processes: int = 2) -> None:
     assert result["global_batch"] == 2 * processes
 
 
+def check_voted_warmup(result: dict, db: str, max_steps: int) -> None:
+    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
+    warm-up steps and stopped for the same reason, decided by a vote of all ranks (each rank's
+    own record is in the repeat stored in the database)."""
+    with Store(db, readonly=True) as store:
+        repeats = store.repeats(result["run_id"])
+    assert len(repeats) == len(result["warmup"]["steps"]) >= 1
+    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
+        warmups = [rank["warmup"] for rank in record["ranks"]]
+        assert len(warmups) == 2
+        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
+        assert [w["stop"] for w in warmups] == [stop, stop]
+        assert stop in ("steady", "max_steps", "max_seconds")
+        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
+        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
+        assert steady.agreed(warmups[0]["verdicts"]) == stop
+        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
+            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
+            assert sorted(own) == sorted(warmups[0]["verdicts"])
+        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)
+
+
 def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> dict:
-    """A 1-process baseline, then 2 processes of the same configuration in the same database."""
+    """A 1-process baseline, then 2 processes of the same configuration in the same database;
+    the 2 processes warm up with ``--warmup-steps auto`` (capped at 12 steps), so their vote
+    across ranks is checked too (the baseline's fixed warm-up still matches it)."""
     db = str(tmp_path / "r.db")
     common = ["--framework", framework, *TINY, *extra, "--db", db, "--repeats", "1"]
     dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
-    proc = dlperf("run", *common, "--devices", "2", "--json", str(tmp_path / "two.json"),
-                  check=True)
+    proc = dlperf("run", *common, "--devices", "2", "--warmup-steps", "auto",
+                  "--warmup-max-steps", "12", "--json", str(tmp_path / "two.json"), check=True)
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     check_two_ranks(two)
+    check_voted_warmup(two, db, max_steps=12)
     assert one["speedup"] == 1.0 and len(one["ranks"]) == 1
     assert two["speedup"] == pytest.approx(two["throughput"]["median"]
                                            / one["throughput"]["median"])

@@ -28,6 +28,8 @@ from dlperf.backends.tensorflow import cluster
 from dlperf.backends.tensorflow import launch as tf_launch
 from dlperf.backends.tensorflow1 import launch as tf1_launch
 from dlperf.spec import Case
+from dlperf.store import Store
+from dlperf.worker import steady
 
 TAG = "DLPERF_TEST_DISTRIBUTED_TF_JAX"
 FRAMEWORKS = ("jax", "tensorflow", "tensorflow1")
@@ -97,6 +99,28 @@ def check_two_ranks(result: dict, samples_per_rank: int) -> None:
     assert result["global_batch"] == 4  # batch 2 per device x 2 devices
 
 
+def check_voted_warmup(result: dict, db: str, max_steps: int) -> None:
+    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
+    warm-up steps and stopped for the same reason, decided by a vote of all ranks (each rank's
+    own record is in the repeat stored in the database)."""
+    with Store(db, readonly=True) as store:
+        repeats = store.repeats(result["run_id"])
+    assert len(repeats) == len(result["warmup"]["steps"]) >= 1
+    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
+        warmups = [rank["warmup"] for rank in record["ranks"]]
+        assert len(warmups) == 2
+        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
+        assert [w["stop"] for w in warmups] == [stop, stop]
+        assert stop in ("steady", "max_steps", "max_seconds")
+        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
+        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
+        assert steady.agreed(warmups[0]["verdicts"]) == stop
+        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
+            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
+            assert sorted(own) == sorted(warmups[0]["verdicts"])
+        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged, monkeypatch):
     quick_xla(monkeypatch, framework)
@@ -105,11 +129,13 @@ def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged, monkeyp
     # test below still builds ResNet-50 under each framework's data-parallel launcher)
     common = ["--framework", framework, *TINY_BERT, "--db", db, "--repeats", "1"]
     dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
-    proc = dlperf("run", *common, "--devices", "2", "--json", str(tmp_path / "two.json"),
-                  check=True)
+    # the ranks warm up until they agree (the baseline's fixed warm-up still matches it)
+    proc = dlperf("run", *common, "--devices", "2", "--warmup-steps", "auto",
+                  "--warmup-max-steps", "12", "--json", str(tmp_path / "two.json"), check=True)
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     check_two_ranks(two, samples_per_rank=2 * 2)  # batch 2 x 2 measured steps
+    check_voted_warmup(two, db, max_steps=12)
     assert one["speedup"] == 1.0 and len(one["ranks"]) == 1
     assert two["speedup"] == pytest.approx(two["throughput"]["median"]
                                            / one["throughput"]["median"])

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from dlperf import models
 from dlperf.backends import imagefolder
 from dlperf.numbers import MAX_SECONDS, is_number
+from dlperf.worker import steady
 from dlperf.worker.support import Support
 
 BACKENDS_DIR = Path(__file__).parent / "backends"
@@ -33,7 +34,8 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Fields added after results were first stored: left out of the identity while at their default,
 # so the keys of earlier cases (and `sweep --resume`) stay what they were.
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
-                "loader_workers": None, "data_only": False, "cold_cache": False}
+                "loader_workers": None, "data_only": False, "cold_cache": False,
+                "warmup_max_steps": steady.MAX_STEPS}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 
@@ -78,6 +80,7 @@ class Case:
     data: str = "synthetic"
     knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     warmup_steps: int | str = "auto"  # "auto": until steady (dlperf.worker.steady), or a count
+    warmup_max_steps: int = steady.MAX_STEPS  # the step bound of "auto" (a fixed count ignores it)
     steps: int = 100
     repeats: int = 7
     seed: int = 0
@@ -128,6 +131,8 @@ class Case:
         for field, default in LATER_FIELDS.items():
             if out[field] == default:
                 out.pop(field)
+        if out["warmup_steps"] != "auto":  # the bound of auto warm-up bounds nothing else
+            out.pop("warmup_max_steps", None)
         for knob, default in LATER_KNOBS.items():
             if out["knobs"].get(knob) == default:
                 out["knobs"].pop(knob)
@@ -201,6 +206,7 @@ def validate(case: Case) -> None:
         if isinstance(case.warmup_steps, str):
             raise SpecError(f"warmup_steps: {case.warmup_steps!r} must be auto or an integer >= 1")
         _at_least("warmup_steps", case.warmup_steps, 1)
+    _at_least("warmup_max_steps", case.warmup_max_steps, 1)
     _at_least("steps", case.steps, 2)
     _at_least("repeats", case.repeats, 1)
     _at_least("seed", case.seed, 0)

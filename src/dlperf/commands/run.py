@@ -16,6 +16,7 @@ from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
 from dlperf import inputbound
 from dlperf.store import DEFAULT_DB, Store
+from dlperf.worker import steady
 
 
 def positive_int(text: str) -> int:
@@ -66,8 +67,12 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         type=knob_pair, help="any other model knob (see `dlperf models`)")
     parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
                         help="auto (default): step until the step time is steady (5-step "
-                             "window, CV and drift within 5%%, at most 200 steps / 60 s); or a "
-                             "fixed count, the first step included")
+                             "window, CV and drift within 5%%, at most --warmup-max-steps / "
+                             "60 s); or a fixed count, the first step included")
+    parser.add_argument("--warmup-max-steps", type=positive_int, default=steady.MAX_STEPS,
+                        metavar="N",
+                        help="the step bound of --warmup-steps auto: stop warming up after N "
+                             f"steps even if not steady (default {steady.MAX_STEPS})")
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured steps in the window (default 100)")
     parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", default=0.0,
@@ -94,7 +99,9 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 batch_size=args.batch_size, precision=args.precision, compile=args.compile,
                 device=args.device, devices=args.devices, nnodes=nnodes_from_args(args),
                 threads=getattr(args, "threads", None), knobs=knobs,
-                warmup_steps=args.warmup_steps, steps=args.steps, repeats=args.repeats,
+                warmup_steps=args.warmup_steps,
+                warmup_max_steps=getattr(args, "warmup_max_steps", steady.MAX_STEPS),
+                steps=args.steps, repeats=args.repeats,
                 seed=args.seed, timeout_s=args.timeout_s,
                 min_duration_s=getattr(args, "min_duration_s", None) or 0.0,
                 **inputbound.case_fields(args))

@@ -5,7 +5,9 @@ barrier + device sync -> timed window of measured steps -> device sync -> barrie
 
 Warm-up is either a fixed count (``warmup_steps`` an integer, the first step included) or
 ``"auto"``: steps are then synchronised one by one and the warm-up ends when the last few step
-times are steady (:mod:`dlperf.worker.steady` states the rule), bounded in steps and seconds.
+times are steady (:mod:`dlperf.worker.steady` states the rule), bounded in steps
+(``warmup_max_steps``) and seconds. In a job of several processes the ranks vote after every
+warm-up step through the workload's ``all_gather_ints``, so that all stop at the same step.
 
 The window has three modes, chosen by the case:
 
@@ -30,9 +32,6 @@ from typing import Any, Dict, List
 from dlperf.worker import steady
 from dlperf.worker.workload import Workload
 
-
-# ``--warmup-steps auto`` in a job of several processes (see ``measure``), first step included
-MULTI_PROCESS_WARMUP_STEPS = 10
 
 
 class NonFiniteLoss(Exception):
@@ -68,22 +67,19 @@ def measure(build, case):
     phase_starts["warmup"] = time.time()
     start = clock()
     processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
-    if case["warmup_steps"] == "auto" and processes > 1:
-        # every rank judges its own step times, so ranks could stop warming up at different
-        # steps and pair one rank's gradient all-reduce with another's barrier; until the
-        # contract has a vote across ranks, a multi-process job warms up a fixed count
-        for _ in range(MULTI_PROCESS_WARMUP_STEPS - 1):
-            workload.step()
-        workload.sync()
-        warmup = {"stop": "fixed (multi-process auto)",
-                  "steps": MULTI_PROCESS_WARMUP_STEPS - 1}
-    elif case["warmup_steps"] == "auto":
+    if case["warmup_steps"] == "auto":
         def synchronised_step():
             # type: () -> None
             workload.step()
             workload.sync()
 
-        warmup = steady.warm_up(synchronised_step, clock)
+        max_steps = case.get("warmup_max_steps")
+        # several ranks must stop at the same step (each step holds a gradient all-reduce that
+        # must pair with the peers' own): they vote after every step; one process decides alone
+        vote = workload.all_gather_ints if processes > 1 else None
+        warmup = steady.warm_up(synchronised_step, clock,
+                                max_steps=steady.MAX_STEPS if max_steps is None
+                                else int(max_steps), vote=vote)
     else:
         for _ in range(int(case["warmup_steps"]) - 1):
             workload.step()

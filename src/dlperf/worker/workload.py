@@ -43,6 +43,16 @@ class Workload(object):
         """Wait for every rank of a distributed job; a no-op for a single process."""
         return None
 
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every rank's small non-negative ``value`` (< 2**24), in rank order, on every rank: the
+        vote by which all ranks of a job end ``--warmup-steps auto`` at the same step
+        (:func:`dlperf.worker.steady.warm_up`). A collective: every rank calls it, after the same
+        step. A single process gets ``[value]``; a distributed backend sends it through its own
+        collectives (e.g. a sum of a vector as long as the job that is zero but for ``value`` at
+        the rank's own index: exact in float32 too)."""
+        return [value]
+
     def allreduce_probe(self):
         # type: () -> Optional[float]
         """Seconds one all-reduce of a buffer as large as the model's gradients takes across the

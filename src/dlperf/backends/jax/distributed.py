@@ -13,7 +13,8 @@ of the job.
   DistributedDataParallel does; parameters and optimizer state stay replicated. BatchNorm
   normalises each device's own batch (as DDP without SyncBatchNorm), and its running statistics
   are averaged too so the state stays replicated.
-- The worker's collectives (barrier, result gather, all-reduce probe) go through the same mesh.
+- The worker's collectives (barrier, warm-up vote, result gather, all-reduce probe) go through
+  the same mesh.
 
 A JAX job whose peers never join ends in JAX's own fatal error (it aborts the process with
 ``DEADLINE_EXCEEDED`` from ``RegisterTask``), which the launcher's ``explain`` reads. A rank that
@@ -141,6 +142,15 @@ def barrier():
     # type: () -> None
     from jax.experimental import multihost_utils
     multihost_utils.sync_global_devices("dlperf")
+
+
+def gather_ints(value):
+    # type: (int) -> List[int]
+    """Every process's ``value`` in process order, on every process, through JAX's own
+    collective (``process_allgather``, as the result gather)."""
+    from jax.experimental import multihost_utils
+    values = multihost_utils.process_allgather(np.array([value], np.int32))
+    return [int(v) for v in np.asarray(values).reshape(-1)]
 
 
 def allreduce_seconds(elements, median_seconds):

@@ -11,7 +11,7 @@ is rejected as unsupported instead of silently measuring the same program twice.
 """
 
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import jax
 import jax.numpy as jnp
@@ -205,6 +205,12 @@ class JaxWorkload(Workload):
         # type: () -> None
         if self.data_parallel:
             distributed.barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        if not self.data_parallel:
+            return [value]
+        return distributed.gather_ints(value)
 
     def allreduce_probe(self):
         # type: () -> Optional[float]

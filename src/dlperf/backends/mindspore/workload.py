@@ -356,6 +356,17 @@ class MindSporeWorkload(Workload):
         if distributed():
             ops.AllReduce()(ms.Tensor(numpy.ones(1, numpy.float32))).asnumpy()
 
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every rank's ``value``: one ops.AllReduce (sum) of a float32 vector zero but for
+        this rank's own entry."""
+        if not distributed():
+            return [value]
+        votes = numpy.zeros(world_size(), numpy.float32)
+        votes[rank()] = value
+        summed = ops.AllReduce()(ms.Tensor(votes)).asnumpy()
+        return [int(round(float(v))) for v in summed]
+
     def allreduce_probe(self):
         # type: () -> Optional[float]
         """One ops.AllReduce (MCCL on a CPU) of a float32 buffer as large as the gradients."""

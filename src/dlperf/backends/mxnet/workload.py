@@ -51,7 +51,8 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # CPU instructions with native bf16 ar
 _kvstore = []  # type: List[Any]
 # dlperf's own kvstore keys: integers (a kvstore refuses to mix key types, and the Trainer's are
 # its parameters' indices), far above any parameter index
-PROBE_KEY, SIZES_KEY, RESULTS_KEY = 1 << 30, (1 << 30) + 1, (1 << 30) + 2
+PROBE_KEY, SIZES_KEY, RESULTS_KEY, VOTE_KEY = (1 << 30, (1 << 30) + 1, (1 << 30) + 2,
+                                              (1 << 30) + 3)
 
 
 def launched():
@@ -281,6 +282,7 @@ class MXNetWorkload(Workload):
         self.samples_per_step = samples_per_step
         self.params = params
         self.info = info
+        self._vote_key_ready = False
 
     def step(self):
         # type: () -> Any
@@ -308,6 +310,23 @@ class MXNetWorkload(Workload):
         if _kvstore:
             mx.nd.waitall()
             _kvstore[0]._barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every worker's ``value`` in the kvstore's worker order: one dist_sync pushpull (the
+        servers sum every worker's push) of a float32 vector zero but for this worker's own
+        entry, under a key of its own initialised at the first vote."""
+        if not _kvstore:
+            return [value]
+        kv = _kvstore[0]
+        if not self._vote_key_ready:
+            kv.init(VOTE_KEY, mx.nd.zeros(world_size(), dtype="float32"))
+            self._vote_key_ready = True
+        votes = numpy.zeros(world_size(), dtype=numpy.float32)
+        votes[rank()] = value
+        summed = mx.nd.array(votes, dtype="float32")
+        kv.pushpull(VOTE_KEY, summed, out=summed)
+        return [int(round(float(v))) for v in summed.asnumpy()]
 
     def allreduce_probe(self):
         # type: () -> Optional[float]

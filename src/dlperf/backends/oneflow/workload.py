@@ -242,6 +242,18 @@ class OneFlowWorkload(Workload):
         if distributed():
             flow.comm.barrier()
 
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every rank's ``value``: one flow.comm.all_reduce (sum, in place) of a float32 vector
+        zero but for this rank's own entry, on this rank's device."""
+        if not distributed():
+            return [value]
+        votes = numpy.zeros(world_size(), numpy.float32)
+        votes[rank()] = value
+        tensor = flow.tensor(votes, dtype=flow.float32, device=self.device)
+        flow.comm.all_reduce(tensor)
+        return [int(round(float(v))) for v in tensor.numpy()]
+
     def allreduce_probe(self):
         # type: () -> Optional[float]
         """One flow.comm.all_reduce of a float32 buffer as large as the gradients."""

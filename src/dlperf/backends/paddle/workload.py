@@ -304,6 +304,18 @@ class PaddleWorkload(Workload):
         if distributed():
             paddle.distributed.barrier()
 
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every rank's ``value``: one paddle.distributed.all_reduce (sum) of a float32 vector
+        zero but for this rank's own entry, on the current device."""
+        if not distributed():
+            return [value]
+        votes = numpy.zeros(world_size(), numpy.float32)
+        votes[rank()] = value
+        tensor = paddle.to_tensor(votes)
+        paddle.distributed.all_reduce(tensor)
+        return [int(round(float(v))) for v in tensor.numpy()]
+
     def allreduce_probe(self):
         # type: () -> Optional[float]
         """One paddle.distributed.all_reduce of a float32 buffer as large as the gradients."""

@@ -14,9 +14,9 @@ starts on worker 0), configured here before the strategy so that registration is
 ``--rdzv-timeout`` as its deadline: a peer that never comes ends in TensorFlow's own
 DeadlineExceededError, reported as a rendezvous timeout (:func:`cluster.give_up`).
 
-The worker's own collectives (barrier, result gather, all-reduce probe) are the strategy's
-replica-context ``all_reduce``/``all_gather`` in ``tf.function``s, so they take the same path
-as the gradients.
+The worker's own collectives (barrier, warm-up vote, result gather, all-reduce probe) are the
+strategy's replica-context ``all_reduce``/``all_gather`` in ``tf.function``s, so they take the
+same path as the gradients.
 """
 
 import json
@@ -124,7 +124,8 @@ def gather_results(payload):
 
 
 class Collectives(object):
-    """Barrier, result gather and the all-reduce probe through the strategy's replica context."""
+    """Barrier, warm-up vote, result gather and the all-reduce probe through the strategy's
+    replica context."""
 
     def __init__(self, strategy):
         # type: (Any) -> None
@@ -158,6 +159,14 @@ class Collectives(object):
             out[:] = [self._reduce(buffers)]
 
         return median_seconds(operation, lambda: out[0].numpy())
+
+    def gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every worker's ``value`` in rank order, on every worker, through the replica-context
+        all-gather; a worker's replicas each send it, so every ``local``-th entry is kept."""
+        values = self._gather(tf.constant([value], tf.int32)).numpy()
+        local = len(self.strategy.extended.worker_devices)
+        return [int(v) for v in values[::local]]
 
     def gather_json(self, payload, rank):
         # type: (Dict[str, Any], int) -> Optional[List[Dict[str, Any]]]

@@ -6,7 +6,7 @@ GPUs (TensorFlow enables it by default on Ampere and later) so it really is IEEE
 """
 
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import keras
 import tensorflow as tf
@@ -159,6 +159,12 @@ class TFWorkload(Workload):
         # type: () -> None
         if self._collectives is not None:
             self._collectives.barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        if self._collectives is None:
+            return [value]
+        return self._collectives.gather_ints(value)
 
     def allreduce_probe(self):
         # type: () -> Optional[float]

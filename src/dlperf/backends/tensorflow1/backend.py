@@ -186,6 +186,12 @@ class SessionWorkload(Workload):
         if self._collectives is not None:
             self._collectives.barrier()
 
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        if self._collectives is None:
+            return [value]
+        return self._collectives.gather_ints(value, cluster.job()[0])
+
     def allreduce_probe(self):
         # type: () -> Optional[float]
         if self._collectives is None:

@@ -16,10 +16,11 @@ collective — the variable initialiser, which needs every worker — runs under
 :class:`cluster.Deadline` with ``--rdzv-timeout``: a worker whose peers never come reports a
 rendezvous timeout and leaves.
 
-The worker's own collectives (barrier, result gather, all-reduce probe) are replica-context
-``all_reduce`` ops built into the same graph before it is finalised. The gather is an all-reduce
-too (TF 1.15 has no replica-context all-gather): every worker fills its own row of a zero
-matrix with its result's JSON bytes, chunk by chunk, and the sum holds every row.
+The worker's own collectives (barrier, warm-up vote, result gather, all-reduce probe) are
+replica-context ``all_reduce`` ops built into the same graph before it is finalised. The gather
+is an all-reduce too (TF 1.15 has no replica-context all-gather): every worker fills its own row
+of a zero matrix with its result's JSON bytes, chunk by chunk, and the sum holds every row; the
+vote likewise sums a vector of one entry per worker, fed to an op built once.
 """
 
 import json
@@ -82,8 +83,8 @@ def replica_index(strategy):
 
 
 class Collectives(object):
-    """Barrier, result gather and all-reduce probe: all-reduce ops in the job's graph, built
-    before it is finalised and run with the workload's session."""
+    """Barrier, warm-up vote, result gather and all-reduce probe: all-reduce ops in the job's
+    graph, built before it is finalised and run with the workload's session."""
 
     def __init__(self, strategy, params, world):
         # type: (Any, int, int) -> None
@@ -98,6 +99,7 @@ class Collectives(object):
             return strategy.experimental_local_results(values)[0]
 
         self.rows = tf1.placeholder(tf.int32, [world, CHUNK], name="dlperf_gather_rows")
+        self.votes = tf1.placeholder(tf.int32, [world], name="dlperf_vote")
         buffers = []  # the probe's gradient-sized buffer on every replica's device
         for index, device in enumerate(strategy.extended.worker_devices):
             with tf.device(device):
@@ -108,6 +110,7 @@ class Collectives(object):
             self._barrier = first(strategy.experimental_run_v2(
                 lambda: reduce(tf.ones([], tf.int32))))
             self._gather = first(strategy.experimental_run_v2(reduce, args=(self.rows,)))
+            self._vote = first(strategy.experimental_run_v2(reduce, args=(self.votes,)))
             self._probe = first(strategy.experimental_run_v2(
                 lambda: reduce(buffers[replica_index(strategy)])[:1]))
         self.session = None  # type: Any
@@ -119,6 +122,14 @@ class Collectives(object):
     def allreduce_seconds(self, median_seconds):
         # type: (Any) -> float
         return median_seconds(lambda: self.session.run(self._probe), lambda: None)
+
+    def gather_ints(self, value, rank):
+        # type: (int, int) -> List[int]
+        """Every worker's ``value`` in rank order: the vote vector (zero but for this worker's
+        own entry) fed to the all-reduce op built with the graph, summed over every replica."""
+        votes = np.zeros([self.world], np.int32)
+        votes[rank] = value
+        return [int(v) for v in self.session.run(self._vote, {self.votes: votes}) // self.local]
 
     def _exchange(self, row, rank):
         # type: (np.ndarray, int) -> np.ndarray

@@ -272,6 +272,19 @@ class TorchWorkload(Workload):
         else:
             dist.barrier()
 
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        """Every rank's ``value``: an all-reduce (sum) of a vector zero but for this rank's own
+        entry, on the process group's device (NCCL's on the GPU, gloo's on the CPU)."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return [value]
+        votes = torch.zeros(dist.get_world_size(), dtype=torch.int64, device=self.device)
+        votes[dist.get_rank()] = value
+        dist.all_reduce(votes)
+        return [int(v) for v in votes.tolist()]
+
     def allreduce_probe(self):
         # type: () -> Optional[float]
         import torch.distributed as dist
