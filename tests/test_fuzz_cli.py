@@ -6,16 +6,29 @@ stderr, no traceback, nothing measured, and the real results database beside the
 
 Seeded (DLPERF_FUZZ_SEED, default 20261123) so a failure replays; the failing command line is in
 the assertion message.
+
+Every invocation runs through the CLI's ``main(argv)`` in this process, the way ``python -m
+dlperf.cli`` runs it (its cwd, environment, stdout/stderr, SystemExit turned into the exit code,
+a traceback printed and exit 1 for anything uncaught, Python's own default warning filters):
+a fresh interpreter per invocation cost ~0.5-1 s of imports each. A handful of them (the first
+of several commands) also run as real ``python -m dlperf.cli`` processes, which must pass the same
+checks and give the same exit code and stderr as the in-process call: the process-level
+behaviour stays proven and the in-process harness stays honest.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import traceback
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +40,8 @@ from conftest import dlperf
 SEED = int(os.environ.get("DLPERF_FUZZ_SEED", "20261123"))
 COUNT = 100  # about 10 per command; DLPERF_FUZZ_SEED varies them
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
+# also run as real processes: the first invocation of each of these commands
+AS_PROCESSES = ("run", "external", "sweep", "report", "ab")
 
 # values no number flag accepts, whatever its range
 # (not "٣": Python's float() reads other scripts' digits, and so may dlperf)
@@ -294,7 +309,8 @@ def files(tmp_path_factory) -> Files:
 
 
 def invoke(argv: list[str], cwd: Path, lock: Path) -> tuple[list[str], int, str]:
-    """Exit code and stderr; a command still going after 60 s got past validation (-1)."""
+    """Exit code and stderr of a real `python -m dlperf.cli` process; a command still going after
+    60 s got past validation (-1)."""
     try:
         proc = subprocess.run([sys.executable, "-m", "dlperf.cli", *argv], capture_output=True,
                               text=True, timeout=60, cwd=cwd,
@@ -304,6 +320,67 @@ def invoke(argv: list[str], cwd: Path, lock: Path) -> tuple[list[str], int, str]
     return argv, proc.returncode, proc.stderr
 
 
+def _exit_status(code: object, stderr: io.StringIO) -> int:
+    """What the interpreter makes of `SystemExit(code)`: None is 0, an int is itself, anything
+    else is printed to stderr and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=stderr)
+    return 1
+
+
+class StillRunning(BaseException):
+    """The in-process call is still going after 60 s: it got past validation."""
+
+
+def _still_running(signum: int, frame: object) -> None:
+    raise StillRunning
+
+
+def invoke_in_process(argv: list[str], cwd: Path, lock: Path) -> tuple[list[str], int, str]:
+    """Exit code and stderr of `dlperf.cli.main(argv)` called as `python -m dlperf.cli` calls it,
+    in ``cwd`` with DLPERF_LOCK_DIR set; the signal handlers it installs are put back after. A
+    call still going after 60 s got past validation (-1)."""
+    from dlperf import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {signum: signal.getsignal(signum)
+                for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
+    lock_dir = os.environ.get("DLPERF_LOCK_DIR")
+    os.environ["DLPERF_LOCK_DIR"] = str(lock)
+    signal.signal(signal.SIGALRM, _still_running)
+    signal.alarm(60)
+    try:
+        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err), warnings.catch_warnings():
+            # a fresh interpreter's filters, not pytest's: a warning is a line on stderr
+            warnings.resetwarnings()
+            for category in (ResourceWarning, ImportWarning, PendingDeprecationWarning,
+                             DeprecationWarning):
+                warnings.filterwarnings("ignore", category=category)
+            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+            try:
+                code = _exit_status(cli.main(argv), err)
+            except SystemExit as stop:
+                code = _exit_status(stop.code, err)
+            except StillRunning:
+                return argv, -1, f"still running after 60 s: {err.getvalue()!r}"
+            except BaseException:  # the interpreter prints it and exits 1
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        signal.alarm(0)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if lock_dir is None:
+            os.environ.pop("DLPERF_LOCK_DIR", None)
+        else:
+            os.environ["DLPERF_LOCK_DIR"] = lock_dir
+    return argv, code, err.getvalue()
+
+
 def test_bad_invocations_are_refused_and_change_nothing(files):
     fingerprints = {path: (path.read_bytes(), path.stat().st_mtime_ns)
                     for path in (files.real, files.text, files.other_app, files.damaged,
@@ -311,15 +388,25 @@ def test_bad_invocations_are_refused_and_change_nothing(files):
     maker = Maker(files, random.Random(SEED))
     invocations = [maker.next() for _ in range(COUNT)]
     lock = files.real.parent / "lock"
+    outcomes = [invoke_in_process(argv, files.work, lock) for argv in invocations]
+    first = {}
+    for index, argv in enumerate(invocations):
+        first.setdefault(argv[0], index)
+    sample = [first[command] for command in AS_PROCESSES if command in first]
+    assert len(sample) >= 3, sample
     with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(lambda argv: invoke(argv, files.work, lock), invocations))
+        processes = list(pool.map(lambda i: invoke(invocations[i], files.work, lock), sample))
     problems = []
-    for argv, code, stderr in outcomes:
+    for argv, code, stderr in outcomes + processes:
         lines = stderr.strip().splitlines()
         if code not in (1, 2) or len(lines) > 1 or "Traceback" in stderr:
             problems.append(f"dlperf {argv!r}: exit {code}, stderr:\n{stderr}")
     assert not problems, f"{len(problems)} of {COUNT} failed (seed {SEED}):\n" + "\n".join(
         problems[:10])
+    # the real processes say exactly what the in-process calls said
+    for index, (argv, code, stderr) in zip(sample, processes):
+        assert (code, stderr) == outcomes[index][1:], f"dlperf {argv!r}: in-process " \
+            f"{outcomes[index][1:]!r}, as a process {(code, stderr)!r}"
     for path, before in fingerprints.items():
         assert (path.read_bytes(), path.stat().st_mtime_ns) == before, f"{path} changed"
     assert not files.marker.exists(), "an external stand-in ran: something was measured"
