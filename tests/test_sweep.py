@@ -199,7 +199,7 @@ defaults:
   device: cpu
   warmup_steps: 2
   steps: 3
-  repeats: 3
+  repeats: 2
 {TINY_BERT_KNOBS}matrix:
   batch_size: [2, 4]
 """
@@ -280,13 +280,14 @@ def test_sigkill_at_any_moment_then_resume_stores_every_repeat_exactly_once(tmp_
     proc = _start(path, db, "--resume")
     _wait_for(lambda: len(_db_state(db)[1]) >= 1, proc)
     kill(proc, "right after a repeat was stored")
-    # 3: inside a worker, after a few repeats (the second case under way)
+    # 3: inside a worker, after a few repeats (the first case done, the second under way: its
+    # run already holds a repeat, so --resume must continue that run, not start it again)
     proc = _start(path, db, "--resume")
-    _wait_for(lambda: len(_db_state(db)[1]) >= 4 and bool(_workers(proc)), proc)
+    _wait_for(lambda: len(_db_state(db)[1]) >= 3 and bool(_workers(proc)), proc)
     time.sleep(0.5)
     kill(proc, "mid-repeat in the second case")
     before = history[-1][4]
-    assert len(before) >= 4
+    assert len(before) >= 3
 
     proc = _start(path, db, "--resume")
     stdout, stderr = proc.communicate(timeout=900)
@@ -303,14 +304,14 @@ def test_sigkill_at_any_moment_then_resume_stores_every_repeat_exactly_once(tmp_
         c.key() for c in sweep_mod.load(path).cases)
     # ... and every (case, repeat) exactly once
     assert [(r, i) for r, i, _ in repeats] == [(run_id, i) for run_id, _ in runs
-                                               for i in range(3)]
+                                               for i in range(2)]
     # nothing stored before the last kill was redone
     assert set(before) <= set(repeats)
     con = sqlite3.connect(db)
     for (result_json,) in con.execute("SELECT result_json FROM runs"):
         result = json.loads(result_json)
-        assert result["status"] == "ok" and result["repeats_done"] == 3
-        assert len(result["throughput"]["repeats"]) == 3 and not result["interrupted"]
+        assert result["status"] == "ok" and result["repeats_done"] == 2
+        assert len(result["throughput"]["repeats"]) == 2 and not result["interrupted"]
 
     # a second plain run refuses to mix sessions; --resume has nothing left to do
     again = dlperf("sweep", str(path), "--db", str(db))
@@ -322,7 +323,7 @@ def test_sigkill_at_any_moment_then_resume_stores_every_repeat_exactly_once(tmp_
 
 def test_force_measures_again_and_keeps_the_old_run(tmp_path):
     path = write(tmp_path, KILL_SWEEP.replace("batch_size: [2, 4]", "batch_size: [2]")
-                 .replace("repeats: 3", "repeats: 1"), "force.yaml")
+                 .replace("repeats: 2", "repeats: 1"), "force.yaml")
     db = tmp_path / "force.db"
     dlperf("sweep", str(path), "--db", str(db), check=True)
     dlperf("sweep", str(path), "--db", str(db), "--force", check=True)
