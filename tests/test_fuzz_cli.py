@@ -8,9 +8,9 @@ Seeded (DLPERF_FUZZ_SEED, default 20261123) so a failure replays; the failing co
 the assertion message.
 
 Every invocation runs through the CLI's ``main(argv)`` in this process, the way ``python -m
-dlperf.cli`` runs it (its cwd, environment, stdout/stderr, SystemExit turned into the exit code,
-a traceback printed and exit 1 for anything uncaught, Python's own default warning filters):
-a fresh interpreter per invocation cost ~0.5-1 s of imports each. A handful of them (the first
+dlperf.cli`` runs it (conftest.dlperf_main: its cwd, environment, stdout/stderr, SystemExit turned
+into the exit code, a traceback printed and exit 1 for anything uncaught, Python's own default
+warning filters): a fresh interpreter per invocation cost ~0.5-1 s of imports each. A handful of them (the first
 of several commands) also run as real ``python -m dlperf.cli`` processes, which must pass the same
 checks and give the same exit code and stderr as the in-process call: the process-level
 behaviour stays proven and the in-process harness stays honest.
@@ -18,24 +18,19 @@ behaviour stays proven and the in-process harness stays honest.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import random
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import traceback
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, dlperf_main
 
 SEED = int(os.environ.get("DLPERF_FUZZ_SEED", "20261123"))
 COUNT = 100  # about 10 per command; DLPERF_FUZZ_SEED varies them
@@ -320,65 +315,10 @@ def invoke(argv: list[str], cwd: Path, lock: Path) -> tuple[list[str], int, str]
     return argv, proc.returncode, proc.stderr
 
 
-def _exit_status(code: object, stderr: io.StringIO) -> int:
-    """What the interpreter makes of `SystemExit(code)`: None is 0, an int is itself, anything
-    else is printed to stderr and is 1."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=stderr)
-    return 1
-
-
-class StillRunning(BaseException):
-    """The in-process call is still going after 60 s: it got past validation."""
-
-
-def _still_running(signum: int, frame: object) -> None:
-    raise StillRunning
-
-
 def invoke_in_process(argv: list[str], cwd: Path, lock: Path) -> tuple[list[str], int, str]:
-    """Exit code and stderr of `dlperf.cli.main(argv)` called as `python -m dlperf.cli` calls it,
-    in ``cwd`` with DLPERF_LOCK_DIR set; the signal handlers it installs are put back after. A
-    call still going after 60 s got past validation (-1)."""
-    from dlperf import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    handlers = {signum: signal.getsignal(signum)
-                for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
-    lock_dir = os.environ.get("DLPERF_LOCK_DIR")
-    os.environ["DLPERF_LOCK_DIR"] = str(lock)
-    signal.signal(signal.SIGALRM, _still_running)
-    signal.alarm(60)
-    try:
-        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), \
-                contextlib.redirect_stderr(err), warnings.catch_warnings():
-            # a fresh interpreter's filters, not pytest's: a warning is a line on stderr
-            warnings.resetwarnings()
-            for category in (ResourceWarning, ImportWarning, PendingDeprecationWarning,
-                             DeprecationWarning):
-                warnings.filterwarnings("ignore", category=category)
-            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
-            try:
-                code = _exit_status(cli.main(argv), err)
-            except SystemExit as stop:
-                code = _exit_status(stop.code, err)
-            except StillRunning:
-                return argv, -1, f"still running after 60 s: {err.getvalue()!r}"
-            except BaseException:  # the interpreter prints it and exits 1
-                traceback.print_exc(file=err)
-                code = 1
-    finally:
-        signal.alarm(0)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-        if lock_dir is None:
-            os.environ.pop("DLPERF_LOCK_DIR", None)
-        else:
-            os.environ["DLPERF_LOCK_DIR"] = lock_dir
-    return argv, code, err.getvalue()
+    """The same through `dlperf.cli.main(argv)` in this process (conftest's dlperf_main)."""
+    proc = dlperf_main(*argv, timeout=60, cwd=cwd, env={"DLPERF_LOCK_DIR": str(lock)})
+    return argv, proc.returncode, proc.stderr
 
 
 def test_bad_invocations_are_refused_and_change_nothing(files):
