@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import dlperf_main
 from dlperf import accuracy
 from dlperf.worker import accuracy as worker
 
@@ -24,13 +25,19 @@ import torch
 TIMEOUT_S = 900
 
 
-def dlperf(*args, cache, check=None):
-    env = dict(os.environ, DLPERF_CACHE=str(cache))
+def dlperf(*args, cache, check=None, in_process=False):
+    """`dlperf accuracy ARGS` as a real process, or (``in_process``, for bad input that must stop
+    at validation) through dlperf's main in this process, with the same cwd and DLPERF_CACHE."""
     # beside the test's cache (which dlperf creates): the default ./dlperf.db lands there, not
     # in the checkout
-    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "accuracy", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
-                          cwd=Path(cache).parent)
+    if in_process:
+        proc = dlperf_main("accuracy", *map(str, args), env={"DLPERF_CACHE": str(cache)},
+                           cwd=Path(cache).parent)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "accuracy",
+                               *map(str, args)], capture_output=True, text=True,
+                              env=dict(os.environ, DLPERF_CACHE=str(cache)),
+                              timeout=TIMEOUT_S, cwd=Path(cache).parent)
     if check is not None:
         assert proc.returncode == check, proc.stdout + proc.stderr
     return proc
@@ -98,7 +105,7 @@ def test_weights_cache_key_changes_with_what_changes_the_weights():
 # ------------------------------------------------------------------------------ bad input
 
 
-@pytest.mark.parametrize("args,message", [
+BAD_INPUT = [
     (["--model", "vgg17"], "--model: 'vgg17' is not an image classifier"),
     (["--model", "bert-base"], "--model: 'bert-base' is not an image classifier"),
     (["--model", "alexnet", "--image-size", "32"], "smallest image_size it takes is 63"),
@@ -107,16 +114,22 @@ def test_weights_cache_key_changes_with_what_changes_the_weights():
     (["--model", "resnet50", "--epochs", "0"], "--epochs: must be at least 1"),
     (["--model", "resnet50", "--weights", "w.pt"], "--weights: needs --data"),
     (["--model", "resnet50", "--data", "/no/such/dir"], "--data: /no/such/dir is not a dir"),
-])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-    proc = dlperf(*args, cache=tmp_path, check=2)
+]
+
+
+# the first as a real process, the rest through dlperf's main in this process
+@pytest.mark.parametrize("args,message,in_process", [
+    (*case, index > 0) for index, case in enumerate(BAD_INPUT)])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, in_process):
+    proc = dlperf(*args, cache=tmp_path, check=2, in_process=in_process)
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_folder_needs_class_subfolders(tmp_path):
     (tmp_path / "only").mkdir()
-    proc = dlperf("--model", "googlenet", "--data", tmp_path, cache=tmp_path, check=2)
+    proc = dlperf("--model", "googlenet", "--data", tmp_path, cache=tmp_path, check=2,
+                  in_process=True)
     assert "1 class sub-folder(s)" in proc.stderr
 
 

@@ -6,12 +6,13 @@ import json
 import math
 import statistics
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from scipy import stats as scipy_stats
 
-from conftest import dlperf, load
+from conftest import dlperf, dlperf_main, load
 from dlperf.commands import compare as compare_command
 from dlperf.report import compare as cmp
 
@@ -125,9 +126,14 @@ def test_a_real_regression_fails_the_gate(fast_and_slow, tmp_path):
     fast, slow = fast_and_slow
     assert load(fast)["case_key"] == load(slow)["case_key"]  # same case, other behaviour
     out = tmp_path / "cmp.json"
-    proc = dlperf("compare", str(fast), str(slow), "--fail-on-regression", "--json", str(out))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "slower" in proc.stdout and "1 regression(s) beyond 5%" in proc.stdout
+    # three independent real processes, two at a time
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        gate, reverse, wide = pool.map(lambda args: dlperf("compare", *args), [
+            [str(fast), str(slow), "--fail-on-regression", "--json", str(out)],
+            [str(slow), str(fast), "--fail-on-regression"],
+            [str(fast), str(slow), "--threshold", "90%", "--fail-on-regression"]])
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "slower" in gate.stdout and "1 regression(s) beyond 5%" in gate.stdout
     result = json.loads(out.read_text())
     case = result["cases"][0]
     assert case["verdict"] == "slower" and case["significant"] is True
@@ -135,12 +141,9 @@ def test_a_real_regression_fails_the_gate(fast_and_slow, tmp_path):
     assert case["ratio"] < 0.6 and result["geometric_mean_ratio"] == pytest.approx(case["ratio"])
     assert len(case["baseline_repeats"]) == len(case["candidate_repeats"]) == 5
     # the other way round it got faster, and the gate passes
-    proc = dlperf("compare", str(slow), str(fast), "--fail-on-regression")
-    assert proc.returncode == 0 and "faster" in proc.stdout
+    assert reverse.returncode == 0 and "faster" in reverse.stdout
     # a threshold wider than the change calls it the same
-    proc = dlperf("compare", str(fast), str(slow), "--threshold", "90%",
-                  "--fail-on-regression")
-    assert proc.returncode == 0 and "same" in proc.stdout
+    assert wide.returncode == 0 and "same" in wide.stdout
 
 
 def test_sweep_names_database_files_and_run_ids(fixture_db, tmp_path):
@@ -163,14 +166,20 @@ def test_sweep_names_database_files_and_run_ids(fixture_db, tmp_path):
     assert "different cases" in proc.stdout
 
 
-@pytest.mark.parametrize("args, message", [
+BAD_INPUT = [
     (["nope", "fixture"], "BASELINE: 'nope' is not a file, a run id or a sweep"),
     (["fixture", "99999"], "CANDIDATE: no finished run with id 99999"),
     (["fixture", "fixture", "--threshold", "lots"], "expected a percentage like 5%"),
     (["fixture", "fixture", "--alpha", "2"], "--alpha: 2.0 must be between 0 and 1"),
-])
-def test_bad_input_is_one_line_and_exit_2(args, message, fixture_db):
-    proc = dlperf("compare", *args, "--db", str(fixture_db.path))
+]
+
+
+# the first as a real process, the rest through dlperf's main in this process (each fresh
+# interpreter pays ~1.5 s importing SciPy before it refuses)
+@pytest.mark.parametrize("args, message, run", [
+    (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_INPUT)])
+def test_bad_input_is_one_line_and_exit_2(args, message, run, fixture_db):
+    proc = run("compare", *args, "--db", str(fixture_db.path))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
@@ -179,5 +188,5 @@ def test_bad_input_is_one_line_and_exit_2(args, message, fixture_db):
 def test_a_file_that_is_not_results_is_exit_2(tmp_path):
     bogus = tmp_path / "bogus.json"
     bogus.write_text(json.dumps({"hello": 1}))
-    proc = dlperf("compare", str(bogus), str(bogus))
+    proc = dlperf_main("compare", str(bogus), str(bogus))
     assert proc.returncode == 2 and "compare reads dlperf result objects" in proc.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import dlperf, load
+from conftest import dlperf, dlperf_main, load
 from dlperf import stats
 from dlperf.spec import Case, SpecError
 from dlperf.worker.loop import allowed_late
@@ -132,7 +132,7 @@ def test_int8_on_an_engine_without_it_is_unsupported(tmp_path: Path, db: Path) -
     assert "unsupported" in proc.stdout
 
 
-@pytest.mark.parametrize("args, field", [
+BAD_INPUT = [
     (["--batch-sizes", "0"], "--batch-sizes"),
     (["--batch-sizes", "1,x"], "--batch-sizes"),
     (["--scenario", "batch"], "--scenario"),
@@ -141,10 +141,15 @@ def test_int8_on_an_engine_without_it_is_unsupported(tmp_path: Path, db: Path) -
     (["--rate", "5"], "--rate"),
     (["--scenario", "server"], "--target-latency-ms"),
     (["--min-duration", "-1"], "--min-duration"),
-])
-def test_bad_input_is_one_line_and_exit_2(args: list[str], field: str, db: Path) -> None:
-    proc = dlperf("infer", "--framework", "torch", "--model", "resnet50", *args,
-                  "--db", str(db), timeout=120)
+]
+
+
+# the first as a real process, the rest through dlperf's main in this process
+@pytest.mark.parametrize("args, field, run", [
+    (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_INPUT)])
+def test_bad_input_is_one_line_and_exit_2(args: list[str], field: str, run, db: Path) -> None:
+    proc = run("infer", "--framework", "torch", "--model", "resnet50", *args,
+               "--db", str(db), timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], proc.stderr

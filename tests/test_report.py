@@ -10,13 +10,14 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import dlperf
+from conftest import dlperf, dlperf_main
 
 CONTRACT = {"schema", "case", "model", "status", "error", "unit", "throughput", "latency_ms",
             "timings", "memory", "flops", "monitor", "env"}
@@ -36,9 +37,11 @@ def stored(db: Path, sweep: str | None = None) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def reports(fixture_db, tmp_path_factory):
     out = tmp_path_factory.mktemp("reports")
-    for fmt in ("md", "html", "csv", "json"):
-        dlperf("report", "--db", str(fixture_db.path), "--format", fmt,
-               "-o", str(out / f"report.{fmt}"), check=True)
+    # four independent real processes that read the database: two at a time
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda fmt: dlperf("report", "--db", str(fixture_db.path), "--format", fmt,
+                                         "-o", str(out / f"report.{fmt}"), check=True),
+                      ("md", "html", "csv", "json")))
     return out
 
 
@@ -211,11 +214,12 @@ def test_sweep_filter_and_bad_input(fixture_db, tmp_path):
                              "--format", "json", check=True).stdout)
     assert sorted(r["case"]["batch_size"] for r in only) == sorted(
         r["case"]["batch_size"] for r in fixture_db.oom_results)
-    proc = dlperf("report", "--db", str(fixture_db.path), "--sweep", "nope")
+    # the missing file as a real process, the rest through dlperf's main in this process
+    proc = dlperf_main("report", "--db", str(fixture_db.path), "--sweep", "nope")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "no sweep named 'nope'" in proc.stderr and "fixture" in proc.stderr
     proc = dlperf("report", "--db", str(tmp_path / "missing.db"))
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     assert not (tmp_path / "missing.db").exists()
-    proc = dlperf("report", "--db", str(fixture_db.path), "--format", "pdf")
+    proc = dlperf_main("report", "--db", str(fixture_db.path), "--format", "pdf")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
