@@ -141,3 +141,28 @@ def tiny_dataset(root: Path, count: int) -> Path:
 def files_of(root: Path) -> list[Path]:
     """The JPEGs of a dataset folder, in a stable order."""
     return sorted((root / "train").rglob("*.JPEG"))
+
+
+def check_voted_warmup(result: dict, db: str | Path, max_steps: int) -> None:
+    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
+    warm-up steps and stopped for the same reason, decided by a vote of all ranks (each rank's
+    own record is in the repeat stored in the database)."""
+    from dlperf.store import Store
+    from dlperf.worker import steady
+
+    with Store(db, readonly=True) as store:
+        repeats = store.repeats(result["run_id"])
+    assert len(repeats) == len(result["warmup"]["steps"]) >= 1
+    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
+        warmups = [rank["warmup"] for rank in record["ranks"]]
+        assert len(warmups) == 2
+        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
+        assert [w["stop"] for w in warmups] == [stop, stop]
+        assert stop in ("steady", "max_steps", "max_seconds")
+        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
+        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
+        assert steady.agreed(warmups[0]["verdicts"]) == stop
+        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
+            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
+            assert sorted(own) == sorted(warmups[0]["verdicts"])
+        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)

@@ -13,17 +13,14 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import TINY_BERT, TINY_RESNET, dlperf, load
+from conftest import TINY_BERT, TINY_RESNET, check_voted_warmup, dlperf, load
 from dlperf import launch, runner, slurm
 from dlperf.backends.torch import launch as torchrun
 from dlperf.spec import Case
-from dlperf.store import Store
-from dlperf.worker import steady
 
 TAG = "DLPERF_TEST_DISTRIBUTED"
 SMALL_BERT = [*TINY_BERT, "--knob", "layers=2", "--knob", "hidden=128", "--knob", "heads=2",
@@ -77,27 +74,6 @@ def check_aggregation(result: dict) -> None:
     assert result["timings"]["window_s"] == pytest.approx(
         [max(r["window_s"][i] for r in ranks) for i in range(n)])
     assert sum(r["slowest_in"] for r in ranks) == n
-
-
-def check_voted_warmup(result: dict, db: Path, max_steps: int) -> None:
-    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
-    warm-up steps and stopped for the same reason, decided by a vote of all ranks."""
-    with Store(db, readonly=True) as store:
-        repeats = store.repeats(result["run_id"])
-    assert len(repeats) == len(result["warmup"]["steps"])
-    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
-        warmups = [rank["warmup"] for rank in record["ranks"]]
-        assert len(warmups) == 2
-        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
-        assert [w["stop"] for w in warmups] == [stop, stop]
-        assert stop in ("steady", "max_steps", "max_seconds")
-        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
-        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
-        assert steady.agreed(warmups[0]["verdicts"]) == stop
-        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
-            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
-            assert sorted(own) == sorted(warmups[0]["verdicts"])
-        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)
 
 
 def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):

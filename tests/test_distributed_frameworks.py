@@ -20,12 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import dlperf, load
+from conftest import check_voted_warmup, dlperf, load
 from dlperf import launch, launchguard, runner
 from dlperf.backends.paddle import launch as paddle_launch
 from dlperf.spec import Case
-from dlperf.store import Store
-from dlperf.worker import steady
 
 TAG = "DLPERF_TEST_DISTRIBUTED_FRAMEWORKS"
 # a 2-layer BERT with a 512-word vocabulary: built, traced and compiled in a fraction of
@@ -75,28 +73,6 @@ def check_two_ranks(result: dict, processes: int = 2) -> None:
         assert samples == pytest.approx(processes * 2 * 2)  # ranks x batch x steps
         assert job == pytest.approx(samples / max(r["window_s"][i] for r in ranks))
     assert result["global_batch"] == 2 * processes
-
-
-def check_voted_warmup(result: dict, db: str, max_steps: int) -> None:
-    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
-    warm-up steps and stopped for the same reason, decided by a vote of all ranks (each rank's
-    own record is in the repeat stored in the database)."""
-    with Store(db, readonly=True) as store:
-        repeats = store.repeats(result["run_id"])
-    assert len(repeats) == len(result["warmup"]["steps"]) >= 1
-    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
-        warmups = [rank["warmup"] for rank in record["ranks"]]
-        assert len(warmups) == 2
-        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
-        assert [w["stop"] for w in warmups] == [stop, stop]
-        assert stop in ("steady", "max_steps", "max_seconds")
-        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
-        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
-        assert steady.agreed(warmups[0]["verdicts"]) == stop
-        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
-            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
-            assert sorted(own) == sorted(warmups[0]["verdicts"])
-        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)
 
 
 def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> dict:

@@ -21,15 +21,13 @@ import uuid
 import psutil
 import pytest
 
-from conftest import dlperf, load
+from conftest import check_voted_warmup, dlperf, load
 from dlperf import launch, runner
 from dlperf.backends.jax import launch as jax_launch
 from dlperf.backends.tensorflow import cluster
 from dlperf.backends.tensorflow import launch as tf_launch
 from dlperf.backends.tensorflow1 import launch as tf1_launch
 from dlperf.spec import Case
-from dlperf.store import Store
-from dlperf.worker import steady
 
 TAG = "DLPERF_TEST_DISTRIBUTED_TF_JAX"
 FRAMEWORKS = ("jax", "tensorflow", "tensorflow1")
@@ -97,28 +95,6 @@ def check_two_ranks(result: dict, samples_per_rank: int) -> None:
         assert samples == pytest.approx(2 * samples_per_rank)
         assert job == pytest.approx(samples / max(r["window_s"][i] for r in ranks))
     assert result["global_batch"] == 4  # batch 2 per device x 2 devices
-
-
-def check_voted_warmup(result: dict, db: str, max_steps: int) -> None:
-    """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
-    warm-up steps and stopped for the same reason, decided by a vote of all ranks (each rank's
-    own record is in the repeat stored in the database)."""
-    with Store(db, readonly=True) as store:
-        repeats = store.repeats(result["run_id"])
-    assert len(repeats) == len(result["warmup"]["steps"]) >= 1
-    for record, steps, stop in zip(repeats, result["warmup"]["steps"], result["warmup"]["stop"]):
-        warmups = [rank["warmup"] for rank in record["ranks"]]
-        assert len(warmups) == 2
-        assert [w["steps"] + 1 for w in warmups] == [steps, steps]  # the first step included
-        assert [w["stop"] for w in warmups] == [stop, stop]
-        assert stop in ("steady", "max_steps", "max_seconds")
-        assert all(w["vote"] == "all ranks" and len(w["verdicts"]) == 2 for w in warmups)
-        assert warmups[0]["verdicts"] == warmups[1]["verdicts"]
-        assert steady.agreed(warmups[0]["verdicts"]) == stop
-        if stop != "max_seconds":  # every rank's own verdict on its own step times arrived
-            own = [steady.verdict(w["step_times_s"], 0.0, max_steps) for w in warmups]
-            assert sorted(own) == sorted(warmups[0]["verdicts"])
-        assert steps - 1 <= max_steps and (stop != "max_steps" or steps - 1 == max_steps)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
