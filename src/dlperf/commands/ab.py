@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "ab", help="two cases alternately in fresh processes: ratio B/A with a bootstrap CI",
         description="Each side is a dlperf measuring command: `-- run FLAGS` or `-- external "
                     "FLAGS -- COMMAND`. The sides run one repeat at a time, A B, B A, A B, ...; "
-                    "the ratio of medians B/A gets a bootstrap 95%% interval over pairs. Prefer "
+                    "the ratio of medians B/A gets a bootstrap 95% interval over pairs. Prefer "
                     "this to `compare --fail-on-regression` whenever both sides can run now: "
                     "compare reads results measured at different times.")
     parser.add_argument("--pairs", type=int, default=6, help="A/B pairs (default 6)")

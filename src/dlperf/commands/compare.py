@@ -251,6 +251,10 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
             item.test.brief() if item.test else "—", verdict)
         notes += [f"{item.label}: {note}" for note in item.notes]
     display.out.print(table)
+    for item in result.cases:
+        if item.differs:
+            display.out.print(Text(f"different cases, compared as asked: "
+                                   f"{'; '.join(item.differs)}"))
     for note in notes:
         display.warn(note)
     mean = result.geometric_mean

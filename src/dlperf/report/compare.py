@@ -89,6 +89,8 @@ class CaseComparison:
     ratio: float | None = None
     test: TestResult | None = None
     notes: list[str] = field(default_factory=list)
+    # two single results of different cases, compared on purpose: the case fields that differ
+    differs: list[str] = field(default_factory=list)
 
     @property
     def regressed(self) -> bool:
@@ -137,6 +139,7 @@ class Comparison:
                 "significant": (c.test.usable() and c.test.p_value is not None
                                 and c.test.p_value < self.alpha) if c.test else False,
                 "notes": c.notes,
+                "differs": c.differs,
             } for c in self.cases],
         }
 
@@ -200,6 +203,17 @@ def case_key(result: dict[str, Any]) -> str:
     return json.dumps(case, sort_keys=True)
 
 
+IGNORED_FIELDS = ("repeats", "timeout_s", "label")
+
+
+def case_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
+    """``field: old → new`` for each case field two results do not share (what was compared)."""
+    base, cand = baseline.get("case") or {}, candidate.get("case") or {}
+    return [f"{name}: {base.get(name, '—')} → {cand.get(name, '—')}"
+            for name in sorted(set(base) | set(cand))
+            if name not in IGNORED_FIELDS and base.get(name) != cand.get(name)]
+
+
 def compare(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
             threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
             test: str = "mannwhitney") -> Comparison:
@@ -211,7 +225,7 @@ def compare(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
         rb, (kc, rc) = next(iter(base.values())), next(iter(cand.items()))
         item = compare_pair(kc, rb, rc, threshold, alpha, test)
         item.label = f"{rb.get('label')} → {rc.get('label')}"
-        item.notes.insert(0, "the two results are different cases")
+        item.differs = case_differences(rb, rc)
         return Comparison([item], threshold, alpha, test)
     for key, result in base.items():
         if key in cand:

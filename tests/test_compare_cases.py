@@ -1,0 +1,46 @@
+"""`dlperf compare A.json B.json` on two different cases (fp32 vs amp-bf16, as `make run` does):
+what differs is stated as information, and the verdict rests on a test that can decide."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import dlperf_main
+
+
+def result(precision: str, repeats: list[float], batch_size: int = 16) -> dict:
+    case = {"framework": "torch", "model": "resnet50", "task": "train", "precision": precision,
+            "batch_size": batch_size, "repeats": len(repeats), "timeout_s": 600.0}
+    ordered = sorted(repeats)
+    return {"status": "ok", "case": case, "case_key": json.dumps(case, sort_keys=True),
+            "label": f"torch resnet50 train bs{batch_size} {precision}",
+            "throughput": {"median": ordered[len(ordered) // 2], "repeats": repeats}}
+
+
+def write(path: Path, data: dict) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_two_cases_name_their_differences_without_a_warning(tmp_path):
+    fp32 = write(tmp_path / "fp32.json", result("fp32", [15.9, 15.9, 14.9]))
+    bf16 = write(tmp_path / "bf16.json", result("amp-bf16", [7.5, 7.4, 7.7]))
+    out = tmp_path / "cmp.json"
+    proc = dlperf_main("compare", fp32, bf16, "--test", "welch", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "different cases, compared as asked: precision: fp32 → amp-bf16" in proc.stdout
+    # three repeats a side: Welch decides, so nothing on the screen is a warning
+    assert "!" not in proc.stdout + proc.stderr
+    case = json.loads(out.read_text())["cases"][0]
+    assert case["differs"] == ["precision: fp32 → amp-bf16"]
+    assert case["verdict"] == "slower" and case["significant"] and case["notes"] == []
+
+    # every field that differs is named, the batch size too
+    other = write(tmp_path / "bs32.json", result("amp-bf16", [7.5, 7.4, 7.7], batch_size=32))
+    proc = dlperf_main("compare", fp32, other, "--test", "welch")
+    assert "batch_size: 16 → 32; precision: fp32 → amp-bf16" in proc.stdout
+
+    # the same case on both sides has nothing to declare
+    again = write(tmp_path / "again.json", result("fp32", [15.8, 15.9, 16.0]))
+    proc = dlperf_main("compare", fp32, again, "--test", "welch")
+    assert proc.returncode == 0 and "different cases" not in proc.stdout
