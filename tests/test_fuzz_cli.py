@@ -1,4 +1,4 @@
-"""Fuzz: 100 generated bad invocations over dlperf's commands, each with one bad value
+"""Fuzz: 300 generated bad invocations over dlperf's commands, each with one bad value
 (nan, inf, -1, 0, huge, empty, unicode, markup, newlines, a missing directory, a directory, a
 file that is not a database, a damaged database, hostile YAML, ...) on an otherwise valid
 command line. Every one must be refused during validation: exit 2 (or 1), at most one line on
@@ -33,7 +33,7 @@ import pytest
 from conftest import dlperf, dlperf_main
 
 SEED = int(os.environ.get("DLPERF_FUZZ_SEED", "20261123"))
-COUNT = 100  # about 10 per command; DLPERF_FUZZ_SEED varies them
+COUNT = 300  # about 30 per command, as the issue asks "a few hundred"; DLPERF_FUZZ_SEED varies them
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 # also run as real processes: the first invocation of each of these commands
 AS_PROCESSES = ("run", "external", "sweep", "report", "ab")
@@ -45,6 +45,8 @@ NOT_NUMBERS = ["nan", "NaN", "inf", "-inf", "", "abc", "1e400", "½", "[red]1[/r
 NOT_SECONDS = NOT_NUMBERS + ["-1", "0", "-0.0", "1e308", "99999999999"]
 NOT_COUNTS = ["0", "-1", "nan", "1.5", "", "abc", "九", "1e3", "[b]2[/b]"]
 NOT_CHOICES = ["", "nope", "[bold]torch[/bold]", "torch\n", "tørch", "🙂", "$x$", "<script>"]
+# comma lists trim the blanks around each item ("torch, onnxruntime"): "torch\n" is torch there
+NOT_IN_LISTS = [value for value in NOT_CHOICES[1:] if value.strip() != "torch"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class Maker:
         choices = [
             ("--timeout", NOT_SECONDS), ("--min-duration", NOT_NUMBERS + ["-1"]),
             ("--batch-sizes", NOT_COUNTS + ["1,,2", "1,-2"]), ("--steps", NOT_COUNTS),
-            ("--precision", NOT_CHOICES + ["amp-bf16"]), ("--scenario", NOT_CHOICES),
+            ("--precision", NOT_CHOICES + ["fp8"]), ("--scenario", NOT_CHOICES),
             ("--target-latency-ms", NOT_NUMBERS + ["0", "-1"]), ("--rate", ["nan", "inf", "0"]),
             ("--min-queries", NOT_COUNTS), ("--json", None), ("--db", None),
         ]
@@ -168,7 +170,7 @@ class Maker:
         choices = [
             ("--timeout", NOT_SECONDS), ("--epochs", NOT_COUNTS), ("--batch-size", NOT_COUNTS),
             ("--lr", NOT_NUMBERS + ["0", "-1"]), ("--precisions", NOT_CHOICES[1:] + ["fp8"]),
-            ("--frameworks", NOT_CHOICES[1:]), ("--model", ["", "nope", "bert-base", "[b]x"]),
+            ("--frameworks", NOT_IN_LISTS), ("--model", ["", "nope", "bert-base", "[b]x"]),
             ("--data", [str(self.f.missing_dir), str(self.f.text)]),
             ("--weights", [str(self.f.text)]), ("--limit-per-class", NOT_COUNTS),
             ("--json", None),
