@@ -132,6 +132,17 @@ def test_int8_on_an_engine_without_it_is_unsupported(tmp_path: Path, db: Path) -
     assert "unsupported" in proc.stdout
 
 
+def test_warmup_max_steps_bounds_auto(tmp_path: Path, db: Path) -> None:
+    """--warmup-max-steps reaches the worker as in `dlperf run`: 3 iterations after the first
+    cannot fill the 5-iteration window, so the bound ends the warm-up."""
+    (result,) = infer(tmp_path, db, "--framework", "torch", "--batch-sizes", "1", "--repeats",
+                      "1", "--warmup-steps", "auto", "--warmup-max-steps", "3")
+    check_latency(result, 1)
+    assert result["case"]["warmup_steps"] == "auto"
+    assert result["case"]["warmup_max_steps"] == 3
+    assert result["warmup"] == {"steps": [4], "stop": ["max_steps"]}
+
+
 BAD_INPUT = [
     (["--batch-sizes", "0"], "--batch-sizes"),
     (["--batch-sizes", "1,x"], "--batch-sizes"),
@@ -141,6 +152,11 @@ BAD_INPUT = [
     (["--rate", "5"], "--rate"),
     (["--scenario", "server"], "--target-latency-ms"),
     (["--min-duration", "-1"], "--min-duration"),
+    # the same field, check and message as `dlperf run`
+    (["--warmup-max-steps", "0"], "warmup_max_steps: 0 must be an integer >= 1"),
+    (["--warmup-max-steps", "-3"], "warmup_max_steps: -3 must be an integer >= 1"),
+    (["--warmup-max-steps", "nan"], "--warmup-max-steps: invalid integer: 'nan'"),
+    (["--warmup-max-steps", "2.5"], "--warmup-max-steps: invalid integer: '2.5'"),
 ]
 
 

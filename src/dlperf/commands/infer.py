@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, infer, measurelock, models, outputs, peak, server, sysinfo
-from dlperf.commands.run import knob_pair, positive_int, warmup_steps, write_json
+from dlperf.commands.run import add_warmup_arguments, knob_pair, positive_int, write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
@@ -85,9 +85,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=positive_int, help="language models")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         type=knob_pair, help="any other model knob (see `dlperf models`)")
-    parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
-                        help="auto (default): until the iteration time is steady; or a count, "
-                             "the first included")
+    add_warmup_arguments(parser, step="iteration")
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured iterations (default 100)")
     parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", metavar="SECONDS",
@@ -127,7 +125,7 @@ def base_case(args: argparse.Namespace, batch_size: int) -> Case:
     return Case(framework=args.framework, model=args.model, task="infer",
                 batch_size=batch_size, precision=args.precisions[0], compile=args.compile,
                 device=args.device, knobs=knobs, warmup_steps=args.warmup_steps,
-                steps=args.steps, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout_s,
+                warmup_max_steps=args.warmup_max_steps, steps=args.steps, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout_s,
                 scenario="offline" if args.scenario == "server" else args.scenario,
                 min_duration_s=float(min_duration))
 

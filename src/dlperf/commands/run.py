@@ -65,14 +65,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                              "(Partial FC), e.g. 0.1; the knob partial_fc in percent")
     parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                         type=knob_pair, help="any other model knob (see `dlperf models`)")
-    parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
-                        help="auto (default): step until the step time is steady (5-step "
-                             "window, CV and drift within 5%%, at most --warmup-max-steps / "
-                             "60 s); or a fixed count, the first step included")
-    parser.add_argument("--warmup-max-steps", type=positive_int, default=steady.MAX_STEPS,
-                        metavar="N",
-                        help="the step bound of --warmup-steps auto: stop warming up after N "
-                             f"steps even if not steady (default {steady.MAX_STEPS})")
+    add_warmup_arguments(parser)
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured steps in the window (default 100)")
     parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", default=0.0,
@@ -83,6 +76,19 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=positive_int, default=0)
     parser.add_argument("--timeout", type=finite_float, default=1800.0, dest="timeout_s",
                         help="seconds one repeat may take (default 1800)")
+
+
+def add_warmup_arguments(parser: argparse.ArgumentParser, step: str = "step") -> None:
+    """--warmup-steps and --warmup-max-steps (the case's warmup_steps and warmup_max_steps), for
+    every command that measures a case (``step``: what it calls one, an inference iteration)."""
+    parser.add_argument("--warmup-steps", type=warmup_steps, default="auto",
+                        help=f"auto (default): warm up until the {step} time is steady (5-{step} "
+                             "window, CV and drift within 5%%, at most --warmup-max-steps / "
+                             f"60 s); or a fixed count, the first {step} included")
+    parser.add_argument("--warmup-max-steps", type=positive_int, default=steady.MAX_STEPS,
+                        metavar="N",
+                        help=f"the {step} bound of --warmup-steps auto: stop warming up after N "
+                             f"{step}s even if not steady (default {steady.MAX_STEPS})")
 
 
 def case_from_args(args: argparse.Namespace) -> Case:
