@@ -12,11 +12,10 @@ OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 setup: $(STAMP)
 
 # Every package (pip and setuptools included) from the hashed lock, wheels only; then dlperf
-# itself, editable, with the lock's setuptools and without touching the dependencies. No bytecode
-# at install time: Python compiles what is imported on first use (the setup takes half the time).
+# itself, editable, with the lock's setuptools and without touching the dependencies.
 $(STAMP): pyproject.toml $(OWN_LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile --require-hashes --only-binary=:all: -r $(OWN_LOCK)
+	$(BIN)/python -m pip install --quiet --require-hashes --only-binary=:all: -r $(OWN_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
