@@ -180,14 +180,15 @@ def test_csv_has_one_row_per_case_with_every_field_and_statistic(fixture_db, rep
     assert len(rows) == len(exported) == len(stored(fixture_db.path))
     columns = set(rows[0])
     assert {"framework", "model", "task", "batch_size", "precision", "compile", "device",
-            "devices", "nnodes", "data", "warmup_steps", "steps", "repeats", "seed",
-            "timeout_s"} <= columns
+            "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps",
+            "repeats", "seed", "timeout_s"} <= columns
     assert {"knob_seq_len", "knob_image_size", "knob_vocab_size"} <= columns
     assert {"throughput_median", "throughput_min", "throughput_max", "throughput_iqr",
             "throughput_cv", "throughput_ci95_low", "throughput_ci95_high",
             "throughput_repeats", "speedup", "scaling_efficiency", "status", "error"} <= columns
     for row, result in zip(rows, exported):
         assert row["label"] == result["label"] and row["status"] == result["status"]
+        assert row["warmup_max_steps"] == str(result["case"]["warmup_max_steps"])
         if result["status"] == "ok":
             assert float(row["throughput_median"]) == pytest.approx(
                 result["throughput"]["median"])
@@ -195,6 +196,23 @@ def test_csv_has_one_row_per_case_with_every_field_and_statistic(fixture_db, rep
                 result["throughput"]["repeats"])
         else:
             assert row["throughput_median"] == "" and row["error"]
+
+
+def test_csv_case_columns_include_the_warm_up_bound():
+    """warmup_max_steps beside warmup_steps, as the case holds it (empty for a result stored
+    before the field existed)."""
+    from dlperf.report import export
+    from dlperf.spec import Case
+
+    capped = Case(framework="torch", model="resnet50", batch_size=2, warmup_max_steps=12)
+    old = capped.to_dict()
+    del old["warmup_max_steps"]
+    rows = list(csv.DictReader(io.StringIO(export.to_csv([{"case": capped.to_dict()},
+                                                          {"case": old}]))))
+    header = list(rows[0])
+    assert header.index("warmup_max_steps") == header.index("warmup_steps") + 1
+    assert [(r["warmup_steps"], r["warmup_max_steps"]) for r in rows] == [("auto", "12"),
+                                                                          ("auto", "")]
 
 
 def test_json_is_a_list_of_contract_objects_with_every_repeat(fixture_db, reports):

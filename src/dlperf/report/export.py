@@ -10,8 +10,8 @@ from typing import Any
 from dlperf import numbers, timeline
 
 CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
-                "devices", "nnodes", "data", "warmup_steps", "steps", "repeats", "seed",
-                "timeout_s")
+                "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats",
+                "seed", "timeout_s")
 STAT_COLUMNS = ("median", "mean", "min", "max", "iqr", "cv", "n")
 TIMING_COLUMNS = ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p95", "p99")
