@@ -169,7 +169,9 @@ class Estimator:
                     else GUESS_GPU_LOW_FLOPS
         # each device computes its own batch, so time per step follows batch per device
         step_s = case.batch_size * per_sample / rate
-        warmup = AUTO_WARMUP_GUESS if case.warmup_steps == "auto" else case.warmup_steps - 1
+        # auto: the steps after the first stop at warmup_max_steps, steady or not
+        warmup = (min(AUTO_WARMUP_GUESS, case.warmup_max_steps) if case.warmup_steps == "auto"
+                  else case.warmup_steps - 1)
         return overhead + (warmup + case.steps) * step_s, how
 
     def case_seconds(self, state: CaseState) -> float:
