@@ -44,12 +44,6 @@ STAMP_NAME = "dlperf-env.json"
 LOG_NAME = "install.log"
 IMPORT_TIMEOUT_S = 600.0
 INSTALL_TIMEOUT_S = 3600.0
-# Every pip install of a pinned set. --no-compile: pip would otherwise byte-compile every module
-# of every package (TF, MindSpore and OneFlow spend much of their install doing it); Python
-# compiles, and caches, only the modules actually imported, on first import (the install's import
-# check caches the framework's own, see import_version). Nothing in dlperf reads .pyc files.
-PIP_INSTALL = ["-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-               "--progress-bar", "off", "--no-compile"]
 # Quiet frameworks' C++ logging while we only ask for a version.
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"}
 
@@ -241,20 +235,14 @@ def worker_variables(name: str, python: str) -> dict[str, str]:
     return framework_variables(base if base.main else select(name), python)
 
 
-def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT_S,
-                   write_bytecode: bool = False) -> tuple[bool, str]:
-    """Import the framework with ``python`` as the worker would; (ok, version or error line).
-    ``write_bytecode`` (the check that ends an install) caches the bytecode of what that import
-    loads even where PYTHONDONTWRITEBYTECODE is set: pip installs with --no-compile, and
-    without it every later process would compile those modules again (TensorFlow's import takes
-    ~28 s from source against ~7 s from its .pyc on 2 cores)."""
+def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT_S
+                   ) -> tuple[bool, str]:
+    """Import the framework with ``python`` as the worker would; (ok, version or error line)."""
     from dlperf.launch import worker_env  # harness side; imported late to keep this light
 
     code = (f"import {fw.import_name} as m, dlperf.worker.loop; "
             f"print('DLPERF_VERSION=' + str(getattr(m, '__version__', '?')))")
     env = worker_env({**QUIET_ENV, **framework_variables(fw, python)})
-    if write_bytecode:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True,
                               timeout=timeout_s, env=env)
@@ -279,7 +267,8 @@ def _install_main_variant(fw: Framework, verbose: bool, say: Callable[[str], Non
     log.parent.mkdir(parents=True, exist_ok=True)
     say(f"{fw.name}: pip install -r {fw.requirements_file} into dlperf's own environment "
         f"(log: {log})")
-    code = _run_logged([sys.executable, *PIP_INSTALL, *locked_install_options(fw),
+    code = _run_logged([sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
+                        "--no-input", "--progress-bar", "off", *locked_install_options(fw),
                         "-r", str(fw.requirements_file)], log, verbose)
     if code != 0:
         raise InstallError(f"{fw.name}: pip install failed (exit {code}); see {log}\n"
@@ -382,15 +371,16 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         if _run_logged([base, "-m", "venv", str(staging)], log, verbose) != 0:
             raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
         say(f"{name}: pip install -r {fw.requirements_file} (log: {log})")
-        locked = any("--hash=" in line for line in fw.requirement_lines())
-        pip = [python_new, *PIP_INSTALL, *(locked_install_options(fw) if locked else []),
-               "-r", str(fw.requirements_file)]
+        pip = [python_new, "-m", "pip", "install", "--disable-pip-version-check",
+               "--no-input", "--progress-bar", "off", "-r", str(fw.requirements_file)]
+        if any("--hash=" in line for line in fw.requirement_lines()):
+            pip[4:4] = locked_install_options(fw)
         code = _run_logged(pip, log, verbose)
         if code != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise InstallError(f"{name}: pip install failed (exit {code}); see {log}\n"
                                f"{_tail(log)}")
-        ok, version = import_version(python_new, fw, write_bytecode=True)
+        ok, version = import_version(python_new, fw)
         if not ok:
             shutil.rmtree(staging, ignore_errors=True)
             raise InstallError(f"{name}: installed, but `import {fw.import_name}` fails: "
