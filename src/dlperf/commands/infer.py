@@ -11,13 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, infer, measurelock, models, outputs, peak, server, sysinfo
-from dlperf.commands.run import add_warmup_arguments, knob_pair, positive_int, write_json
+from dlperf.commands.run import (add_warmup_arguments, knob_pair, knobs_from_args, positive_int,
+                                 write_json)
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
 from dlperf.store import DEFAULT_DB, Store
 
-KNOB_FLAGS = ("image_size", "num_classes", "seq_len", "vocab_size")
 SERVER_FLAGS = ("target_latency_ms", "rate", "min_queries", "probes")
 
 
@@ -116,16 +116,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def base_case(args: argparse.Namespace, batch_size: int) -> Case:
-    knobs = dict(args.knob)
-    knobs.update({name: getattr(args, name) for name in KNOB_FLAGS
-                  if getattr(args, name) is not None})
+    knobs = knobs_from_args(args)
     min_duration = args.min_duration_s
     if min_duration is None:
         min_duration = server.DEFAULT_MIN_DURATION_S if args.scenario == "server" else 0.0
     return Case(framework=args.framework, model=args.model, task="infer",
                 batch_size=batch_size, precision=args.precisions[0], compile=args.compile,
                 device=args.device, knobs=knobs, warmup_steps=args.warmup_steps,
-                warmup_max_steps=args.warmup_max_steps, steps=args.steps, repeats=args.repeats, seed=args.seed, timeout_s=args.timeout_s,
+                warmup_max_steps=args.warmup_max_steps, steps=args.steps, repeats=args.repeats,
+                seed=args.seed, timeout_s=args.timeout_s,
                 scenario="offline" if args.scenario == "server" else args.scenario,
                 min_duration_s=float(min_duration))
 

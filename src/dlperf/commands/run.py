@@ -91,16 +91,36 @@ def add_warmup_arguments(parser: argparse.ArgumentParser, step: str = "step") ->
                              f"{step}s even if not steady (default {steady.MAX_STEPS})")
 
 
-def case_from_args(args: argparse.Namespace) -> Case:
-    knobs = dict(args.knob)
-    knobs.update({name: getattr(args, name)
-                  for name in ("image_size", "num_classes", "seq_len", "vocab_size")
-                  if getattr(args, name) is not None})
-    fraction = getattr(args, "partial_fc", None)
+KNOB_FLAGS = {"image_size": "--image-size", "num_classes": "--num-classes",
+              "seq_len": "--seq-len", "vocab_size": "--vocab-size", "partial_fc": "--partial-fc"}
+
+
+def knobs_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """--knob pairs and the knobs' own flags; a knob given twice is refused, never resolved."""
+    knobs: dict[str, Any] = {}
+    for name, value in args.knob:
+        if name in knobs:
+            raise UsageError(f"--knob {name}: given twice ({knobs[name]!r} and {value!r}); "
+                             "give it once")
+        knobs[name] = value
+    flags = {name: getattr(args, name, None) for name in KNOB_FLAGS}
+    fraction = flags["partial_fc"]
     if fraction is not None:
         if not 0.01 <= fraction <= 1:
             raise UsageError(f"--partial-fc: {fraction!r} must be a fraction in [0.01, 1]")
-        knobs["partial_fc"] = round(fraction * 100)
+        flags["partial_fc"] = round(fraction * 100)
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name in knobs:
+            raise UsageError(f"--knob {name}={knobs[name]}: {name} has its own flag, "
+                             f"{KNOB_FLAGS[name]}, also given; give it once")
+        knobs[name] = value
+    return knobs
+
+
+def case_from_args(args: argparse.Namespace) -> Case:
+    knobs = knobs_from_args(args)
     return Case(framework=args.framework, model=args.model, task=args.task,
                 batch_size=args.batch_size, precision=args.precision, compile=args.compile,
                 device=args.device, devices=args.devices, nnodes=nnodes_from_args(args),
