@@ -81,3 +81,23 @@ def test_a_rate_above_the_probed_peak_gives_no_mfu_and_says_why(tmp_path, monkey
     above = result.flops_block(1.0e9, 4.0e10, case, env)
     assert above["mfu"] is None and above["achieved_per_s"] == 4.0e10
     assert "below the achieved rate (200% of it)" in above["peak_source"]
+
+
+def test_the_probe_budget_includes_the_warm_up():
+    """A dtype whose one GEMM outlasts the budget (fp16 on a CPU: seconds) is timed once, its
+    warm-up being the measurement; a fast one gets its timed repeats."""
+    import time
+
+    from dlperf import peak
+
+    calls = []
+
+    def slow() -> None:
+        calls.append(1)
+        time.sleep(0.2)
+
+    assert 0 < peak._best_rate(slow, 1.0, repeats=10, budget_s=0.1) <= 5.0
+    assert len(calls) == 1
+    calls.clear()
+    assert peak._best_rate(lambda: calls.append(1), 1.0, repeats=3, budget_s=60.0) > 0
+    assert len(calls) == 4

@@ -61,14 +61,17 @@ def machine_id(env: dict[str, Any]) -> str:
 
 
 def _best_rate(run: Any, flops: float, repeats: int, budget_s: float = 3.0) -> float:
-    """Best of up to ``repeats`` timed runs after a warm-up, within about ``budget_s``.
+    """Best of up to ``repeats`` timed runs after a warm-up, within about ``budget_s``, the
+    warm-up included.
 
-    The budget keeps a slow path (fp16 on a CPU without native fp16 maths) from taking minutes.
+    The budget keeps a slow path (fp16 on a CPU without native fp16 maths) from taking minutes:
+    when the warm-up alone used it up, that one run is the rate (a 1024-wide fp16 GEMM takes
+    ~7 s on a 2-core CPU, next to which allocation and kernel selection are nothing).
     """
     start = time.perf_counter()
+    deadline = start + budget_s
     run()  # warm-up: allocation, kernel selection
     best = time.perf_counter() - start
-    deadline = time.perf_counter() + budget_s
     for _ in range(repeats):
         if time.perf_counter() > deadline:
             break
