@@ -1,12 +1,12 @@
 """PyTorch side of ``dlperf accuracy``: train the catalogue network briefly, cache it, evaluate it.
 
 Training is a short, fixed, seeded recipe (AdamW, or SGD with Nesterov momentum; a linear
-warm-up then a cosine decay; no augmentation) on the training split the harness prepared; the
-batch-norm statistics are then re-estimated with the final weights (:func:`recompute_batch_norm`). The
-weights go to the cache file the harness named (its name is a digest of the model, knobs, seed,
-data and recipe), written atomically under a lock, so the next run — with another precision or
-engine — evaluates the very same network. A user's own state dict (``--weights``) replaces
-training entirely.
+warm-up then a cosine decay; no augmentation) on the training split the harness prepared; its
+batch-norm statistics are then re-estimated with the final weights
+(:func:`recompute_batch_norm`). The weights go to the cache file the harness named (its name is
+a digest of the model, knobs, seed, data and recipe), written atomically under a lock, so the
+next run — with another precision or engine — evaluates the very same network. A user's own
+state dict (``--weights``) replaces training entirely.
 
 Evaluation by precision: fp32 as trained; ``amp-bf16``/``amp-fp16`` under autocast; ``bf16``/
 ``fp16`` as a whole-model cast (:func:`dlperf.backends.torch.inference.cast_model`); ``int8`` by
