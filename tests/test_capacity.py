@@ -108,8 +108,14 @@ def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
 
 def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_path):
     """The sweep library under the session's 3 GiB address-space launcher: the 100k-vocabulary
-    BERT runs out of memory at batch 32; `on_oom: search` halves to a size that fits, bisects
-    between it and 32 with short probes, and measures the case at the largest."""
+    BERT runs out of memory at batch 8 of 256 tokens; `on_oom: search` halves to a size that
+    fits, bisects between it and 8 with short probes, and measures the case at the largest.
+
+    The session's oom-halve sweep at 32 x 64 tokens, in 8 x 256: the same 2048 tokens a batch,
+    so the same bytes (the [tokens, vocabulary] logits are nearly all of it) and the same
+    distance from the limit at 8 and at 4, but the bisection from 4 to 8 takes two probes where
+    16 to 32 took four, each of them seconds of 100k-wide softmax (the last two beside the
+    boundary)."""
     from sweep_session import OOM_SWEEP, limited_launcher
 
     from dlperf.store import Store
@@ -117,16 +123,21 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     from dlperf.sweep_runner import SweepRun
 
     sweep_file = tmp_path / "search.yaml"
-    sweep_file.write_text(OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
-                          .replace("name: oom-halve", "name: oom-search"))
+    text = (OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
+            .replace("name: oom-halve", "name: oom-search"))
+    for old, new in (("seq_len: 64", "seq_len: 256"), ("batch_size: [32]", "batch_size: [8]")):
+        assert old in text
+        text = text.replace(old, new)
+    sweep_file.write_text(text)
     with Store(tmp_path / "s.db") as store:
         outcome = SweepRun(load_sweep(sweep_file), store, launcher=limited_launcher).run()
     first, *stepped, final = outcome.results
-    assert first["status"] == "oom" and first["case"]["batch_size"] == 32
+    assert first["status"] == "oom" and first["case"]["batch_size"] == 8
+    assert first["case"]["knobs"]["seq_len"] == 256
     search = final["fallback"]["search"]
     probes = search["probes"]
-    assert probes[0] == [16, "ok"]  # halved first, as `halve` would, but it does not stop there
-    low, high = 16, 32
+    assert probes[0] == [4, "ok"]  # halved first, as `halve` would, but it does not stop there
+    low, high = 4, 8
     for value, status in probes[1:]:  # then bisection between what fits and what does not
         assert value == (low + high) // 2
         low, high = (value, high) if status == "ok" else (low, value)
@@ -137,7 +148,7 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     for result in stepped:
         assert result["status"] == "oom" and result["case"]["batch_size"] == expected
         expected = max(v for v, status in probes if status == "ok" and v < expected)
-    assert final["status"] == "ok" and final["case"]["batch_size"] == expected >= 16
+    assert final["status"] == "ok" and final["case"]["batch_size"] == expected >= 4
 
 
 def test_after_a_search_an_out_of_memory_measurement_steps_down_to_the_next_size_that_ran():
