@@ -18,7 +18,9 @@ TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--batch-size", "1"
 TINY_WIDE_DEEP = ["--framework", "torch", "--model", "wide-deep", "--batch-size", "64",
                   "--knob", "hidden_units=1", "--knob", "hidden_size=16"]
 LIMIT = "1200MiB"
-START = 1_000_000
+# 2M rows fit with room to spare (~0.7 GiB resident of the 1.2 GiB address space; the boundary
+# is near 4.7M): growth 2M, 4M, 8M reaches it a probe sooner than from 1M
+START = 2_000_000
 RESOLUTION = 524_288
 
 
@@ -51,7 +53,7 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
     low, high = answer["largest"], answer["smallest_failing"]
     assert low is not None and high is not None and 0 < high - low <= RESOLUTION
     probes = [(p["value"], p["status"]) for p in answer["probes"]]
-    # growth: 1M, 2M, ... each ok, up to the first out-of-memory probe
+    # growth: 2M, 4M, ... each ok, up to the first out-of-memory probe
     first_oom = next(i for i, (_, status) in enumerate(probes) if status == "oom")
     assert [v for v, _ in probes[:first_oom + 1]] == [START * 2**i for i in range(first_oom + 1)]
     assert all(status == "ok" for _, status in probes[:first_oom])
