@@ -10,6 +10,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,8 +38,10 @@ def measured(tmp_path_factory):
     alone = dlperf("report", "--db", db, check=True).stdout
     dlperf("run", *TINY, "--devices", "2", "--db", db, "--json", str(work / "two.json"),
            env=env, check=True)
-    for fmt in ("md", "html"):
-        dlperf("report", "--db", db, "-o", str(work / f"report.{fmt}"), check=True)
+    # two independent readers of the finished database: both at once
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda fmt: dlperf("report", "--db", db, "-o", str(work / f"report.{fmt}"),
+                                         check=True), ("md", "html")))
     return work, load(work / "one.json"), load(work / "two.json"), alone
 
 
@@ -82,10 +85,12 @@ def test_scaling_table_without_a_baseline_says_so(measured, tmp_path):
             result.pop(key, None)
         con.execute("UPDATE runs SET result_json=?", (json.dumps(result),))
     con.close()
-    text = dlperf("report", "--db", str(db), check=True).stdout
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two readers of one finished file
+        text, html = (proc.stdout for proc in pool.map(
+            lambda extra: dlperf("report", "--db", str(db), *extra, check=True),
+            ((), ("--format", "html"))))
     row = next(line for line in text.splitlines() if line.startswith("| fp32 | 2 | 1 | 2 | 2 |"))
     assert row.endswith("| no 1-device baseline | — |"), row
-    html = dlperf("report", "--db", str(db), "--format", "html", check=True).stdout
     assert f"{SECTION}: Speedup vs devices" not in pngs(html)
     assert "no result here on more than one device has a speedup (no 1-device baseline)" in html
 
@@ -112,16 +117,21 @@ def test_html_renders_in_headless_chromium(measured, tmp_path):
     assert chromium, "chromium is missing: `make browser` installs it (Debian's chromium)"
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars"]
+             "--disable-sync", "--hide-scrollbars"]
     url = (work / "report.html").resolve().as_uri()
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True,
-                         timeout=180)
+    shot = tmp_path / "report.png"
+    # the DOM dump and the screenshot are independent: two browsers at once, a profile each
+    runs = {"dom": ["--dump-dom", url],
+            "shot": ["--window-size=1100,2600", f"--screenshot={shot}", url]}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = dict(zip(runs, pool.map(
+            lambda name: subprocess.run([*flags, f"--user-data-dir={tmp_path / name}",
+                                         *runs[name]], capture_output=True, text=True,
+                                        timeout=180), runs)))
+    dom, proc = done["dom"], done["shot"]
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<h3>scaling of torch · eager</h3>" in dom.stdout
     assert f'alt="{SECTION}: Speedup vs devices"' in dom.stdout
-    shot = tmp_path / "report.png"
-    proc = subprocess.run([*flags, "--window-size=1100,2600", f"--screenshot={shot}", url],
-                          capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=int)
     assert float((pixels.sum(axis=2) < 600).mean()) > 0.02, "the page rendered (almost) blank"
