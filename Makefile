@@ -50,9 +50,12 @@ run-more: run
 
 # The framework environments the tests use, each from its pinned set in src/dlperf/envs/requirements.
 # Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
-TEST_ENVS ?= tensorflow tensorflow1 jax paddle mxnet mindspore oneflow
+# Two installs at a time (each framework has its own install lock; pip spends much of an install
+# byte-compiling on one core), the largest first; xargs exits non-zero if any install failed.
+TEST_ENVS ?= mindspore oneflow tensorflow tensorflow1 jax paddle mxnet
+ENV_JOBS ?= 2
 envs: setup
-	$(BIN)/dlperf envs install $(TEST_ENVS)
+	printf '%s\n' $(TEST_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install
 
 # Debian's chromium: tests/test_report.py renders the HTML report in it (headless). Installed once.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
