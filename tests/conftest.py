@@ -143,6 +143,11 @@ def files_of(root: Path) -> list[Path]:
     return sorted((root / "train").rglob("*.JPEG"))
 
 
+# the step bound the multi-process tests give --warmup-steps auto: one more than the steady rule's
+# 5-step window, so a vote can end steady, while a vote that never agrees costs few steps
+VOTE_MAX_STEPS = 6
+
+
 def check_voted_warmup(result: dict, db: str | Path, max_steps: int) -> None:
     """``--warmup-steps auto`` on several ranks: every rank of every repeat took the same
     warm-up steps and stopped for the same reason, decided by a vote of all ranks (each rank's

@@ -17,7 +17,7 @@ import uuid
 import psutil
 import pytest
 
-from conftest import TINY_BERT, TINY_RESNET, check_voted_warmup, dlperf, load
+from conftest import TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
 from dlperf import launch, runner, slurm
 from dlperf.backends.torch import launch as torchrun
 from dlperf.spec import Case
@@ -108,13 +108,13 @@ def test_bert_two_processes_explicit_threads_and_no_baseline(tmp_path, tagged):
     out = tmp_path / "b.json"
     proc = dlperf("run", *SMALL_BERT, "--device", "cpu", "--devices", "2", "--repeats", "1",
                   "--threads-per-process", "1", "--warmup-steps", "auto",
-                  "--warmup-max-steps", "12", "--db", str(tmp_path / "b.db"),
+                  "--warmup-max-steps", str(VOTE_MAX_STEPS), "--db", str(tmp_path / "b.db"),
                   "--json", str(out), check=True)
     result = load(out)
     assert result["status"] == "ok"
     check_aggregation(result)
     # auto warm-up with several ranks: the ranks vote, so both stop at the same step, why
-    check_voted_warmup(result, tmp_path / "b.db", max_steps=12)
+    check_voted_warmup(result, tmp_path / "b.db", max_steps=VOTE_MAX_STEPS)
     assert result["case"]["threads"] == 1 and result["launch"]["threads_per_process"] == 1
     assert result["env"]["worker"]["thread_variables"]["OMP_NUM_THREADS"] == "1"
     assert result["model"]["params"] == result["model"]["catalogue_params"]

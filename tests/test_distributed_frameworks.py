@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import check_voted_warmup, dlperf, load
+from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
 from dlperf import launch, launchguard, runner
 from dlperf.backends.paddle import launch as paddle_launch
 from dlperf.spec import Case
@@ -77,17 +77,17 @@ def check_two_ranks(result: dict, processes: int = 2) -> None:
 
 def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> dict:
     """A 1-process baseline, then 2 processes of the same configuration in the same database;
-    the 2 processes warm up with ``--warmup-steps auto`` (capped at 12 steps), so their vote
+    the 2 processes warm up with ``--warmup-steps auto`` (capped at VOTE_MAX_STEPS), so their vote
     across ranks is checked too (the baseline's fixed warm-up still matches it)."""
     db = str(tmp_path / "r.db")
     common = ["--framework", framework, *TINY, *extra, "--db", db, "--repeats", "1"]
     dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
     proc = dlperf("run", *common, "--devices", "2", "--warmup-steps", "auto",
-                  "--warmup-max-steps", "12", "--json", str(tmp_path / "two.json"), check=True)
+                  "--warmup-max-steps", str(VOTE_MAX_STEPS), "--json", str(tmp_path / "two.json"), check=True)
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     check_two_ranks(two)
-    check_voted_warmup(two, db, max_steps=12)
+    check_voted_warmup(two, db, max_steps=VOTE_MAX_STEPS)
     assert one["speedup"] == 1.0 and len(one["ranks"]) == 1
     assert two["speedup"] == pytest.approx(two["throughput"]["median"]
                                            / one["throughput"]["median"])

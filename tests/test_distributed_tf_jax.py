@@ -21,7 +21,7 @@ import uuid
 import psutil
 import pytest
 
-from conftest import check_voted_warmup, dlperf, load
+from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
 from dlperf import launch, runner
 from dlperf.backends.jax import launch as jax_launch
 from dlperf.backends.tensorflow import cluster
@@ -107,11 +107,11 @@ def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged, monkeyp
     dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
     # the ranks warm up until they agree (the baseline's fixed warm-up still matches it)
     proc = dlperf("run", *common, "--devices", "2", "--warmup-steps", "auto",
-                  "--warmup-max-steps", "12", "--json", str(tmp_path / "two.json"), check=True)
+                  "--warmup-max-steps", str(VOTE_MAX_STEPS), "--json", str(tmp_path / "two.json"), check=True)
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     check_two_ranks(two, samples_per_rank=2 * 2)  # batch 2 x 2 measured steps
-    check_voted_warmup(two, db, max_steps=12)
+    check_voted_warmup(two, db, max_steps=VOTE_MAX_STEPS)
     assert one["speedup"] == 1.0 and len(one["ranks"]) == 1
     assert two["speedup"] == pytest.approx(two["throughput"]["median"]
                                            / one["throughput"]["median"])
