@@ -194,16 +194,16 @@ def compare_pair(key: str, baseline: dict[str, Any], candidate: dict[str, Any],
     return CaseComparison(key, label, baseline, candidate, verdict, ratio, result, notes)
 
 
+#: case fields that do not make a different case (how long and how often it was measured)
+NOT_IDENTITY = ("repeats", "timeout_s")
+
+
 def case_key(result: dict[str, Any]) -> str:
     if result.get("case_key"):
         return str(result["case_key"])
     # results written by other tools: identify them by their case fields
-    case = {k: v for k, v in (result.get("case") or {}).items()
-            if k not in ("repeats", "timeout_s")}
+    case = {k: v for k, v in (result.get("case") or {}).items() if k not in NOT_IDENTITY}
     return json.dumps(case, sort_keys=True)
-
-
-IGNORED_FIELDS = ("repeats", "timeout_s", "label")
 
 
 def case_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
@@ -211,7 +211,7 @@ def case_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> lis
     base, cand = baseline.get("case") or {}, candidate.get("case") or {}
     return [f"{name}: {base.get(name, '—')} → {cand.get(name, '—')}"
             for name in sorted(set(base) | set(cand))
-            if name not in IGNORED_FIELDS and base.get(name) != cand.get(name)]
+            if name not in NOT_IDENTITY and base.get(name) != cand.get(name)]
 
 
 def compare(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
