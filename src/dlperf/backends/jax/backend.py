@@ -225,7 +225,7 @@ def build(case):
     precision = Precision(case["precision"], device)
     seed = int(case.get("seed", 0))
     key = jax.random.fold_in(jax.random.PRNGKey(seed), rank())
-    if case.get("data_only"):  # the input pipeline alone: no model (one process, see spec)
+    if case.get("data_only"):  # the input pipeline alone: no model, a shard per process
         return input_pipeline.data_only(case, knobs, batch, device, seed, runtime_info(device))
 
     parallel = distributed.active()

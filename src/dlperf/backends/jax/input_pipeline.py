@@ -18,6 +18,8 @@ thread, when the step asks. The default is the torch DataLoader's: min(4, usable
 The order follows DistributedSampler: every epoch a permutation of all the files seeded by
 (seed, epoch), cut to a multiple of the processes, this process taking every world-th; the
 last partial batch of each epoch is dropped, so batch k belongs to epoch k // batches_per_epoch.
+``info["shard"]`` records this process's share of epoch 0 as a count and an additive fingerprint
+(:func:`dlperf.backends.imagefolder.shard_info`), so a job shows its shards are disjoint.
 Each batch's augmentation draws from its own generator, seeded by (seed, rank, epoch, batch),
 so a run is repeatable whatever thread decodes it.
 """
@@ -121,17 +123,25 @@ class Feed(object):
             "layout": "NHWC",
             "to_device": ("jax.make_array_from_process_local_data (this process's shard)"
                           if mesh is not None else "jax.device_put"),
+            "shard": imagefolder.shard_info(root, [self.samples[int(i)][0]
+                                                   for i in self._share(0)]),
             "batches_fetched": 0,
             "epochs_started": 0,
         })
+
+    def _share(self, epoch):
+        # type: (int) -> Any
+        """This process's sample indices in ``epoch``: a permutation of every file seeded by
+        (seed, epoch), cut to a multiple of the processes, every world-th from the rank on."""
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.samples))
+        return order[:self.per_process * self.world][self.rank::self.world]
 
     def _schedule(self):
         # type: () -> Iterator[Tuple[int, List[Tuple[str, int]], int]]
         """(epoch, samples, augmentation seed) of every batch of this process, for ever."""
         epoch = 0
         while True:
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.samples))
-            mine = order[:self.per_process * self.world][self.rank::self.world]
+            mine = self._share(epoch)
             for b in range(self.batches_per_epoch):
                 chosen = [self.samples[int(i)] for i in mine[b * self.batch:(b + 1) * self.batch]]
                 yield epoch, chosen, hash((self.seed, self.rank, epoch, b)) & 0xFFFFFFFF
@@ -187,7 +197,9 @@ class FedWorkload(JaxWorkload):
 
 
 class DataOnlyWorkload(PipelineOnlyWorkload):
-    """``--data-only`` in jax: see :class:`PipelineOnlyWorkload`."""
+    """``--data-only`` in jax: see :class:`PipelineOnlyWorkload`. With several processes the
+    loop's barrier and warm-up vote go through JAX's own collectives (those of
+    :mod:`dlperf.backends.jax.distributed`); each process's feed reads its own shard."""
 
     def step(self):
         # type: () -> Any
@@ -201,6 +213,17 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(jnp.mean(handle))
+
+    def barrier(self):
+        # type: () -> None
+        if distributed.active():
+            distributed.barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        if not distributed.active():
+            return [value]
+        return distributed.gather_ints(value)
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]

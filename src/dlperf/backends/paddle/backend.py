@@ -166,7 +166,7 @@ def build(case):
     init_distributed()  # one rank of several: join the others before building
     seed = int(case.get("seed", 0))
     paddle.seed(seed + rank())
-    if case.get("data_only"):  # the input pipeline alone: no model (one process, see spec)
+    if case.get("data_only"):  # the input pipeline alone: no model, a shard per process
         return input_pipeline.data_only(case, knobs, batch, device, seed)
     feed = None  # type: Optional[input_pipeline.Feed]
     if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step

@@ -18,9 +18,10 @@ one is used up. The workers so live for the whole run and prefetch across epoch 
 ``persistent_workers=True`` with a new iterator per epoch would instead pay Paddle's reset,
 which polls its workers with 0.5 s sleeps (paddle 3.3.1), at every epoch.
 
-With several processes (paddle.distributed) ``paddle.io.DistributedBatchSampler`` (shuffle,
-drop_last) gives each rank its own shard, its epoch set to seed + epoch; one process uses
-:class:`SeededSampler`, the same permutation.
+With several processes (paddle.distributed) :class:`SeededSampler` gives each rank its own shard
+of every epoch, torch's DistributedSampler(drop_last=True) rule: the same number of files per
+rank, none read twice in an epoch (``info["shard"]`` records the rank's first one as a count and
+an additive fingerprint, :func:`dlperf.backends.imagefolder.shard_info`).
 Paddle seeds its workers from the global numpy state, so ``worker_init_fn`` gives each worker's
 augmentation its own stream derived from the case's seed, rank and worker id: a run is
 repeatable. ``data_only`` times that stream alone, through the same loop.
@@ -36,7 +37,8 @@ import numpy as np
 import paddle
 
 from dlperf.backends import imagefolder
-from dlperf.backends.paddle.workload import rank, runtime_info, world_size
+from dlperf.backends.paddle.workload import (barrier, gather_ints, rank, runtime_info,
+                                             world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # batches each worker keeps ready (Paddle's and torch's default)
@@ -74,13 +76,20 @@ class FolderDataset(paddle.io.Dataset):
 
 
 class SeededSampler(paddle.io.Sampler):
-    """Every index once per epoch, in the order np.random.RandomState(seed + epoch) shuffles
-    them (DistributedBatchSampler's shuffle, with one replica)."""
+    """This rank's share of every epoch: a permutation of every index seeded by seed + epoch
+    (np.random.RandomState), cut to a multiple of the ranks, every world-th from the rank on, as
+    torch's DistributedSampler(drop_last=True) deals them; one rank takes them all.
+    paddle.io.DistributedBatchSampler would instead pad a folder that does not divide evenly
+    with files from the front of the permutation, which another rank then also reads in the same
+    epoch, and count the padded share in its epoch."""
 
-    def __init__(self, dataset, seed):
-        # type: (Any, int) -> None
+    def __init__(self, dataset, seed, world=1, rank_=0):
+        # type: (Any, int, int, int) -> None
         super(SeededSampler, self).__init__(dataset)
         self.count = len(dataset)
+        self.per_rank = self.count // world
+        self.world = world
+        self.rank = rank_
         self.seed = seed
         self.epoch = 0
 
@@ -88,15 +97,20 @@ class SeededSampler(paddle.io.Sampler):
         # type: (int) -> None
         self.epoch = epoch
 
+    def indices(self, epoch):
+        # type: (int) -> List[int]
+        """This rank's indices of ``epoch``, in the order they are read."""
+        order = np.arange(self.count).tolist()
+        np.random.RandomState((self.seed + epoch) & 0xFFFFFFFF).shuffle(order)
+        return order[:self.per_rank * self.world][self.rank::self.world]
+
     def __iter__(self):
         # type: () -> Iterator[int]
-        indices = np.arange(self.count).tolist()
-        np.random.RandomState((self.seed + self.epoch) & 0xFFFFFFFF).shuffle(indices)
-        return iter(indices)
+        return iter(self.indices(self.epoch))
 
     def __len__(self):
         # type: () -> int
-        return self.count
+        return self.per_rank
 
 
 class EndlessBatches(paddle.io.Sampler):
@@ -160,24 +174,14 @@ class Feed(object):
         self.device = device
         self.dataset = FolderDataset(samples, size, seed + rank())
         world = world_size()
-        if world > 1:  # each rank its own shard of every epoch
-            self.sampler = paddle.io.DistributedBatchSampler(
-                self.dataset, batch_size=batch, num_replicas=world, rank=rank(), shuffle=True,
-                drop_last=True)  # type: Any
-            per_process = self.sampler.num_samples
-            # DistributedBatchSampler shuffles with RandomState(its epoch): seed + epoch
-            self._set_epoch = lambda epoch: self.sampler.set_epoch(
-                (seed + epoch) & 0xFFFFFFFF)  # type: Any
-            sampler_desc = ("DistributedBatchSampler(shuffle=True, drop_last=True), epoch set "
-                            "to seed + epoch")
-        else:
-            order = SeededSampler(self.dataset, seed)
-            self.sampler = paddle.io.BatchSampler(sampler=order, batch_size=batch,
-                                                  drop_last=True)
-            self._set_epoch = order.set_epoch
-            per_process = len(samples)
-            sampler_desc = ("BatchSampler(drop_last=True) over a permutation seeded by "
-                            "seed + epoch")
+        # each rank its own shard of every epoch (with several)
+        order = SeededSampler(self.dataset, seed, world, rank())
+        self.sampler = paddle.io.BatchSampler(sampler=order, batch_size=batch, drop_last=True)
+        self._set_epoch = order.set_epoch
+        per_process = len(order)
+        sampler_desc = ("BatchSampler(drop_last=True) over a permutation seeded by seed + epoch"
+                        + (", cut to a multiple of %d ranks, every %d-th from rank %d"
+                           % (world, world, rank()) if world > 1 else ""))
         if len(self.sampler) < 1:
             raise UnsupportedError(
                 "data: %d images per process give no full batch of %d; make a larger dataset "
@@ -216,6 +220,7 @@ class Feed(object):
             "decoder": "Pillow " + _pillow_version(),
             "augmentation": imagefolder.describe(size),
             "layout": LAYOUT,
+            "shard": imagefolder.shard_info(root, [samples[i][0] for i in order.indices(0)]),
             "to_device": ("the DataLoader's buffered reader, to %s" % device if gpu
                           else "none (the model runs on the CPU)"),
             "batches_fetched": 0,
@@ -329,7 +334,9 @@ def _pillow_version():
 
 
 class DataOnlyWorkload(PipelineOnlyWorkload):
-    """``--data-only`` in paddle: see :class:`PipelineOnlyWorkload`."""
+    """``--data-only`` in paddle: see :class:`PipelineOnlyWorkload`. With several ranks the loop's
+    barrier and warm-up vote go through paddle.distributed, as a training step's would; each
+    rank's feed reads its own shard."""
 
     def step(self):
         # type: () -> Any
@@ -343,6 +350,14 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(handle.astype("float32").mean().item())
+
+    def barrier(self):
+        # type: () -> None
+        barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        return gather_ints(value)
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]

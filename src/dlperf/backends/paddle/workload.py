@@ -153,6 +153,26 @@ def gather_results(payload):
     return everyone
 
 
+def barrier():
+    # type: () -> None
+    """Every rank waits for the others (the timing loop brackets the window with this)."""
+    if distributed():
+        paddle.distributed.barrier()
+
+
+def gather_ints(value):
+    # type: (int) -> List[int]
+    """Every rank's ``value``: one paddle.distributed.all_reduce (sum) of a float32 vector zero
+    but for this rank's own entry, on the current device; one process gets ``[value]``."""
+    if not distributed():
+        return [value]
+    votes = numpy.zeros(world_size(), numpy.float32)
+    votes[rank()] = value
+    tensor = paddle.to_tensor(votes)
+    paddle.distributed.all_reduce(tensor)
+    return [int(round(float(v))) for v in tensor.numpy()]
+
+
 def select_device(requested):
     # type: (str) -> str
     """Resolve ``auto``/``cpu``/``cuda`` and make it Paddle's current device; returns its name."""
@@ -300,21 +320,11 @@ class PaddleWorkload(Workload):
 
     def barrier(self):
         # type: () -> None
-        """Every rank waits for the others (the timing loop brackets the window with this)."""
-        if distributed():
-            paddle.distributed.barrier()
+        barrier()
 
     def all_gather_ints(self, value):
         # type: (int) -> List[int]
-        """Every rank's ``value``: one paddle.distributed.all_reduce (sum) of a float32 vector
-        zero but for this rank's own entry, on the current device."""
-        if not distributed():
-            return [value]
-        votes = numpy.zeros(world_size(), numpy.float32)
-        votes[rank()] = value
-        tensor = paddle.to_tensor(votes)
-        paddle.distributed.all_reduce(tensor)
-        return [int(round(float(v))) for v in tensor.numpy()]
+        return gather_ints(value)
 
     def allreduce_probe(self):
         # type: () -> Optional[float]

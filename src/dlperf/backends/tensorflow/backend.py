@@ -166,11 +166,17 @@ def build(case):
     seed = int(case.get("seed", 0))
     keras.utils.set_random_seed(seed)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
-    if case.get("data_only"):  # the input pipeline alone: no model (one process, see spec)
-        with tf.device("/CPU:0"):
-            return input_pipeline.data_only(case, knobs, batch, device, seed,
-                                            runtime_info(device))
     local = distribute.local_replicas(case, device.startswith("/GPU"))
+    if case.get("data_only"):  # the input pipeline alone: no model
+        if local > 1:  # one feed per process: its step takes one batch, not one per GPU
+            raise UnsupportedError("data: --data-only in tensorflow feeds one device per "
+                                   "process; %d GPUs in one process is not measured" % local)
+        collectives = distribute.activate(strategy) if strategy is not None else None
+        info = runtime_info(device)
+        info.update(parallel_info)
+        info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0]})
+        with tf.device("/CPU:0"):
+            return input_pipeline.data_only(case, knobs, batch, device, seed, info, collectives)
     feed = None  # type: Any
     if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
         feed = input_pipeline.Feed(case, knobs["image_size"], batch, seed, strategy, local)

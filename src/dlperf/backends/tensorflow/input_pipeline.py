@@ -26,10 +26,15 @@ end: a truncated file) fails the step with its path in the message, through a
 With several workers (MultiWorkerMirroredStrategy) each worker reads its own shard of the files
 (``Dataset.shard(workers, worker)`` before the shuffle), given to the strategy by
 ``distribute_datasets_from_function``, which hands each local replica its own batch; tf.data's
-auto-sharding is off, the shard being explicit.
+auto-sharding is off, the shard being explicit. Every worker takes the same whole number of
+batches per epoch, from files // workers: the strided shards of a folder that does not divide
+evenly differ by one file, and a worker with the longer one would otherwise run longer epochs
+than its peers. ``info["shard"]`` records the worker's shard (a count and an additive
+fingerprint, :func:`dlperf.backends.imagefolder.shard_info`), so a job shows that its workers
+read disjoint shards covering the folder.
 """
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -104,7 +109,9 @@ class Feed(object):
         # 0 (torch's "decode in the main process") is one decoding call at a time here
         parallel = tf.data.AUTOTUNE if requested is None else max(1, int(requested))
         self.strategy = strategy
-        self.per_process = len(samples[rank::world])
+        # every worker the same epoch: the shorter strided shard sets it (DistributedSampler's
+        # drop_last); a worker with one file more leaves a different one out every epoch
+        self.per_process = len(samples) // world
         self.process_batch = batch * local
         self.batches_per_epoch = self.per_process // self.process_batch
         if self.batches_per_epoch < 1:
@@ -121,7 +128,10 @@ class Feed(object):
                 (tf.constant(paths, tf.string), tf.constant(labels, tf.int32)))
             if workers > 1:
                 files = files.shard(workers, worker)
-            stream = (files.shuffle(self.per_process, seed=seed, reshuffle_each_iteration=True)
+            # the files Dataset.shard(workers, worker) keeps: every workers-th from worker on
+            self.shard = imagefolder.shard_info(root, paths[worker::workers])
+            stream = (files.shuffle(self.shard["files"], seed=seed,
+                                    reshuffle_each_iteration=True)
                       .take(self.batches_per_epoch * self.process_batch)
                       .repeat()
                       .enumerate()
@@ -152,7 +162,8 @@ class Feed(object):
             "prefetch": "tf.data.AUTOTUNE",
             "drop_last": True,
             "shuffle": "Dataset.shuffle(buffer %d, seed %d), reshuffled every epoch"
-                       % (self.per_process, seed),
+                       % (self.shard["files"], seed),
+            "shard": self.shard,
             "sharding": ("Dataset.shard(%d, %d) before the shuffle" % (world, rank)
                          if world > 1 else None),
             "pipeline": "tf.data",
@@ -190,7 +201,14 @@ def _pipeline_message(error):
 
 
 class DataOnlyWorkload(PipelineOnlyWorkload):
-    """``--data-only`` in tensorflow: see :class:`PipelineOnlyWorkload`."""
+    """``--data-only`` in tensorflow: see :class:`PipelineOnlyWorkload`. With several workers the
+    loop's barrier and warm-up vote go through the strategy's collectives (``collectives``),
+    as a training step's would; each worker's feed reads its own shard."""
+
+    def __init__(self, feed, device, batch, info, collectives=None):
+        # type: (Feed, str, int, Dict[str, Any], Any) -> None
+        super(DataOnlyWorkload, self).__init__(feed, device, batch, info)
+        self._collectives = collectives
 
     def step(self):
         # type: () -> Any
@@ -208,6 +226,17 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
         # type: (Any) -> float
         return float(tf.reduce_mean(handle).numpy())
 
+    def barrier(self):
+        # type: () -> None
+        if self._collectives is not None:
+            self._collectives.barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        if self._collectives is None:
+            return [value]
+        return self._collectives.gather_ints(value)
+
     def peak_device_bytes(self):
         # type: () -> Optional[int]
         if not self.device.startswith("/GPU"):
@@ -215,8 +244,10 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
 
 
-def data_only(case, knobs, batch, device, seed, info):
-    # type: (Dict[str, Any], Dict[str, int], int, str, int, Dict[str, Any]) -> DataOnlyWorkload
+def data_only(case, knobs, batch, device, seed, info, collectives=None):
+    # type: (Dict[str, Any], Dict[str, int], int, str, int, Dict[str, Any], Any) -> DataOnlyWorkload
+    """The pipeline alone; ``collectives`` (dlperf.backends.tensorflow.distribute) with several
+    workers, one replica each."""
     feed = Feed(case, knobs["image_size"], batch, seed)
     info.update({"model": None, "task": "data-only", "data": feed.info, "layout": "NHWC"})
-    return DataOnlyWorkload(feed, device, batch, info)
+    return DataOnlyWorkload(feed, device, batch, info, collectives)
