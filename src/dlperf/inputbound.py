@@ -16,7 +16,7 @@ from typing import Any
 from dlperf import display, envs, launch, measurelock, peak, runner, sysinfo
 from dlperf import outputs
 from dlperf.errors import UsageError
-from dlperf.spec import Case
+from dlperf.spec import LOADERS, Case
 from dlperf.store import Store
 
 BOTH = "both:"
@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--loader-workers", type=int, default=None, metavar="N",
                        help="data-loading processes (0: in the training process; default "
                             "min(4, the worker's CPUs))")
+    group.add_argument("--loader", choices=LOADERS, default="native",
+                       help="native (default): the framework's own pipeline; dali: NVIDIA DALI "
+                            "(torch; GPU decode where there is a GPU, CPU-only otherwise; "
+                            "`dlperf envs install dali`)")
     group.add_argument("--data-only", action="store_true",
                        help="the input pipeline alone: images/s it can feed, no model")
     group.add_argument("--cold-cache", action="store_true",
@@ -52,7 +56,8 @@ def case_fields(args: argparse.Namespace) -> dict[str, Any]:
     if not hasattr(args, "data"):
         return {}
     return {"data": args.data, "loader_workers": args.loader_workers,
-            "data_only": bool(args.data_only), "cold_cache": bool(args.cold_cache)}
+            "data_only": bool(args.data_only), "cold_cache": bool(args.cold_cache),
+            "loader": args.loader}
 
 
 def both_cases(args: argparse.Namespace) -> tuple[Case, Case]:
@@ -67,7 +72,7 @@ def both_cases(args: argparse.Namespace) -> tuple[Case, Case]:
                          "training on the folder; --data-only trains nothing")
     fed = case_from_args(argparse.Namespace(**{**vars(args), "data": folder}))
     compute = dataclasses.replace(fed, data="synthetic", loader_workers=None, data_only=False,
-                                  cold_cache=False)
+                                  cold_cache=False, loader="native")
     return compute, fed
 
 

@@ -29,13 +29,15 @@ TASKS = ("train", "infer")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 DATA_SOURCES = ("synthetic",)  # or a dataset directory (dlperf data make-images)
+# the input pipeline that reads a dataset directory: the framework's own, or NVIDIA DALI
+LOADERS = ("native", "dali")
 SCENARIOS = ("offline", "single-stream", "server")
 SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Fields added after results were first stored: left out of the identity while at their default,
 # so the keys of earlier cases (and `sweep --resume`) stay what they were.
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
                 "loader_workers": None, "data_only": False, "cold_cache": False,
-                "warmup_max_steps": steady.MAX_STEPS}
+                "warmup_max_steps": steady.MAX_STEPS, "loader": "native"}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 
@@ -94,6 +96,8 @@ class Case:
     loader_workers: int | None = None
     data_only: bool = False
     cold_cache: bool = False
+    # which pipeline reads the folder: "native" (the framework's own) or "dali" (NVIDIA DALI)
+    loader: str = "native"
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -157,6 +161,8 @@ class Case:
             parts.append(f"{self.server['rate_qps']:g}qps")
         if self.data not in DATA_SOURCES:
             parts.append("data-only" if self.data_only else "data")
+            if self.loader != "native":
+                parts.append(self.loader)
             if self.loader_workers is not None:
                 parts.append(f"{self.loader_workers}lw")
             if self.cold_cache:
@@ -231,9 +237,13 @@ def _validate_data(case: Case) -> None:
             raise SpecError(f"{field}: {getattr(case, field)!r} must be true or false")
     if case.loader_workers is not None:
         _at_least("loader_workers", case.loader_workers, 0)
+    _choice("loader", case.loader, LOADERS)
+    if case.loader == "dali" and case.loader_workers == 0:
+        raise SpecError("loader_workers: DALI decodes in its own threads; --loader dali needs "
+                        "--loader-workers 1 or more (or the default)")
     if case.data in DATA_SOURCES:
         for field, flag in (("loader_workers", "--loader-workers"), ("data_only", "--data-only"),
-                            ("cold_cache", "--cold-cache")):
+                            ("cold_cache", "--cold-cache"), ("loader", "--loader")):
             if getattr(case, field) != LATER_FIELDS[field]:
                 raise SpecError(f"{field}: {flag} needs data to be a dataset directory "
                                 f"(--data DIR), not {case.data}")

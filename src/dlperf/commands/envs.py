@@ -11,6 +11,7 @@ from rich.text import Text
 
 from dlperf import display, envs
 from dlperf.envs import check as env_check
+from dlperf.envs import dali as env_dali
 from dlperf.envs import lock as env_lock
 from dlperf.envs import registry
 from dlperf.spec import frameworks, support
@@ -31,7 +32,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     install = actions.add_parser("install", help="create a framework's environment from the "
                                                  "pinned requirement set (no-op when current)")
     install.add_argument("frameworks", nargs="+", metavar="FRAMEWORK",
-                         help=f"one or more of: {', '.join(registry.names())}")
+                         help=f"one or more of: {', '.join(registry.names())}; or dali "
+                              f"(NVIDIA DALI for torch's --loader dali)")
     install.add_argument("--python", help="interpreter to build the environment from "
                                           "(default: found by the version the pins need)")
     install.add_argument("--force", action="store_true", help="rebuild even when current")
@@ -111,16 +113,20 @@ def support_table() -> Table:
 
 def _install(args: argparse.Namespace) -> int:
     for name in args.frameworks:
-        registry.get(name)  # reject a typo before installing anything
+        if name != env_dali.NAME:
+            registry.get(name)  # reject a typo before installing anything
     if args.python and len(args.frameworks) > 1:
         from dlperf.errors import UsageError
         raise UsageError("--python applies to one framework at a time")
     failed = 0
     for name in args.frameworks:
+        say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
         try:
-            done = envs.install(name, python=args.python, force=args.force,
-                                verbose=args.verbose, variant=args.variant,
-                                say=lambda line: print(line, file=sys.stderr, flush=True))
+            if name == env_dali.NAME:
+                done = env_dali.install(force=args.force, verbose=args.verbose, say=say)
+            else:
+                done = envs.install(name, python=args.python, force=args.force,
+                                    verbose=args.verbose, variant=args.variant, say=say)
         except envs.InstallError as error:
             print(f"dlperf envs install: {error}", file=sys.stderr)
             failed += 1
@@ -159,9 +165,12 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _lock(args: argparse.Namespace) -> int:
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        env_lock.lock(args.framework, args.variant,
-                      say=lambda line: print(line, file=sys.stderr, flush=True))
+        if args.framework == env_dali.NAME:
+            env_lock.write_lock(env_dali.LOCK, say)
+        else:
+            env_lock.lock(args.framework, args.variant, say=say)
     except env_lock.LockError as error:
         print(f"dlperf envs lock: {error}", file=sys.stderr)
         return 1

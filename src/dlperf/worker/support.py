@@ -29,14 +29,17 @@ class Support(object):
     processes (``devices`` x ``nnodes`` > 1).
     ``data_pipeline``: the framework's own input pipeline that reads a dataset directory
     (``--data DIR``), e.g. ``"torch.utils.data.DataLoader"``; None = synthetic data only.
+    ``loaders``: other pipelines ``--loader NAME`` may choose instead of that one, by name, with
+    what each is (``{"dali": "NVIDIA DALI ..."}``); a name not here is refused.
     ``reasons``: why a combination is refused, keyed (most specific first) by
     ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
-    ``"compile=off"``, ``"distributed/device"`` or ``"task"``; the first key that matches wins.
+    ``"compile=off"``, ``"distributed/device"``, ``"loader/name"`` or ``"task"``; the first key
+    that matches wins.
     """
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
-                 tasks=TASKS, data_pipeline=None):
-        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str]) -> None
+                 tasks=TASKS, data_pipeline=None, loaders=None):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]]) -> None
         self.framework = framework
         self.models = tuple(models)
         self.tasks = tuple(tasks)
@@ -45,6 +48,7 @@ class Support(object):
         self.modes = dict(modes)
         self.distributed = tuple(distributed)
         self.data_pipeline = data_pipeline
+        self.loaders = dict(loaders or {})
         self.reasons = dict(reasons or {})
         for device in self.precisions:
             if device not in DEVICE_KINDS:
@@ -87,6 +91,11 @@ class Support(object):
         if compiled not in self.modes and not case.get("data_only"):  # no model, no compile
             flag = "compile=on" if compiled else "compile=off"
             return self.reason(flag) or "%s has no %s mode" % (fw, flag)
+        loader = case.get("loader", "native")
+        if loader != "native" and loader not in self.loaders:
+            return self.reason("loader/" + str(loader)) or (
+                "the %s backend reads a dataset folder with its own pipeline (%s) only; it has "
+                "no --loader %s" % (fw, self.data_pipeline or "none", loader))
         processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
         if processes > 1 and device not in self.distributed:
             return self.reason("distributed/" + device) or (
@@ -113,6 +122,7 @@ class Support(object):
             "modes": {"off" if not k else "on": v for k, v in sorted(self.modes.items())},
             "distributed": list(self.distributed),
             "data_pipeline": self.data_pipeline,
+            "loaders": dict(self.loaders),
             "reasons": dict(self.reasons),
         }
 

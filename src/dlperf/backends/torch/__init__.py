@@ -22,6 +22,9 @@ SUPPORT = Support(
     modes={False: "eager", True: "torch.compile"},
     distributed=("cpu", "cuda"),  # DDP through torchrun: gloo on CPUs, NCCL on GPUs
     data_pipeline="torch.utils.data.DataLoader",
+    loaders={"dali": "NVIDIA DALI: fn.readers.file, fn.decoders.image (mixed on a GPU, cpu "
+                     "otherwise), random_resized_crop, crop_mirror_normalize, "
+                     "DALIGenericIterator"},
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "train/bf16": "precision bf16 is an inference precision in the torch backend (the whole "

@@ -316,10 +316,10 @@ def build(case):
     if case.get("data_only"):  # the input pipeline alone: no model
         return input_pipeline.data_only(case, knobs, batch, device, seed)
     parts = BUILDERS[name](knobs, batch, device, gen, train)
-    feed = None  # type: Optional[input_pipeline.Feed]
+    feed = None  # type: Any
     if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
-        feed = input_pipeline.Feed(case, knobs["image_size"], batch, device, seed,
-                                   parts.memory_format)
+        feed = input_pipeline.make_feed(case, knobs["image_size"], batch, device, seed,
+                                        parts.memory_format)
         parts = parts._replace(forward_loss=input_pipeline.classifier_loss(feed))
 
     model = parts.model

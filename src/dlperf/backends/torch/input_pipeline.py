@@ -8,6 +8,8 @@ batches in flight per worker, the last partial batch dropped) and copies it to t
 (``non_blocking`` from pinned memory on CUDA). The stream never ends: a finished epoch starts the
 next with a new shuffle, and the epoch count is recorded so the harness can tell the first pass
 over the files from later ones. ``data_only`` times that stream alone, through the same loop.
+``loader`` "dali" swaps the DataLoader for NVIDIA DALI (:mod:`.dali_pipeline`) behind the same
+``next()``; :func:`make_feed` picks.
 
 torchvision is not importable beside every torch build, so nothing here uses it.
 """
@@ -126,6 +128,8 @@ class Feed(object):
             "prefetch_factor": PREFETCH_FACTOR if workers > 0 else None,
             "drop_last": True,
             "sampler": type(self.sampler).__name__,
+            "loader": "native",
+            "pipeline": "torch.utils.data.DataLoader",
             "decoder": "Pillow " + imagefolder.pillow_version(),
             "augmentation": imagefolder.describe(size),
             "to_device": ("non_blocking copy from pinned memory" if self.non_blocking
@@ -156,6 +160,15 @@ class Feed(object):
         return images, labels.to(self.device, non_blocking=self.non_blocking)
 
 
+def make_feed(case, size, batch, device, seed, memory_format="contiguous"):
+    # type: (Dict[str, Any], int, int, torch.device, int, str) -> Any
+    """The case's pipeline: the DataLoader :class:`Feed`, or DALI's with ``loader`` "dali"."""
+    if case.get("loader", "native") == "dali":
+        from dlperf.backends.torch import dali_pipeline
+        return dali_pipeline.DaliFeed(case, size, batch, device, seed, memory_format)
+    return Feed(case, size, batch, device, seed, memory_format)
+
+
 def _take(batches):
     # type: (Any) -> Any
     """The next batch. A loader process's failure arrives as "Caught X in DataLoader worker
@@ -173,7 +186,7 @@ def _take(batches):
 
 
 def classifier_loss(feed):
-    # type: (Feed) -> Callable[[nn.Module], torch.Tensor]
+    # type: (Any) -> Callable[[nn.Module], torch.Tensor]
     """An image classifier's training loss on the next batch of the feed (what the synthetic
     builders compute on their stored batch)."""
 
@@ -210,7 +223,7 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
 
 def data_only(case, knobs, batch, device, seed):
     # type: (Dict[str, Any], Dict[str, int], int, torch.device, int) -> DataOnlyWorkload
-    feed = Feed(case, knobs["image_size"], batch, device, seed, "channels_last")
+    feed = make_feed(case, knobs["image_size"], batch, device, seed, "channels_last")
     info = runtime_info(device)
     info.update({"model": None, "task": "data-only", "data": feed.info,
                  "memory_format": "channels_last"})
