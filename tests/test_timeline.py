@@ -63,6 +63,7 @@ def test_real_repeat_has_phases_in_order_and_window_means(run):
         assert means[name] == pytest.approx(_weighted_window_mean(stored, name), rel=1e-3,
                                             abs=1e-6), name
     assert 0 < means["cpu_tree_pct"] <= 100 and means["rss_bytes"] > 50e6
+    assert 0 <= means["cpu_steal_pct"] <= 100  # the hypervisor's share, apart from the rest
     assert block["summary"]["cpu_tree_pct"] == pytest.approx(means["cpu_tree_pct"])
     # the repeat record in the database holds the same timeline
     with Store(db, readonly=True) as store:
@@ -78,6 +79,7 @@ def test_csv_exports_window_means(run):
     summary = result["timeline"]["summary"]
     assert float(row["window_cpu_tree_pct"]) == pytest.approx(summary["cpu_tree_pct"])
     assert float(row["window_rss_bytes"]) == pytest.approx(summary["rss_bytes"])
+    assert float(row["window_cpu_steal_pct"]) == pytest.approx(summary["cpu_steal_pct"])
     assert row["window_gpu_util_pct"] == ""  # no GPU on this machine: empty, never zero
 
 
@@ -133,7 +135,8 @@ def test_html_report_draws_the_timeline(run):
     assert "Resources over time" in html and html.count("<svg") == 1
     figure = html[html.index("<svg"):html.index("</svg>")]
     for text in ("CPU (% of machine)", "memory (RSS, GB)", "disk (MB/s, host)",
-                 "network (MB/s, host)", "window", "build", "worker tree", "rest of host"):
+                 "network (MB/s, host)", "window", "build", "worker tree", "rest of host",
+                 "hypervisor (steal)"):
         assert f">{text}<" in figure, text
     assert "Window means over every repeat: CPU worker tree" in html
 

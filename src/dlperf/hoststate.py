@@ -2,9 +2,12 @@
 
 A number measured while another process burned a core is not the machine's number. Every
 repeat records the load average before and after, the CPU time other processes used while it
-ran (the worker tree and this harness excluded), the CPU frequency, throttling counters
-(thermal on the CPU, clock-event reasons on NVIDIA GPUs) and memory pressure; a repeat whose
-neighbours used more than ``COMPETING_SHARE`` of the machine is flagged with their names.
+ran (the worker tree and this harness excluded), the CPU time the hypervisor gave to other
+guests (steal) and the CPUs' I/O wait over the same interval, the CPU frequency, throttling
+counters (thermal on the CPU, clock-event reasons on NVIDIA GPUs) and memory pressure; a repeat
+whose neighbours used more than ``COMPETING_SHARE`` of the machine is flagged with their names.
+On a VM, steal is the neighbour no process list shows: a flagged spread names it from
+``STEAL_NOTE``, and a repeat that lost more than ``STEAL_SHARE`` to it is flagged on its own.
 ``wait_for_quiet`` is ``--require-quiet``: it waits (bounded) for an idle host before a repeat.
 """
 
@@ -20,6 +23,15 @@ from typing import Any
 import psutil
 
 COMPETING_SHARE = 0.05  # of the machine's CPU time during the repeat
+# Steal (CPU time the hypervisor ran other guests on our cores), as a share of the machine.
+# From STEAL_NOTE a noisy or unsteady result names the steal of the repeats it concerns: a
+# CPU-bound worker on every core slows by about the stolen share, so 2 % is the smallest steal
+# that explains a good part of a deviation the 5 % spread flags start at, and at 100 clock ticks
+# a second per CPU it is dozens of ticks over any repeat, far above the counter's rounding.
+# Above STEAL_SHARE a repeat is flagged even when its figure is steady, like a competing
+# process: a steady figure can be steadily low.
+STEAL_NOTE = 0.02
+STEAL_SHARE = COMPETING_SHARE
 QUIET_BUSY = 0.10  # --require-quiet: whole-machine CPU use below this ...
 QUIET_FOR_S = 3.0  # ... for this long
 SAMPLE_S = 1.0
@@ -107,6 +119,45 @@ def snapshot() -> dict[str, Any]:
     }
 
 
+def cpu_times() -> Any:
+    """The machine's cumulative CPU times (psutil, /proc/stat on Linux); None if unreadable."""
+    try:
+        return psutil.cpu_times()
+    except (OSError, RuntimeError):
+        return None
+
+
+def total_seconds(times: Any) -> float:
+    """Every CPU second the counters account for; guest time is already inside user (Linux)."""
+    return float(sum(getattr(times, f) for f in times._fields
+                     if f not in ("guest", "guest_nice")))
+
+
+def time_shares(before: Any, after: Any, capacity_s: float) -> dict[str, float | None]:
+    """Steal and I/O-wait seconds between two ``cpu_times()`` as shares of ``capacity_s``
+    (elapsed x CPUs, the denominator of ``other_cpu_share``); None where the platform has no
+    such counter (steal is Linux's, iowait Linux's and some BSDs')."""
+    out: dict[str, float | None] = {}
+    for name in ("steal", "iowait"):
+        seconds = None
+        if before is not None and after is not None and hasattr(after, name):
+            seconds = max(getattr(after, name) - getattr(before, name), 0.0)
+        if name == "steal":
+            out["steal_s"] = None if seconds is None else round(seconds, 3)
+        out[f"{name}_share"] = (None if seconds is None else
+                                round(min(seconds / max(capacity_s, 1e-9), 1.0), 4))
+    return out
+
+
+def steal_since_boot() -> float | None:
+    """The share of all CPU time since boot that the hypervisor gave to other guests."""
+    times = cpu_times()
+    if times is None or not hasattr(times, "steal"):
+        return None
+    total = total_seconds(times)
+    return times.steal / total if total > 0 else None
+
+
 def _cpu_seconds(proc: psutil.Process) -> float:
     times = proc.cpu_times()
     return times.user + times.system
@@ -114,11 +165,13 @@ def _cpu_seconds(proc: psutil.Process) -> float:
 
 @dataclass
 class OtherProcesses:
-    """CPU seconds used by every process outside ``exclude`` between ``start`` and ``stop``."""
+    """CPU seconds used by every process outside ``exclude`` between ``start`` and ``stop``,
+    and the machine's steal and I/O wait over the same interval."""
 
     exclude: set[int] = field(default_factory=set)
     _before: dict[int, tuple[str, float]] = field(default_factory=dict)
     _began: float = 0.0
+    _times: Any = None
 
     def _scan(self, tree_root: int | None) -> dict[int, tuple[str, float]]:
         skip = set(self.exclude) | {os.getpid()}
@@ -140,10 +193,13 @@ class OtherProcesses:
 
     def start(self, tree_root: int | None = None) -> None:
         self._began = time.monotonic()
+        self._times = cpu_times()
         self._before = self._scan(tree_root)
 
     def stop(self, tree_root: int | None = None) -> dict[str, Any]:
-        """Others' CPU use over the interval: total share of the machine and the top three."""
+        """Others' CPU use over the interval: total share of the machine and the top three;
+        the steal and iowait shares beside it."""
+        times = cpu_times()
         elapsed = max(time.monotonic() - self._began, 1e-9)
         capacity = elapsed * (psutil.cpu_count() or 1)
         used: dict[str, float] = {}
@@ -161,6 +217,7 @@ class OtherProcesses:
             "top": [{"name": n, "cpu_s": round(s, 3), "share": round(s / capacity, 4)}
                     for n, s in top],
             "seconds": round(elapsed, 3),
+            **time_shares(self._times, times, capacity),
         }
 
 
@@ -172,6 +229,45 @@ def competing(state: dict[str, Any]) -> str | None:
     names = ", ".join(f"{t['name']} {t['share']:.0%}" for t in others.get("top", []))
     return (f"competed with other processes for {others['other_cpu_share']:.0%} of the "
             f"machine's CPU time ({names})")
+
+
+def repeat_steal(record: dict[str, Any]) -> float | None:
+    """The steal that could have moved a repeat's figure: the mean over its timed window where
+    the monitor sampled it, else the share over the whole repeat (host state)."""
+    window = ((record.get("timeline") or {}).get("window_means") or {}).get("cpu_steal_pct")
+    if window is not None:
+        return float(window) / 100.0
+    share = ((record.get("host") or {}).get("others") or {}).get("steal_share")
+    return None if share is None else float(share)
+
+
+def stolen(records: list[dict[str, Any]]) -> str | None:
+    """The clause a noisy or unsteady warning gains when the hypervisor took at least
+    ``STEAL_NOTE`` of the machine during the repeats it concerns (repeat records, as stored)."""
+    named = sorted(((share, record["repeat"]) for record in records
+                    if (share := repeat_steal(record)) is not None and share >= STEAL_NOTE),
+                   key=lambda pair: (-pair[0], pair[1]))
+    if not named:
+        return None
+    parts = [f"{share:.1%}{' of the CPU (steal)' if index == 0 else ''} during repeat "
+             f"{number + 1}" for index, (share, number) in enumerate(named[:3])]
+    if len(named) > 3:
+        parts.append(f"{STEAL_NOTE:.0%} or more in {len(named) - 3} more repeat(s)")
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return (f"the hypervisor took {listed}: a neighbour on the physical host, not dlperf or a "
+            f"process here, moved the number (a shared VM: ask for dedicated cores or measure "
+            f"on bare metal)")
+
+
+def steal_line(record: dict[str, Any]) -> str | None:
+    """A warning line for one repeat that lost more than ``STEAL_SHARE`` of the machine to the
+    hypervisor, steady or not: a CPU-bound figure is low by about that much."""
+    share = repeat_steal(record)
+    if share is None or share <= STEAL_SHARE:
+        return None
+    return (f"the hypervisor took {share:.1%} of the machine's CPU time (steal): a neighbour on "
+            f"the physical host; a CPU-bound figure is low by about as much (a shared VM: ask "
+            f"for dedicated cores or measure on bare metal)")
 
 
 def machine_busy(interval: float = SAMPLE_S) -> float:

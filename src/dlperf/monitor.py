@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from dlperf import timeline
+from dlperf import hoststate, timeline
 
 try:  # NVML is only useful where NVIDIA's driver is present
     import pynvml
@@ -30,10 +30,6 @@ def _gpu_handles() -> list[Any]:
                 for i in range(pynvml.nvmlDeviceGetCount())]
     except pynvml.NVMLError:
         return []
-
-
-def _busy_and_idle(times: Any) -> float:
-    return sum(getattr(times, f) for f in times._fields if f not in ("guest", "guest_nice"))
 
 
 class Monitor:
@@ -106,19 +102,22 @@ class Monitor:
         self._record(point)
 
     def _host_point(self, tree_cpu: float, rss: int) -> dict[str, Any]:
-        """The tree's CPU against the rest of the host's, and host disk/network rates, over
-        the interval since the previous sample (percentages of the whole machine)."""
+        """The tree's CPU against the rest of the host's and the hypervisor's steal (CPU time
+        given to other guests; not the host's own work, so not in the rest), and host
+        disk/network rates, over the interval since the previous sample (percentages of the
+        whole machine)."""
         now, times, disk, net = (time.monotonic(), psutil.cpu_times(),
                                  psutil.disk_io_counters(), psutil.net_io_counters())
         then, times0, disk0, net0 = self._last or (now, times, disk, net)
         self._last = (now, times, disk, net)
         elapsed = max(now - then, 1e-9)
-        # guest time is already counted in user time (Linux), so it is left out of the total
-        total = _busy_and_idle(times) - _busy_and_idle(times0)
+        total = hoststate.total_seconds(times) - hoststate.total_seconds(times0)
         idle = (times.idle + getattr(times, "iowait", 0.0)) - (
             times0.idle + getattr(times0, "iowait", 0.0))
         host_pct = 100.0 * (total - idle) / total if total > 0 else 0.0
         tree_pct = tree_cpu / (psutil.cpu_count() or 1)
+        steal_pct = (100.0 * max(times.steal - times0.steal, 0.0) / total
+                     if total > 0 and hasattr(times, "steal") else None)
 
         def rate(before: Any, after: Any, field: str) -> float | None:
             if before is None or after is None:
@@ -126,7 +125,9 @@ class Monitor:
             return max(getattr(after, field) - getattr(before, field), 0) / elapsed
 
         return {"t": time.time() - self._t0 - elapsed / 2.0, "n": 1,  # the interval's midpoint
-                "cpu_tree_pct": tree_pct, "cpu_rest_pct": max(host_pct - tree_pct, 0.0),
+                "cpu_tree_pct": tree_pct,
+                "cpu_rest_pct": max(host_pct - tree_pct - (steal_pct or 0.0), 0.0),
+                "cpu_steal_pct": steal_pct,
                 "rss_bytes": rss,
                 "disk_read_bytes_s": rate(disk0, disk, "read_bytes"),
                 "disk_write_bytes_s": rate(disk0, disk, "write_bytes"),

@@ -216,6 +216,28 @@ def flops_block(per_sample: float | None, achieved: float | None, case: Case,
             "peak_source": source, "mfu": mfu}
 
 
+def measurement_warnings(ok: list[dict[str, Any]], throughput: dict[str, Any]) -> list[str]:
+    """Spread, warm-up and host flags of the successful repeats. A noisy or unsteady flag names
+    the CPU the hypervisor took (steal) during the repeats it concerns; a repeat that lost more
+    than ``hoststate.STEAL_SHARE`` to it is flagged on its own unless such a flag named it."""
+    named: set[int] = set()
+
+    def explain(indices: list[int]) -> str | None:
+        records = [ok[i] for i in indices if i < len(ok)]
+        named.update(r["repeat"] for r in records
+                     if (hoststate.repeat_steal(r) or 0.0) >= hoststate.STEAL_NOTE)
+        return hoststate.stolen(records)
+
+    warnings = stats.spread_warnings(throughput, [r.get("drift") for r in ok],
+                                     [r.get("drift_p") for r in ok], explain)
+    warnings += stats.warmup_warnings(_values(ok, "warmup"))
+    for record in ok:
+        lines = [hoststate.competing(record.get("host") or {}),
+                 None if record["repeat"] in named else hoststate.steal_line(record)]
+        warnings += [f"repeat {record['repeat'] + 1}: {line}" for line in lines if line]
+    return warnings
+
+
 def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """Fold per-repeat records into the result contract."""
@@ -230,13 +252,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     per_sample = None if case.data_only else spec.flops_per_sample(dict(case.knobs), train=train)
     achieved = per_sample * throughput["median"] if throughput["median"] and per_sample else None
     built_params = ok[0]["params"] if ok and not case.data_only else None
-    warnings = stats.spread_warnings(throughput, [r.get("drift") for r in ok],
-                                     [r.get("drift_p") for r in ok])
-    warnings += stats.warmup_warnings(_values(ok, "warmup"))
-    for record in ok:
-        line = hoststate.competing(record.get("host") or {})
-        if line:
-            warnings.append(f"repeat {record['repeat'] + 1}: {line}")
+    warnings = measurement_warnings(ok, throughput)
     if built_params is not None and built_params != spec.params(dict(case.knobs)):
         warnings.append(f"backend built {built_params:,} parameters, the catalogue says "
                         f"{spec.params(dict(case.knobs)):,}")
@@ -280,6 +296,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "env": {**env, "worker": worker_env(repeats)},
         "ranks": rank_figures(ok),
         "launch": next((r["launch"] for r in repeats if r.get("launch")), None),
-        # per repeat: load, frequency, throttling, memory pressure before/after, others' CPU
+        # per repeat: load, frequency, throttling, memory pressure before/after; others' CPU,
+        # the hypervisor's steal and I/O wait over the repeat
         "host": [r.get("host") for r in repeats],
     }

@@ -6,7 +6,7 @@ seeded bootstrap 95% interval of the median) tells the reader how far to trust i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -101,25 +101,48 @@ def drift_p(step_times: Sequence[float] | None, halves: Sequence[Sequence[float]
     return p if np.isfinite(p) else None
 
 
-def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None],
-                    drift_ps: Sequence[float | None] | None = None) -> list[str]:
-    """Human-readable flags for a noisy or unsteady measurement. A window is unsteady when its
-    halves' mean step times differ by more than ``STEADY_WARN`` and, where its step times are
-    known (``drift_ps``, one per drift), Welch's test says the difference is not noise."""
-    warnings = []
+def noisy(summary: dict[str, Any]) -> bool:
+    """Whether the repeats spread wider than ``CV_WARN``."""
     cv = summary.get("cv")
-    if cv is not None and cv > CV_WARN:
-        warnings.append(f"noisy: CV across repeats is {cv:.1%} (> {CV_WARN:.0%})")
+    return cv is not None and cv > CV_WARN
+
+
+def unsteady(drifts: Sequence[float | None],
+             drift_ps: Sequence[float | None] | None = None) -> list[int]:
+    """Indices of the repeats whose window's halves differ by more than ``STEADY_WARN`` and,
+    where its step times are known (``drift_ps``, one per drift), not by noise (Welch)."""
     ps = list(drift_ps) if drift_ps is not None else [None] * len(drifts)
-    unsteady = [(d, p) for d, p in zip(drifts, ps) if d is not None and abs(d) > STEADY_WARN
-                and (p is None or p < DRIFT_P)]
-    if unsteady:
-        worst, p = max(unsteady, key=lambda pair: abs(pair[0]))
+    return [i for i, (d, p) in enumerate(zip(drifts, ps)) if d is not None
+            and abs(d) > STEADY_WARN and (p is None or p < DRIFT_P)]
+
+
+def spread_warnings(summary: dict[str, Any], drifts: Sequence[float | None],
+                    drift_ps: Sequence[float | None] | None = None,
+                    explain: Callable[[list[int]], str | None] | None = None) -> list[str]:
+    """Human-readable flags for a noisy or unsteady measurement (see ``noisy``, ``unsteady``).
+    ``explain`` gets the indices of the repeats a flag concerns (all of them for a noisy one;
+    the same order as ``drifts`` and ``summary['repeats']``) and may return what on the host
+    moved them, which the line then says."""
+    warnings = []
+
+    def because(indices: list[int]) -> str:
+        cause = explain(indices) if explain is not None else None
+        return f"; {cause}" if cause else ""
+
+    if noisy(summary):
+        warnings.append(f"noisy: CV across repeats is {summary['cv']:.1%} (> {CV_WARN:.0%})"
+                        + because(list(range(int(summary.get("n") or 0)))))
+    flagged = unsteady(drifts, drift_ps)
+    if flagged:
+        ps = list(drift_ps) if drift_ps is not None else [None] * len(drifts)
+        worst = max(flagged, key=lambda i: abs(drifts[i] or 0.0))
+        drift, p = drifts[worst] or 0.0, ps[worst]
         beyond = f", Welch p = {p:.3f} over its step times" if p is not None else ""
         warnings.append(
-            f"unsteady window in {len(unsteady)} repeat(s): step time changed {worst:+.1%} "
+            f"unsteady window in {len(flagged)} repeat(s): step time changed {drift:+.1%} "
             f"from first to second half (> {STEADY_WARN:.0%}{beyond}): the host was busy or the "
-            f"warm-up too short (--warmup-steps auto waits for a steady state)")
+            f"warm-up too short (--warmup-steps auto waits for a steady state)"
+            + because(flagged))
     return warnings
 
 

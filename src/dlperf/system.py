@@ -23,6 +23,10 @@ LEVELS = ("ok", "warn", "fail")
 BUSY_FAIL = 0.10  # the machine's CPU used by others during the check
 MEMORY_FAIL = 0.10  # available memory below this share of the total
 CPU_SAMPLE_S = 2.0
+# The hypervisor's steal over the check's sample: above a competing process's flag (5 %) the
+# host is unfit, as it would flag every repeat; from 2 % (now or since boot) worth knowing.
+STEAL_FAIL = hoststate.STEAL_SHARE
+STEAL_WARN = hoststate.STEAL_NOTE
 
 
 @dataclass
@@ -124,11 +128,16 @@ def numa() -> Finding:
                    "numactl --cpunodebind=0 --membind=0 dlperf run ..." if level == "warn" else "")
 
 
-def busy_processes(sample_s: float = CPU_SAMPLE_S) -> Finding:
+def sample(sample_s: float = CPU_SAMPLE_S) -> dict[str, Any]:
+    """One look at the machine over ``sample_s``: other processes' CPU and, over the same
+    interval, the hypervisor's steal (both findings read it; the check pays the wait once)."""
     others = hoststate.OtherProcesses()
     others.start()
     time.sleep(sample_s)
-    used = others.stop()
+    return others.stop()
+
+
+def busy_processes(used: dict[str, Any]) -> Finding:
     share = used["other_cpu_share"]
     names = ", ".join(f"{t['name']} {t['share']:.0%}" for t in used["top"]) or "none"
     level = "fail" if share > BUSY_FAIL else "ok"
@@ -137,6 +146,28 @@ def busy_processes(sample_s: float = CPU_SAMPLE_S) -> Finding:
                    "a small machine" if level == "fail" else "",
                    "stop them, or measure with dlperf run --require-quiet" if level == "fail"
                    else "")
+
+
+def _share(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1%}"
+
+
+def steal(now: float | None, sample_s: float, since_boot: float | None) -> Finding:
+    """The hypervisor's steal over the sample (``now``) and since boot, as shares of the
+    machine: above ``STEAL_FAIL`` now the host is unfit (a neighbour as large as a competing
+    process, and no process here to stop); from ``STEAL_WARN`` now or since boot, worth knowing."""
+    if now is None and since_boot is None:
+        return Finding("CPU steal (hypervisor)", "not exposed (no steal counter)", "ok")
+    value = f"{_share(now)} over {sample_s:g} s now; {_share(since_boot)} since boot"
+    level = ("fail" if (now or 0.0) > STEAL_FAIL else
+             "warn" if max(now or 0.0, since_boot or 0.0) >= STEAL_WARN else "ok")
+    return Finding("CPU steal (hypervisor)", value, level,
+                   "" if level == "ok" else "a shared VM: the hypervisor runs other guests on "
+                   "these cores, and a repeat loses that CPU time in bursts no process list "
+                   "shows (recorded per repeat as steal; a noisy result names it)",
+                   "" if level == "ok" else "ask for dedicated cores (a dedicated host, an "
+                   "instance type without CPU overcommit) or measure on bare metal; meanwhile "
+                   "compare setups interleaved (dlperf ab)")
 
 
 def load() -> Finding:
@@ -234,8 +265,11 @@ def gpu_findings() -> list[Finding]:
 
 
 def findings(sample_s: float = CPU_SAMPLE_S) -> list[Finding]:
+    used = sample(sample_s)
     return [governor(), turbo(), smt(), aslr(), transparent_hugepages(), isolated_cpus(), numa(),
-            thermal(), memory(), load(), busy_processes(sample_s)] + gpu_findings()
+            thermal(), memory(), load(), busy_processes(used),
+            steal(used.get("steal_share"), sample_s, hoststate.steal_since_boot())
+            ] + gpu_findings()
 
 
 def fit(found: list[Finding]) -> bool:

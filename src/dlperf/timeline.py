@@ -163,8 +163,8 @@ def summarize(repeats: list[dict[str, Any]]) -> dict[str, Any] | None:
             "median_repeat": chosen.get("repeat"), "median": chosen["timeline"]}
 
 
-HOST_FIELDS = ("cpu_tree_pct", "cpu_rest_pct", "rss_bytes", "disk_read_bytes_s",
-               "disk_write_bytes_s", "net_rx_bytes_s", "net_tx_bytes_s")
+HOST_FIELDS = ("cpu_tree_pct", "cpu_rest_pct", "cpu_steal_pct", "rss_bytes",
+               "disk_read_bytes_s", "disk_write_bytes_s", "net_rx_bytes_s", "net_tx_bytes_s")
 # per-GPU fields folded into one CSV column: summed over GPUs where a total means something
 GPU_FIELDS = {"util_pct": "mean", "mem_used_bytes": "sum", "power_w": "sum",
               "sm_clock_mhz": "mean", "pcie_rx_bytes_s": "sum", "pcie_tx_bytes_s": "sum",

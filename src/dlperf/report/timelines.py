@@ -1,5 +1,6 @@
-"""Per-case resource timeline figure: CPU (the worker tree vs the rest of the host), memory, disk
-and network over one repeat (the median one), with the worker's phases shaded.
+"""Per-case resource timeline figure: CPU (the worker tree vs the rest of the host and the
+hypervisor's steal), memory, disk and network over one repeat (the median one), with the
+worker's phases shaded.
 
 Drawn as a small inline SVG (text left as text, at most ``PLOT_POINTS`` points per line) so a
 report with many cases stays a few megabytes; element ids matplotlib writes but nothing refers to
@@ -59,8 +60,10 @@ def figure(result: dict[str, Any]) -> str | None:
     t = columns["t"]
     gpus = sorted({name.split("_", 1)[0] for name in columns
                    if re.match(r"gpu\d+_util_pct$", name)})
+    # steal: CPU time the hypervisor gave other guests (results stored before it have none)
+    steal = [("hypervisor (steal)", "cpu_steal_pct", 1.0)] if "cpu_steal_pct" in columns else []
     panels = [("CPU (% of machine)", [("worker tree", "cpu_tree_pct", 1.0),
-                                      ("rest of host", "cpu_rest_pct", 1.0)]),
+                                      ("rest of host", "cpu_rest_pct", 1.0)] + steal),
               ("memory (RSS, GB)", [("worker tree", "rss_bytes", 1e9)]),
               ("disk (MB/s, host)", [("read", "disk_read_bytes_s", MB),
                                      ("write", "disk_write_bytes_s", MB)]),
@@ -113,7 +116,8 @@ def caption(result: dict[str, Any]) -> str:
         return "—" if means.get(name) is None else f"{means[name] / MB:.2f} MB/s"
 
     rss = means.get("rss_bytes")
-    parts = [f"CPU worker tree {pct('cpu_tree_pct')}, rest of host {pct('cpu_rest_pct')}",
+    parts = [f"CPU worker tree {pct('cpu_tree_pct')}, rest of host {pct('cpu_rest_pct')}, "
+             f"hypervisor (steal) {pct('cpu_steal_pct')}",
              f"RSS {rss / 1e9:.2f} GB" if rss is not None else "RSS —",
              f"disk read {rate('disk_read_bytes_s')} / write {rate('disk_write_bytes_s')}",
              f"network rx {rate('net_rx_bytes_s')} / tx {rate('net_tx_bytes_s')}"]
