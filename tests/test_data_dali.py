@@ -8,12 +8,13 @@ batch 4: 6 batches per epoch. And the refusals: another framework's `--loader da
 from __future__ import annotations
 
 import math
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main, load, pinned_env, tiny_dataset
+from conftest import dlperf, dlperf_main, files_of, load, pinned_env, tiny_dataset
 from dlperf.spec import Case
 
 COUNT, BATCH = 24, 4
@@ -80,6 +81,17 @@ def test_data_only_through_dali_spans_epochs(dali, dataset, tmp_path):
     assert framework["data"]["epochs_started"] == 2
     assert framework["data"]["batches_fetched"] == 11
     assert all(math.isfinite(v) and abs(v) < 3 for v in result["loss"]["last"])
+
+
+def test_a_broken_image_fails_the_case_in_one_line(dali, dataset, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(dataset, broken)
+    files_of(broken)[2].write_bytes(b"not a JPEG")  # in DALI's first batch, whatever the order
+    code, result = run(tmp_path, "--framework", "torch", *TINY, "--steps", "10", "--data",
+                       str(broken), "--loader", "dali", "--data-only")
+    assert code == 1 and result["status"] == "crash"
+    assert "DALI: Error in CPU operator `nvidia.dali.fn.decoders.image`" in result["error"]
+    assert str(broken.resolve()) in result["error"] and "\n" not in result["error"]
 
 
 def test_missing_dali_is_unsupported_with_the_way_to_install_it(dataset, tmp_path):

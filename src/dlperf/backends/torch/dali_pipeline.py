@@ -120,9 +120,12 @@ class DaliFeed(object):
         self.pipeline = build_pipeline(dali, [path for path, _ in order],
                                        [label for _, label in order], size, batch, threads,
                                        device_id, seed * 1000003 + rank() + 1)
-        self.iterator = DALIGenericIterator([self.pipeline], ["images", "labels"],
-                                            reader_name=READER, auto_reset=False,
-                                            last_batch_policy=LastBatchPolicy.DROP)
+        try:  # the iterator runs the pipeline for its first batch already
+            self.iterator = DALIGenericIterator([self.pipeline], ["images", "labels"],
+                                                reader_name=READER, auto_reset=False,
+                                                last_batch_policy=LastBatchPolicy.DROP)
+        except RuntimeError as error:
+            raise one_line(error, root)
         self.epoch = 0
         self.fetched = 0
         self.root = root
@@ -174,15 +177,28 @@ def default_threads():
 
 def _take(iterator, root):
     # type: (Any, str) -> Any
-    """The next batch. DALI reports a failed sample in a long multi-line message; bring the
-    line naming a file of the dataset to the front, where the result's one-line error shows it."""
     try:
         return next(iterator)
     except StopIteration:
         raise
-    except Exception as error:
-        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-        named = [line for line in lines if root in line]
-        if named and lines and named[0] != lines[0]:
-            raise RuntimeError("{} {}".format(named[0], lines[0]))
-        raise
+    except RuntimeError as error:
+        raise one_line(error, root)
+
+
+# DALI's framing of an operator's failure: the lines that say nothing about the cause
+NOISE = ("Critical error in pipeline:", "Current pipeline object is no longer valid.",
+         "which was used in the pipeline definition", "encountered:", "File ")
+
+
+def one_line(error, root):
+    # type: (RuntimeError, str) -> RuntimeError
+    """DALI reports a failed sample in many lines around a Python traceback of the pipeline's
+    definition (and without the file's name): keep the operator and the cause, on one line, where
+    the result's error shows them."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    code = {i + 1 for i, line in enumerate(lines) if line.startswith("File ")}  # source lines
+    kept = [line.rstrip(",") for i, line in enumerate(lines)
+            if line and i not in code and not line.startswith(NOISE)]
+    if not kept:
+        return error
+    return RuntimeError("DALI: %s (reading %s)" % ("; ".join(kept), root))
