@@ -8,17 +8,14 @@ Every rank's own record is in the repeats stored in the database. Within an epoc
 read disjoint shards of the folder: each rank's shard holds files // ranks images (the same
 number of batches per epoch on every rank, so the ranks' epochs stay in step), no rank reads the
 whole folder, and the shards' sizes add up to the folder less the remainder the epoch rule drops.
-The tensorflow, jax and paddle pipelines also record each rank's epoch-0 shard as a count and an
-additive fingerprint of its files' names (dlperf.backends.imagefolder.shard_info), which this file
-recomputes from the folder: the ranks' fingerprints add up to the folder's own (less the one file
-dropped from an uneven split) only if no file is in two shards. The torch pipeline records its
-shard's size and sampler, not its files.
+Every pipeline also records each rank's epoch-0 shard as a count and an additive fingerprint of
+its files' names (dlperf.backends.imagefolder.shard_info), which this file recomputes from the
+folder: the ranks' fingerprints add up to the folder's own (less the one file dropped from an
+uneven split) only if no file is in two shards.
 
-`--data-only` on several processes is refused by the command line today (spec.py: "devices:
---data-only measures one process's input pipeline"), so its test builds the 2-process case past
-that check and measures it through the harness's own runner and the framework's own launcher:
-what it checks is the backends' side (a barrier and a warm-up vote through the framework's
-collectives, a shard per rank).
+`--data-only --devices 2` runs the input pipeline alone on 2 processes through the same command
+line: a barrier and a warm-up vote through the framework's collectives (torch.distributed's gloo
+group in torch), a shard per rank.
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ import pytest
 
 from conftest import (VOTE_MAX_STEPS, check_voted_warmup, dlperf, files_of, load, pinned_env,
                       tiny_dataset)
-from dlperf import runner
-from dlperf.spec import Case
 from dlperf.store import Store
 
 TAG = "DLPERF_TEST_DATA_MULTIPROCESS"
@@ -43,8 +38,6 @@ EVEN, ODD, BATCH, WARMUP, STEPS, RANKS = 24, 23, 4, 2, 2, 2
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
         str(BATCH), "--device", "cpu", "--repeats", "1", "--loader-workers", "1"]
 FRAMEWORKS = ("torch", "tensorflow", "jax", "paddle")
-# the pipelines that record each rank's shard of files; torch's records its size only
-FINGERPRINTED = ("tensorflow", "jax", "paddle")
 
 
 @pytest.fixture(scope="module")
@@ -134,16 +127,16 @@ def check_shards(framework: str, records: list[dict], root: Path, count: int) ->
     assert fetched[0] == fetched[1] > per_rank // BATCH  # every rank into its second epoch
     assert [d["epochs_started"] for d in data] == [
         (f - 1) // (per_rank // BATCH) + 1 for f in fetched]
-    if framework not in FINGERPRINTED:
+    if framework == "torch":
         assert [d["sampler"] for d in data] == ["DistributedSampler"] * RANKS
-        return data
     shards = [d["shard"] for d in data]
     assert all(s["epoch"] == 0 and per_rank <= s["files"] < count for s in shards), shards
     hashes = folder_hashes(root)
     assert len(hashes) == count
     dropped = count - sum(s["files"] for s in shards)
-    # tensorflow shards the file list by stride (Dataset.shard), every file in one shard; jax and
-    # paddle deal a permutation cut to a multiple of the ranks, which leaves count % ranks out
+    # tensorflow shards the file list by stride (Dataset.shard), every file in one shard; torch
+    # (DistributedSampler), jax and paddle deal a permutation cut to a multiple of the ranks,
+    # which leaves count % ranks out
     assert dropped == (0 if framework == "tensorflow" else count % RANKS)
     missing = (sum(hashes) - sum(int(s["fingerprint"], 16) for s in shards)) % 2 ** 64
     assert missing == 0 if dropped == 0 else missing in hashes, (shards, dropped)
@@ -169,21 +162,22 @@ def test_two_processes_train_on_disjoint_shards(framework, even, tmp_path, tagge
     assert result["data"]["passes"]["repeats"][0]["epochs"] == [0, 1]
 
 
-@pytest.mark.parametrize("framework", FINGERPRINTED)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_data_only_on_two_processes_uneven_split(framework, odd, tmp_path, tagged, monkeypatch):
-    """23 files over 2 ranks: 11 each per epoch on every framework (tensorflow's strided shards
-    hold 12 and 11), 2 batches, the ranks' warm-up decided by a vote through the framework's
-    collectives."""
+    """`dlperf run --data-only --devices 2`: 23 files over 2 ranks, 11 each per epoch on every
+    framework (tensorflow's strided shards hold 12 and 11), 2 batches, the ranks' warm-up decided
+    by a vote through the framework's collectives."""
     prepare(framework, monkeypatch)
-    case = Case(framework=framework, model="resnet50", batch_size=BATCH, device="cpu", threads=1,
-                knobs={"image_size": 32, "num_classes": 4}, data=str(odd), data_only=True,
-                loader_workers=1, warmup_steps="auto", warmup_max_steps=VOTE_MAX_STEPS,
-                steps=STEPS, repeats=1, timeout_s=300)
-    object.__setattr__(case, "devices", RANKS)  # past spec's refusal: see the module's doc
     db = tmp_path / "r.db"
-    with Store(db) as store:
-        result = runner.run_case(case, store=store)
+    proc = dlperf("run", "--framework", framework, *TINY, "--warmup-steps", "auto",
+                  "--warmup-max-steps", str(VOTE_MAX_STEPS), "--steps", str(STEPS),
+                  "--devices", str(RANKS), "--threads-per-process", "1", "--data", str(odd),
+                  "--data-only", "--timeout", "300", "--db", str(db),
+                  "--json", str(tmp_path / "r.json"), timeout=600)
+    result = load(tmp_path / "r.json")
+    assert proc.returncode == 0, (result.get("error"), proc.stderr[-3000:])
     check_ranks(result, steps=STEPS)
     assert result["data"]["mode"] == "data-only" and result["model"]["params"] is None
+    assert result["case"]["data_only"] is True
     check_voted_warmup(result, db, max_steps=VOTE_MAX_STEPS)
     check_shards(framework, rank_records(db, result["run_id"]), odd, ODD)

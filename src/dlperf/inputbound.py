@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "(torch; GPU decode where there is a GPU, CPU-only otherwise; "
                             "`dlperf envs install dali`)")
     group.add_argument("--data-only", action="store_true",
-                       help="the input pipeline alone: images/s it can feed, no model")
+                       help="the input pipeline alone: images/s it can feed, no model "
+                            "(with --devices/--nnodes, every process its own shard)")
     group.add_argument("--cold-cache", action="store_true",
                        help="drop the page cache before each repeat (sync; echo 3 > "
                             "/proc/sys/vm/drop_caches where permitted, else evict the "

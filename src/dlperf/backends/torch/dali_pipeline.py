@@ -8,7 +8,9 @@ GPU; "cpu" where the model runs on the CPU, DALI's CPU-only mode with ``device_i
 ``fn.random_resized_crop`` to the model's image size with torchvision's area and aspect ranges,
 and ``fn.crop_mirror_normalize`` (a coin-flip mirror, ImageNet mean and std, NCHW float32), fed
 through ``nvidia.dali.plugin.pytorch.DALIGenericIterator`` with the last partial batch of each
-epoch dropped. ``loader_workers`` is DALI's ``num_threads``.
+epoch dropped. ``loader_workers`` is DALI's ``num_threads``. ``info["shard"]`` records the rank's
+epoch-0 shard (DALI's contiguous slice of the seeded file order) as a count and an additive
+fingerprint (:func:`dlperf.backends.imagefolder.shard_info`).
 
 Valid Python 3.7; imports DALI only when a case asks for it.
 """
@@ -49,11 +51,19 @@ def import_dali():
                                % (dali_site.site_dir(), error, INSTALL_HINT))
 
 
+def shard_bounds(count, shard, shards):
+    # type: (int, int, int) -> Tuple[int, int]
+    """DALI's shard ``shard`` of ``shards`` over ``count`` files as [low, high):
+    [floor(N*i/S), floor(N*(i+1)/S))."""
+    return (int(math.floor(count * shard / float(shards))),
+            int(math.floor(count * (shard + 1) / float(shards))))
+
+
 def shard_size(count, shard, shards):
     # type: (int, int, int) -> int
-    """Files in DALI's shard ``shard`` of ``shards``: [floor(N*i/S), floor(N*(i+1)/S))."""
-    return int(math.floor(count * (shard + 1) / float(shards))) - int(
-        math.floor(count * shard / float(shards)))
+    """Files in DALI's shard ``shard`` of ``shards`` (:func:`shard_bounds`)."""
+    low, high = shard_bounds(count, shard, shards)
+    return high - low
 
 
 def build_pipeline(dali, files, labels, size, batch, threads, device_id, seed):
@@ -112,6 +122,7 @@ class DaliFeed(object):
         # first pass over a class-sorted folder is mixed beyond the reader's shuffle buffer
         order = list(samples)
         random.Random(seed).shuffle(order)
+        low, high = shard_bounds(len(order), rank(), world_size())
         on_gpu = device.type == "cuda"
         device_id = (device.index if device.index is not None
                      else torch.cuda.current_device()) if on_gpu else None
@@ -141,7 +152,9 @@ class DaliFeed(object):
             "drop_last": True,
             "last_batch_policy": "DROP",
             "shuffle": "files in a seeded order, then fn.readers.file random_shuffle",
-            "shard": "shard_id %d of num_shards %d" % (rank(), world_size()),
+            "sharding": "shard_id %d of num_shards %d" % (rank(), world_size()),
+            # the reader starts on its own shard (stick_to_shard off: the next one each epoch)
+            "shard": imagefolder.shard_info(root, [path for path, _ in order[low:high]]),
             "decoder": "fn.decoders.image, device %s" % ("mixed (nvJPEG)" if on_gpu else "cpu"),
             "augmentation": imagefolder.describe(size) + "; DALI fn.random_resized_crop and "
                             "fn.crop_mirror_normalize",

@@ -7,7 +7,11 @@ decode and the ImageNet training augmentation of :mod:`dlperf.backends.imagefold
 batches in flight per worker, the last partial batch dropped) and copies it to the device
 (``non_blocking`` from pinned memory on CUDA). The stream never ends: a finished epoch starts the
 next with a new shuffle, and the epoch count is recorded so the harness can tell the first pass
-over the files from later ones. ``data_only`` times that stream alone, through the same loop.
+over the files from later ones. ``data_only`` times that stream alone, through the same loop,
+on one process or on each of several (each its own shard, the window barriered and the warm-up
+voted through the process group, gloo on the CPU, as training's). ``info["shard"]`` records the
+process's share of epoch 0 (the DistributedSampler's indices with several) as a count and an
+additive fingerprint (:func:`dlperf.backends.imagefolder.shard_info`).
 ``loader`` "dali" swaps the DataLoader for NVIDIA DALI (:mod:`.dali_pipeline`) behind the same
 ``next()``; :func:`make_feed` picks.
 
@@ -16,7 +20,7 @@ torchvision is not importable beside every torch build, so nothing here uses it.
 
 import os
 import random
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +29,8 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
 
 from dlperf.backends import imagefolder
-from dlperf.backends.torch.workload import rank, runtime_info, world_size
+from dlperf.backends.torch.workload import (barrier, gather_ints, join_process_group, rank,
+                                            runtime_info, world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # DataLoader's default: batches each worker keeps ready
@@ -103,6 +108,10 @@ class Feed(object):
                                               drop_last=True)  # type: Any
         else:
             self.sampler = RandomSampler(self.dataset, generator=order)
+        if isinstance(self.sampler, DistributedSampler):  # epoch 0's indices (its epoch is 0)
+            first = [samples[i][0] for i in self.sampler]  # type: List[str]
+        else:  # every file, in an order that does not change the fingerprint
+            first = [path for path, _ in samples]
         if len(self.sampler) < batch:
             raise UnsupportedError(
                 "data: %d images per process give no full batch of %d; make a larger dataset "
@@ -128,6 +137,7 @@ class Feed(object):
             "prefetch_factor": PREFETCH_FACTOR if workers > 0 else None,
             "drop_last": True,
             "sampler": type(self.sampler).__name__,
+            "shard": imagefolder.shard_info(root, first),
             "loader": "native",
             "pipeline": "torch.utils.data.DataLoader",
             "decoder": "Pillow " + imagefolder.pillow_version(),
@@ -199,7 +209,10 @@ def classifier_loss(feed):
 
 
 class DataOnlyWorkload(PipelineOnlyWorkload):
-    """``--data-only`` in torch: see :class:`PipelineOnlyWorkload`."""
+    """``--data-only`` in torch: see :class:`PipelineOnlyWorkload`. With several processes the
+    loop's barrier and warm-up vote go through torch.distributed (the process group
+    :func:`data_only` joined, as a training step's would); each process's feed reads its own
+    shard."""
 
     def step(self):
         # type: () -> Tuple[torch.Tensor, torch.Tensor]
@@ -214,6 +227,14 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
         # type: (Any) -> float
         return float(handle[0].float().mean().item())
 
+    def barrier(self):
+        # type: () -> None
+        barrier(self.device)
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        return gather_ints(value, self.device)
+
     def peak_device_bytes(self):
         # type: () -> Optional[int]
         if self.device.type == "cuda":
@@ -223,6 +244,9 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
 
 def data_only(case, knobs, batch, device, seed):
     # type: (Dict[str, Any], Dict[str, int], int, torch.device, int) -> DataOnlyWorkload
+    """The pipeline alone; with several processes (torchrun) this one joins the process group
+    first (gloo on the CPU, NCCL on a GPU), which the worker leaves after gathering the results."""
+    join_process_group(device)
     feed = make_feed(case, knobs["image_size"], batch, device, seed, "channels_last")
     info = runtime_info(device)
     info.update({"model": None, "task": "data-only", "data": feed.info,

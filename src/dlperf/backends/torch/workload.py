@@ -53,13 +53,10 @@ def maybe_wrap_ddp(model, device):
     NCCL on CUDA, gloo on CPU. DDP broadcasts rank 0's weights at construction, so every rank
     starts identical whatever its seed.
     """
-    if world_size() <= 1:
+    if not join_process_group(device):
         return model
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     if device.type == "cuda":
         return DistributedDataParallel(model, device_ids=[device.index], output_device=device.index)
     return DistributedDataParallel(model)
@@ -68,6 +65,48 @@ def maybe_wrap_ddp(model, device):
 def rank():
     # type: () -> int
     return int(os.environ.get("RANK", "0"))
+
+
+def join_process_group(device):
+    # type: (torch.device) -> bool
+    """Join the process group torchrun described (NCCL on CUDA, gloo on CPU), as
+    :func:`maybe_wrap_ddp` does for training; False (nothing joined) for a single process."""
+    if world_size() <= 1:
+        return False
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return True
+
+
+def barrier(device):
+    # type: (torch.device) -> None
+    """Every rank waits for the others (the timing loop brackets the window with this); a no-op
+    outside a process group."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if device.type == "cuda":
+        dist.barrier(device_ids=[device.index])
+    else:
+        dist.barrier()
+
+
+def gather_ints(value, device):
+    # type: (int, torch.device) -> List[int]
+    """Every rank's ``value``: an all-reduce (sum) of a vector zero but for this rank's own
+    entry, on the process group's device (NCCL's on the GPU, gloo's on the CPU); ``[value]``
+    outside a process group."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    votes = torch.zeros(dist.get_world_size(), dtype=torch.int64, device=device)
+    votes[dist.get_rank()] = value
+    dist.all_reduce(votes)
+    return [int(v) for v in votes.tolist()]
 
 
 def gather_results(payload):
@@ -263,27 +302,12 @@ class TorchWorkload(Workload):
     def barrier(self):
         # type: () -> None
         """Every rank waits for the others (the timing loop brackets the window with this)."""
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            return
-        if self.device.type == "cuda":
-            dist.barrier(device_ids=[self.device.index])
-        else:
-            dist.barrier()
+        barrier(self.device)
 
     def all_gather_ints(self, value):
         # type: (int) -> List[int]
-        """Every rank's ``value``: an all-reduce (sum) of a vector zero but for this rank's own
-        entry, on the process group's device (NCCL's on the GPU, gloo's on the CPU)."""
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            return [value]
-        votes = torch.zeros(dist.get_world_size(), dtype=torch.int64, device=self.device)
-        votes[dist.get_rank()] = value
-        dist.all_reduce(votes)
-        return [int(v) for v in votes.tolist()]
+        """Every rank's ``value``: :func:`gather_ints` on this workload's device."""
+        return gather_ints(value, self.device)
 
     def allreduce_probe(self):
         # type: () -> Optional[float]
