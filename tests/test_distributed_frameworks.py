@@ -22,6 +22,7 @@ import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
 from dlperf import launch, launchguard, runner
+from dlperf.backends.mindspore import launch as ms_launch
 from dlperf.backends.paddle import launch as paddle_launch
 from dlperf.spec import Case
 
@@ -250,6 +251,29 @@ def test_mindspore_two_processes_and_speedup_over_one(tmp_path, tagged):
     threads = max(1, launch.usable_cores() // 2)
     assert [r["threads"] for r in two["ranks"]] == [threads, threads]
     assert two["env"]["worker"]["framework"]["cpu_op_threads"] == threads
+    # the heartbeat deadline is raised to the rendezvous timeout: a busy host is no lost worker
+    assert two["launch"]["node_timeout_s"] == launch.DEFAULT_RDZV_TIMEOUT_S
+
+
+def test_mindspore_lost_heartbeat_names_the_worker_and_keeps_the_users_deadline(monkeypatch):
+    # MindSpore's scheduler's own words when a worker's heartbeat stopped (seen in CI on a busy
+    # 2-core host, before the launcher raised MS_NODE_TIMEOUT from its 30-s default)
+    log = ("dlperf.mindspore: the cluster did not form: The total number of timed out node is 1. "
+           "Timed out node list is: [const vector]{1}, worker 1 is the first one timed out, "
+           "please check its log.\n")
+    case = Case(framework="mindspore", model="resnet50", batch_size=2, devices=2)
+    status, message = ms_launch.explain(log, case, launch.Rendezvous(), "127.0.0.1:1", 300)
+    assert status == "timeout"
+    assert message.startswith("MindSpore's scheduler heard no heartbeat from worker 1 for "
+                              "MS_NODE_TIMEOUT=300 s: that rank stalled or died (its log: "
+                              "msrun-log/worker_1.log) (MindSpore: The total number")
+    monkeypatch.delenv("MS_NODE_TIMEOUT", raising=False)
+    monkeypatch.delenv("MS_HEARTBEAT_RETRY_TIMEOUT", raising=False)
+    assert ms_launch.heartbeat_env(8) == {"MS_NODE_TIMEOUT": "60",
+                                          "MS_HEARTBEAT_RETRY_TIMEOUT": "40"}
+    monkeypatch.setenv("MS_NODE_TIMEOUT", "45")
+    assert ms_launch.heartbeat_env(300) == {"MS_NODE_TIMEOUT": "45",
+                                            "MS_HEARTBEAT_RETRY_TIMEOUT": "30"}
 
 
 def test_mindspore_lonely_node_times_out(tmp_path, tagged):

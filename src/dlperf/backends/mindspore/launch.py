@@ -21,6 +21,13 @@ msrun starts the scheduler on every node whose own address ``--master_addr`` is,
 on one machine both try to serve A:P: the second scheduler cannot bind it and that node's msrun
 fails although its workers joined node 0's cluster and finished. Multi-node MindSpore runs need
 separate hosts.
+
+MindSpore's scheduler drops a worker whose heartbeat it has not heard for ``MS_NODE_TIMEOUT``
+seconds (30 by default), and a worker leaves when the scheduler has not answered for
+``MS_HEARTBEAT_RETRY_TIMEOUT`` (20). On a busy CPU host, two workers and the scheduler compiling
+at once can starve a heartbeat thread for longer than that, and the case fails although nothing
+died; msrun already kills every worker when one exits, so the launcher raises both deadlines to
+the rendezvous timeout (a value the user has set in the environment is kept).
 """
 
 from __future__ import annotations
@@ -43,6 +50,16 @@ LOG_DIR = "msrun-log"  # inside the repeat's directory: scheduler.log, worker_N.
 
 # the backend's line when MindSpore's init() gave up (workload.RDZV_FAILED), with its own words
 _FAILED = re.compile(r"dlperf\.mindspore: the cluster did not form: ([^\n]*)")
+# MindSpore's scheduler, when a worker's heartbeat stopped: "... worker 1 is the first one timed out"
+_LOST = re.compile(r"worker (\d+) is the first one timed out")
+
+
+def heartbeat_env(timeout_s: int) -> dict[str, str]:
+    """MS_NODE_TIMEOUT and MS_HEARTBEAT_RETRY_TIMEOUT (below it, as MindSpore asks) for a
+    cluster whose rendezvous may take timeout_s; values already in the environment win."""
+    node = int(os.environ.get("MS_NODE_TIMEOUT") or max(60, timeout_s))
+    retry = int(os.environ.get("MS_HEARTBEAT_RETRY_TIMEOUT") or max(20, node * 2 // 3))
+    return {"MS_NODE_TIMEOUT": str(node), "MS_HEARTBEAT_RETRY_TIMEOUT": str(retry)}
 
 
 class Msrun(MultiLauncher):
@@ -76,30 +93,40 @@ class Msrun(MultiLauncher):
                 "python", *worker_argv(python, case_file, out_dir)[1:]]
         threads = threads_per_process(case)
         declared = envs.worker_variables(case.framework, python)
-        env = {**declared, **thread_env(threads),
+        heartbeat = heartbeat_env(timeout)
+        env = {**declared, **thread_env(threads), **heartbeat,
                "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
         facts: dict[str, Any] = {
             "launcher": self.name, "processes": case.devices * case.nnodes,
             "processes_per_node": case.devices, "nnodes": case.nnodes,
             "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
             "master": f"{addr}:{port}", "rendezvous": "msrun scheduler (node 0)",
-            "log_dir": LOG_DIR, "cluster_time_out_s": timeout}
+            "log_dir": LOG_DIR, "cluster_time_out_s": timeout,
+            "node_timeout_s": int(heartbeat["MS_NODE_TIMEOUT"])}
         if case.nnodes > 1:
             facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
         if declared:
             facts["framework_env"] = declared
         return Launch(argv, env=env, ranks=self.ranks_here(case),
-                      explain=lambda log: explain(log, case, rdzv, f"{addr}:{port}"),
+                      explain=lambda log: explain(log, case, rdzv, f"{addr}:{port}",
+                                                  int(heartbeat["MS_NODE_TIMEOUT"])),
                       facts=facts)
 
 
-def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
-    """(status, message) when MindSpore said its cluster never formed, or None."""
+def explain(log: str, case: Case, rdzv: Rendezvous, master: str,
+            node_timeout_s: int) -> tuple[str, str] | None:
+    """(status, message) when MindSpore said its cluster never formed or lost a worker, or
+    None."""
     found = _FAILED.search(log)
     if found is None:
         return None
-    head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
     said = f" (MindSpore: {found.group(1).strip()[:300]})"
+    lost = _LOST.search(found.group(1))
+    if lost is not None:
+        return "timeout", (f"MindSpore's scheduler heard no heartbeat from worker {lost.group(1)} "
+                           f"for MS_NODE_TIMEOUT={node_timeout_s} s: that rank stalled or died "
+                           f"(its log: {LOG_DIR}/worker_{lost.group(1)}.log){said}")
+    head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
     return "timeout", (head + f"the {case.nnodes} nodes never all joined at {master}{said}; "
                        f"start the same `dlperf run` on the other nodes with their --node-rank")
 
