@@ -76,7 +76,7 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
 def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp_path):
     # each size doubles the step time; a short --timeout ends the growth with `timeout`
     proc, answer = dlperf(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "64",
-                          "--timeout", "12")
+                          "--timeout", "8")
     assert proc.returncode == 1, proc.stderr[-2000:]
     statuses = [p["status"] for p in answer["probes"]]
     assert statuses[-1] == "timeout" and set(statuses[:-1]) <= {"ok"}

@@ -21,6 +21,7 @@ group in torch), a shard per rank.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import time
 import uuid
@@ -38,6 +39,11 @@ EVEN, ODD, BATCH, WARMUP, STEPS, RANKS = 24, 23, 4, 2, 2, 2
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
         str(BATCH), "--device", "cpu", "--repeats", "1", "--loader-workers", "1"]
 FRAMEWORKS = ("torch", "tensorflow", "jax", "paddle")
+# each framework's own input pipeline, as the result names it, and the layout it says it feeds
+# (torch's DataLoader gives NCHW tensors and does not say so)
+PIPELINE = {"torch": ("torch.utils.data.DataLoader", None), "tensorflow": ("tf.data", "NHWC"),
+            "jax": ("numpy loader", "NHWC"), "paddle": ("paddle.io.DataLoader", "NCHW")}
+MANIFEST = "dlperf-dataset.json"
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +161,16 @@ def test_two_processes_train_on_disjoint_shards(framework, even, tmp_path, tagge
     assert proc.returncode == 0, (result.get("error"), proc.stderr[-3000:])
     check_ranks(result, steps=STEPS)
     assert result["data"]["mode"] == "data+compute" and result["model"]["params"] > 0
+    # the pipeline that fed the model (this is TF's and JAX's only training-on-a-folder test: the
+    # one-process path differs only in the shard, which tests/test_data_pipeline_tf_jax.py's
+    # data-only runs cover)
+    assert all(math.isfinite(v) for v in result["loss"]["first"] + result["loss"]["last"])
+    assert result["data"]["path"] == str(even.resolve())
+    assert result["data"]["dataset"]["digest"] == load(even / MANIFEST)["digest"]
+    loader = result["data"]["loader"]
+    pipeline, layout = PIPELINE[framework]
+    assert pipeline in loader["pipeline"] and loader.get("layout") == layout, loader
+    assert loader["drop_last"] is True and "RandomResizedCrop(32" in loader["augmentation"]
     data = check_shards(framework, rank_records(db, result["run_id"]), even, EVEN)
     # the first step (warm-up step 1 of 2), one more warm-up step and the 2-step window: batches
     # 0..3, of which batch 3 opens the second epoch

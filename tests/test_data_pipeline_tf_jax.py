@@ -1,6 +1,7 @@
 """Real input pipelines of TensorFlow 2 (tf.data) and JAX (numpy loader) over a dataset folder
-(`dlperf run --data DIR`, `--data-only`): real environments, real `dlperf` subprocesses; 24
-JPEGs of 40x30 in 4 classes, image size 32, batch 4 (6 batches per epoch).
+(`dlperf run --data DIR --data-only`): real environments, real `dlperf` subprocesses; 24
+JPEGs of 40x30 in 4 classes, image size 32, batch 4 (6 batches per epoch). Training on the
+folder (`--data DIR`) is tests/test_data_multiprocess.py's, on 2 processes with a shard each.
 
 A framework whose environment is not installed is skipped, with the `dlperf envs install`
 line to run. The JAX loader decodes with Pillow: where the JAX environment cannot import it
@@ -38,31 +39,6 @@ def dataset(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_training_on_the_folder(framework, dataset, tmp_path):
-    require(framework)
-    proc = dlperf("run", "--framework", framework, *TINY, "--steps", "2", "--data",
-                  str(dataset), "--db", str(tmp_path / "r.db"), "--json",
-                  str(tmp_path / "r.json"))
-    result = load(tmp_path / "r.json")
-    assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"), proc.stderr)
-    assert result["throughput"]["median"] > 0
-    assert all(math.isfinite(v) for v in result["loss"]["first"] + result["loss"]["last"])
-    data = result["data"]
-    assert data["mode"] == "data+compute" and data["path"] == str(dataset.resolve())
-    assert data["dataset"]["digest"] == load(dataset / MANIFEST)["digest"]
-    loader = data["loader"]
-    assert PIPELINE[framework] in loader["pipeline"] and loader["layout"] == "NHWC"
-    assert (loader["images"], loader["batches_per_epoch"], loader["drop_last"]) == (
-        COUNT, BATCHES_PER_EPOCH, True)
-    assert loader["loader_workers_default"] is True
-    assert "RandomResizedCrop(32" in loader["augmentation"]
-    # the first step and 1 warm-up step, then the 2-step window: batches 1 and 2 of epoch 0
-    assert data["passes"]["repeats"][0]["epochs"] == [0, 0]
-    counters = result["env"]["worker"]["framework"]["data"]
-    assert (counters["batches_fetched"], counters["epochs_started"]) == (WARMUP + 2, 1)
-
-
-@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_data_only_runs_into_the_second_epoch(framework, dataset, tmp_path):
     require(framework)
     steps = BATCHES_PER_EPOCH + 2  # with the warm-up step: batches 0..8, epoch 1 from batch 6
@@ -74,7 +50,8 @@ def test_data_only_runs_into_the_second_epoch(framework, dataset, tmp_path):
     assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"), proc.stderr)
     assert result["case"]["data_only"] is True and result["model"]["params"] is None
     data = result["data"]
-    assert data["mode"] == "data-only"
+    assert data["mode"] == "data-only" and PIPELINE[framework] in data["loader"]["pipeline"]
+    assert data["loader"]["layout"] == "NHWC" and data["loader"]["loader_workers"] == 2
     passes = data["passes"]["repeats"][0]
     assert passes["epochs"] == [0, 1] and data["passes"]["spans_epochs"] == [True]
     assert (passes["first_pass_steps"], passes["later_pass_steps"]) == (
