@@ -184,3 +184,22 @@ class Collectives(object):
             result = json.loads(blob[:int(size)].astype(np.uint8).tobytes().decode("utf-8"))
             seen.setdefault(int(result["rank"]), result)
         return [seen[r] for r in sorted(seen)]
+
+
+class CollectiveRanks(object):
+    """The workload contract's barrier and warm-up vote, for a TF2 workload (training or
+    data-only) that holds ``_collectives``: a :class:`Collectives` across processes, or None for
+    one process (then the contract's single-process answers)."""
+
+    _collectives = None  # type: Optional[Collectives]
+
+    def barrier(self):
+        # type: () -> None
+        if self._collectives is not None:
+            self._collectives.barrier()
+
+    def all_gather_ints(self, value):
+        # type: (int) -> List[int]
+        if self._collectives is None:
+            return [value]
+        return self._collectives.gather_ints(value)

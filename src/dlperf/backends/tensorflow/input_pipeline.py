@@ -40,6 +40,7 @@ import tensorflow as tf
 
 from dlperf.backends import imagefolder
 from dlperf.backends.tensorflow import cluster
+from dlperf.backends.tensorflow.distribute import CollectiveRanks
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 EOI_WINDOW = 16  # bytes at the end of a file searched for the JPEG end-of-image marker
@@ -200,7 +201,7 @@ def _pipeline_message(error):
     return "data: the tf.data pipeline failed: " + (first[0] if first else type(error).__name__)
 
 
-class DataOnlyWorkload(PipelineOnlyWorkload):
+class DataOnlyWorkload(CollectiveRanks, PipelineOnlyWorkload):
     """``--data-only`` in tensorflow: see :class:`PipelineOnlyWorkload`. With several workers the
     loop's barrier and warm-up vote go through the strategy's collectives (``collectives``),
     as a training step's would; each worker's feed reads its own shard."""
@@ -225,17 +226,6 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(tf.reduce_mean(handle).numpy())
-
-    def barrier(self):
-        # type: () -> None
-        if self._collectives is not None:
-            self._collectives.barrier()
-
-    def all_gather_ints(self, value):
-        # type: (int) -> List[int]
-        if self._collectives is None:
-            return [value]
-        return self._collectives.gather_ints(value)
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 import keras
 import tensorflow as tf
 
+from dlperf.backends.tensorflow.distribute import CollectiveRanks
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
@@ -122,7 +123,7 @@ def runtime_info(device):
     return info
 
 
-class TFWorkload(Workload):
+class TFWorkload(CollectiveRanks, Workload):
     """A traced ``tf.function`` step over data already on the device.
 
     TensorFlow returns from a function call once its ops are enqueued; ``.numpy()`` on the loss
@@ -154,17 +155,6 @@ class TFWorkload(Workload):
             sync_devices = getattr(tf.test.experimental, "sync_devices", None)
             if sync_devices is not None:
                 sync_devices()
-
-    def barrier(self):
-        # type: () -> None
-        if self._collectives is not None:
-            self._collectives.barrier()
-
-    def all_gather_ints(self, value):
-        # type: (int) -> List[int]
-        if self._collectives is None:
-            return [value]
-        return self._collectives.gather_ints(value)
 
     def allreduce_probe(self):
         # type: () -> Optional[float]
