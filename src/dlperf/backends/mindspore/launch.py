@@ -94,6 +94,7 @@ class Msrun(MultiLauncher):
         threads = threads_per_process(case)
         declared = envs.worker_variables(case.framework, python)
         heartbeat = heartbeat_env(timeout)
+        node_timeout = int(heartbeat["MS_NODE_TIMEOUT"])
         env = {**declared, **thread_env(threads), **heartbeat,
                "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
         facts: dict[str, Any] = {
@@ -102,14 +103,14 @@ class Msrun(MultiLauncher):
             "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
             "master": f"{addr}:{port}", "rendezvous": "msrun scheduler (node 0)",
             "log_dir": LOG_DIR, "cluster_time_out_s": timeout,
-            "node_timeout_s": int(heartbeat["MS_NODE_TIMEOUT"])}
+            "node_timeout_s": node_timeout}
         if case.nnodes > 1:
             facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
         if declared:
             facts["framework_env"] = declared
         return Launch(argv, env=env, ranks=self.ranks_here(case),
                       explain=lambda log: explain(log, case, rdzv, f"{addr}:{port}",
-                                                  int(heartbeat["MS_NODE_TIMEOUT"])),
+                                                  node_timeout),
                       facts=facts)
 
 

@@ -34,7 +34,7 @@ fingerprint, :func:`dlperf.backends.imagefolder.shard_info`), so a job shows tha
 read disjoint shards covering the folder.
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 

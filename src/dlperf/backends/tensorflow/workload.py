@@ -6,7 +6,7 @@ GPUs (TensorFlow enables it by default on Ampere and later) so it really is IEEE
 """
 
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import keras
 import tensorflow as tf
