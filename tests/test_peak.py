@@ -69,18 +69,45 @@ def test_cpu_processes_share_their_nodes_peak_and_gpus_each_have_one():
     assert peak_units(on_cpu, {"gpus": [{"name": "NVIDIA H100"}]}) == 1
 
 
+def _probed(tmp_path, monkeypatch, rates):
+    """A machine whose cached probe holds ``rates`` (FLOP/s per dtype)."""
+    from dlperf import peak
+
+    monkeypatch.setenv("DLPERF_CACHE", str(tmp_path))
+    env = {"hostname": "h", "cpu": {"model": "x", "logical_cores": 2}, "gpus": []}
+    (tmp_path / "peaks.json").write_text(json.dumps(
+        {peak.machine_id(env): {"flops_per_s": rates}}))
+    return env
+
+
 def test_a_rate_above_the_probed_peak_gives_no_mfu_and_says_why(tmp_path, monkeypatch):
     from dlperf import result
     from dlperf.spec import Case
 
-    monkeypatch.setattr(result, "peak_for", lambda precision, env: 2.0e10)
+    env = _probed(tmp_path, monkeypatch, {"float32": 1.0e10, "bfloat16": 2.0e10})
     case = Case(framework="torch", model="bert-base", batch_size=4, precision="amp-bf16")
-    env = {"cpu": {"model": "x"}, "gpus": []}
     below = result.flops_block(1.0e9, 1.0e10, case, env)
-    assert below["mfu"] == 0.5
+    assert below["mfu"] == 0.5 and below["peak_source"] == "dlperf sysinfo --probe (matmul)"
     above = result.flops_block(1.0e9, 4.0e10, case, env)
     assert above["mfu"] is None and above["achieved_per_s"] == 4.0e10
     assert "below the achieved rate (200% of it)" in above["peak_source"]
+
+
+def test_a_reduced_precision_slower_than_fp32_is_bounded_by_fp32(tmp_path, monkeypatch):
+    """On a CPU that emulates bf16 (its bf16 GEMM 4x slower than fp32), a framework computing
+    its bf16 in fp32 would read ~100% MFU against the bf16 probe: fp32's peak is the ceiling."""
+    from dlperf import peak, result
+    from dlperf.spec import Case
+
+    env = _probed(tmp_path, monkeypatch,
+                  {"float32": 4.0e10, "bfloat16": 1.0e10, "int8": 1.0e9})
+    bf16 = Case(framework="tensorflow", model="bert-base", batch_size=4, precision="amp-bf16")
+    block = result.flops_block(1.0e9, 1.0e10, bf16, env)
+    assert block["peak_per_s"] == 4.0e10 and block["mfu"] == 0.25
+    assert "float32: the bfloat16 GEMM here is slower" in block["peak_source"]
+    assert peak.ceiling("fp32", env) == (4.0e10, "float32")
+    assert peak.ceiling("int8", env) == (1.0e9, "int8")  # OP/s of integers: no fp32 fallback
+    assert peak.ceiling("amp-fp16", env) == (4.0e10, "float32")  # fp16 not probed: fp32 bounds it
 
 
 def test_the_probe_budget_includes_the_warm_up():

@@ -149,6 +149,14 @@ def test_shipped_sweep_files_are_valid():
                        ("bert-base", "fp32"): {32, 96}, ("bert-base", "amp-fp16"): {64, 160}}
     assert all(c.repeats == 7 and c.warmup_steps == 20 and c.steps == 100 for c in v1.cases)
     assert len(v1.cases) == 24 and v1.on_oom == "halve"
+    # the cross-framework table: every framework x model x precision x mode, once each
+    table = sweep_mod.load(root / "frameworks-cpu.yaml")
+    cells = {(c.framework, c.model, c.precision, c.compile) for c in table.cases}
+    assert len(table.cases) == len(cells) == 8 * 2 * 2 * 2
+    assert {c.batch_size for c in table.cases} == {2} and all(c.repeats == 3 for c in table.cases)
+    slow_xla = {c.model: c.timeout_s for c in table.cases
+                if c.framework == "tensorflow1" and c.compile and c.precision == "fp32"}
+    assert slow_xla == {"resnet50": 120, "bert-base": 120}
 
 
 # -- real runs ---------------------------------------------------------------------------------

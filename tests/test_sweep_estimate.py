@@ -34,3 +34,30 @@ def test_auto_warmup_estimate_honours_warmup_max_steps(tmp_path: Path):
     # a fixed count ignores the bound, here and in the worker
     fixed = [estimator.repeat_seconds(dataclasses.replace(c, warmup_steps=7))[0] for c in cases]
     assert fixed == pytest.approx([fixed[0]] * 4)
+
+
+def test_estimate_honours_min_duration_and_the_timeout(tmp_path: Path):
+    """A repeat lasts at least --min-duration of window, and never longer than its timeout;
+    a case whose repeat would time out costs one repeat, since the harness stops there."""
+    from dlperf.sweep_runner import CaseState
+
+    path = tmp_path / "bounds.yaml"
+    path.write_text("name: bounds\ndefaults:\n  framework: torch\n  model: resnet50\n"
+                    "  batch_size: 1\n  image_size: 32\n  steps: 2\n  repeats: 3\n"
+                    "  warmup_steps: 1\n"
+                    "matrix:\n  min_duration_s: [0, 30]\n")
+    plain, long_window = sweep.load(path).cases
+    # the timeout is not part of a case's identity (a sweep merges cases that differ only there)
+    short_window_timeout = dataclasses.replace(plain, timeout_s=20.0)
+    long_window_timeout = dataclasses.replace(long_window, timeout_s=20.0)
+    estimator = Estimator([])
+    base = estimator.repeat_seconds(plain)[0]
+    assert base < 30  # a tiny case: a couple of guessed steps and the guessed overhead
+    assert estimator.repeat_seconds(long_window)[0] > 30  # overhead + a 30-s window
+    assert estimator.repeat_seconds(long_window)[0] < base + 30
+    # the timeout bounds a repeat, and the case stops at the first timed-out repeat
+    assert estimator.repeat_seconds(long_window_timeout)[0] == 20
+    assert estimator.case_seconds(CaseState(long_window_timeout)) == 20
+    assert estimator.case_seconds(CaseState(long_window)) == pytest.approx(
+        3 * estimator.repeat_seconds(long_window)[0])
+    assert estimator.case_seconds(CaseState(short_window_timeout)) == pytest.approx(3 * base)

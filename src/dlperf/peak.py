@@ -171,10 +171,33 @@ def cached(env: dict[str, Any]) -> dict[str, Any] | None:
     return load_all().get(machine_id(env))
 
 
-def peak_for(precision: str, env: dict[str, Any]) -> float | None:
-    """The measured matmul ceiling for a case's precision on this machine, if probed."""
+# reduced float precisions: a framework may always compute them in fp32 instead (XLA on a CPU
+# without bf16 units upcasts bf16 dots), so fp32's ceiling also bounds them
+REDUCED_FLOATS = ("bfloat16", "float16")
+
+
+def ceiling(precision: str, env: dict[str, Any]) -> tuple[float, str] | None:
+    """The measured matmul ceiling for a case's precision on this machine, if probed, and the
+    dtype of the probe it comes from.
+
+    For bf16 and fp16 it is the faster of that dtype's GEMM and fp32's: on a CPU whose bf16
+    GEMM is emulated (slower than fp32), a framework that computes its bf16 in fp32 would
+    otherwise report an MFU near or above 100% of a ceiling it never needed.
+    """
     peaks = cached(env)
     dtype = PRECISION_DTYPE.get(precision)
     if not peaks or dtype is None:
         return None
-    return peaks["flops_per_s"].get(dtype)
+    rates = peaks["flops_per_s"]
+    candidates = [d for d in ((dtype, "float32") if dtype in REDUCED_FLOATS else (dtype,))
+                  if rates.get(d)]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda d: rates[d])
+    return rates[best], best
+
+
+def peak_for(precision: str, env: dict[str, Any]) -> float | None:
+    """The measured matmul ceiling for a case's precision on this machine (see ceiling)."""
+    found = ceiling(precision, env)
+    return found[0] if found else None

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dlperf import hoststate, models, stats, timeline
-from dlperf.peak import peak_for
+from dlperf.peak import PRECISION_DTYPE, ceiling
 from dlperf.spec import Case
 
 SCHEMA = 1
@@ -203,10 +203,13 @@ def flops_block(per_sample: float | None, achieved: float | None, case: Case,
     precision (one GEMM kernel, or a probe taken on a busy host): MFU is then left out and the
     block says why, never a utilisation above 100%.
     """
-    peak = peak_for(case.precision, env) if env.get("cpu") else None
+    found = ceiling(case.precision, env) if env.get("cpu") else None
+    peak, dtype = found if found else (None, None)
     mfu = achieved / (peak * peak_units(case, env)) if achieved and peak else None
-    source = ("dlperf sysinfo --probe (matmul)" if peak else
-              "not probed: run `dlperf sysinfo --probe`")
+    source = ("not probed: run `dlperf sysinfo --probe`" if not peak else
+              "dlperf sysinfo --probe (matmul)" if dtype == PRECISION_DTYPE.get(case.precision)
+              else f"dlperf sysinfo --probe (matmul, {dtype}: the "
+                   f"{PRECISION_DTYPE.get(case.precision)} GEMM here is slower or not probed)")
     if mfu is not None and mfu > 1.0:
         source = (f"dlperf sysinfo --probe (matmul): the probed {case.precision} peak is below "
                   f"the achieved rate ({mfu:.0%} of it), so it is no ceiling and MFU is left "

@@ -172,10 +172,17 @@ class Estimator:
         # auto: the steps after the first stop at warmup_max_steps, steady or not
         warmup = (min(AUTO_WARMUP_GUESS, case.warmup_max_steps) if case.warmup_steps == "auto"
                   else case.warmup_steps - 1)
-        return overhead + (warmup + case.steps) * step_s, how
+        # the window is at least --steps and at least --min-duration; the harness stops a repeat
+        # at its timeout, and a timed-out case runs no further repeat (see case_seconds)
+        window_s = max(case.steps * step_s, case.min_duration_s)
+        return min(overhead + warmup * step_s + window_s, case.timeout_s), how
 
     def case_seconds(self, state: CaseState) -> float:
-        return self.repeat_seconds(state.case)[0] * state.remaining_repeats()
+        remaining = state.remaining_repeats()
+        seconds, _ = self.repeat_seconds(state.case)
+        if remaining and seconds >= state.case.timeout_s:  # a repeat times out: the case ends
+            return seconds
+        return seconds * remaining
 
 
 class Eta:
