@@ -50,6 +50,7 @@ class Monitor:
         self._net0: Any = None
         self._gpus: list[Any] = []
         self._t0 = 0.0
+        self._end_s: float | None = None
         self._columns: dict[str, list[Any]] = {}
         self._last: tuple[float, Any, Any, Any] | None = None  # when, cpu times, disk, net
         self._gpu_missing: set[tuple[int, str]] = set()
@@ -65,6 +66,7 @@ class Monitor:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._end_s = time.time() - self._t0  # the watched process has exited (or been killed)
         self._stop.set()
         self._thread.join()
 
@@ -194,8 +196,10 @@ class Monitor:
 
     def timeline(self) -> dict[str, Any]:
         """The samples so far: ``t`` is each interval's midpoint in seconds after ``t0`` (wall
-        clock, like the worker's phase marks); ``n`` the raw samples a point stands for."""
-        return {"t0": self._t0, "interval_s": self.interval,
+        clock, like the worker's phase marks); ``n`` the raw samples a point stands for;
+        ``end_s`` when the watch ended (the process's exit), so the last phase ends there even
+        when no sample fell after its start."""
+        return {"t0": self._t0, "interval_s": self.interval, "end_s": self._end_s,
                 "columns": {name: list(values) for name, values in self._columns.items()}}
 
     def summary(self) -> dict[str, Any]:

@@ -117,7 +117,9 @@ def for_repeat(raw: dict[str, Any] | None, marks: dict[str, float] | None,
     if not raw or not raw.get("columns") or not raw["columns"].get("t"):
         return None
     columns = {name: list(values) for name, values in raw["columns"].items()}
-    spans = phase_spans(raw["t0"], marks, columns["t"][-1])
+    # the teardown lasts until the process exited, which may be within one sampling interval
+    # of the worker's end mark: no sample after it, but the phase happened
+    spans = phase_spans(raw["t0"], marks, max(columns["t"][-1], raw.get("end_s") or 0.0))
     columns["phase"] = [_phase_of(t, spans) for t in columns["t"]]
     raw_count = sum(columns["n"])
     stored = downsample(columns, max_points)
