@@ -61,3 +61,16 @@ def test_estimate_honours_min_duration_and_the_timeout(tmp_path: Path):
     assert estimator.case_seconds(CaseState(long_window)) == pytest.approx(
         3 * estimator.repeat_seconds(long_window)[0])
     assert estimator.case_seconds(CaseState(short_window_timeout)) == pytest.approx(3 * base)
+
+
+def test_a_declared_refusal_costs_one_short_repeat():
+    """The worker refuses before building and the harness stops at the first failed repeat."""
+    from dlperf.spec import Case
+    from dlperf.sweep_runner import UNSUPPORTED_S, CaseState, declared_refusal
+
+    refused = Case(framework="torch", model="resnet50", batch_size=2, precision="tf32",
+                   device="cpu", repeats=3)
+    assert declared_refusal(refused) is not None
+    estimator = Estimator([])
+    assert estimator.repeat_seconds(refused) == (UNSUPPORTED_S, "declared unsupported")
+    assert estimator.case_seconds(CaseState(refused)) == UNSUPPORTED_S

@@ -179,8 +179,9 @@ class Estimator:
 
     def case_seconds(self, state: CaseState) -> float:
         remaining = state.remaining_repeats()
-        seconds, _ = self.repeat_seconds(state.case)
-        if remaining and seconds >= state.case.timeout_s:  # a repeat times out: the case ends
+        seconds, how = self.repeat_seconds(state.case)
+        # the harness stops a case at its first failed repeat: a refusal or a timeout is one
+        if remaining and (how == "declared unsupported" or seconds >= state.case.timeout_s):
             return seconds
         return seconds * remaining
 
