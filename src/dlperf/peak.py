@@ -195,9 +195,3 @@ def ceiling(precision: str, env: dict[str, Any]) -> tuple[float, str] | None:
         return None
     best = max(candidates, key=lambda d: rates[d])
     return rates[best], best
-
-
-def peak_for(precision: str, env: dict[str, Any]) -> float | None:
-    """The measured matmul ceiling for a case's precision on this machine (see ceiling)."""
-    found = ceiling(precision, env)
-    return found[0] if found else None

@@ -205,11 +205,12 @@ def flops_block(per_sample: float | None, achieved: float | None, case: Case,
     """
     found = ceiling(case.precision, env) if env.get("cpu") else None
     peak, dtype = found if found else (None, None)
+    wanted = PRECISION_DTYPE.get(case.precision)
     mfu = achieved / (peak * peak_units(case, env)) if achieved and peak else None
     source = ("not probed: run `dlperf sysinfo --probe`" if not peak else
-              "dlperf sysinfo --probe (matmul)" if dtype == PRECISION_DTYPE.get(case.precision)
-              else f"dlperf sysinfo --probe (matmul, {dtype}: the "
-                   f"{PRECISION_DTYPE.get(case.precision)} GEMM here is slower or not probed)")
+              "dlperf sysinfo --probe (matmul)" if dtype == wanted
+              else f"dlperf sysinfo --probe (matmul, {dtype}: the {wanted} GEMM here is slower "
+                   f"or not probed)")
     if mfu is not None and mfu > 1.0:
         source = (f"dlperf sysinfo --probe (matmul): the probed {case.precision} peak is below "
                   f"the achieved rate ({mfu:.0%} of it), so it is no ceiling and MFU is left "
