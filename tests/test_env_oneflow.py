@@ -163,12 +163,32 @@ def test_tiny_case_runs_ok(oneflow_env, model, extra, threads, tmp_path):
                                  "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)"
                                  if model == "resnet50" else
                                  "AdamW(lr=1e-4, weight_decay=0.01), global-norm clip 1")
+    if not train:
+        assert info["loss"] is None
+    elif model == "bert-base":
+        assert info["loss"] == "MLM + NSP cross-entropy in float32"
+    else:
+        assert info["loss"].startswith("cross-entropy in float64 (OneFlow 0.9.0's CPU")
     if threads is not None:  # the user's OMP_NUM_THREADS is what OneFlow's CPU device uses
         assert info["omp_num_threads"] == int(threads)
         assert info["omp_threads_set_by"] == "the user (OMP_NUM_THREADS)"
     else:
         assert info["omp_num_threads"] == launch.usable_cores()
         assert info["omp_threads_set_by"].startswith("dlperf (all available CPUs")
+
+
+def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env, tmp_path):
+    """The sweep's shape (batch 2, image 32) for 40 steps: in float32, OneFlow 0.9.0's CPU
+    cross-entropy went negative at step 4 and NaN at step 26, so the frameworks table had no
+    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU."""
+    out = tmp_path / "long.json"
+    proc = run_dlperf("run", "--framework", "oneflow", *TINY["resnet50"], "--no-compile",
+                      "--warmup-steps", "2", "--steps", "40", "--repeats", "1",
+                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    result = json.loads(out.read_text())
+    assert proc.returncode == 0 and result["status"] == "ok", result["error"]
+    assert 0.0 <= result["loss"]["last"][0] < result["loss"]["first"][0]
+    assert result["env"]["worker"]["framework"]["loss"].startswith("cross-entropy in float64")
 
 
 def test_eager_and_graph_train_the_same_network(oneflow_env, tmp_path):

@@ -55,12 +55,24 @@ def test_a_device_that_slows_down_shows_its_drift():
 
 
 def test_the_middle_waits_for_half_the_minimum_duration():
-    # 4 steps asked but 10 s at least: the middle is step 5, the first past 5 s (synchronised
-    # there at 6 s); the window then runs to the first step past 10 s
+    # 4 steps asked but 10 s at least: the first run (2 steps) is synchronised at 3 s; the rate
+    # says 2 more reach 5 s, synchronised at 6 s: the middle; 3 more then reach 10 s
     device = QueuedDevice([1.0] * 20, dispatch_s=1.0)
     out = timed_window(device, 4, 10.0, False, device.clock)
-    assert out["window_steps"] == 9
-    assert out["halves"] == [[5, pytest.approx(6.0)], [4, pytest.approx(5.0)]]
+    assert out["window_steps"] == 7
+    assert out["halves"] == [[4, pytest.approx(6.0)], [3, pytest.approx(4.0)]]
+
+
+def test_the_minimum_duration_is_judged_by_when_steps_ran_not_when_they_were_queued():
+    # a device that queues a step in 1 ms but runs it in 1 s: judged by queueing time the window
+    # would issue ~10,000 steps before its 10 s had passed (MXNet's engine queues without bound:
+    # 8-step windows with a 2-s minimum ran 9-42 s); judged by synchronised time it stops at 10 s
+    device = QueuedDevice([1.0] * 40)
+    out = timed_window(device, 4, 10.0, False, device.clock)
+    assert out["window_steps"] == 10
+    assert out["window_s"] == pytest.approx(10.0, abs=0.01)
+    assert out["halves"][0][0] == 5 and out["halves"][0][1] >= 5.0
+    assert device.syncs <= 4  # a few synchronised marks, not one per step
 
 
 def test_synchronised_steps_split_the_same_way():

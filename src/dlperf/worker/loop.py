@@ -124,42 +124,56 @@ def measure(build, case):
 
 def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
     # type: (Workload, int, float, bool, Any) -> Dict[str, Any]
-    """At least ``steps`` iterations and at least ``min_duration_s`` seconds.
+    """At least ``steps`` iterations and at least ``min_duration_s`` seconds of synchronised time.
 
     With ``synchronise_each`` every iteration waits for the device, so consecutive marks bound one
-    batch's latency; without it the device is synchronised only at the end (the last mark is then
-    moved to that point, because the last step is done only once the device says so) and once
-    in the middle: on an asynchronous device (JAX, CUDA) an unsynchronised mark is when a step
-    was queued, not when it ran, so only synchronised marks can tell the window's first half
-    from its second. ``halves`` = [steps, seconds] of each half between those marks; the
-    middle is the first step past both half the steps and half the minimum duration.
+    batch's latency. Without it steps are issued in runs and the device is synchronised only at
+    the end of a run (the run's last mark is moved to that point, because its last step is done
+    only once the device says so): on an asynchronous device (JAX, MXNet, OneFlow, CUDA) an
+    unsynchronised mark is when a step was queued, not when it ran, so neither the window's
+    duration nor its first half can be judged from one. The first run is half the steps; while
+    synchronised time falls short of half (then all) of ``min_duration_s``, the next run is the
+    number of steps the rate so far says is missing. ``halves`` = [steps, seconds] of each half
+    between the synchronised marks; the middle is the first synchronised mark past both half the
+    steps and half the minimum duration.
     """
     marks = []  # type: List[float]
+    handle = [None]  # type: List[Any]
     window_start = clock()
-    now = window_start
-    middle = 0  # steps before the synchronised middle mark (0: not reached yet)
-    handle = None  # type: Any
-    while len(marks) < steps or now - window_start < min_duration_s:
-        handle = workload.step()
-        if synchronise_each:
-            workload.sync()
-        now = clock()
-        marks.append(now)
-        if not middle and len(marks) >= max(1, steps // 2) \
-                and now - window_start >= min_duration_s / 2.0:
-            if not synchronise_each:
+
+    def issue(count):
+        # type: (int) -> float
+        """``count`` more steps, then a synchronised mark; seconds since the window started."""
+        for _ in range(count):
+            handle[0] = workload.step()
+            if synchronise_each:
                 workload.sync()
-                now = clock()
-                marks[-1] = now
-            middle = len(marks)
-    workload.sync()
-    window_end = clock()
-    if not synchronise_each:
-        marks[-1] = window_end
+            marks.append(clock())
+        if not synchronise_each:
+            workload.sync()
+            marks[-1] = clock()
+        return marks[-1] - window_start
+
+    def missing(elapsed, target_s):
+        # type: (float, float) -> int
+        """Steps still needed to reach ``target_s`` at the rate so far (at least one)."""
+        if synchronise_each or elapsed <= 0.0:
+            return 1
+        return max(1, int(math.ceil((target_s - elapsed) * len(marks) / elapsed)))
+
+    elapsed = issue(max(1, steps // 2))
+    while elapsed < min_duration_s / 2.0:
+        elapsed = issue(missing(elapsed, min_duration_s / 2.0))
+    middle = len(marks)
+    if steps > middle:
+        elapsed = issue(steps - middle)
+    while elapsed < min_duration_s:
+        elapsed = issue(missing(elapsed, min_duration_s))
+    window_end = marks[-1]
     step_times = [b - a for a, b in zip([window_start] + marks[:-1], marks)]
     mid = marks[middle - 1]
     out = {
-        "handle": handle,
+        "handle": handle[0],
         "window_s": window_end - window_start,
         "window_steps": len(marks),
         "step_times_s": step_times,
