@@ -157,6 +157,11 @@ def test_shipped_sweep_files_are_valid():
     slow_xla = {c.model: c.timeout_s for c in table.cases
                 if c.framework == "tensorflow1" and c.compile and c.precision == "fp32"}
     assert slow_xla == {"resnet50": 120, "bert-base": 120}
+    slow_steps = {(c.precision, c.compile): (c.steps, c.warmup_max_steps) for c in table.cases
+                  if c.framework == "mindspore" and c.model == "bert-base"}
+    assert slow_steps == {(p, m): (4, 10) for p in ("fp32", "amp-bf16") for m in (False, True)}
+    assert {(c.steps, c.warmup_max_steps) for c in table.cases
+            if (c.framework, c.model) != ("mindspore", "bert-base")} == {(8, 20)}
 
 
 # -- real runs ---------------------------------------------------------------------------------
