@@ -15,6 +15,7 @@ import os
 import signal
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from dlperf.worker import fpenv
 from dlperf.worker import placement as cpu_placement
 
 THREADS_SET_BY_DLPERF = "DLPERF_ONEFLOW_THREADS_SET"
@@ -60,6 +61,8 @@ def rendezvous_deadline():
 
 
 prepare_process()
+# OneFlow's own CPU kernels compute subnormals at full cost; before its threads exist (see fpenv)
+DENORMALS = fpenv.flush_denormals()
 _deadline = rendezvous_deadline()
 
 import numpy  # noqa: E402
@@ -289,4 +292,5 @@ def runtime_info(device):
         if oneflow.sysconfig.with_cuda() else None,
         "world_size": world_size(),
         "rank": rank(),
+        "denormals": DENORMALS or "not flushed (no x86-64 glibc MXCSR to set)",
     }
