@@ -241,3 +241,14 @@ def test_sweep_filter_and_bad_input(fixture_db, tmp_path):
     assert not (tmp_path / "missing.db").exists()
     proc = dlperf_main("report", "--db", str(fixture_db.path), "--format", "pdf")
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_side_by_side_colours_follow_the_framework_and_hatches_the_mode():
+    from dlperf.report.plots import series_styles
+    series = ["torch (eager)", "torch (torch.compile)", "jax (jax.jit (XLA))",
+              "tensorflow (tf.function graph)", "tensorflow (XLA (tf.function jit_compile=True))"]
+    styles = series_styles(series)
+    assert styles["torch (eager)"][0] == styles["torch (torch.compile)"][0]
+    assert styles["torch (eager)"][1] != styles["torch (torch.compile)"][1]
+    assert len({styles[s][0] for s in series}) == 3  # one colour per framework
+    assert styles["jax (jax.jit (XLA))"][1] == ""  # a framework's first mode is plain

@@ -187,8 +187,32 @@ def precision_compile(results: list[dict[str, Any]]) -> bytes | None:
     axes.set_ylabel(f"throughput ({_unit(results)}, median)")
     axes.set_title("Precision and compile settings compared (same batch and devices)")
     axes.grid(True, axis="y", alpha=0.3)
-    axes.legend(fontsize=7)
+    _legend_below(axes, len(settings))
     return _png(figure)
+
+
+HATCHES = ("", "//", "..", "xx", "\\\\")
+
+
+def series_styles(series: list[str]) -> dict[str, tuple[str, str]]:
+    """Colour by framework, hatch by mode: "torch (eager)" and "torch (torch.compile)" share
+    torch's colour, so sixteen bars read as eight frameworks (the default cycle has ten colours
+    and gave two frameworks the same one)."""
+    names = sorted({name.split(" (", 1)[0] for name in series})
+    seen: dict[str, int] = {}
+    styles = {}
+    for name in sorted(series):
+        framework = name.split(" (", 1)[0]
+        mode = seen.get(framework, 0)
+        seen[framework] = mode + 1
+        styles[name] = (f"C{names.index(framework) % 10}", HATCHES[mode % len(HATCHES)])
+    return styles
+
+
+def _legend_below(axes: Any, entries: int) -> None:
+    """The legend under the plot, where it cannot cover a bar."""
+    axes.legend(fontsize=7, ncol=min(3, max(1, entries)), loc="upper center",
+                bbox_to_anchor=(0.5, -0.22), frameon=False)
 
 
 def frameworks(results: list[dict[str, Any]]) -> bytes | None:
@@ -208,6 +232,7 @@ def frameworks(results: list[dict[str, Any]]) -> bytes | None:
         return None
     keys = sorted(groups)
     series = sorted({name for bars in groups.values() for name in bars})
+    styles = series_styles(series)
     width = 0.8 / len(series)
     figure, axes = plt.subplots(figsize=(max(WIDTH, 1.0 + 0.35 * len(series) * len(keys)), 4.4))
     for index, name in enumerate(series):
@@ -219,15 +244,16 @@ def frameworks(results: list[dict[str, Any]]) -> bytes | None:
                 heights.append(median)
                 low.append(median - lo)
                 high.append(hi - median)
+        color, hatch = styles[name]
         axes.bar(xs, heights, width=width, yerr=[low, high], capsize=2, label=name,
-                 color=f"C{index % 10}")
+                 color=color, hatch=hatch, edgecolor="white", linewidth=0)
     axes.set_xticks(range(len(keys)))
     axes.set_xticklabels([f"{p} bsz {b}" + (f" {d} dev" if d > 1 else "")
                           for _, p, b, d in keys], rotation=15, ha="right", fontsize=8)
     axes.set_ylabel(f"throughput ({_unit(results)}, median)")
     axes.set_title("Frameworks side by side (whiskers: min–max over repeats)")
     axes.grid(True, axis="y", alpha=0.3)
-    axes.legend(fontsize=7, ncol=2)
+    _legend_below(axes, len(series))
     return _png(figure)
 
 
