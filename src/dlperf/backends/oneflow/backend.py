@@ -121,13 +121,11 @@ def _resnet50(knobs, batch, train, device, seed):
         return flow.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4)
 
     dtype = loss_dtype(device)
+    loss_desc = ("cross-entropy in float64 (OneFlow 0.9.0's CPU float32 softmax gives the label "
+                 "log p > 0 once the batch is memorised, and training diverges)"
+                 if dtype == flow.float64 else "cross-entropy in float32")
     return Parts(model, _ResNetObjective(model, train, dtype), inputs, make_optimizer, False,
-                 LAYOUT, "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)",
-                 "cross-entropy in %s%s" % (
-                     "float64" if dtype == flow.float64 else "float32",
-                     " (OneFlow 0.9.0's CPU float32 softmax gives the label log p > 0 once "
-                     "the batch is memorised, and training diverges)"
-                     if dtype == flow.float64 else ""))
+                 LAYOUT, "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)", loss_desc)
 
 
 def _bert(knobs, batch, train, device, seed):
