@@ -138,6 +138,44 @@ print("ERR=" + json.dumps(errors))
     assert errors["1"] < 1e-5 and errors["5"] < 1e-5, errors
 
 
+def test_resnet_step_is_the_mean_cross_entropy_recipe(mxnet_env):
+    """Gluon's per-sample loss averaged by ``Trainer.step(batch)`` (what the backend runs) moves
+    the weights exactly as one mean cross-entropy scalar with ``step(1)`` (the recipe of every
+    other backend), and the loss it reports is the batch mean."""
+    out = run_in_env(mxnet_env, """
+import json, numpy as np, mxnet as mx
+from mxnet import autograd
+from dlperf.backends.mxnet.backend import build
+case = dict(model="resnet50", knobs={"image_size": 32, "num_classes": 10}, task="train",
+            batch_size=4, precision="fp32", device="cpu", seed=0)
+ours, ref = build(case), build(case)
+net, (images, labels) = ref.objective.model, ref.inputs
+start = [p.data().asnumpy() for p in ref.trainer._params]
+losses = []
+for _ in range(3):
+    handle = ours.step()
+    losses.append((ours.loss_value(handle), handle.shape))
+    with autograd.record():
+        mean = -mx.nd.mean(mx.nd.pick(mx.nd.log_softmax(net(images), axis=-1), labels, axis=-1))
+    mean.backward()
+    ref.trainer.step(1)
+    losses[-1] += (float(mean.asscalar()),)
+ours.sync()
+pairs = list(zip(ours.trainer._params, ref.trainer._params, start))
+print("OUT=" + json.dumps({
+    "error": max(float(np.abs(a.data().asnumpy() - b.data().asnumpy()).max()) for a, b, _ in pairs),
+    "moved": max(float(np.abs(b.data().asnumpy() - s).max()) for _, b, s in pairs),
+    "losses": losses, "desc": ours.info["loss"]}))
+""")
+    got = json.loads(next(x for x in out.splitlines() if x.startswith("OUT="))[4:])
+    assert got["moved"] > 1e-3  # three SGD steps of lr 0.1 moved the weights
+    assert got["error"] < 1e-5 * max(1.0, got["moved"]), got
+    for ours, shape, mean in got["losses"]:
+        assert shape == [4]  # per-sample losses, averaged by the Trainer
+        assert math.isclose(ours, mean, rel_tol=1e-5, abs_tol=1e-6), got["losses"]
+    assert "SoftmaxCrossEntropyLoss" in got["desc"] and "step(batch)" in got["desc"]
+
+
 CASES = [
     ("resnet50", []),
     ("resnet50", ["--compile"]),

@@ -50,24 +50,35 @@ Parts = NamedTuple(
         ("clip", Optional[float]),
         ("layout", str),
         ("optimizer_desc", str),
+        # how many per-sample losses the objective returns in training: the Trainer divides the
+        # summed gradient by it (Gluon's step(batch_size)); 1 when the objective is already a mean
+        ("loss_samples", int),
+        ("loss_desc", str),
     ],
 )
 
 
 class _ResNetObjective(HybridBlock):
-    """Forward and loss in one block, so ``hybridize`` compiles both."""
+    """Forward and loss in one block, so ``hybridize`` compiles both.
+
+    Training returns Gluon's per-sample ``SoftmaxCrossEntropyLoss`` and the Trainer averages
+    (``step(batch)``), as Gluon's recipes do: measured against a hand loop, the same mean
+    cross-entropy written as one scalar ran ~4 % faster on MXNet's engine than what its users
+    run.
+    """
 
     def __init__(self, model, train, **kwargs):
         # type: (HybridBlock, bool, **Any) -> None
         super(_ResNetObjective, self).__init__(**kwargs)
         self.model = model
         self.train_mode = train
+        self.loss = gluon.loss.SoftmaxCrossEntropyLoss()
 
     def hybrid_forward(self, F, images, labels=None):
         # type: (Any, Any, Any) -> Any
         logits = F.amp_cast(self.model(images), dtype="float32")
         if self.train_mode:
-            return -F.mean(F.pick(F.log_softmax(logits, axis=-1), labels, axis=-1))
+            return self.loss(logits, labels)
         return F.mean(logits)
 
 
@@ -110,7 +121,8 @@ def _resnet50(knobs, batch, train, ctx, seed):
                              **trainer_kvstore(kvstore))
 
     return Parts(model, _ResNetObjective(model, train), inputs, make_trainer, None, LAYOUT,
-                 "SGD(lr=0.1, momentum=0.9, L2 weight_decay=1e-4)")
+                 "SGD(lr=0.1, momentum=0.9, L2 weight_decay=1e-4)", batch,
+                 "gluon.loss.SoftmaxCrossEntropyLoss per sample, averaged by Trainer.step(batch)")
 
 
 def _bert(knobs, batch, train, ctx, seed):
@@ -137,7 +149,8 @@ def _bert(knobs, batch, train, ctx, seed):
 
     return Parts(model, _BertObjective(model, train), inputs, make_trainer, clip,
                  "batch-major (B, S, H)",
-                 "AdamW(lr=1e-4, weight_decay=0.01, fused _multi_adamw_update), " + clip_desc)
+                 "AdamW(lr=1e-4, weight_decay=0.01, fused _multi_adamw_update), " + clip_desc, 1,
+                 "MLM cross-entropy (mean over labelled positions) + NSP cross-entropy (mean)")
 
 
 def trainer_kvstore(kvstore):
@@ -199,6 +212,7 @@ def build(case):
         "compile": compiled,
         "compile_mode": HYBRIDIZE if compiled else "imperative (Gluon blocks not hybridized)",
         "data": "synthetic, generated once (numpy, seeded) and copied to the device",
+        "loss": parts.loss_desc if train else None,
     })
     return MXNetWorkload(objective, parts.inputs, trainer, parts.clip if train else None, batch,
-                         params, info)
+                         params, info, parts.loss_samples)

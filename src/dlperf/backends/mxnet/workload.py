@@ -259,22 +259,24 @@ def op_dtypes(block, inputs):
 class MXNetWorkload(Workload):
     """A forward-and-loss HybridBlock, its Gluon Trainer, and one synthetic batch on the device.
 
-    ``step()`` records the forward under autograd, runs backward and the trainer's update
-    (the loss is already a mean, so the Trainer's batch scale is 1); with a gradient clip the
+    ``step()`` records the forward under autograd, runs backward and the trainer's update,
+    which divides the summed gradient by ``loss_samples`` (the per-sample losses the objective
+    returns; 1 when it returns a mean) and the workers; with a gradient clip the
     update is split into allreduce, ``clip_global_norm`` and update, as Gluon's own recipe has
     it. Inference runs the block outside ``autograd.record`` (eval mode). MXNet is
     asynchronous: ``step`` only queues work on the engine; ``sync`` waits for all of it.
     """
 
-    def __init__(self, objective, inputs, trainer, clip, samples_per_step, params, info):
-        # type: (Callable[..., Any], Sequence[Any], Any, Optional[float], int, int, Dict[str, Any]) -> None
+    def __init__(self, objective, inputs, trainer, clip, samples_per_step, params, info,
+                 loss_samples=1):
+        # type: (Callable[..., Any], Sequence[Any], Any, Optional[float], int, int, Dict[str, Any], int) -> None
         self.objective = objective
         self.inputs = list(inputs)
         self.trainer = trainer
-        # several workers: the kvstore sums the gradients of every worker's mean loss, so the
-        # update divides by the workers (the mean gradient, as torch's DDP) and a clip bounds
-        # the norm of that mean (the norm of the sum is the workers times larger)
-        self.scale = world_size()
+        # several workers: the kvstore sums the gradients of every worker's loss, so the update
+        # divides by the workers too (the mean gradient, as torch's DDP) and a clip bounds the
+        # norm of that mean (the norm of the sum is ``scale`` times larger)
+        self.scale = world_size() * loss_samples
         self.clip = clip * self.scale if clip else clip
         self.grads = []  # type: List[Any]
         if trainer is not None and clip:
@@ -341,7 +343,8 @@ class MXNetWorkload(Workload):
 
     def loss_value(self, handle):
         # type: (Any) -> float
-        return float(handle.asscalar())
+        """The batch's mean loss, also when the step returned the per-sample losses."""
+        return float(handle.mean().asscalar())
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]
