@@ -252,3 +252,40 @@ def test_side_by_side_colours_follow_the_framework_and_hatches_the_mode():
     assert styles["torch (eager)"][1] != styles["torch (torch.compile)"][1]
     assert len({styles[s][0] for s in series}) == 3  # one colour per framework
     assert styles["jax (jax.jit (XLA))"][1] == ""  # a framework's first mode is plain
+
+
+def test_a_refused_mode_row_says_which_mode_it_was():
+    """JAX has no eager mode: the summary row of its refused compile=false cells names that,
+    rather than calling the variant "unsupported"."""
+    from dlperf.report import tables
+    assert tables.variant({"framework": "jax", "compile": False}) == "no eager mode"
+    assert tables.variant({"framework": "jax", "compile": True}).startswith("jax.jit (XLA)")
+    assert tables.variant({"framework": "tensorflow", "compile": False}) == "tf.function graph"
+
+
+def test_precision_compile_groups_name_each_frameworks_modes_and_share_four_settings():
+    """Eight frameworks with their own mode names give one bar slot per (precision, compile),
+    not one per framework's mode label; each group's label says what off and on mean there."""
+    from dlperf.report.plots import precision_compile, setting_groups
+
+    def ok(framework, precision, compiled, median, batch=2):
+        return {"status": "ok", "throughput": {"median": median},
+                "case": {"framework": framework, "precision": precision, "compile": compiled,
+                         "batch_size": batch}}
+
+    results = []
+    for i, fw in enumerate(("torch", "tensorflow", "tensorflow1", "jax", "paddle", "mxnet",
+                            "mindspore", "oneflow")):
+        for precision in ("fp32", "amp-bf16"):
+            for compiled in (False, True) if fw != "jax" else (True,):  # jax: jit only
+                results.append(ok(fw, precision, compiled, 10.0 + i + compiled))
+    results.append(ok("torch", "fp32", False, 5.0, batch=4))  # one setting only: no group
+    groups = setting_groups(results)
+    assert len(groups) == 8
+    assert {s for bars in groups.values() for s in bars} == {
+        ("fp32", False), ("fp32", True), ("amp-bf16", False), ("amp-bf16", True)}
+    assert groups["tensorflow bsz 2\noff: tf.function graph\non: XLA"][("fp32", True)] == 12.0
+    assert groups["jax bsz 2\non: jax.jit"][("amp-bf16", True)] == 14.0
+    assert "torch bsz 2\noff: eager\non: torch.compile" in groups
+    png = precision_compile(results)
+    assert png is not None and png.startswith(b"\x89PNG")

@@ -56,8 +56,10 @@ class Support(object):
 
     def mode(self, compiled):
         # type: (bool) -> str
-        """The label of a compile setting ("eager", "XLA", ...), or "unsupported"."""
-        return self.modes.get(bool(compiled), "unsupported")
+        """The label of a compile setting ("eager", "XLA", ...); for a refused setting, which
+        one it is ("no eager mode"), so a report row of refused cases still says what they were."""
+        compiled = bool(compiled)
+        return self.modes.get(compiled, "no compiled mode" if compiled else "no eager mode")
 
     def reason(self, *keys):
         # type: (*str) -> Optional[str]
