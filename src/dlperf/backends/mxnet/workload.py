@@ -184,6 +184,44 @@ def dtype_name(dtype):
     return "bfloat16" if dtype == bfloat16 else getattr(dtype, "__name__", str(dtype))
 
 
+def bf16_probe(ctx):
+    # type: (Any) -> Optional[str]
+    """Why amp-bf16 cannot run on ``ctx``, or None when it can. ``amp.init`` must have run. One
+    amp-wrapped Convolution, the smallest op amp casts to bf16: MXNet 1.9's oneDNN has bf16
+    kernels only on CPUs with AVX-512 (natively with avx512_bf16/AMX, emulated on avx512_core),
+    and elsewhere fails to create the primitive — for every model, since FullyConnected uses the
+    same kernels. The tests call this to learn what the CPU they run on can do."""
+    data = mx.nd.ones((1, 4, 4, 4), ctx=ctx)
+    weight = mx.nd.ones((4, 4, 3, 3), ctx=ctx)
+    try:
+        out = mx.nd.Convolution(data, weight, kernel=(3, 3), num_filter=4, no_bias=True)
+        out.wait_to_read()
+    except mx.base.MXNetError as exc:
+        return ("mxnet %s has no bf16 kernel on %s (its bf16 kernel probe, one amp-cast "
+                "Convolution, failed; CPU bf16 instructions: %s): %s"
+                % (mx.__version__, ctx, ", ".join(cpu_bf16_flags()) or "none",
+                   str(exc).strip()[-300:]))
+    if out.dtype != bfloat16:
+        return ("mxnet.contrib.amp left its bf16 kernel probe (one Convolution) on %s in %s"
+                % (ctx, dtype_name(out.dtype)))
+    return None
+
+
+def cpu_bf16_flags():
+    # type: () -> List[str]
+    """The CPU's native bf16 instruction flags (from /proc/cpuinfo), for the record."""
+    flags = set()  # type: set
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    return sorted(flags.intersection(BF16_FLAGS))
+
+
 class Precision(object):
     """What a precision name means in MXNet: ``mxnet.contrib.amp`` initialised for bfloat16
     before the model is built (Convolution and FullyConnected cast to bf16, fp32 weights and
@@ -200,36 +238,19 @@ class Precision(object):
 
     def _probe(self, ctx):
         # type: (Any) -> None
-        data = mx.nd.ones((1, 4, 4, 4), ctx=ctx)
-        weight = mx.nd.ones((4, 4, 3, 3), ctx=ctx)
-        try:
-            out = mx.nd.Convolution(data, weight, kernel=(3, 3), num_filter=4, no_bias=True)
-            out.wait_to_read()
-        except mx.base.MXNetError as exc:
-            raise UnsupportedError("precision %s: mxnet %s cannot run a bf16 convolution on %s: %s"
-                                   % (self.name, mx.__version__, ctx, str(exc).strip()[-300:]))
-        if out.dtype != bfloat16:
-            raise UnsupportedError("precision %s: mxnet.contrib.amp left a convolution on %s in %s"
-                                   % (self.name, ctx, dtype_name(out.dtype)))
+        reason = bf16_probe(ctx)
+        if reason is not None:
+            raise UnsupportedError("precision %s: %s" % (self.name, reason))
 
     def info(self):
         # type: () -> Dict[str, Any]
-        flags = set()  # type: set
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("flags"):
-                        flags = set(line.split(":", 1)[1].split())
-                        break
-        except OSError:
-            pass
         return {
             "precision": self.name,
             "amp": "mxnet.contrib.amp.init(target_dtype=%r)" % self.dtype if self.dtype else None,
             "amp_dtype": self.dtype,
             "amp_lp16_ops": amp.list_lp16_ops(bfloat16) if self.dtype else None,
             "grad_scaler": False,
-            "cpu_bf16_instructions": sorted(flags.intersection(BF16_FLAGS)),
+            "cpu_bf16_instructions": cpu_bf16_flags(),
         }
 
 
