@@ -19,7 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlperf import envs, launch
+from dlperf import envs
+from dlperf.launchers import launch
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"

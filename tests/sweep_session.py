@@ -84,7 +84,7 @@ LIMITED_WORKER = (
 
 def limited_launcher(case: Any, case_file: Path, out_dir: Path) -> Any:
     """The real worker under a 3 GiB address-space limit: large batches really run out."""
-    from dlperf import launch
+    from dlperf.launchers import launch
 
     argv = launch.worker_argv(sys.executable, case_file, out_dir)
     assert argv[1:3] == ["-m", "dlperf.worker"]
@@ -104,10 +104,10 @@ class FixtureDb:
 
 @pytest.fixture(scope="session")
 def fixture_db(tmp_path_factory: pytest.TempPathFactory) -> FixtureDb:
-    from dlperf import sysinfo
+    from dlperf.host import sysinfo
     from dlperf.store import Store
-    from dlperf.sweep import load as load_sweep
-    from dlperf.sweep_runner import SweepRun
+    from dlperf.studies.sweep import load as load_sweep
+    from dlperf.studies.sweep_runner import SweepRun
 
     tmp = tmp_path_factory.mktemp("sweep-session")
     db = tmp / "fixture.db"

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlperf import ab
+from dlperf.studies import ab
 from dlperf.errors import UsageError
 
 TINY = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16", "--knob", "layers=1",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import dlperf_main
-from dlperf import accuracy
+from dlperf.studies import accuracy
 from dlperf.worker import accuracy as worker
 
 import sklearn  # noqa: F401  (the accuracy extra: a missing one must fail, not skip)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dlperf import capacity
+from dlperf.studies import capacity
 from dlperf.errors import UsageError
 
 TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32"]
@@ -121,8 +121,8 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     from sweep_session import OOM_SWEEP, limited_launcher
 
     from dlperf.store import Store
-    from dlperf.sweep import load as load_sweep
-    from dlperf.sweep_runner import SweepRun
+    from dlperf.studies.sweep import load as load_sweep
+    from dlperf.studies.sweep_runner import SweepRun
 
     sweep_file = tmp_path / "search.yaml"
     text = (OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
@@ -155,7 +155,7 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
 
 def test_after_a_search_an_out_of_memory_measurement_steps_down_to_the_next_size_that_ran():
     from dlperf.spec import Case
-    from dlperf.sweep_runner import next_fitting
+    from dlperf.studies.sweep_runner import next_fitting
 
     case = Case(framework="torch", model="bert-base", batch_size=27)
     search = {"probes": [[16, "ok"], [24, "ok"], [28, "oom"], [26, "ok"], [27, "ok"]]}
@@ -169,7 +169,8 @@ def test_a_worker_that_segfaults_is_out_of_memory_only_under_a_memory_limit(tmp_
     """Native code that does not check a refused allocation segfaults: under a memory limit
     that dlperf set, that is what a SIGSEGV means (XLA's CPU runtime does it); without one it
     is a crash."""
-    from dlperf import launch, runner
+    from dlperf.launchers import launch
+    from dlperf import runner
     from dlperf.spec import Case
 
     def segfaulting(case, case_file, out_dir):

@@ -9,7 +9,7 @@ read disjoint shards of the folder: each rank's shard holds files // ranks image
 number of batches per epoch on every rank, so the ranks' epochs stay in step), no rank reads the
 whole folder, and the shards' sizes add up to the folder less the remainder the epoch rule drops.
 Every pipeline also records each rank's epoch-0 shard as a count and an additive fingerprint of
-its files' names (dlperf.backends.imagefolder.shard_info), which this file recomputes from the
+its files' names (dlperf.data.imagefolder.shard_info), which this file recomputes from the
 folder: the ranks' fingerprints add up to the folder's own (less the one file dropped from an
 uneven split) only if no file is in two shards.
 

@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from conftest import TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
-from dlperf import launch, runner, slurm
-from dlperf.backends.torch import launch as torchrun
+from dlperf.launchers import launch, slurm
+from dlperf import runner
+from dlperf.launchers import torch as torchrun
 from dlperf.spec import Case
 
 TAG = "DLPERF_TEST_DISTRIBUTED"

@@ -21,9 +21,10 @@ import psutil
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
-from dlperf import launch, launchguard, runner
-from dlperf.backends.mindspore import launch as ms_launch
-from dlperf.backends.paddle import launch as paddle_launch
+from dlperf.launchers import launch, launchguard
+from dlperf import runner
+from dlperf.launchers import mindspore as ms_launch
+from dlperf.launchers import paddle as paddle_launch
 from dlperf.spec import Case
 
 TAG = "DLPERF_TEST_DISTRIBUTED_FRAMEWORKS"
@@ -292,13 +293,13 @@ def test_mindspore_lonely_node_times_out(tmp_path, tagged):
 
 
 # ------------------------------------------------------------------------------------------------
-# mxnet: kvstore dist_sync (a ps-lite scheduler and server per node, the workers by dlperf.spawn)
+# mxnet: kvstore dist_sync (a ps-lite scheduler and server per node, the workers by dlperf.launchers.spawn)
 # ------------------------------------------------------------------------------------------------
 
 
 def test_mxnet_two_processes_and_speedup_over_one(tmp_path, tagged):
     two = two_processes_with_speedup("mxnet", tmp_path)
-    assert two["launch"]["launcher"] == "dlperf.spawn + ps-lite (MXNet kvstore dist_sync)"
+    assert two["launch"]["launcher"] == "dlperf.launchers.spawn + ps-lite (MXNet kvstore dist_sync)"
     assert two["launch"]["kvstore"] == "dist_sync" and two["launch"]["scheduler_here"] is True
     assert two["env"]["worker"]["framework"]["data_parallel"] == (
         "kvstore dist_sync (ps-lite: 1 server(s)), gluon.Trainer update_on_kvstore=False")

@@ -1,6 +1,6 @@
 """Data-parallel TensorFlow 2, TensorFlow 1.15 and JAX through their own documented paths
 (MultiWorkerMirroredStrategy from TF_CONFIG, the collective all-reduce strategy in graph mode,
-jax.distributed + shard_map), started by dlperf.spawn: real environments, real `dlperf`
+jax.distributed + shard_map), started by dlperf.launchers.spawn: real environments, real `dlperf`
 subprocesses, tiny shapes.
 
 Per framework: 2 processes to ``ok`` with both ranks' figures and a speedup over a 1-process
@@ -22,11 +22,12 @@ import psutil
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
-from dlperf import launch, runner
-from dlperf.backends.jax import launch as jax_launch
+from dlperf.launchers import launch
+from dlperf import runner
+from dlperf.launchers import jax as jax_launch
 from dlperf.backends.tensorflow import cluster
-from dlperf.backends.tensorflow import launch as tf_launch
-from dlperf.backends.tensorflow1 import launch as tf1_launch
+from dlperf.launchers import tensorflow as tf_launch
+from dlperf.launchers import tensorflow1 as tf1_launch
 from dlperf.spec import Case
 
 TAG = "DLPERF_TEST_DISTRIBUTED_TF_JAX"
@@ -39,8 +40,8 @@ TINY_BERT = ["--model", "bert-base", "--seq-len", "16", "--knob", "layers=2", "-
              "hidden=64", "--knob", "heads=2", "--knob", "intermediate=128", "--knob",
              "vocab_size=512", "--batch-size", "2", "--warmup-steps", "1", "--steps", "2",
              "--device", "cpu"]
-LAUNCHERS = {"jax": "dlperf.spawn (jax.distributed)", "tensorflow": "dlperf.spawn (TF_CONFIG)",
-             "tensorflow1": "dlperf.spawn (TF_CONFIG, TF 1.15)"}
+LAUNCHERS = {"jax": "dlperf.launchers.spawn (jax.distributed)", "tensorflow": "dlperf.launchers.spawn (TF_CONFIG)",
+             "tensorflow1": "dlperf.launchers.spawn (TF_CONFIG, TF 1.15)"}
 DATA_PARALLEL = {"jax": "jax.shard_map over 2 devices of 2 processes",
                  "tensorflow": "tf.distribute.MultiWorkerMirroredStrategy over 2 workers",
                  "tensorflow1": "CollectiveAllReduceStrategy (MultiWorkerMirroredStrategy) over "
@@ -296,9 +297,9 @@ def test_explain_reads_each_frameworks_own_words():
     assert status == "timeout" and "node 0 never answered at 10.0.0.1:29500" in message
     status, message = jax_launch.explain(fatal, case, master, "10.0.0.1:29500")
     assert status == "timeout" and message.startswith("rendezvous timed out after 30 s")
-    killed = "dlperf.spawn: first failure: rank 1 died from SIGKILL (exitcode -9)\n"
+    killed = "dlperf.launchers.spawn: first failure: rank 1 died from SIGKILL (exitcode -9)\n"
     assert jax_launch.explain(killed, case, master, "x")[0] == "oom"
-    assert jax_launch.explain("dlperf.spawn: rank 1 exited with code 1\n", case, master,
+    assert jax_launch.explain("dlperf.launchers.spawn: rank 1 exited with code 1\n", case, master,
                               "x") is None
     tf_case = Case(framework="tensorflow", model="resnet50", batch_size=2, nnodes=2)
     line = (f"{cluster.MARKER} after 30 s: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_"

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from dlperf import envs, launch, models
+from dlperf import envs, models
 
 TIMEOUT = 1200
 VERSIONS = {"jax": "0.10.2", "paddle": "3.3.1"}
@@ -80,7 +80,7 @@ def test_both_models_have_the_catalogue_parameter_count(framework):
     """Built inside the framework's own interpreter, default (full-size) knobs."""
     proc = subprocess.run([envs.interpreter(framework), "-c", COUNT[framework]],
                           capture_output=True, text=True, timeout=TIMEOUT,
-                          env=launch.worker_env())
+                          env=envs.worker_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf import envs, launch, models
+from dlperf import envs, models
 from dlperf.backends.mindspore import SUPPORT
 
 TIMEOUT = 1200
@@ -62,7 +62,7 @@ def run_dlperf(tmp_path: Path, *args: str, env: dict[str, str] | None = None
 
 def in_env(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([envs.interpreter("mindspore"), "-c", code], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=launch.worker_env())
+                          text=True, timeout=TIMEOUT, env=envs.worker_env())
 
 
 def test_environment_matches_pinned_set(mindspore_env):
@@ -188,7 +188,7 @@ def run_in_env(model: str, task: str, precision: str, compiled: bool,
             "batch_size": 2, "knobs": TINY_KNOBS[model], "device": "cpu", "seed": 0}
     proc = subprocess.run([envs.interpreter("mindspore"), "-c", TRUTH, json.dumps(case)],
                           capture_output=True, text=True, timeout=TIMEOUT,
-                          env=launch.worker_env(env))
+                          env=envs.worker_env(env))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

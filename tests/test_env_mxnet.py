@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from dlperf import envs, launch, models
+from dlperf import envs, models
 
 TIMEOUT = 1200
 TINY = {
@@ -45,7 +45,7 @@ def run_dlperf(*args: str, env: dict[str, str] | None = None
 
 def run_in_env(python: str, code: str) -> str:
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                          timeout=TIMEOUT, env=launch.worker_env())
+                          timeout=TIMEOUT, env=envs.worker_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

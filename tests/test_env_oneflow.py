@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dlperf import envs, launch, models
+from dlperf import envs, models
+from dlperf.launchers import launch
 from dlperf.backends.oneflow import SUPPORT
 from dlperf.envs import manage
 
@@ -80,7 +81,7 @@ def test_registry_env_expands_to_the_environments_library_directories(oneflow_en
     code = ("import oneflow, json; maps = open('/proc/self/maps').read().split(); "
             "print('LIBS=' + json.dumps(sorted({p for p in maps if '/nvidia/' in p})))")
     proc = subprocess.run([oneflow_env, "-c", code], capture_output=True, text=True,
-                          timeout=TIMEOUT, env=launch.worker_env(variables))
+                          timeout=TIMEOUT, env=envs.worker_env(variables))
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = json.loads(next(x for x in proc.stdout.splitlines()
                              if x.startswith("LIBS=")).split("=", 1)[1])
@@ -104,7 +105,7 @@ def test_both_models_have_the_catalogue_parameter_count(oneflow_env):
     """Built inside OneFlow's own interpreter, default (full-size) knobs, no training."""
     proc = subprocess.run([oneflow_env, "-c", COUNT], capture_output=True, text=True,
                           timeout=TIMEOUT,
-                          env=launch.worker_env(envs.worker_variables("oneflow", oneflow_env)))
+                          env=envs.worker_env(envs.worker_variables("oneflow", oneflow_env)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])
@@ -130,7 +131,7 @@ def test_oneflow_threads_flush_subnormals_to_zero(oneflow_env, mode):
     starts its threads, and those threads inherit it. Without the backend, the product stays."""
     proc = subprocess.run([oneflow_env, "-c", SUBNORMAL, mode], capture_output=True, text=True,
                           timeout=TIMEOUT,
-                          env=launch.worker_env(envs.worker_variables("oneflow", oneflow_env)))
+                          env=envs.worker_env(envs.worker_variables("oneflow", oneflow_env)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PRODUCT="))
     product = float(line.split("=", 1)[1])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf import envs, launch, models
+from dlperf import envs, models
 
 TIMEOUT = 1200
 TF_VERSIONS = {"tensorflow": "2.21.", "tensorflow1": "1.15."}
@@ -75,7 +75,7 @@ for name in ("resnet50", "bert-base"):
 print("PARAMS=" + json.dumps(out))
 """
     proc = subprocess.run([envs.interpreter(framework), "-c", code], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=launch.worker_env())
+                          text=True, timeout=TIMEOUT, env=envs.worker_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])

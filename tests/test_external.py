@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import dlperf, load
-from dlperf.external import parse_time
+from dlperf.studies.external import parse_time
 
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 RATE = ["--metric", r"imgs_per_sec : ([\d.]+)"]

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from conftest import TINY_RESNET, dlperf, load
-from dlperf import launch, runner
+from dlperf.launchers import launch
+from dlperf import runner
 from dlperf.spec import Case
 
 

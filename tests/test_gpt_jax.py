@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from conftest import pinned_env
-from dlperf import launch, models
+from dlperf import envs
+from dlperf import models
 from dlperf.backends.torch.gpt import GPT, next_token_loss
 
 TINY = {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 1000, "seq_len": 16}
@@ -67,7 +68,7 @@ def jax_env() -> str:
 def built(jax_env: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
     out = tmp_path_factory.mktemp("gpt_jax") / "tiny.npz"
     proc = subprocess.run([jax_env, "-c", SCRIPT, json.dumps(TINY), str(out)],
-                          capture_output=True, text=True, timeout=600, env=launch.worker_env())
+                          capture_output=True, text=True, timeout=600, env=envs.worker_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     return int(line.split("=", 1)[1]), out

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dlperf import hoststate, stats
+from dlperf.host import hoststate
+from dlperf import stats
 from dlperf.result import measurement_warnings
 
 BURNER = ("import ctypes; ctypes.CDLL(None).prctl(15, b'cpuburner', 0, 0, 0)\n"

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlperf import measurelock
+from dlperf.host import measurelock
 
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--num-classes",
         "10", "--batch-size", "2", "--warmup-steps", "2", "--steps", "3", "--repeats", "1"]
@@ -21,7 +21,7 @@ def env(lock_dir: Path) -> dict[str, str]:
 
 def holder(lock_dir: Path) -> subprocess.Popen[str]:
     """A process holding the lock (as `dlperf run` does) until its stdin closes."""
-    code = ("import sys; from dlperf import measurelock\n"
+    code = ("import sys; from dlperf.host import measurelock\n"
             "with measurelock.held():\n"
             "    print('held', flush=True); sys.stdin.read()\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,

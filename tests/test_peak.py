@@ -37,7 +37,7 @@ def test_probe_is_cached_and_used_for_mfu(tmp_path):
 
 
 def test_the_first_measuring_command_probes_once_and_then_reuses_it(tmp_path, monkeypatch):
-    from dlperf import peak, sysinfo
+    from dlperf.host import peak, sysinfo
 
     monkeypatch.setenv("DLPERF_CACHE", str(tmp_path))
     env = sysinfo.capture()
@@ -50,7 +50,7 @@ def test_the_first_measuring_command_probes_once_and_then_reuses_it(tmp_path, mo
 
 
 def test_gpu_datasheet_peaks_are_found_by_nvml_name():
-    from dlperf import peak
+    from dlperf.host import peak
 
     assert peak.datasheet("NVIDIA H100 80GB HBM3")["bfloat16"] == 989.4e12
     assert peak.datasheet("NVIDIA A100-SXM4-80GB")["tf32"] == 156e12
@@ -71,7 +71,7 @@ def test_cpu_processes_share_their_nodes_peak_and_gpus_each_have_one():
 
 def _probed(tmp_path, monkeypatch, rates):
     """A machine whose cached probe holds ``rates`` (FLOP/s per dtype)."""
-    from dlperf import peak
+    from dlperf.host import peak
 
     monkeypatch.setenv("DLPERF_CACHE", str(tmp_path))
     env = {"hostname": "h", "cpu": {"model": "x", "logical_cores": 2}, "gpus": []}
@@ -96,7 +96,8 @@ def test_a_rate_above_the_probed_peak_gives_no_mfu_and_says_why(tmp_path, monkey
 def test_a_reduced_precision_slower_than_fp32_is_bounded_by_fp32(tmp_path, monkeypatch):
     """On a CPU that emulates bf16 (its bf16 GEMM 4x slower than fp32), a framework computing
     its bf16 in fp32 would read ~100% MFU against the bf16 probe: fp32's peak is the ceiling."""
-    from dlperf import peak, result
+    from dlperf.host import peak
+    from dlperf import result
     from dlperf.spec import Case
 
     env = _probed(tmp_path, monkeypatch,
@@ -115,7 +116,7 @@ def test_the_probe_budget_includes_the_warm_up():
     warm-up being the measurement; a fast one gets its timed repeats."""
     import time
 
-    from dlperf import peak
+    from dlperf.host import peak
 
     calls = []
 

@@ -216,7 +216,7 @@ def test_multinode_sweep_is_refused_outside_slurm(tmp_path):
 def test_every_node_address_reaches_a_step_that_names_its_workers(tmp_path):
     """TF_CONFIG names every worker: the head fills in placeholders that each step task
     replaces with the addresses Slurm gives for the step's nodes."""
-    from dlperf import slurm, slurm_launch, slurm_step
+    from dlperf.launchers import slurm, slurm_launch, slurm_step
     from dlperf.spec import Case
 
     case = Case(framework="tensorflow", model="resnet50", batch_size=2, nnodes=2, devices=1,

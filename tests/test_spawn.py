@@ -1,4 +1,4 @@
-"""dlperf.spawn: the process starter for frameworks configured by per-process variables."""
+"""dlperf.launchers.spawn: the process starter for frameworks configured by per-process variables."""
 
 import json
 import os
@@ -6,17 +6,18 @@ import subprocess
 import sys
 import time
 
-from dlperf import launch, spawn
+from dlperf import envs
+from dlperf.launchers import launch, spawn
 from dlperf.spec import Case
 
 
 def run_spawn(tmp_path, body, nproc=2, extra=()):
     script = tmp_path / "rank.py"
     script.write_text("import json, os, sys, time\n" + body)
-    return subprocess.run([sys.executable, "-m", "dlperf.spawn", "--nproc", str(nproc),
+    return subprocess.run([sys.executable, "-m", "dlperf.launchers.spawn", "--nproc", str(nproc),
                            "--master-port", "4321", *extra, "--", sys.executable, str(script)],
                           capture_output=True, text=True, timeout=60,
-                          env=launch.worker_env())
+                          env=envs.worker_env())
 
 
 def test_every_rank_gets_its_place_in_the_job(tmp_path):
@@ -46,8 +47,8 @@ def test_a_failed_rank_stops_the_others_and_its_status_is_the_jobs(tmp_path):
     proc = run_spawn(tmp_path, body)
     assert proc.returncode == 3
     assert time.monotonic() - start < spawn.GRACE_S + spawn.KILL_AFTER_S + 20
-    assert "dlperf.spawn: rank 1 exited with code 3" in proc.stdout
-    assert "dlperf.spawn: rank 0 died from SIGTERM (exitcode -15)" in proc.stdout
+    assert "dlperf.launchers.spawn: rank 1 exited with code 3" in proc.stdout
+    assert "dlperf.launchers.spawn: rank 0 died from SIGTERM (exitcode -15)" in proc.stdout
     assert spawn.explain(proc.stdout) is None  # rank 1 exited by itself: its result file says why
 
 
@@ -66,7 +67,7 @@ def test_the_spawn_launcher_builds_one_command_for_this_nodes_ranks(tmp_path):
                                     python=sys.executable)
     spec = launcher(case, tmp_path / "case.json", tmp_path)
     at = spec.argv.index("--")
-    assert spec.argv[:at] == [sys.executable, "-m", "dlperf.spawn", "--nproc", "2", "--nnodes",
+    assert spec.argv[:at] == [sys.executable, "-m", "dlperf.launchers.spawn", "--nproc", "2", "--nnodes",
                               "2", "--node-rank", "1", "--master-addr", "10.0.0.5",
                               "--master-port", "29511"]
     assert spec.argv[at + 1:at + 4] == [sys.executable, "-m", "dlperf.worker"]

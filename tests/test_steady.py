@@ -210,7 +210,7 @@ def test_warmup_max_steps_zero_is_refused_in_one_line(tmp_path: Path):
 
 
 def test_warmup_max_steps_in_cases_and_sweeps(tmp_path: Path):
-    from dlperf import sweep
+    from dlperf.studies import sweep
     from dlperf.spec import Case
 
     plain = Case(framework="torch", model="resnet50", batch_size=2)

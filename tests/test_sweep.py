@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import dlperf
-from dlperf import sweep as sweep_mod
+from dlperf.studies import sweep as sweep_mod
 from dlperf.spec import SpecError
 from sweep_session import TINY_BERT_KNOBS
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dlperf import sweep
-from dlperf.sweep_runner import AUTO_WARMUP_GUESS, Estimator
+from dlperf.studies import sweep
+from dlperf.studies.sweep_runner import AUTO_WARMUP_GUESS, Estimator
 from dlperf.worker import steady
 
 
@@ -39,7 +39,7 @@ def test_auto_warmup_estimate_honours_warmup_max_steps(tmp_path: Path):
 def test_estimate_honours_min_duration_and_the_timeout(tmp_path: Path):
     """A repeat lasts at least --min-duration of window, and never longer than its timeout;
     a case whose repeat would time out costs one repeat, since the harness stops there."""
-    from dlperf.sweep_runner import CaseState
+    from dlperf.studies.sweep_runner import CaseState
 
     path = tmp_path / "bounds.yaml"
     path.write_text("name: bounds\ndefaults:\n  framework: torch\n  model: resnet50\n"
@@ -66,7 +66,7 @@ def test_estimate_honours_min_duration_and_the_timeout(tmp_path: Path):
 def test_a_declared_refusal_costs_one_short_repeat():
     """The worker refuses before building and the harness stops at the first failed repeat."""
     from dlperf.spec import Case
-    from dlperf.sweep_runner import UNSUPPORTED_S, CaseState, declared_refusal
+    from dlperf.studies.sweep_runner import UNSUPPORTED_S, CaseState, declared_refusal
 
     refused = Case(framework="torch", model="resnet50", batch_size=2, precision="tf32",
                    device="cpu", repeats=3)

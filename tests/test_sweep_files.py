@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import dlperf
-from dlperf import sweep as sweep_mod
+from dlperf.studies import sweep as sweep_mod
 
 LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-sweepfiles-test-")}
 HEAD = b"defaults: {framework: torch, batch_size: 2}\nmatrix:\n"

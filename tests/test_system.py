@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from dlperf import system as host_system
+from dlperf.host import system as host_system
 
 EXPECTED = {"cpu governor", "turbo/boost", "SMT (hyper-threading)", "ASLR",
             "transparent huge pages", "isolated CPUs", "NUMA layout", "CPU thermal throttling",

@@ -12,7 +12,7 @@ import random
 import pytest
 from conftest import TINY_RESNET, dlperf, load
 
-from dlperf import timeline
+from dlperf.host import timeline
 from dlperf.store import Store
 
 # A report grows linearly with its cases (each timeline figure is drawn from at most

@@ -20,7 +20,8 @@ import pytest
 import torch
 
 from conftest import pinned_env
-from dlperf import launch, models
+from dlperf import envs
+from dlperf import models
 
 TINY = {"vocab_size": 1000, "hidden_units": 2, "hidden_size": 32, "deep_embedding_size": 8}
 
@@ -86,7 +87,7 @@ def jax_env() -> str:
 def inside(jax_env: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     out = tmp_path_factory.mktemp("wide_deep_jax") / "out.npz"
     proc = subprocess.run([jax_env, "-c", SCRIPT, json.dumps(TINY), str(out)],
-                          capture_output=True, text=True, timeout=600, env=launch.worker_env())
+                          capture_output=True, text=True, timeout=600, env=envs.worker_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout, dict(np.load(out))
 

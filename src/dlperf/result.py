@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from dlperf import hoststate, models, stats, timeline
-from dlperf.peak import PRECISION_DTYPE, ceiling
+from dlperf.host import hoststate, timeline
+from dlperf import models, stats
+from dlperf.host.peak import PRECISION_DTYPE, ceiling
 from dlperf.spec import Case
 
 SCHEMA = 1

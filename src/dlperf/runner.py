@@ -20,8 +20,11 @@ from typing import Any
 
 import psutil
 
-from dlperf import hoststate, launch, result, scaling, timeline
-from dlperf.monitor import Monitor
+from dlperf import envs
+from dlperf.host import hoststate, timeline
+from dlperf.launchers import launch
+from dlperf import result, scaling
+from dlperf.host.monitor import Monitor
 from dlperf.spec import Case
 from dlperf.store import Store
 
@@ -56,7 +59,7 @@ class Outcome:
     log_tail: str
     monitor: dict[str, Any]
     host: dict[str, Any] | None = None
-    samples: dict[str, Any] | None = None  # the monitor's raw timeline (dlperf.timeline)
+    samples: dict[str, Any] | None = None  # the monitor's raw timeline (dlperf.host.timeline)
 
 
 def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
@@ -97,7 +100,7 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
     start = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=launch.worker_env(spec.env),
+                                stdin=subprocess.DEVNULL, env=envs.worker_env(spec.env),
                                 start_new_session=True)
         with Monitor(proc.pid) as watch:
             try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from dlperf import models
-from dlperf.backends import imagefolder
+from dlperf.data import imagefolder
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
 from dlperf.worker.support import Support
@@ -87,7 +87,7 @@ class Case:
     repeats: int = 7
     seed: int = 0
     timeout_s: float = 1800.0
-    # inference: how queries arrive (see dlperf.infer / dlperf.server), and a minimum window time
+    # inference: how queries arrive (see dlperf.studies.infer / dlperf.studies.server), and a minimum window time
     scenario: str = "offline"
     min_duration_s: float = 0.0
     server: Mapping[str, Any] = dataclasses.field(default_factory=dict)

@@ -10,7 +10,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import ab, display, outputs
+from dlperf.studies import ab
+from dlperf import display, outputs
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float

@@ -9,7 +9,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import accuracy, display, measurelock, models, sysinfo
+from dlperf.studies import accuracy
+from dlperf import display, models
+from dlperf.host import measurelock, sysinfo
 from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
 from dlperf.store import DEFAULT_DB, Store

@@ -10,7 +10,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import capacity, display, envs, measurelock, sysinfo
+from dlperf.studies import capacity
+from dlperf import display, envs
+from dlperf.host import measurelock, sysinfo
 from dlperf.commands.run import add_case_arguments, case_from_args, positive_int, write_json
 from dlperf import outputs
 from dlperf.errors import UsageError

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlperf import datasets, display
+from dlperf.data import make_images as datasets
+from dlperf import display
 from dlperf.commands.run import positive_int
 from dlperf.errors import UsageError
 
@@ -40,6 +41,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        return make(args)
+    except datasets.ImageSetError as error:
+        raise UsageError(str(error)) from None
+
+
+def make(args: argparse.Namespace) -> int:
     width, height = datasets.parse_size(args.size)
     spec = datasets.ImageSet(count=args.count, width=width, height=height,
                              classes=args.classes, seed=args.seed, quality=args.quality)

@@ -6,11 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, measurelock, outputs, runner, sysinfo
+from dlperf import display, outputs, runner
+from dlperf.host import measurelock, sysinfo
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
-from dlperf.external import ExternalCase, ExternalRun
+from dlperf.studies.external import ExternalCase, ExternalRun
 from dlperf.spec import PRECISIONS
 from dlperf.store import DEFAULT_DB, Store
 

@@ -10,7 +10,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, infer, measurelock, models, outputs, peak, server, sysinfo
+from dlperf import display, models, outputs
+from dlperf.studies import infer, server
+from dlperf.host import measurelock, peak, sysinfo
 from dlperf.commands.run import (add_warmup_arguments, knob_pair, knobs_from_args, positive_int,
                                  write_json)
 from dlperf.errors import UsageError

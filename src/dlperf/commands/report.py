@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlperf import capacity, outputs
+from dlperf.studies import capacity
+from dlperf import outputs
 from dlperf.errors import UsageError
 from dlperf.report import results
 from dlperf.store import DEFAULT_DB, Store

@@ -8,13 +8,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlperf import (display, envs, measurelock, models, peak, runner, scaling, slurm, sysinfo,
-                    launch)
+from dlperf import display, envs, models, runner, scaling
+from dlperf.host import measurelock, peak, sysinfo
+from dlperf.launchers import launch, slurm
 from dlperf.errors import UsageError
 from dlperf import numbers, outputs
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, TASKS, Case, frameworks
-from dlperf import inputbound
+from dlperf.studies import inputbound
 from dlperf.store import DEFAULT_DB, Store
 from dlperf.worker import steady
 

@@ -12,13 +12,15 @@ from typing import Any
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from dlperf import display, measurelock, models, outputs, peak, slurm_launch, sysinfo
+from dlperf import display, models, outputs
+from dlperf.host import measurelock, peak, sysinfo
+from dlperf.launchers import slurm_launch
 from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.spec import Case
 from dlperf.store import DEFAULT_DB, Store
-from dlperf.sweep import Sweep, load
-from dlperf.sweep_runner import CaseState, Estimator, Eta, Observer, SweepRun, state_of
+from dlperf.studies.sweep import Sweep, load
+from dlperf.studies.sweep_runner import CaseState, Estimator, Eta, Observer, SweepRun, state_of
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

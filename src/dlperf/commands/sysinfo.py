@@ -8,7 +8,8 @@ from typing import Any
 
 from rich.table import Table
 
-from dlperf import display, peak, sysinfo
+from dlperf import display
+from dlperf.host import peak, sysinfo
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

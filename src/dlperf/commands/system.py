@@ -9,7 +9,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, system
+from dlperf import display
+from dlperf.host import system
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

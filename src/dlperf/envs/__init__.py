@@ -7,12 +7,14 @@ environment these functions create, from the source tree.
     status(name)        EnvStatus: installed? where, which Python, which framework version
     install(name, ...)  create/refresh from requirements/<file>; a no-op when current
     select(name, variant)  the cpu or cuda build to use (cuda where an NVIDIA driver is)
+    worker_env(extra)   the environment of a worker process: ours, with the source tree importable
     worker_variables(name, python)  the registry's env: for its worker, expanded
     registry.names()    every framework with an environment entry
 """
 
 from dlperf.envs import registry
 from dlperf.envs.manage import (
+    SOURCE_ROOT,
     EnvStatus,
     InstallError,
     InstallResult,
@@ -27,9 +29,11 @@ from dlperf.envs.manage import (
     select,
     status,
     variant_of,
+    worker_env,
     worker_variables,
 )
 
-__all__ = ["EnvStatus", "InstallError", "InstallResult", "default_variant", "driver_present",
+__all__ = ["SOURCE_ROOT", "EnvStatus", "InstallError", "InstallResult", "default_variant", "driver_present",
            "env_dir", "env_python", "install", "interpreter", "not_installed_message", "registry",
-           "root", "select", "status", "variant_of", "worker_variables"]
+           "root", "select", "status", "variant_of", "worker_env",
+           "worker_variables"]

@@ -14,7 +14,7 @@ install leaves an environment that counts as not installed. ``install`` is a no-
 stamp's hash matches the requirement file, which keeps a second ``make test`` fast.
 
 dlperf itself is never installed into these environments: the worker runs from the source tree
-(``launch.worker_env`` puts it on PYTHONPATH) and needs only the standard library, numpy and the
+(``envs.worker_env`` puts it on PYTHONPATH) and needs only the standard library, numpy and the
 framework.
 """
 
@@ -38,6 +38,7 @@ from typing import Any
 
 from dlperf.envs import interpreters, registry
 from dlperf.envs.registry import Framework
+from dlperf.worker.lifeline import HARNESS_PID
 from dlperf.errors import UsageError
 
 STAMP_NAME = "dlperf-env.json"
@@ -238,7 +239,6 @@ def worker_variables(name: str, python: str) -> dict[str, str]:
 def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT_S
                    ) -> tuple[bool, str]:
     """Import the framework with ``python`` as the worker would; (ok, version or error line)."""
-    from dlperf.launch import worker_env  # harness side; imported late to keep this light
 
     code = (f"import {fw.import_name} as m, dlperf.worker.loop; "
             f"print('DLPERF_VERSION=' + str(getattr(m, '__version__', '?')))")
@@ -418,3 +418,17 @@ def locked_install_options(fw: Framework) -> list[str]:
     if fw.sdists:
         options.append("--no-binary=" + ",".join(fw.sdists))
     return options
+
+
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding the dlperf package
+
+
+def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker: ours, with the source tree importable by any interpreter."""
+    env = dict(os.environ)
+    path = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(SOURCE_ROOT) + (os.pathsep + path if path else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env[HARNESS_PID] = str(os.getpid())  # the worker ties its life to ours (worker.lifeline)
+    env.update(extra or {})
+    return env

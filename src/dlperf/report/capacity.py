@@ -1,6 +1,6 @@
 """The report's capacity searches: every probe ``dlperf capacity`` stored, per search.
 
-A probe is a run stored under the sweep name ``capacity`` (:data:`dlperf.capacity.SWEEP_NAME`);
+A probe is a run stored under the sweep name ``capacity`` (:data:`dlperf.studies.capacity.SWEEP_NAME`);
 its launch facts name the search it belonged to and the parameter that search varied
 (``launch.capacity``). Probes stored before those facts existed are grouped by the order they
 were stored in: consecutive probes belong to one search while their cases (and memory limit)
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import display
-from dlperf.capacity import SWEEP_NAME
+from dlperf.studies.capacity import SWEEP_NAME
 from dlperf.report.tables import Cell, Report, Table, knob_text, number, short, variant
 from dlperf.store import Store
 

@@ -7,7 +7,8 @@ import io
 import statistics
 from typing import Any
 
-from dlperf import numbers, timeline
+from dlperf import numbers
+from dlperf.host import timeline
 
 CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
                 "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats",

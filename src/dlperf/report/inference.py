@@ -2,7 +2,7 @@
 
 Stored ``dlperf infer`` results do not carry their speedup (it is attached after storing, from
 the invocation or the database), so the report recomputes it the same way: the fp32 twin is the
-result whose case differs only in precision (``dlperf.infer.fp32_twin``), looked up among the
+result whose case differs only in precision (``dlperf.studies.infer.fp32_twin``), looked up among the
 results the report shows. A latency speedup is fp32's latency at a percentile over this
 precision's at the same percentile (> 1: faster), so each percentile of the tail gets its own.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.infer import BASELINE, fp32_twin
+from dlperf.studies.infer import BASELINE, fp32_twin
 from dlperf.spec import Case, SpecError
 
 PERCENTILES = ("p50", "p90", "p99")

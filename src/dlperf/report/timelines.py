@@ -13,7 +13,7 @@ import io
 import re
 from typing import Any
 
-from dlperf import timeline
+from dlperf.host import timeline
 from dlperf.report import plots  # matplotlib set up once: Agg, mathtext off (labels are data)
 
 plt = plots.plt

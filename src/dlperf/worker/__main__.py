@@ -88,7 +88,7 @@ def one_line(error):
 def place(backend):
     # type: (Any) -> Tuple[int, int, int]
     """(rank, world size, local rank) of this process: the backend's ``process_place()`` where
-    its launcher names them differently, else the variables torchrun and dlperf.spawn set."""
+    its launcher names them differently, else the variables torchrun and dlperf.launchers.spawn set."""
     own = getattr(backend, "process_place", None)
     if own is not None:
         return own()
@@ -102,7 +102,7 @@ def page_cache(case):
     dataset it holds. Local rank 0 acts for its node; the others return None. Before any rank
     reads a file: the others only start once the job's first collective (DDP's broadcast of the
     weights, in build) has seen local rank 0 arrive."""
-    from dlperf.backends import imagefolder
+    from dlperf.data import imagefolder
     from dlperf.worker import pagecache
 
     if (placement.local_rank() or 0) != 0:

@@ -17,7 +17,7 @@ SUPPORT = Support(
     },
     # no eager mode: the whole step exists only as one jax.jit program
     modes={True: "jax.jit (XLA), whole step, state donated"},
-    # jax.distributed over the processes dlperf.spawn starts, jax.shard_map over every device
+    # jax.distributed over the processes dlperf.launchers.spawn starts, jax.shard_map over every device
     # of the job, gradients averaged by lax.pmean: gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),
     data_pipeline="numpy loader (Pillow decode in a thread pool, batches prefetched), then "

@@ -1,5 +1,5 @@
 """Data parallelism for the JAX backend, JAX's own way: ``jax.distributed.initialize`` joins the
-processes dlperf.spawn started (one per device), and the step runs on a mesh over every device
+processes dlperf.launchers.spawn started (one per device), and the step runs on a mesh over every device
 of the job.
 
 - Joining: ``coordinator_address`` is ``DLPERF_MASTER_ADDR:PORT`` (process 0 hosts JAX's
@@ -41,7 +41,7 @@ _state = {"joined": False, "gathered": False}  # type: Dict[str, bool]
 
 def job():
     # type: () -> Tuple[int, int, int]
-    """(rank, world size, local rank) as dlperf.spawn set them; (0, 1, 0) for one process."""
+    """(rank, world size, local rank) as dlperf.launchers.spawn set them; (0, 1, 0) for one process."""
     return (int(os.environ.get("DLPERF_RANK", "0")),
             int(os.environ.get("DLPERF_WORLD_SIZE", "1")),
             int(os.environ.get("DLPERF_LOCAL_RANK", "0")))

@@ -3,7 +3,7 @@ numpy and Pillow, then ``jax.device_put``.
 
 JAX has no data loader of its own (its documentation points at other frameworks' loaders or
 plain numpy), so this is the plain-numpy one: every step takes the next batch of this process
-(Pillow decode and the ImageNet training augmentation of :mod:`dlperf.backends.imagefolder`,
+(Pillow decode and the ImageNet training augmentation of :mod:`dlperf.data.imagefolder`,
 NHWC float32 as the JAX models take it, int32 labels) and puts it on the device (with several
 processes: as this process's shard of the global batch, like the synthetic one).
 
@@ -19,7 +19,7 @@ The order follows DistributedSampler: every epoch a permutation of all the files
 (seed, epoch), cut to a multiple of the processes, this process taking every world-th; the
 last partial batch of each epoch is dropped, so batch k belongs to epoch k // batches_per_epoch.
 ``info["shard"]`` records this process's share of epoch 0 as a count and an additive fingerprint
-(:func:`dlperf.backends.imagefolder.shard_info`), so a job shows its shards are disjoint.
+(:func:`dlperf.data.imagefolder.shard_info`), so a job shows its shards are disjoint.
 Each batch's augmentation draws from its own generator, seeded by (seed, rank, epoch, batch),
 so a run is repeatable whatever thread decodes it.
 """
@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dlperf.backends import imagefolder
+from dlperf.data import imagefolder
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax.workload import JaxWorkload
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError

@@ -36,7 +36,7 @@ import mindspore as ms  # noqa: E402
 from mindspore import nn  # noqa: E402
 
 from dlperf import models  # noqa: E402
-from dlperf.backends import synthetic  # noqa: E402
+from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.mindspore.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.mindspore.resnet import ResNet50  # noqa: E402
 from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402

@@ -14,7 +14,7 @@ from mxnet import gluon
 from mxnet.gluon import HybridBlock
 
 from dlperf import models
-from dlperf.backends import synthetic
+from dlperf.data import synthetic
 from dlperf.backends.mxnet.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.mxnet.optim import AdamW
 from dlperf.backends.mxnet.resnet import ResNet50

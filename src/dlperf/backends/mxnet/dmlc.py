@@ -5,7 +5,7 @@ local`` starts them (that script lives in MXNet's source tree, not in its wheel)
 ps-lite's roles come from ``DMLC_ROLE``: the scheduler (node 0 only, at
 ``DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT``) and the servers are ``PY -c "import mxnet"`` (MXNet runs
 the server loop at import when the role is not ``worker``, and exits after the workers leave);
-COMMAND (dlperf.spawn, which starts this node's workers) gets ``DMLC_ROLE=worker``. The other
+COMMAND (dlperf.launchers.spawn, which starts this node's workers) gets ``DMLC_ROLE=worker``. The other
 ``DMLC_*`` variables (root address and port, numbers of servers and workers) come from the
 environment. When COMMAND ends the scheduler and servers get a moment to leave by themselves and
 are then stopped; when one of them fails first, COMMAND is stopped (its workers would wait for it

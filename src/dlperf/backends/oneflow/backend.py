@@ -1,7 +1,7 @@
 """OneFlow backend: ``build(case)`` turns a case dict into a ready Workload.
 
 Everything one-off happens here, outside the timed window: model construction on the device,
-the synthetic batch (``dlperf.backends.synthetic``, seeded, copied to the device once), the
+the synthetic batch (``dlperf.data.synthetic``, seeded, copied to the device once), the
 optimizer, and with ``compile`` the ``nn.Graph`` holding forward, backward and optimizer update
 (OneFlow compiles it lazily in the first step, which the timing loop times apart).
 """
@@ -28,7 +28,7 @@ import oneflow.nn.functional as F  # noqa: E402
 from oneflow import nn  # noqa: E402
 
 from dlperf import models  # noqa: E402
-from dlperf.backends import synthetic  # noqa: E402
+from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.oneflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.oneflow.resnet import ResNet50  # noqa: E402
 from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
@@ -212,7 +212,7 @@ def build(case):
         "compile": compiled,
         "compile_mode": ("nn.Graph (forward, backward and optimizer in one graph)" if train
                          else "nn.Graph (forward)") if compiled else "eager",
-        "data": "synthetic (dlperf.backends.synthetic, seeded), copied to the device once",
+        "data": "synthetic (dlperf.data.synthetic, seeded), copied to the device once",
         "data_parallel": parallel,
     })
     return OneFlowWorkload(run, inputs, device, batch, params, info)

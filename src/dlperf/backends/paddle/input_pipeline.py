@@ -4,7 +4,7 @@
 ``data`` a dataset directory (``dlperf data make-images``) replaces the synthetic batch made once
 on the device: every step takes the next batch of a ``paddle.io.DataLoader`` over a
 ``paddle.io.Dataset`` of the folder (Pillow decode and the ImageNet training augmentation of
-:mod:`dlperf.backends.imagefolder`, the very code the torch loader runs; NCHW float32 as the
+:mod:`dlperf.data.imagefolder`, the very code the torch loader runs; NCHW float32 as the
 Paddle ResNet-50 takes it, int64 labels). The loader runs ``loader_workers`` worker processes
 (default the torch loader's: min(4, usable CPUs); 0 decodes in the step's process) that hand
 batches back through shared memory (``use_shared_memory``, Paddle's default, which it only uses
@@ -21,7 +21,7 @@ which polls its workers with 0.5 s sleeps (paddle 3.3.1), at every epoch.
 With several processes (paddle.distributed) :class:`SeededSampler` gives each rank its own shard
 of every epoch, torch's DistributedSampler(drop_last=True) rule: the same number of files per
 rank, none read twice in an epoch (``info["shard"]`` records the rank's first one as a count and
-an additive fingerprint, :func:`dlperf.backends.imagefolder.shard_info`).
+an additive fingerprint, :func:`dlperf.data.imagefolder.shard_info`).
 Paddle seeds its workers from the global numpy state, so ``worker_init_fn`` gives each worker's
 augmentation its own stream derived from the case's seed, rank and worker id: a run is
 repeatable. ``data_only`` times that stream alone, through the same loop.
@@ -36,7 +36,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import paddle
 
-from dlperf.backends import imagefolder
+from dlperf.data import imagefolder
 from dlperf.backends.paddle.workload import (barrier, gather_ints, rank, runtime_info,
                                              world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError

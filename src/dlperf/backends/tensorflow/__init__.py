@@ -26,7 +26,7 @@ SUPPORT = Support(
     },
     # compile off is still a graph: the step is a tf.function, never op-by-op eager
     modes={False: "tf.function graph", True: "XLA (tf.function jit_compile=True)"},
-    # tf.distribute: MultiWorkerMirroredStrategy from TF_CONFIG over the processes dlperf.spawn
+    # tf.distribute: MultiWorkerMirroredStrategy from TF_CONFIG over the processes dlperf.launchers.spawn
     # starts (collective ops, RING on CPUs); GPUs: MirroredStrategy over a node's GPUs, and
     # MultiWorkerMirroredStrategy with NCCL across nodes
     distributed=("cpu", "cuda"),

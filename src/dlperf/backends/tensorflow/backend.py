@@ -24,7 +24,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from dlperf import models  # noqa: E402
-from dlperf.backends import synthetic  # noqa: E402
+from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.tensorflow import XLA_CPU_COLLECTIVES  # noqa: E402
 from dlperf.backends.tensorflow import cluster, distribute, input_pipeline  # noqa: E402
 from dlperf.backends.tensorflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402

@@ -1,5 +1,5 @@
 """TF_CONFIG for TensorFlow's multi-worker strategies (TF 2's MultiWorkerMirroredStrategy, TF
-1.15's CollectiveAllReduceStrategy), from the variables dlperf.spawn gives each rank, and how a
+1.15's CollectiveAllReduceStrategy), from the variables dlperf.launchers.spawn gives each rank, and how a
 rank reports a cluster that never formed.
 
 TF_CONFIG names every worker's ``host:port`` (the gRPC server it starts) in rank order, and this
@@ -29,7 +29,7 @@ RENDEZVOUS_EXIT = 75  # EX_TEMPFAIL: the job never formed; no result was written
 
 def job():
     # type: () -> Tuple[int, int]
-    """(rank, world size) of this process, as dlperf.spawn set them; (0, 1) for one process."""
+    """(rank, world size) of this process, as dlperf.launchers.spawn set them; (0, 1) for one process."""
     return (int(os.environ.get("DLPERF_RANK", "0")),
             int(os.environ.get("DLPERF_WORLD_SIZE", "1")))
 

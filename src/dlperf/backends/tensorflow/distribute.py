@@ -1,7 +1,7 @@
 """Data parallelism for the TensorFlow 2 backend, through ``tf.distribute`` as TensorFlow
 documents it.
 
-- CPUs, one process per device (dlperf.spawn): ``tf.distribute.MultiWorkerMirroredStrategy``
+- CPUs, one process per device (dlperf.launchers.spawn): ``tf.distribute.MultiWorkerMirroredStrategy``
   from TF_CONFIG (:mod:`.cluster`), collective ops over gRPC with the RING implementation
   (``CommunicationOptions``); variables are mirrored (worker 0's initial values broadcast) and
   the optimizer all-reduces the gradients in replica context.

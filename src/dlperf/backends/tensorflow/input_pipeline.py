@@ -3,7 +3,7 @@
 
 ``data`` a dataset directory (``dlperf data make-images``) replaces the synthetic batch held on
 the device: every step takes the next batch of a ``tf.data`` pipeline built from the folder's
-file list (:mod:`dlperf.backends.imagefolder`)::
+file list (:mod:`dlperf.data.imagefolder`)::
 
     (path, label) -> [shard per worker] -> shuffle (seeded, reshuffled every epoch)
       -> take (a whole number of batches per epoch) -> repeat -> enumerate
@@ -30,7 +30,7 @@ auto-sharding is off, the shard being explicit. Every worker takes the same whol
 batches per epoch, from files // workers: the strided shards of a folder that does not divide
 evenly differ by one file, and a worker with the longer one would otherwise run longer epochs
 than its peers. ``info["shard"]`` records the worker's shard (a count and an additive
-fingerprint, :func:`dlperf.backends.imagefolder.shard_info`), so a job shows that its workers
+fingerprint, :func:`dlperf.data.imagefolder.shard_info`), so a job shows that its workers
 read disjoint shards covering the folder.
 """
 
@@ -38,7 +38,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from dlperf.backends import imagefolder
+from dlperf.data import imagefolder
 from dlperf.backends.tensorflow import cluster
 from dlperf.backends.tensorflow.distribute import CollectiveRanks
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError

@@ -21,7 +21,7 @@ SUPPORT = Support(
     },
     modes={False: "Session graph", True: "XLA auto-clustering (global_jit_level ON_1)"},
     # the collective all-reduce strategy (MultiWorkerMirroredStrategy) from TF_CONFIG in graph
-    # mode over the processes dlperf.spawn starts, RING collectives on CPUs; GPUs:
+    # mode over the processes dlperf.launchers.spawn starts, RING collectives on CPUs; GPUs:
     # MirroredStrategy over a node's GPUs, the collective strategy with NCCL across nodes
     distributed=("cpu", "cuda"),
     reasons={

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from dlperf import models  # noqa: E402
-from dlperf.backends import synthetic  # noqa: E402
+from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.tensorflow import cluster  # noqa: E402
 from dlperf.backends.tensorflow1 import distribute  # noqa: E402
 from dlperf.backends.tensorflow1.bert import bert_pretraining, pretraining_loss  # noqa: E402

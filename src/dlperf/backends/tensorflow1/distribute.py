@@ -1,7 +1,7 @@
 """Data parallelism for the TensorFlow 1.15 backend: its collective all-reduce strategy in graph
 mode with a Session, as TF 1.15 documents for independent workers.
 
-- CPUs, one process per device (dlperf.spawn): ``tf.distribute.experimental.
+- CPUs, one process per device (dlperf.launchers.spawn): ``tf.distribute.experimental.
   MultiWorkerMirroredStrategy`` (``CollectiveAllReduceStrategy``) from TF_CONFIG
   (:mod:`dlperf.backends.tensorflow.cluster`), RING collectives; each worker starts its
   ``tf.distribute.Server`` with the strategy's session config (collective group leader, device

@@ -10,7 +10,7 @@ and ``fn.crop_mirror_normalize`` (a coin-flip mirror, ImageNet mean and std, NCH
 through ``nvidia.dali.plugin.pytorch.DALIGenericIterator`` with the last partial batch of each
 epoch dropped. ``loader_workers`` is DALI's ``num_threads``. ``info["shard"]`` records the rank's
 epoch-0 shard (DALI's contiguous slice of the seeded file order) as a count and an additive
-fingerprint (:func:`dlperf.backends.imagefolder.shard_info`).
+fingerprint (:func:`dlperf.data.imagefolder.shard_info`).
 
 Valid Python 3.7; imports DALI only when a case asks for it.
 """
@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from dlperf.backends import imagefolder
+from dlperf.data import imagefolder
 from dlperf.backends.torch import dali_site
 from dlperf.backends.torch.workload import rank, world_size
 from dlperf.worker.workload import UnsupportedError

@@ -2,7 +2,7 @@
 
 ``data`` a dataset directory (``dlperf data make-images``) replaces the synthetic batch made once
 on the device: every step takes the next batch from a ``torch.utils.data.DataLoader`` (Pillow
-decode and the ImageNet training augmentation of :mod:`dlperf.backends.imagefolder` in
+decode and the ImageNet training augmentation of :mod:`dlperf.data.imagefolder` in
 ``loader_workers`` processes, pinned memory on CUDA, persistent workers, ``prefetch_factor``
 batches in flight per worker, the last partial batch dropped) and copies it to the device
 (``non_blocking`` from pinned memory on CUDA). The stream never ends: a finished epoch starts the
@@ -11,7 +11,7 @@ over the files from later ones. ``data_only`` times that stream alone, through t
 on one process or on each of several (each its own shard, the window barriered and the warm-up
 voted through the process group, gloo on the CPU, as training's). ``info["shard"]`` records the
 process's share of epoch 0 (the DistributedSampler's indices with several) as a count and an
-additive fingerprint (:func:`dlperf.backends.imagefolder.shard_info`).
+additive fingerprint (:func:`dlperf.data.imagefolder.shard_info`).
 ``loader`` "dali" swaps the DataLoader for NVIDIA DALI (:mod:`.dali_pipeline`) behind the same
 ``next()``; :func:`make_feed` picks.
 
@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
 
-from dlperf.backends import imagefolder
+from dlperf.data import imagefolder
 from dlperf.backends.torch.workload import (barrier, gather_ints, join_process_group, rank,
                                             runtime_info, world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError

@@ -1,11 +1,11 @@
-"""``python -m dlperf.launchguard [--rdzv-timeout S --joined GLOB [--nnodes N --members-url URL]]
+"""``python -m dlperf.launchers.launchguard [--rdzv-timeout S --joined GLOB [--nnodes N --members-url URL]]
 -- COMMAND``: run a framework's own launcher with the two things dlperf needs from every launcher
 and some lack (harness side).
 
 - **A rendezvous deadline.** Paddle's HTTP master (``paddle.distributed.launch --master``) waits
   for missing nodes forever. The guard waits ``S`` seconds for a
   file matching ``GLOB``, which the launcher only creates once every node has joined (Paddle's
-  ``workerlog.0``); without one it prints one line (``dlperf.launchguard: rendezvous timed out
+  ``workerlog.0``); without one it prints one line (``dlperf.launchers.launchguard: rendezvous timed out
   after S s``, with ``K of N nodes joined`` when ``--members-url`` lists them; read back by
   :func:`timed_out`), stops everything and exits 124.
 - **Nothing left running.** Some launchers start their ranks in sessions of their own (Paddle's
@@ -39,7 +39,7 @@ import urllib.request
 
 import psutil
 
-PREFIX = "dlperf.launchguard:"
+PREFIX = "dlperf.launchers.launchguard:"
 POLL_S = 0.2
 TERM_GRACE_S = 3.0
 TIMED_OUT = 124
@@ -105,7 +105,7 @@ def timeout_line(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlperf.launchguard")
+    parser = argparse.ArgumentParser(prog="python -m dlperf.launchers.launchguard")
     parser.add_argument("--rdzv-timeout", type=float, default=None,
                         help="seconds to wait for --joined; none: no deadline")
     parser.add_argument("--joined", action="append", default=[],

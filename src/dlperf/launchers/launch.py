@@ -28,9 +28,7 @@ from typing import Any
 from dlperf import envs
 from dlperf.errors import UsageError
 from dlperf.spec import Case
-from dlperf.worker.lifeline import HARNESS_PID
 
-SOURCE_ROOT = Path(__file__).resolve().parent.parent  # the directory holding the dlperf package
 
 
 @dataclass
@@ -68,17 +66,6 @@ def threads_per_process(case: Case) -> int | None:
 def thread_env(threads: int | None) -> dict[str, str]:
     """The variables that size OpenMP / MKL pools (and so torch's intra-op threads)."""
     return {} if threads is None else {name: str(threads) for name in THREAD_VARIABLES}
-
-
-def worker_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a worker: ours, with the source tree importable by any interpreter."""
-    env = dict(os.environ)
-    path = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = str(SOURCE_ROOT) + (os.pathsep + path if path else "")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env[HARNESS_PID] = str(os.getpid())  # the worker ties its life to ours (worker.lifeline)
-    env.update(extra or {})
-    return env
 
 
 def worker_argv(python: str, case_file: Path, out_dir: Path) -> list[str]:
@@ -187,7 +174,7 @@ def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
     ``unsupported`` with the backend's own reason, as for any other undeclared combination."""
     if case.devices * case.nnodes == 1:
         return local
-    name = f"dlperf.backends.{case.framework}.launch"
+    name = f"dlperf.launchers.{case.framework}"
     if importlib.util.find_spec(name) is None:
         return local
     return importlib.import_module(name).Launcher(rendezvous, python)
@@ -202,23 +189,23 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 class SpawnLauncher(MultiLauncher):
     """For frameworks that configure data parallelism from per-process variables rather than a
-    launcher of their own: ``python -m dlperf.spawn`` starts this node's ranks, each with
+    launcher of their own: ``python -m dlperf.launchers.spawn`` starts this node's ranks, each with
     ``DLPERF_RANK``, ``DLPERF_WORLD_SIZE``, ``DLPERF_MASTER_ADDR``/``PORT``... (see
-    :mod:`dlperf.spawn`), and the backend turns those into its framework's configuration.
+    :mod:`dlperf.launchers.spawn`), and the backend turns those into its framework's configuration.
 
     One node: the master is 127.0.0.1 on a free port (nothing listens beyond loopback). Several
     nodes: the rendezvous's address and port; ``DLPERF_RDZV_TIMEOUT_S`` tells the backend how long
     its framework may wait for the others. Subclasses set ``name`` and may add ``extra_env``.
     """
 
-    name = "dlperf.spawn"
+    name = "dlperf.launchers.spawn"
 
     def extra_env(self, case: Case) -> dict[str, str]:
         """Variables this framework needs beyond the rank variables (none by default)."""
         return {}
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
-        from dlperf import spawn
+        from dlperf.launchers import spawn
         rdzv = self.rendezvous
         rdzv.check(case.nnodes)
         python = self.python or envs.interpreter(case.framework)
@@ -235,7 +222,7 @@ class SpawnLauncher(MultiLauncher):
                "DLPERF_RDZV_TIMEOUT_S": f"{rdzv.timeout_s:g}"}
         if rdzv.socket_ifname:
             env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
-        argv = [sys.executable, "-m", "dlperf.spawn", "--nproc", str(case.devices),
+        argv = [sys.executable, "-m", "dlperf.launchers.spawn", "--nproc", str(case.devices),
                 "--nnodes", str(case.nnodes), "--node-rank", str(rdzv.node_rank),
                 "--master-addr", addr, "--master-port", str(port), "--",
                 *worker_argv(python, case_file, out_dir)]

@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import launch, models, runner, stats
+from dlperf import envs
+from dlperf import models, runner, stats
 from dlperf.errors import UsageError
 from dlperf.numbers import check_seconds, is_number
-from dlperf.monitor import Monitor
+from dlperf.host.monitor import Monitor
 from dlperf.store import Store
 
 SCHEMA = 1
@@ -240,7 +241,7 @@ def run_once(case: ExternalCase, index: int,
     lines: list[Line] = []
     # timestamps by arrival need unbuffered output; the lifeline takes the command's whole
     # process group down if this harness dies (no preexec_fn while threads run)
-    env = launch.worker_env({"PYTHONUNBUFFERED": "1"})
+    env = envs.worker_env({"PYTHONUNBUFFERED": "1"})
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dlperf-external-") as tmp:
         log_path = Path(tmp) / "output.log"

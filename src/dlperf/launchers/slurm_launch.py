@@ -4,18 +4,18 @@
 the head (the host where salloc or the batch script runs). For each repeat of a case of
 ``nnodes`` nodes :class:`SlurmLauncher` starts one step::
 
-    python -m dlperf.slurm_step relay --out-dir OUT -- \\
+    python -m dlperf.launchers.slurm_step relay --out-dir OUT -- \\
         srun --nodes N --ntasks N --ntasks-per-node 1 --kill-on-bad-exit=1 ... \\
-        python -m dlperf.slurm_step task PAYLOAD
+        python -m dlperf.launchers.slurm_step task PAYLOAD
 
-It wraps whatever :func:`dlperf.launch.launcher_for` returns for the case and never looks at the
+It wraps whatever :func:`dlperf.launchers.launch.launcher_for` returns for the case and never looks at the
 framework: on the head it asks the framework's launcher for the command of every node rank (the
 rendezvous's master address is a placeholder, since only the step knows its first node), and
 the payload carries those commands, the case and the head's paths to every node, where
-:mod:`dlperf.slurm_step` fills them in (node rank from ``SLURM_NODEID``, master = NodeAddr of the
-step's first host, port from the job id as :mod:`dlperf.slurm` derives it) and runs its node's
+:mod:`dlperf.launchers.slurm_step` fills them in (node rank from ``SLURM_NODEID``, master = NodeAddr of the
+step's first host, port from the job id as :mod:`dlperf.launchers.slurm` derives it) and runs its node's
 command in a private directory. Node 0's gathered rank files come back through srun's output
-(see :mod:`dlperf.slurm_step`), so the head's runner reads ``OUT/rank<N>.json`` and stores the
+(see :mod:`dlperf.launchers.slurm_step`), so the head's runner reads ``OUT/rank<N>.json`` and stores the
 case once, whether or not the head is one of the nodes or shares /tmp with them.
 
 Single-node cases run as one-node steps too: inside an allocation the head may be a login node,
@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import launch, slurm
+from dlperf.launchers import launch, slurm
 from dlperf.errors import UsageError
-from dlperf.slurm_step import MASTER_PLACEHOLDER, PREFIX, encode, node_placeholder
+from dlperf.launchers.slurm_step import MASTER_PLACEHOLDER, PREFIX, encode, node_placeholder
 from dlperf.spec import Case
 
 # extra srun options for every step, e.g. "--gpus-per-node=8 --cpu-bind=none" (shlex-split)
@@ -102,8 +102,8 @@ class SlurmLauncher(launch.MultiLauncher):
                    "out_dir": str(out_dir),
                    "nodes": [{"argv": item.argv, "env": item.env} for item in launches]}
         srun = srun_argv(case.nnodes)
-        argv = [sys.executable, "-m", "dlperf.slurm_step", "relay", "--out-dir", str(out_dir),
-                "--", *srun, sys.executable, "-m", "dlperf.slurm_step", "task", encode(payload)]
+        argv = [sys.executable, "-m", "dlperf.launchers.slurm_step", "relay", "--out-dir", str(out_dir),
+                "--", *srun, sys.executable, "-m", "dlperf.launchers.slurm_step", "task", encode(payload)]
         head = launches[0]
         facts = _fill(dict(head.facts), "first node of the Slurm step", case.nnodes)
         facts["slurm"] = {"job_id": self.allocation.job_id,

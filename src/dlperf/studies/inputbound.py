@@ -13,7 +13,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from dlperf import display, envs, launch, measurelock, peak, runner, sysinfo
+from dlperf import display, envs, runner
+from dlperf.launchers import launch
+from dlperf.host import measurelock, peak, sysinfo
 from dlperf import outputs
 from dlperf.errors import UsageError
 from dlperf.spec import LOADERS, Case

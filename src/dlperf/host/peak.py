@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dlperf import sysinfo
+from dlperf.host import sysinfo
 
 # which probe bounds which case precision
 PRECISION_DTYPE = {"fp32": "float32", "tf32": "tf32", "amp-bf16": "bfloat16", "bf16": "bfloat16",

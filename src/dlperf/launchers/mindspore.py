@@ -15,7 +15,7 @@ when one fails it kills the others. The workers join with ``mindspore.communicat
 msrun names the interpreter ``python`` (found on PATH), so the environment's ``bin`` goes first
 on PATH. ``--cluster_time_out`` is --rdzv-timeout: MindSpore's own deadline for the cluster to
 form. msrun starts its workers in sessions of their own, so the command runs under
-:mod:`dlperf.launchguard`, which leaves no process behind.
+:mod:`dlperf.launchers.launchguard`, which leaves no process behind.
 
 msrun starts the scheduler on every node whose own address ``--master_addr`` is, so two "nodes"
 on one machine both try to serve A:P: the second scheduler cannot bind it and that node's msrun
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import envs
-from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
+from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
                            thread_env, threads_per_process, worker_argv)
 from dlperf.spec import Case
 
@@ -81,7 +81,7 @@ class Msrun(MultiLauncher):
         self.launches += 1
         timeout = max(1, math.ceil(rdzv.timeout_s))
         log_dir = out_dir / LOG_DIR
-        argv = [sys.executable, "-m", "dlperf.launchguard", "--",
+        argv = [sys.executable, "-m", "dlperf.launchers.launchguard", "--",
                 # msrun, as its console script runs it (the script's shebang may name the
                 # directory the environment was built in rather than where it lives now)
                 python, "-m", MSRUN, "--worker_num", str(case.devices * case.nnodes),
@@ -132,4 +132,4 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str,
                        f"start the same `dlperf run` on the other nodes with their --node-rank")
 
 
-Launcher = Msrun  # what dlperf.launch.launcher_for looks up
+Launcher = Msrun  # what dlperf.launchers.launch.launcher_for looks up

@@ -1,5 +1,5 @@
 """Multi-process and multi-node JAX cases (harness side): JAX documents per-process
-configuration (``jax.distributed.initialize``), not a launcher, so :mod:`dlperf.spawn` starts
+configuration (``jax.distributed.initialize``), not a launcher, so :mod:`dlperf.launchers.spawn` starts
 each node's ranks (one per device) and the backend (:mod:`.distributed`) turns their
 ``DLPERF_*`` variables into the call: process 0 hosts JAX's coordination service at
 ``--master-addr:--master-port`` (one node: 127.0.0.1 on a free port), the others connect within
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from dlperf import spawn
-from dlperf.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf.launchers import spawn
+from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher
 from dlperf.spec import Case
 
 # JAX's own fatal line when the coordination service never saw every process register
@@ -23,7 +23,7 @@ _REACHED = re.compile(r"# of tasks that reached the barrier: (\d+)/(\d+)")
 class JaxDistributed(SpawnLauncher):
     """The launcher for jax cases with devices x nnodes > 1."""
 
-    name = "dlperf.spawn (jax.distributed)"
+    name = "dlperf.launchers.spawn (jax.distributed)"
 
     def __call__(self, case: Case, case_file, out_dir) -> Launch:
         spec = super().__call__(case, case_file, out_dir)
@@ -34,7 +34,7 @@ class JaxDistributed(SpawnLauncher):
 
 
 def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
-    """(status, message) for a job that never formed, else what dlperf.spawn saw, else None."""
+    """(status, message) for a job that never formed, else what dlperf.launchers.spawn saw, else None."""
     if _NOT_JOINED.search(log):
         head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
         if case.nnodes > 1 and rdzv.node_rank > 0:
@@ -48,4 +48,4 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
     return spawn.explain(log)
 
 
-Launcher = JaxDistributed  # what dlperf.launch.launcher_for looks up
+Launcher = JaxDistributed  # what dlperf.launchers.launch.launcher_for looks up

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from dlperf import envs
-from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
+from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
                            threads_per_process, worker_argv)
 from dlperf.spec import Case
 
@@ -106,4 +106,4 @@ def explain(log: str, rdzv: Rendezvous) -> tuple[str, str] | None:
     return None  # an exit code: the rank's own result file, if any, says more
 
 
-Launcher = Torchrun  # what dlperf.launch.launcher_for looks up
+Launcher = Torchrun  # what dlperf.launchers.launch.launcher_for looks up

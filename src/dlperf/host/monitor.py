@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from dlperf import hoststate, timeline
+from dlperf.host import hoststate, timeline
 
 try:  # NVML is only useful where NVIDIA's driver is present
     import pynvml

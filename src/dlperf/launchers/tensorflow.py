@@ -1,7 +1,7 @@
 """Multi-process and multi-node TensorFlow 2 cases (harness side).
 
 TensorFlow documents per-process configuration for its multi-worker strategies (TF_CONFIG),
-not a launcher, so :mod:`dlperf.spawn` starts each node's workers and the backend
+not a launcher, so :mod:`dlperf.launchers.spawn` starts each node's workers and the backend
 (:mod:`.cluster`, :mod:`.distribute`) writes TF_CONFIG from their ``DLPERF_*`` variables.
 
 - CPUs: one worker process per device (``--devices``), each listening on its own port: one node,
@@ -22,9 +22,10 @@ import re
 import socket
 from pathlib import Path
 
-from dlperf import envs, spawn
+from dlperf import envs
+from dlperf.launchers import spawn
 from dlperf.backends.tensorflow.cluster import MARKER
-from dlperf.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher
 from dlperf.spec import Case
 
 _TIMED_OUT = re.compile(re.escape(MARKER) + r" after \S+ s: (.*)")
@@ -55,7 +56,7 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 class TFConfigLauncher(SpawnLauncher):
     """The launcher for tensorflow cases with devices x nnodes > 1."""
 
-    name = "dlperf.spawn (TF_CONFIG)"
+    name = "dlperf.launchers.spawn (TF_CONFIG)"
     strategies = ("tf.distribute.MultiWorkerMirroredStrategy", "tf.distribute.MirroredStrategy")
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
@@ -84,7 +85,7 @@ class TFConfigLauncher(SpawnLauncher):
 
 
 def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
-    """(status, message) for a cluster that never formed, else what dlperf.spawn saw."""
+    """(status, message) for a cluster that never formed, else what dlperf.launchers.spawn saw."""
     found = _TIMED_OUT.search(log)
     if found is None:
         return spawn.explain(log)
@@ -101,4 +102,4 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
                        f"nodes with their --node-rank (TensorFlow: {words[:200]})")
 
 
-Launcher = TFConfigLauncher  # what dlperf.launch.launcher_for looks up
+Launcher = TFConfigLauncher  # what dlperf.launchers.launch.launcher_for looks up

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import launch, runner
+from dlperf.launchers import launch
+from dlperf import runner
 from dlperf.errors import UsageError
 from dlperf.spec import Case, SpecError
 from dlperf.store import Store

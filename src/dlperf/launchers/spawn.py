@@ -1,4 +1,4 @@
-"""``python -m dlperf.spawn --nproc N [--node-rank R --nnodes M --master-addr A --master-port P]
+"""``python -m dlperf.launchers.spawn --nproc N [--node-rank R --nnodes M --master-addr A --master-port P]
 -- WORKER ...``: start this node's ranks of a data-parallel job, for frameworks that document
 per-process variables instead of shipping a launcher (TF_CONFIG for TensorFlow's multi-worker
 strategies, ``jax.distributed.initialize``, MXNet's ``DMLC_*`` roles).
@@ -9,7 +9,7 @@ It does what torchrun's agent does and nothing more: every rank gets torchrun's 
 ``DLPERF_NNODES``, ``DLPERF_MASTER_ADDR`` and ``DLPERF_MASTER_PORT``, from which the backend
 builds its framework's own configuration; when one rank fails the others are stopped (they would
 otherwise wait for it in a collective until the case's timeout), and the exit status is the first
-failure's. Each rank's end is printed as one line (``dlperf.spawn: rank 1 ...``) that
+failure's. Each rank's end is printed as one line (``dlperf.launchers.spawn: rank 1 ...``) that
 :func:`explain` reads when a rank could not write its own result (killed by a signal).
 
 Standard library only, valid Python 3.7.
@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
-PREFIX = "dlperf.spawn:"
+PREFIX = "dlperf.launchers.spawn:"
 POLL_S = 0.05
 # after the first failure the others get this long to notice and write their own result, then
 # SIGTERM, then SIGKILL: a rank stuck in a collective never notices by itself
@@ -96,7 +96,7 @@ def supervise(procs, first_rank):
 
 def main(argv=None):
     # type: (Optional[List[str]]) -> int
-    parser = argparse.ArgumentParser(prog="python -m dlperf.spawn")
+    parser = argparse.ArgumentParser(prog="python -m dlperf.launchers.spawn")
     parser.add_argument("--nproc", type=int, required=True, help="ranks on this node")
     parser.add_argument("--nnodes", type=int, default=1)
     parser.add_argument("--node-rank", type=int, default=0)

@@ -23,13 +23,17 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from dlperf.backends.imagefolder import FORMAT, MANIFEST, SPLIT
-from dlperf.errors import UsageError
+from dlperf.data.imagefolder import FORMAT, MANIFEST, SPLIT
 
 VERSION = 1
 GENERATOR = ("smooth random fields at 1/100, 1/25 and 1/5 of the image (bicubic) plus grain, "
              "seeded per image by (seed, index)")
 MAX_SIDE = 8192
+
+
+class ImageSetError(ValueError):
+    """Bad input for an image set; the message names the flag. The command turns it into a usage
+    error (this package stays free of harness imports)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,17 +50,17 @@ class ImageSet:
     def __post_init__(self) -> None:
         for field in ("count", "classes"):
             if getattr(self, field) < 1:
-                raise UsageError(f"--{field}: {getattr(self, field)} must be >= 1")
+                raise ImageSetError(f"--{field}: {getattr(self, field)} must be >= 1")
         if self.classes > self.count:
-            raise UsageError(f"--classes: {self.classes} classes need at least as many images "
+            raise ImageSetError(f"--classes: {self.classes} classes need at least as many images "
                              f"(--count {self.count})")
         if not (8 <= self.width <= MAX_SIDE and 8 <= self.height <= MAX_SIDE):
-            raise UsageError(f"--size: {self.width}x{self.height} must be between 8 and "
+            raise ImageSetError(f"--size: {self.width}x{self.height} must be between 8 and "
                              f"{MAX_SIDE} pixels on each side")
         if self.seed < 0:
-            raise UsageError(f"--seed: {self.seed} must be >= 0")
+            raise ImageSetError(f"--seed: {self.seed} must be >= 0")
         if not 1 <= self.quality <= 95:
-            raise UsageError(f"--quality: {self.quality} must be in 1..95 (Pillow's JPEG range)")
+            raise ImageSetError(f"--quality: {self.quality} must be in 1..95 (Pillow's JPEG range)")
 
     def class_name(self, label: int) -> str:
         """WordNet-id-like folder names (n00000000, ...), sorted in label order."""
@@ -77,7 +81,7 @@ def parse_size(text: str) -> tuple[int, int]:
     """``WIDTHxHEIGHT`` (e.g. 500x375, ImageNet's most common shape)."""
     width, sep, height = text.lower().partition("x")
     if not sep or not width.strip().isdigit() or not height.strip().isdigit():
-        raise UsageError(f"--size: {text!r} must be WIDTHxHEIGHT in pixels, e.g. 500x375")
+        raise ImageSetError(f"--size: {text!r} must be WIDTHxHEIGHT in pixels, e.g. 500x375")
     return int(width), int(height)
 
 
@@ -122,9 +126,9 @@ def _write_range(spec: ImageSet, out: str, indices: range) -> list[tuple[int, in
 def check_target(out: Path, force: bool) -> None:
     """A new or empty directory, or any directory with --force; never a file."""
     if out.exists() and not out.is_dir():
-        raise UsageError(f"OUT: {out} exists and is not a directory")
+        raise ImageSetError(f"OUT: {out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise UsageError(f"OUT: {out} is not empty; pass --force to replace its {SPLIT}/ "
+        raise ImageSetError(f"OUT: {out} is not empty; pass --force to replace its {SPLIT}/ "
                          f"folder and {MANIFEST}")
 
 
@@ -140,7 +144,7 @@ def make_images(out: Path, spec: ImageSet, force: bool = False, jobs: int = 1,
     try:
         import PIL
     except ImportError:
-        raise UsageError("Pillow is not installed in dlperf's environment; run `make setup` "
+        raise ImageSetError("Pillow is not installed in dlperf's environment; run `make setup` "
                          "(or pip install Pillow)") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +154,7 @@ def make_images(out: Path, spec: ImageSet, force: bool = False, jobs: int = 1,
         for label in range(spec.classes):
             (out / SPLIT / spec.class_name(label)).mkdir(parents=True)
     except OSError as error:
-        raise UsageError(f"OUT: cannot write {out}: {error.strerror or error}") from None
+        raise ImageSetError(f"OUT: cannot write {out}: {error.strerror or error}") from None
     pieces = list(chunks(spec.count, max(1, jobs) * 8))
     written: list[tuple[int, int, str]] = []
     if jobs <= 1:

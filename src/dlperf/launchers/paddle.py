@@ -15,7 +15,7 @@ also picks by itself where it finds no GPU), NCCL on GPUs (one per rank, ``FLAGS
   addresses); ``--rank`` places each node, ``--job_id`` keeps two repeats apart.
 
 Paddle's launcher has no rendezvous deadline (its master waits for missing nodes forever) and
-starts each rank in a session of its own, so the command runs under :mod:`dlperf.launchguard`:
+starts each rank in a session of its own, so the command runs under :mod:`dlperf.launchers.launchguard`:
 ``--rdzv-timeout`` seconds for the first ``workerlog`` (written once every node joined), and no
 process left behind. The workers gather every rank's figures to global rank 0 (on node 0), so
 node 0's run stores the case.
@@ -30,8 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dlperf import envs, launchguard
-from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
+from dlperf import envs
+from dlperf.launchers import launchguard
+from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
                            threads_per_process, worker_argv)
 from dlperf.spec import Case
 
@@ -52,7 +53,7 @@ class PaddleLaunch(MultiLauncher):
         argv = [python, "-m", "paddle.distributed.launch", "--nnodes", str(case.nnodes),
                 "--nproc_per_node", str(case.devices), "--log_dir", str(log_dir),
                 "--job_id", job, "--max_restart", "0"]
-        guard = [sys.executable, "-m", "dlperf.launchguard"]
+        guard = [sys.executable, "-m", "dlperf.launchers.launchguard"]
         facts: dict[str, Any] = {
             "launcher": self.name, "processes": case.devices * case.nnodes,
             "processes_per_node": case.devices, "nnodes": case.nnodes,
@@ -126,4 +127,4 @@ def explain(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | None:
     return None  # an exit code: the rank's own result file, if any, says more
 
 
-Launcher = PaddleLaunch  # what dlperf.launch.launcher_for looks up
+Launcher = PaddleLaunch  # what dlperf.launchers.launch.launcher_for looks up

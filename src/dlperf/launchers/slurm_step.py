@@ -1,13 +1,13 @@
 """Both ends of one repeat run as a Slurm job step (standard library only).
 
-``python -m dlperf.slurm_step relay --out-dir DIR -- srun ... python -m dlperf.slurm_step task
-PAYLOAD`` is what :class:`dlperf.slurm_launch.SlurmLauncher` starts for a repeat:
+``python -m dlperf.launchers.slurm_step relay --out-dir DIR -- srun ... python -m dlperf.launchers.slurm_step task
+PAYLOAD`` is what :class:`dlperf.launchers.slurm_launch.SlurmLauncher` starts for a repeat:
 
 - ``task`` runs once per node of the step (``srun --ntasks-per-node 1``). It takes its node rank
   from Slurm (``SLURM_NODEID``, the node's index in the step), the master address from the step's
   first host (its ``NodeAddr``), makes a private work directory on its node, writes the case file
   there from the inline payload, and runs the command the framework's launcher built for that
-  node rank (torchrun, ``dlperf.spawn``, ...), with the head's paths and the master placeholder
+  node rank (torchrun, ``dlperf.launchers.spawn``, ...), with the head's paths and the master placeholder
   replaced. When the command ends it prints every ``rank<N>.json`` its directory holds on its
   stdout as checksummed base64 frames, removes the directory and exits with the command's status.
 - ``relay`` runs on the head, where the harness runs. srun brings every task's output there; the
@@ -39,8 +39,8 @@ import time
 import zlib
 from typing import Any
 
-MARK = "@@dlperf.slurm_step"
-PREFIX = "dlperf.slurm_step:"
+MARK = "@@dlperf.launchers.slurm_step"
+PREFIX = "dlperf.launchers.slurm_step:"
 CHUNK = 400  # base64 characters per frame line
 MASTER_PLACEHOLDER = "DLPERF-SLURM-MASTER"  # the launcher's master address, set per step
 
@@ -199,7 +199,7 @@ def relay(out_dir: str, command: list[str]) -> int:
 def step_place(environ: dict[str, str]) -> tuple[int, int, list[str]]:
     """(node rank, node count, every node's address in rank order) of this task in its step;
     the first address is the master's."""
-    from dlperf import slurm
+    from dlperf.launchers import slurm
 
     node = environ.get("SLURM_NODEID") or environ.get("SLURM_PROCID")
     nnodes = environ.get("SLURM_STEP_NUM_NODES") or environ.get("SLURM_NNODES")
@@ -280,7 +280,7 @@ def task(encoded: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dlperf.slurm_step")
+    parser = argparse.ArgumentParser(prog="python -m dlperf.launchers.slurm_step")
     sub = parser.add_subparsers(dest="role", required=True)
     relay_parser = sub.add_parser("relay", help="on the head: run srun, rebuild rank files")
     relay_parser.add_argument("--out-dir", required=True)

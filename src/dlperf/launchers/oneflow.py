@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import envs
-from dlperf.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
+from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
                            thread_env, threads_per_process, worker_argv)
 from dlperf.spec import Case
 
@@ -95,4 +95,4 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
     return "crash", f"{where}: died from {name}" + (f": {fatal.group(1)[:300]}" if fatal else "")
 
 
-Launcher = OneFlowLaunch  # what dlperf.launch.launcher_for looks up
+Launcher = OneFlowLaunch  # what dlperf.launchers.launch.launcher_for looks up

@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from dlperf import hoststate
+from dlperf.host import hoststate
 
 LEVELS = ("ok", "warn", "fail")
 BUSY_FAIL = 0.10  # the machine's CPU used by others during the check

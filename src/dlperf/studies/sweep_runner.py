@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import capacity, envs, models, runner
+from dlperf.studies import capacity
+from dlperf import envs, models, runner
 from dlperf.worker import steady
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
 from dlperf.spec import Case, support
 from dlperf.store import Store
-from dlperf.sweep import Sweep, halved
+from dlperf.studies.sweep import Sweep, halved
 
 MODES = ("new", "resume", "force")
 UNSUPPORTED_S = 5.0  # a worker that starts, imports its framework and refuses the case

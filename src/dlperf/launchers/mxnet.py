@@ -5,7 +5,7 @@ MXNet ships no launcher in its wheel (``tools/launch.py`` and the dmlc tracker l
 tree), so dlperf starts what ``tools/launch.py --launcher local`` would, on every node and once
 per repeat: :mod:`dlperf.backends.mxnet.dmlc` runs ps-lite's scheduler (node 0) and one server
 per node (``python -c "import mxnet"`` with ``DMLC_ROLE=scheduler`` / ``server``), and
-:mod:`dlperf.spawn` this node's workers (``DMLC_ROLE=worker``, RANK / LOCAL_RANK / WORLD_SIZE),
+:mod:`dlperf.launchers.spawn` this node's workers (``DMLC_ROLE=worker``, RANK / LOCAL_RANK / WORLD_SIZE),
 all with ``DMLC_PS_ROOT_URI`` / ``DMLC_PS_ROOT_PORT`` (one node: 127.0.0.1 on a free port, and
 ``DMLC_NODE_HOST=127.0.0.1`` so nothing listens beyond loopback; several: --master-addr/port),
 ``DMLC_NUM_SERVER`` (the nodes) and ``DMLC_NUM_WORKER``. Each worker joins with
@@ -23,8 +23,9 @@ import re
 import sys
 from pathlib import Path
 
-from dlperf import envs, spawn
-from dlperf.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf import envs
+from dlperf.launchers import spawn
+from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher
 from dlperf.spec import Case
 
 _ALARM = re.compile(re.escape(spawn.PREFIX) + r" first failure: rank (\d+) died from SIGALRM")
@@ -33,10 +34,10 @@ _ALARM = re.compile(re.escape(spawn.PREFIX) + r" first failure: rank (\d+) died 
 class KVStoreLaunch(SpawnLauncher):
     """The launcher for mxnet cases with devices x nnodes > 1."""
 
-    name = "dlperf.spawn + ps-lite (MXNet kvstore dist_sync)"
+    name = "dlperf.launchers.spawn + ps-lite (MXNet kvstore dist_sync)"
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
-        spec = super().__call__(case, case_file, out_dir)  # the workers, through dlperf.spawn
+        spec = super().__call__(case, case_file, out_dir)  # the workers, through dlperf.launchers.spawn
         rdzv = self.rendezvous
         addr, port = spec.facts["master"].rsplit(":", 1)
         python = self.python or envs.interpreter(case.framework)
@@ -58,7 +59,7 @@ class KVStoreLaunch(SpawnLauncher):
 
 def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
     """(status, message): a worker that died from the backend's SIGALRM waited longer than
-    --rdzv-timeout for the kvstore to form; anything else as dlperf.spawn reads it."""
+    --rdzv-timeout for the kvstore to form; anything else as dlperf.launchers.spawn reads it."""
     if _ALARM.search(log):
         return "timeout", (f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
                            f"the {case.nnodes} nodes' kvstore (scheduler at {master}) never "
@@ -67,4 +68,4 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
     return spawn.explain(log)
 
 
-Launcher = KVStoreLaunch  # what dlperf.launch.launcher_for looks up
+Launcher = KVStoreLaunch  # what dlperf.launchers.launch.launcher_for looks up

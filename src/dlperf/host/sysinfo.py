@@ -16,7 +16,8 @@ from typing import Any
 
 import psutil
 
-from dlperf import __version__, monitor
+from dlperf import __version__
+from dlperf.host import monitor
 
 LIBRARIES = ("numpy", "scipy", "psutil", "rich", "PyYAML", "nvidia-ml-py", "torch")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",

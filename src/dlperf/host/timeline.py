@@ -2,7 +2,7 @@
 
 A repeat's means over its whole life mix the framework import and the build with the measured
 window; "where the time goes" needs the window alone, and a picture of the rest. The monitor
-(``dlperf.monitor``) keeps one sample per interval; the worker reports the wall-clock start of
+(``dlperf.host.monitor``) keeps one sample per interval; the worker reports the wall-clock start of
 each phase (``phase_starts``); this module labels every sample with the phase its midpoint falls
 in, averages the window's samples, and bounds what is stored by averaging neighbours (never across
 a phase boundary, each point keeping ``n``, the raw samples it stands for).

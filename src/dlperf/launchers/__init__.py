@@ -1,0 +1,1 @@
+"""How a repeat's processes start: the launcher interface, spawn, the guard, Slurm, one module per framework (harness side)."""

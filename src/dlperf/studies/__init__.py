@@ -1,0 +1,1 @@
+"""Studies built on the runner: each answers one question with many cases (harness side)."""
