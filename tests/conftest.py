@@ -10,11 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import traceback
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 # Smallest real cases: seconds per repeat on a 2-core CPU.
@@ -22,6 +25,17 @@ TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "3
                "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
 TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16",
              "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
+
+
+def tiny_nets(bert_layers: int) -> dict[str, list[str]]:
+    """The other frameworks' tiny cases (no --framework): ResNet-50 at image 32, and a narrow BERT
+    of ``bert_layers`` layers: the real step on small shapes."""
+    return {
+        "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
+        "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
+                      "--knob", f"layers={bert_layers}", "--knob", "hidden=64", "--knob", "heads=2",
+                      "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
+    }
 
 
 def dlperf(*args: str, timeout: float = 900, check: bool = False, cwd: Path | None = None,
@@ -118,6 +132,43 @@ def db(tmp_path: Path) -> Path:
 
 # One real sweep per session, shared by the sweep, report and compare tests (issue 3).
 from sweep_session import fixture_db  # noqa: E402,F401
+
+
+# A marker every child of a test inherits: the processes a test started, found by their environment.
+TAG = "DLPERF_TEST_TAG"
+
+
+def tagged_processes(value: str) -> list[psutil.Process]:
+    """Processes other than this one whose environment carries the marker ``value``."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(TAG) == value:
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+def assert_nothing_left(value: str, within_s: float = 20) -> None:
+    """Every process marked ``value`` has exited within ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while tagged_processes(value) and time.monotonic() < deadline:
+        time.sleep(1)
+    left = tagged_processes(value)
+    assert not left, f"processes left behind: {[p.cmdline()[:6] for p in left]}"
+
+
+@pytest.fixture
+def tagged(monkeypatch, tmp_path):
+    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test.
+    The host's measurement lock goes to this test's directory: other measurements on this
+    machine hold up neither these runs nor the peers they rendezvous with."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, value)
+    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
+    yield value
+    assert_nothing_left(value)
 
 
 def pinned_env(framework: str) -> str:

@@ -22,19 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import time
-import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from conftest import (VOTE_MAX_STEPS, check_voted_warmup, dlperf, files_of, load, pinned_env,
                       tiny_dataset)
 from dlperf.store import Store
 
-TAG = "DLPERF_TEST_DATA_MULTIPROCESS"
 EVEN, ODD, BATCH, WARMUP, STEPS, RANKS = 24, 23, 4, 2, 2, 2
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
         str(BATCH), "--device", "cpu", "--repeats", "1", "--loader-workers", "1"]
@@ -54,31 +49,6 @@ def even(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def odd(tmp_path_factory) -> Path:
     return tiny_dataset(tmp_path_factory.mktemp("odd"), ODD)
-
-
-@pytest.fixture
-def tagged(monkeypatch, tmp_path):
-    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test.
-    The measurement lock goes to this test's directory (other measurements on the host must not
-    hold these ranks up)."""
-    value = uuid.uuid4().hex
-    monkeypatch.setenv(TAG, value)
-    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
-    yield value
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        left = [p for p in psutil.process_iter() if _tagged(p, value)]
-        if not left:
-            return
-        time.sleep(1)
-    raise AssertionError(f"processes left behind: {[p.cmdline()[:6] for p in left]}")
-
-
-def _tagged(proc: psutil.Process, value: str) -> bool:
-    try:
-        return proc.pid != os.getpid() and proc.environ().get(TAG) == value
-    except psutil.Error:
-        return False
 
 
 def prepare(framework: str, monkeypatch) -> None:

@@ -12,9 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 
-import psutil
 import pytest
 
 from conftest import TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
@@ -23,35 +21,8 @@ from dlperf import runner
 from dlperf.launchers import torch as torchrun
 from dlperf.spec import Case
 
-TAG = "DLPERF_TEST_DISTRIBUTED"
 SMALL_BERT = [*TINY_BERT, "--knob", "layers=2", "--knob", "hidden=128", "--knob", "heads=2",
               "--knob", "intermediate=256"]
-
-
-@pytest.fixture
-def tagged(monkeypatch):
-    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test."""
-    value = uuid.uuid4().hex
-    monkeypatch.setenv(TAG, value)
-    yield value
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        left = tagged_processes(value)
-        if not left:
-            return
-        time.sleep(1)
-    raise AssertionError(f"processes left behind: {[p.cmdline()[:4] for p in left]}")
-
-
-def tagged_processes(value: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(TAG) == value:
-                found.append(proc)
-        except psutil.Error:
-            pass
-    return found
 
 
 def free_port() -> int:

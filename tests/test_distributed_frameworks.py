@@ -10,14 +10,11 @@ of what it starts and checks at the end that no process carrying it is still ali
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
@@ -27,41 +24,11 @@ from dlperf.launchers import mindspore as ms_launch
 from dlperf.launchers import paddle as paddle_launch
 from dlperf.spec import Case
 
-TAG = "DLPERF_TEST_DISTRIBUTED_FRAMEWORKS"
 # a 2-layer BERT with a 512-word vocabulary: built, traced and compiled in a fraction of
 # ResNet-50's time, which dominated these runs; the ranks, all-reduce and speedup are the same
 TINY = ["--model", "bert-base", "--seq-len", "16", "--knob", "layers=2", "--knob", "hidden=64",
         "--knob", "heads=2", "--knob", "intermediate=128", "--knob", "vocab_size=512",
         "--batch-size", "2", "--warmup-steps", "1", "--steps", "2", "--device", "cpu"]
-
-
-@pytest.fixture
-def tagged(monkeypatch, tmp_path):
-    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test.
-    The host's measurement lock goes to this test's directory: other measurements on this
-    machine must not hold these runs up (nor the peers they rendezvous with)."""
-    value = uuid.uuid4().hex
-    monkeypatch.setenv(TAG, value)
-    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
-    yield value
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        left = tagged_processes(value)
-        if not left:
-            return
-        time.sleep(1)
-    raise AssertionError(f"processes left behind: {[p.cmdline()[:6] for p in left]}")
-
-
-def tagged_processes(value: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(TAG) == value:
-                found.append(proc)
-        except psutil.Error:
-            pass
-    return found
 
 
 def check_two_ranks(result: dict, processes: int = 2) -> None:

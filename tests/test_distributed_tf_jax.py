@@ -12,13 +12,9 @@ at the end that no process carrying it is still alive.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
-import uuid
 
-import psutil
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
@@ -30,7 +26,6 @@ from dlperf.launchers import tensorflow as tf_launch
 from dlperf.launchers import tensorflow1 as tf1_launch
 from dlperf.spec import Case
 
-TAG = "DLPERF_TEST_DISTRIBUTED_TF_JAX"
 FRAMEWORKS = ("jax", "tensorflow", "tensorflow1")
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "1",
         "--steps", "2", "--device", "cpu"]
@@ -48,41 +43,12 @@ DATA_PARALLEL = {"jax": "jax.shard_map over 2 devices of 2 processes",
                                 "2 workers"}
 
 
-@pytest.fixture
-def tagged(monkeypatch, tmp_path):
-    """A fresh marker in os.environ (inherited by every child); asserts none outlives the test.
-    The host's measurement lock goes to this test's directory, so other measurements on this
-    machine hold up neither these runs nor the peers they rendezvous with."""
-    value = uuid.uuid4().hex
-    monkeypatch.setenv(TAG, value)
-    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
-    yield value
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        left = tagged_processes(value)
-        if not left:
-            return
-        time.sleep(1)
-    raise AssertionError(f"processes left behind: {[p.cmdline()[:6] for p in left]}")
-
-
 def quick_xla(monkeypatch, framework: str) -> None:
     """JAX's processes compile without XLA's LLVM optimisation: the compile of the train step,
     not the 4 measured samples, was most of every JAX run; what runs (jax.distributed, the
     sharded step, its all-reduce) is the same. TensorFlow's runs are left as they were."""
     if framework == "jax":
         monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
-
-
-def tagged_processes(value: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(TAG) == value:
-                found.append(proc)
-        except psutil.Error:
-            pass
-    return found
 
 
 def check_two_ranks(result: dict, samples_per_rank: int) -> None:

@@ -9,29 +9,22 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 
 import pytest
 
 from dlperf import envs, models
+from conftest import dlperf, pinned_env, tiny_nets
 
 TIMEOUT = 1200
 VERSIONS = {"jax": "0.10.2", "paddle": "3.3.1"}
-
-
-def run_dlperf(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ))
 
 
 @pytest.fixture(scope="module", params=["jax", "paddle"])
 def framework(request: pytest.FixtureRequest) -> str:
     """The framework's environment, installed from its pinned set (cached: no-op if current)."""
     name = request.param
-    done = envs.install(name, say=lambda line: None)
-    assert done.action in ("installed", "up to date")
+    pinned_env(name)
     return name
 
 
@@ -89,13 +82,7 @@ def test_both_models_have_the_catalogue_parameter_count(framework):
     assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
 
 
-TINY = {
-    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
-    # one narrow layer, short sequences: the full-size build is counted above, in each env
-    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
-                  "--knob", "layers=1", "--knob", "hidden=64", "--knob", "heads=2",
-                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
-}
+TINY = tiny_nets(bert_layers=1)
 CASES = [
     ("jax", "resnet50", ["--compile"]),
     ("jax", "bert-base", ["--compile", "--precision", "amp-bf16"]),
@@ -108,7 +95,7 @@ CASES = [
                          ids=[f"{f}-{m}" for f, m, e in CASES])
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", framework, *TINY[model], *extra,
+    proc = dlperf("run", "--framework", framework, *TINY[model], *extra,
                       "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
                       "--db", str(tmp_path / "r.db"), "--json", str(out))
     result = json.loads(out.read_text())
@@ -140,7 +127,7 @@ UNSUPPORTED = {
 def test_unsupported_combination_reports_unsupported(framework, tmp_path):
     extra, phrase = UNSUPPORTED[framework]
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", framework, *TINY["resnet50"], *extra,
+    proc = dlperf("run", "--framework", framework, *TINY["resnet50"], *extra,
                       "--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
                       "--db", str(tmp_path / "r.db"), "--json", str(out))
     result = json.loads(out.read_text())

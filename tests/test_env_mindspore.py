@@ -21,16 +21,12 @@ import pytest
 
 from dlperf import envs, models
 from dlperf.backends.mindspore import SUPPORT
+from conftest import pinned_env, tiny_nets
 
 TIMEOUT = 1200
 VERSION = "2.10.0"
 
-TINY = {
-    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
-    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
-                  "--knob", "layers=1", "--knob", "hidden=64", "--knob", "heads=2",
-                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
-}
+TINY = tiny_nets(bert_layers=1)
 TINY_KNOBS = {
     "resnet50": {"image_size": 32},
     "bert-base": {"seq_len": 16, "layers": 1, "hidden": 64, "heads": 2, "intermediate": 128,
@@ -42,8 +38,7 @@ SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
 @pytest.fixture(scope="module")
 def mindspore_env() -> str:
     """The environment, installed from its pinned set (cached: a no-op when current)."""
-    done = envs.install("mindspore", say=lambda line: None)
-    assert done.action in ("installed", "up to date")
+    pinned_env("mindspore")
     return "mindspore"
 
 

@@ -17,24 +17,17 @@ import sys
 import pytest
 
 from dlperf import envs, models
+from conftest import pinned_env, tiny_nets
 
 TIMEOUT = 1200
-TINY = {
-    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
-    # a narrow 2-layer BERT: the step is the real one, the shapes are small
-    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
-                  "--knob", "layers=2", "--knob", "hidden=64", "--knob", "heads=2",
-                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
-}
+TINY = tiny_nets(bert_layers=2)
 SHORT = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
 
 
 @pytest.fixture(scope="module")
 def mxnet_env() -> str:
     """The environment, installed from its pinned set (cached: a no-op when current)."""
-    done = envs.install("mxnet", say=lambda line: None)
-    assert done.action in ("installed", "up to date")
-    return envs.interpreter("mxnet")
+    return pinned_env("mxnet")
 
 
 def run_dlperf(*args: str, env: dict[str, str] | None = None
@@ -263,6 +256,16 @@ def test_omp_num_threads_is_applied_and_recorded(mxnet_env, tmp_path):
     info = result["env"]["worker"]["framework"]
     assert info["omp_num_threads"] == 1
     assert info["omp_threads_set_by"].startswith("OMP_NUM_THREADS")
+
+
+def test_amp_bf16_is_refused_with_the_probes_reason_where_onednn_has_no_bf16(mxnet_env, tmp_path):
+    """An AVX2-only CPU (an AMD EPYC Zen 3), made on any CPU by capping oneDNN's instruction set:
+    the BERT case (no convolution at all) is refused naming the bf16 kernel probe and the cap."""
+    proc, result = measure(tmp_path, *TINY["bert-base"], "--precision", "amp-bf16",
+                           env={"DNNL_MAX_CPU_ISA": "AVX2"})
+    assert refused_for_bf16(proc, result, ["amp-bf16"], "mxnet 1.9.1 has no bf16 kernel")
+    assert "DNNL_MAX_CPU_ISA=AVX2" in result["error"]
+    assert result["repeats_done"] == 1
 
 
 UNSUPPORTED = [

@@ -20,6 +20,7 @@ from dlperf import envs, models
 from dlperf.launchers import launch
 from dlperf.backends.oneflow import SUPPORT
 from dlperf.envs import manage
+from conftest import pinned_env, tiny_nets
 
 TIMEOUT = 900
 VERSION = "0.9.0"
@@ -38,9 +39,7 @@ def run_dlperf(*args: str, env: dict[str, str] | None = None
 @pytest.fixture(scope="module")
 def oneflow_env() -> str:
     """The environment, installed from its pinned set (cached: no-op if current); its Python."""
-    done = envs.install("oneflow", say=lambda line: None)
-    assert done.action in ("installed", "up to date")
-    return envs.interpreter("oneflow")
+    return pinned_env("oneflow")
 
 
 def test_environment_matches_pinned_set(oneflow_env):
@@ -138,12 +137,7 @@ def test_oneflow_threads_flush_subnormals_to_zero(oneflow_env, mode):
     assert product == (0.0 if mode == "flushed" else pytest.approx(1e-40, rel=1e-2))
 
 
-TINY = {
-    "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
-    "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
-                  "--knob", "layers=2", "--knob", "hidden=64", "--knob", "heads=2",
-                  "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
-}
+TINY = tiny_nets(bert_layers=2)
 WINDOW = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
 CASES = [
     # (model, extra flags, OMP_NUM_THREADS in the harness's environment or None)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,23 +16,17 @@ from pathlib import Path
 import pytest
 
 from dlperf import envs, models
+from conftest import dlperf, pinned_env
 
 TIMEOUT = 1200
 TF_VERSIONS = {"tensorflow": "2.21.", "tensorflow1": "1.15."}
-
-
-def run_dlperf(*args: str, env: dict[str, str] | None = None, timeout: float = TIMEOUT
-               ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 @pytest.fixture(scope="module", params=["tensorflow", "tensorflow1"])
 def framework(request: pytest.FixtureRequest) -> str:
     """The framework's environment, installed from its pinned set (cached: no-op if current)."""
     name = request.param
-    done = envs.install(name, say=lambda line: None)
-    assert done.action in ("installed", "up to date")
+    pinned_env(name)
     return name
 
 
@@ -104,7 +97,7 @@ CASES = [
                          ids=[f"{f}-{m}" for f, m, e in CASES])
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", framework, *TINY[model], *extra,
+    proc = dlperf("run", "--framework", framework, *TINY[model], *extra,
                       "--warmup-steps", "2", "--steps", "3", "--repeats", "1",
                       "--db", str(tmp_path / "r.db"), "--json", str(out))
     result = json.loads(out.read_text())
@@ -125,7 +118,7 @@ UNSUPPORTED = {"tensorflow": ("tf32", "needs a GPU"),
 def test_unsupported_combination_reports_unsupported(framework, tmp_path):
     precision, phrase = UNSUPPORTED[framework]
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", framework, *TINY["resnet50"], "--precision",
+    proc = dlperf("run", "--framework", framework, *TINY["resnet50"], "--precision",
                       precision, "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
                       "--db", str(tmp_path / "r.db"), "--json", str(out))
     result = json.loads(out.read_text())
@@ -140,7 +133,7 @@ def test_not_installed_framework_is_one_line_exit_2(framework, tmp_path):
     for args in (["run", "--framework", framework, *TINY["resnet50"], "--repeats", "1",
                   "--db", str(tmp_path / "r.db")],
                  ["envs", "check", framework]):
-        proc = run_dlperf(*args, env=empty, timeout=120)
+        proc = dlperf(*args, env=empty, timeout=120)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.strip().splitlines() == [
             f"dlperf {args[0]}: error: framework {framework} is not installed: "
@@ -150,7 +143,7 @@ def test_not_installed_framework_is_one_line_exit_2(framework, tmp_path):
 
 
 def test_envs_list_shows_the_installed_environment(framework):
-    proc = run_dlperf("envs", "list", env={"COLUMNS": "200"}, timeout=120)
+    proc = dlperf("envs", "list", env={"COLUMNS": "200"}, timeout=120)
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if f" {framework} " in line)
     assert "installed" in row and TF_VERSIONS[framework] in row
@@ -159,14 +152,14 @@ def test_envs_list_shows_the_installed_environment(framework):
 def test_envs_check_runs_a_real_step(framework):
     if framework != "tensorflow1":
         pytest.skip("one end-to-end `envs check` is enough (tensorflow1: the Python 3.7 env)")
-    proc = run_dlperf("envs", "check", framework)
+    proc = dlperf("envs", "check", framework)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "import ok, version 1.15" in proc.stdout
     assert "tiny training step ok" in proc.stdout
 
 
 def test_envs_install_rejects_unknown_framework():
-    proc = run_dlperf("envs", "install", "caffe", timeout=120)
+    proc = dlperf("envs", "install", "caffe", timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "dlperf envs: error: unknown framework 'caffe'; allowed: "

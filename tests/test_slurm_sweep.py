@@ -12,18 +12,15 @@ import json
 import re
 import sqlite3
 import sys
-import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
-from conftest import dlperf, load
+from conftest import TAG, assert_nothing_left, dlperf, load
 from slurm_cluster import clean_environ, slurm_cluster  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
-TAG = "DLPERF_TEST_SLURM"
 DLPERF = [sys.executable, "-m", "dlperf.cli"]
 
 SWEEP = """\
@@ -45,25 +42,6 @@ include:
 ONE = "torch resnet50 train bs2 fp32"
 TWO = "torch resnet50 train bs2 fp32 2n1d"
 REFUSED = "torch resnet50 train bs2 tf32 2n1d"
-
-
-def tagged_processes(value: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(TAG) == value:
-                found.append(proc)
-        except psutil.Error:
-            pass
-    return found
-
-
-def assert_nothing_left(value: str) -> None:
-    deadline = time.monotonic() + 30
-    while tagged_processes(value) and time.monotonic() < deadline:
-        time.sleep(1)
-    left = tagged_processes(value)
-    assert not left, f"processes left behind: {[p.cmdline()[:5] for p in left]}"
 
 
 def job_id(salloc_stderr: str) -> int:
@@ -88,7 +66,7 @@ def swept(slurm_cluster, tmp_path_factory):
 
 def test_sweep_under_salloc_runs_each_case_as_a_step_and_stores_it_once(slurm_cluster, swept):
     work, proc, tag = swept
-    assert_nothing_left(tag)
+    assert_nothing_left(tag, within_s=30)
     # one case failed (tf32 on a CPU): a failure is a result, and the exit code says so
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "each repeat runs as a job step (srun)" in proc.stderr

@@ -197,9 +197,11 @@ def bf16_probe(ctx):
         out = mx.nd.Convolution(data, weight, kernel=(3, 3), num_filter=4, no_bias=True)
         out.wait_to_read()
     except mx.base.MXNetError as exc:
+        cap = os.environ.get("DNNL_MAX_CPU_ISA")
         return ("mxnet %s has no bf16 kernel on %s (its bf16 kernel probe, one amp-cast "
-                "Convolution, failed; CPU bf16 instructions: %s): %s"
+                "Convolution, failed; CPU bf16 instructions: %s%s): %s"
                 % (mx.__version__, ctx, ", ".join(cpu_bf16_flags()) or "none",
+                   "; oneDNN capped at DNNL_MAX_CPU_ISA=%s" % cap if cap else "",
                    str(exc).strip()[-300:]))
     if out.dtype != bfloat16:
         return ("mxnet.contrib.amp left its bf16 kernel probe (one Convolution) on %s in %s"
