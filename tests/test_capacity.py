@@ -1,11 +1,11 @@
 """dlperf capacity: grow x2 to the first out-of-memory probe, bisect, under a real memory limit."""
 
 import json
-import subprocess
 import sys
 
 import pytest
 
+from conftest import dlperf
 from dlperf.studies import capacity
 from dlperf.errors import UsageError
 
@@ -24,11 +24,11 @@ START = 2_000_000
 RESOLUTION = 524_288
 
 
-def dlperf(tmp_path, *args):
+def run_capacity(tmp_path, *args):
+    """`dlperf capacity ARGS` into its own database; the process and the JSON result (or None)."""
     out = tmp_path / "capacity.json"
-    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "capacity", *args,
-                           "--db", str(tmp_path / "c.db"), "--json", str(out)],
-                          capture_output=True, text=True, timeout=1200)
+    proc = dlperf("capacity", *args, "--db", str(tmp_path / "c.db"), "--json", str(out),
+                  timeout=1200)
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
@@ -47,7 +47,7 @@ def test_sizes_parse_with_their_units():
 
 
 def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
-    proc, answer = dlperf(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
+    proc, answer = run_capacity(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
                           str(START), "--resolution", str(RESOLUTION), "--memory-limit", LIMIT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     low, high = answer["largest"], answer["smallest_failing"]
@@ -67,7 +67,7 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
     # sizes one resolution either side, probed again directly in fresh workers, agree (the
     # boundary itself moves a little from process to process: allocators differ)
     below, above = low - RESOLUTION, high + RESOLUTION
-    proc, table = dlperf(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
+    proc, table = run_capacity(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
                          str(below), "--to", str(above), "--table", "--memory-limit", LIMIT)
     direct = [(p["value"], p["status"]) for p in table["probes"]]
     assert (direct[0], direct[-1]) == ((below, "ok"), (above, "oom")), direct
@@ -75,7 +75,7 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
 
 def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp_path):
     # each size doubles the step time; a short --timeout ends the growth with `timeout`
-    proc, answer = dlperf(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "64",
+    proc, answer = run_capacity(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "64",
                           "--timeout", "8")
     assert proc.returncode == 1, proc.stderr[-2000:]
     statuses = [p["status"] for p in answer["probes"]]
@@ -86,7 +86,7 @@ def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp
 
 def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
     # BERT's position table has 512 rows: seq_len 1024 is refused by the model, not a memory bound
-    proc, answer = dlperf(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "256")
+    proc, answer = run_capacity(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "256")
     assert proc.returncode == 1
     assert [(p["value"], p["status"]) for p in answer["probes"]] == [(256, "ok"), (512, "ok")]
     assert answer["stopped"] == ("probe 1024: refused: knobs: seq_len (1024) exceeds "
@@ -102,7 +102,7 @@ def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
     (["--param", "batch_size", "--memory-limit", "lots"], "--memory-limit: 'lots' must be"),
 ])
 def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
-    proc, _ = dlperf(tmp_path, *TINY_RESNET, *args)
+    proc, _ = run_capacity(tmp_path, *TINY_RESNET, *args)
     assert proc.returncode == 2 and not (tmp_path / "c.db").exists()
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 
 import pytest
 
 from dlperf import envs, models
-from conftest import pinned_env, tiny_nets
+from conftest import dlperf, pinned_env, tiny_nets
 
 TIMEOUT = 1200
 TINY = tiny_nets(bert_layers=2)
@@ -28,12 +26,6 @@ SHORT = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
 def mxnet_env() -> str:
     """The environment, installed from its pinned set (cached: a no-op when current)."""
     return pinned_env("mxnet")
-
-
-def run_dlperf(*args: str, env: dict[str, str] | None = None
-               ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT, env={**os.environ, **(env or {})})
 
 
 def run_in_env(python: str, code: str) -> str:
@@ -70,7 +62,7 @@ def refused_for_bf16(proc, result, extra, refusal: str | None) -> bool:
 def measure(tmp_path, *args: str, env: dict[str, str] | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict]:
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", "mxnet", *args, *SHORT,
+    proc = dlperf("run", "--framework", "mxnet", *args, *SHORT,
                       "--db", str(tmp_path / "r.db"), "--json", str(out), env=env)
     return proc, json.loads(out.read_text())
 
@@ -90,7 +82,7 @@ def test_environment_matches_pinned_set(mxnet_env):
 
 
 def test_envs_check_runs_a_tiny_training_case(mxnet_env):
-    proc = run_dlperf("envs", "check", "mxnet")
+    proc = dlperf("envs", "check", "mxnet")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "import ok, version 1.9.1" in proc.stdout
     assert "tiny training step ok" in proc.stdout
@@ -281,7 +273,7 @@ UNSUPPORTED = [
 def test_unsupported_combination_reports_unsupported(mxnet_env, extra, phrase, tmp_path):
     out = tmp_path / "result.json"
     device = [] if "--device" in extra else ["--device", "cpu"]
-    proc = run_dlperf("run", "--framework", "mxnet", *TINY["resnet50"], *extra, *device,
+    proc = dlperf("run", "--framework", "mxnet", *TINY["resnet50"], *extra, *device,
                       "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
                       "--db", str(tmp_path / "r.db"), "--json", str(out))
     result = json.loads(out.read_text())

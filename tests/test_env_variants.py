@@ -9,7 +9,6 @@ build ran.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import conftest
 import pytest
 
 from dlperf.envs import lock, manage, registry
@@ -30,8 +30,7 @@ NO_DRIVER = not manage.driver_present()
 
 def dlperf(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     # wide enough that rich does not fold the table cells the tests read
-    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, COLUMNS="250"))
+    return conftest.dlperf(*args, timeout=timeout, env={"COLUMNS": "250"})
 
 
 def cuda_sets() -> list[registry.Framework]:
