@@ -212,7 +212,7 @@ def test_unknown_model_is_unsupported():
 
 @pytest.mark.parametrize(
     "path",
-    [SRC / "models.py"] + sorted((SRC / "backends").rglob("*.py")),
+    sorted((SRC / "models").rglob("*.py")) + sorted((SRC / "backends").rglob("*.py")),
     ids=lambda p: str(p.relative_to(SRC)),
 )
 def test_worker_side_modules_parse_as_python37(path):

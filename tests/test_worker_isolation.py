@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-WORKER_SIDE = [SRC / "dlperf" / "__init__.py", SRC / "dlperf" / "models.py",
+WORKER_SIDE = [SRC / "dlperf" / "__init__.py",
+               *sorted((SRC / "dlperf" / "models").rglob("*.py")),
                *sorted((SRC / "dlperf" / "worker").rglob("*.py")),
                *sorted((SRC / "dlperf" / "backends").rglob("*.py"))]
 HARNESS_ONLY = ("rich", "yaml", "scipy", "psutil", "dlperf.spec", "dlperf.runner",

@@ -1,0 +1,106 @@
+"""ResNet v1.5 (50, 101, 152 layers): stages, every convolution with its sizes, the counts."""
+
+from typing import Callable, List, Mapping, Tuple
+
+from .base import Conv, IMAGE_DEFAULTS, ModelSpec, conv_out, image_inputs, vision_spec
+
+#: Bottleneck widths of the four stages; output channels are 4 x width.
+RESNET_WIDTHS = (64, 128, 256, 512)
+#: Bottleneck blocks per stage for each depth (He et al. 2016, table 1).
+RESNET_BLOCKS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
+#: (bottleneck width, blocks) per stage of ResNet-50.
+RESNET50_STAGES = tuple(zip(RESNET_WIDTHS, RESNET_BLOCKS[50]))
+RESNET_EXPANSION = 4
+
+
+def resnet_stages(depth):
+    # type: (int) -> Tuple[Tuple[int, int], ...]
+    """(bottleneck width, blocks) per stage of the ResNet of ``depth`` layers (50, 101, 152)."""
+    if depth not in RESNET_BLOCKS:
+        raise ValueError("ResNet depth must be one of %s, got %r"
+                         % (", ".join(str(d) for d in sorted(RESNET_BLOCKS)), depth))
+    return tuple(zip(RESNET_WIDTHS, RESNET_BLOCKS[depth]))
+
+
+def resnet_convs(image_size, depth=50):
+    # type: (int, int) -> List[Conv]
+    """Every convolution of ResNet-``depth`` v1.5 with its spatial sizes, for a square input.
+
+    v1.5 puts the stride-2 of a downsampling bottleneck on the 3x3 convolution (v1 put it on the
+    first 1x1), which costs more FLOPs but is what NVIDIA, MLPerf and torchvision train. Padding
+    is ``kernel // 2`` throughout, matching every framework's reference implementation, so the
+    sizes here are the sizes a backend actually computes (image 32 ends at 1x1).
+    """
+    convs = []  # type: List[Conv]
+    size = conv_out(image_size, 7, 2, 3)
+    convs.append(Conv("conv1", 3, 64, 7, 2, image_size, size))
+    size = conv_out(size, 3, 2, 1)  # max pool
+    c_in = 64
+    for stage, (width, blocks) in enumerate(resnet_stages(depth)):
+        c_out = width * RESNET_EXPANSION
+        for block in range(blocks):
+            stride = 2 if (block == 0 and stage > 0) else 1
+            out = conv_out(size, 3, stride, 1)
+            name = "layer%d.%d" % (stage + 1, block)
+            convs.append(Conv(name + ".conv1", c_in, width, 1, 1, size, size))
+            convs.append(Conv(name + ".conv2", width, width, 3, stride, size, out))
+            convs.append(Conv(name + ".conv3", width, c_out, 1, 1, out, out))
+            if block == 0:
+                # 1x1 projection shortcut; its stride equals the 3x3's, so sizes agree.
+                convs.append(Conv(name + ".downsample", c_in, c_out, 1, stride, size, out))
+            c_in = c_out
+            size = out
+    return convs
+
+
+def resnet50_convs(image_size):
+    # type: (int) -> List[Conv]
+    """Every convolution of ResNet-50 v1.5 (see :func:`resnet_convs`)."""
+    return resnet_convs(image_size, 50)
+
+
+def _resnet_params_fn(depth):
+    # type: (int) -> Callable[[Mapping[str, int]], int]
+    def params(k):
+        # type: (Mapping[str, int]) -> int
+        convs = resnet_convs(32, depth)
+        weights = sum(c.c_in * c.c_out * c.kernel * c.kernel for c in convs)
+        batchnorm = 2 * sum(c.c_out for c in convs)  # gamma and beta (no conv biases)
+        features = RESNET_WIDTHS[-1] * RESNET_EXPANSION
+        fc = features * k["num_classes"] + k["num_classes"]
+        return weights + batchnorm + fc
+    return params
+
+
+def _resnet_flops_fn(depth):
+    # type: (int) -> Callable[[Mapping[str, int]], float]
+    def flops(k):
+        # type: (Mapping[str, int]) -> float
+        """Forward FLOPs: every convolution plus the classifier matmul."""
+        macs = 0
+        for c in resnet_convs(k["image_size"], depth):
+            macs += c.c_in * c.c_out * c.kernel * c.kernel * c.size_out * c.size_out
+        macs += RESNET_WIDTHS[-1] * RESNET_EXPANSION * k["num_classes"]
+        return 2.0 * macs
+    return flops
+
+
+def _resnet50_check(k):
+    # type: (Mapping[str, int]) -> None
+    if k["image_size"] < 1:
+        raise ValueError("image_size must be positive, got %d" % k["image_size"])
+    if k["num_classes"] < 2:
+        raise ValueError("num_classes must be at least 2, got %d" % k["num_classes"])
+
+
+RESNET50 = ModelSpec(
+    "resnet50", "vision", "ResNet-50 v1.5 (stride 2 on the 3x3 conv), image classification",
+    IMAGE_DEFAULTS, _resnet_params_fn(50), _resnet_flops_fn(50), _resnet50_check, image_inputs)
+
+
+def deeper_resnet(depth):
+    # type: (int) -> ModelSpec
+    """ResNet-101 or -152, the inference models of the Dell EMC V100 study (TensorRT INT8 vs
+    FP32 accuracy and speed)."""
+    return vision_spec("resnet%d" % depth, "ResNet-%d v1.5 (stride 2 on the 3x3 conv), image "
+                       "classification" % depth, _resnet_params_fn(depth), _resnet_flops_fn(depth))
