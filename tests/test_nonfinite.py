@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import dlperf
-from dlperf.commands.run import write_json
+from dlperf.outputs import write_json
 from dlperf.spec import Case, SpecError
 
 LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-nonfinite-test-")}

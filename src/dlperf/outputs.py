@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
+from dlperf import numbers
 from dlperf.errors import UsageError
 
 
@@ -41,3 +43,9 @@ def write_text(flag: str, path: Path, text: str) -> None:
     except OSError as error:
         tmp.unlink(missing_ok=True)
         raise UsageError(f"{flag}: cannot write {path} ({error.strerror or error})") from None
+
+
+def write_json(path: Path, payload: Any, flag: str = "--json", **options: Any) -> None:
+    """Strict JSON (no NaN: :func:`dlperf.numbers.dumps`), indented, written atomically; a
+    failure is one line naming ``flag``."""
+    write_text(flag, path, numbers.dumps(payload, indent=2, **options))

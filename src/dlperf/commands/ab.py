@@ -12,7 +12,6 @@ from rich.text import Text
 
 from dlperf.studies import ab
 from dlperf import display, outputs
-from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 
@@ -70,5 +69,5 @@ def main(args: argparse.Namespace) -> int:
         display.out.print(Text(f"side {failed['side']} failed in pair {failed['pair']}: "
                                f"{failed['status']}: {failed['error']}"))
     if args.json:
-        write_json(args.json, summary)
+        outputs.write_json(args.json, summary)
     return 1 if summary.get("failed") else 0

@@ -12,7 +12,7 @@ from rich.text import Text
 from dlperf.studies import accuracy
 from dlperf import display, models
 from dlperf.host import measurelock, sysinfo
-from dlperf import numbers, outputs
+from dlperf import outputs
 from dlperf.numbers import finite_float
 from dlperf.store import DEFAULT_DB, Store
 
@@ -165,7 +165,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json is not None:
         payload = {"schema": 1, "kind": "accuracy", "rows": rows, "results": results,
                    "env": env}
-        outputs.write_text("--json", args.json, numbers.dumps(payload, indent=2, default=str))
+        outputs.write_json(args.json, payload, default=str)
     display.err.print(f"stored {len(rows)} row(s) in {args.db}")
     failed = any(r["status"] not in ("ok", "unsupported") for r in rows)
     return 1 if failed else 0

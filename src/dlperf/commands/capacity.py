@@ -13,7 +13,7 @@ from rich.text import Text
 from dlperf.studies import capacity
 from dlperf import display, envs
 from dlperf.host import measurelock, sysinfo
-from dlperf.commands.run import add_case_arguments, case_from_args, positive_int, write_json
+from dlperf.commands._flags import add_case_arguments, case_from_args, positive_int
 from dlperf import outputs
 from dlperf.errors import UsageError
 from dlperf.store import DEFAULT_DB, Store
@@ -130,5 +130,5 @@ def main(args: argparse.Namespace) -> int:
                          f"resolution {search.step_within(low)})")
     answer["probes"] = [dataclasses.asdict(p) for p in search.probes]
     if args.json:
-        write_json(args.json, answer)
+        outputs.write_json(args.json, answer)
     return code

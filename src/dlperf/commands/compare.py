@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from dlperf import display, outputs
-from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float, is_number
 from dlperf.report import results as stored
@@ -290,7 +289,7 @@ def main(args: argparse.Namespace) -> int:
         payload = result.to_dict()
         payload["accuracy"] = {"threshold_points": args.accuracy_threshold,
                                "rows": [item.to_dict() for item in scored]}
-        write_json(args.json, payload)
+        outputs.write_json(args.json, payload)
     worse = [item for item in scored if item.regressed]
     if args.fail_on_regression and (result.regressions or worse):
         if result.regressions:

@@ -9,7 +9,7 @@ from typing import Any
 
 from dlperf.data import make_images as datasets
 from dlperf import display
-from dlperf.commands.run import positive_int
+from dlperf.commands._flags import positive_int
 from dlperf.errors import UsageError
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from dlperf import display, outputs, runner
 from dlperf.host import measurelock, sysinfo
-from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.studies.external import ExternalCase, ExternalRun
@@ -99,9 +98,9 @@ def main(args: argparse.Namespace) -> int:
         except runner.Interrupted as stop:
             display.results_table([stop.result])
             if args.json:
-                write_json(args.json, stop.result)
+                outputs.write_json(args.json, stop.result)
             raise KeyboardInterrupt from None
     display.results_table([result])
     if args.json:
-        write_json(args.json, result)
+        outputs.write_json(args.json, result)
     return 0 if result["status"] == "ok" else 1

@@ -13,8 +13,8 @@ from rich.text import Text
 from dlperf import display, models, outputs
 from dlperf.studies import infer, server
 from dlperf.host import measurelock, peak, sysinfo
-from dlperf.commands.run import (add_warmup_arguments, knob_pair, knobs_from_args, positive_int,
-                                 write_json)
+from dlperf.commands._flags import (add_warmup_arguments, knob_pair, knobs_from_args,
+                                    positive_int)
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
@@ -167,11 +167,11 @@ def main(args: argparse.Namespace) -> int:
         except infer.SweepInterrupted as stop:
             show_sweep(stop.results)
             if args.json:
-                write_json(args.json, stop.results)
+                outputs.write_json(args.json, stop.results)
             raise KeyboardInterrupt from None
     show_sweep(results)
     if args.json:
-        write_json(args.json, results)
+        outputs.write_json(args.json, results)
     return 0 if all(r["status"] == "ok" for r in results) else 1
 
 
@@ -221,11 +221,11 @@ def main_server(args: argparse.Namespace, base: Case) -> int:
         except server.SearchInterrupted as stop:
             show_server(stop.outcome)
             if args.json:
-                write_json(args.json, stop.outcome.probes)
+                outputs.write_json(args.json, stop.outcome.probes)
             raise KeyboardInterrupt from None
     show_server(outcome)
     if args.json:
-        write_json(args.json, outcome.probes)
+        outputs.write_json(args.json, outcome.probes)
     failed = [r for r in outcome.probes + ([outcome.capacity] if outcome.capacity else [])
               if r["status"] != "ok"]
     return 1 if failed else 0

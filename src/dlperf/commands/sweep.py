@@ -15,7 +15,6 @@ from rich.text import Text
 from dlperf import display, models, outputs
 from dlperf.host import measurelock, peak, sysinfo
 from dlperf.launchers import slurm_launch
-from dlperf.commands.run import write_json
 from dlperf.errors import UsageError
 from dlperf.spec import Case
 from dlperf.store import DEFAULT_DB, Store
@@ -275,7 +274,7 @@ def main(args: argparse.Namespace) -> int:
         display.warn(f"skipped {len(placement.refused)} multi-node case(s) (--skip-multinode): "
                      f"measure them with --resume inside a Slurm allocation of >= {most} nodes")
     if args.json:
-        write_json(args.json, results)
+        outputs.write_json(args.json, results)
     if outcome.interrupted:
         display.out.print("interrupted: finished repeats are stored; run again with --resume")
         raise KeyboardInterrupt
