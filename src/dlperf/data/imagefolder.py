@@ -88,6 +88,15 @@ def check_against_manifest(root, manifest):
     return classes, samples
 
 
+def open_checked(root):
+    # type: (str) -> Tuple[Dict[str, Any], List[Tuple[str, int]]]
+    """The manifest and every (path, label) of the dataset at ``root``, the files on disk checked
+    against the manifest: what a pipeline reads before its first batch."""
+    manifest = read_manifest(root)
+    _, samples = check_against_manifest(root, manifest)
+    return manifest, samples
+
+
 def crop_box(width, height, rng, scale=SCALE, ratio=RATIO):
     # type: (int, int, random.Random, Range, Range) -> Tuple[int, int, int, int]
     """(left, top, crop width, crop height) of a RandomResizedCrop: torchvision's rule.
@@ -144,6 +153,40 @@ def train_sample(path, size, rng):
     return np.ascontiguousarray(pixels.transpose(2, 0, 1))
 
 
+def read_sample(path, size, rng):
+    # type: (str, int, random.Random) -> np.ndarray
+    """:func:`train_sample`, a file it cannot decode (truncated, not a JPEG) raised as a
+    DatasetError that names the file. A missing Pillow still raises ImportError, for the
+    backend to say which environment lacks it."""
+    try:
+        return train_sample(path, size, rng)
+    except (OSError, ValueError) as error:
+        text = str(error)
+        raise DatasetError(text if path in text else "{}: {}".format(path, text))
+
+
+class AugmentedSamples(object):
+    """A folder's (path, label) pairs as a map-style dataset: each read decodes the image and
+    augments it afresh (:func:`read_sample`), drawing from ``rng``, which each loader worker
+    reseeds with its own stream. A framework's dataset class adds how a sample is returned."""
+
+    def __init__(self, samples, size, seed):
+        # type: (List[Tuple[str, int]], int, int) -> None
+        self.samples = samples
+        self.size = size
+        self.rng = random.Random(seed)
+
+    def __len__(self):
+        # type: () -> int
+        return len(self.samples)
+
+    def read(self, index):
+        # type: (int) -> Tuple[np.ndarray, int]
+        """(float32 (3, size, size) pixels, class index) of sample ``index``."""
+        path, label = self.samples[index]
+        return read_sample(path, self.size, self.rng), label
+
+
 _MEAN = np.asarray(IMAGENET_MEAN, dtype=np.float32)
 _STD = np.asarray(IMAGENET_STD, dtype=np.float32)
 
@@ -157,6 +200,15 @@ def pillow_version():
     # type: () -> str
     import PIL
     return str(getattr(PIL, "__version__", "unknown"))
+
+
+def decoder():
+    # type: () -> str
+    """The decoder a result records: Pillow and its version, or that it is not installed."""
+    try:
+        return "Pillow " + pillow_version()
+    except ImportError:
+        return "Pillow (not installed)"
 
 
 MANIFEST_FIELDS = ("count", "classes", "width", "height", "seed", "quality", "total_bytes",

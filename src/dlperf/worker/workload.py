@@ -28,6 +28,12 @@ class Workload(object):
     params = 0  # type: int
     info = {}  # type: Dict[str, Any]
 
+    def __init__(self, samples_per_step=0, params=0, info=None):
+        # type: (int, int, Optional[Dict[str, Any]]) -> None
+        self.samples_per_step = samples_per_step
+        self.params = params
+        self.info = info if info is not None else {}
+
     def step(self):
         # type: () -> Any
         """Run one training (or inference) step; return a handle on the loss, possibly lazy."""
@@ -108,12 +114,9 @@ class PipelineOnlyWorkload(Workload):
     nothing more. Its "loss" is the mean of the last batch's pixels: finite, or the pipeline is
     broken. Each backend's subclass says how a batch is taken, waited for and averaged."""
 
-    params = 0
-
     def __init__(self, feed, device, batch, info):
         # type: (Any, Any, int, Dict[str, Any]) -> None
+        super(PipelineOnlyWorkload, self).__init__(batch, 0, info)
         self.feed = feed
         self.device = device
-        self.samples_per_step = batch
-        self.info = info
         self._last = None  # type: Any

@@ -3,8 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without JAX.
 """
 
-from typing import Any, Dict, List, Optional
-
+from dlperf.backends.common import lazy
 from dlperf.worker.support import Support
 
 SUPPORT = Support(
@@ -39,19 +38,7 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.jax.workload import select_device
-    return "cuda" if select_device(requested).platform == "gpu" else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.jax.backend import build as build_workload
-    return build_workload(case)
-
-
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.jax.distributed import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.jax.workload:resolve_device")
+build = lazy("dlperf.backends.jax.backend:build")
+gather_results = lazy("dlperf.backends.jax.distributed:gather_results")

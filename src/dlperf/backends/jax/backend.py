@@ -11,13 +11,14 @@ mesh over every device of the job: the state is replicated, each device holds it
 ``--batch-size`` samples of the global batch, and the gradients are averaged in the program.
 """
 
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from dlperf import models
+from dlperf.backends.common import CaseView
 from dlperf.backends.jax import bert as bert_model
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax import gpt as gpt_model
@@ -91,6 +92,17 @@ def _resnet50(knobs, batch, dtype, key, seed):
                  "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)")
 
 
+def _adamw(knobs):
+    # type: (Dict[str, int]) -> Tuple[Any, str]
+    """The transformers' optimizer and its description: torch.optim.AdamW's defaults (optax's
+    weight_decay default is 1e-4, torch's 0.01), on every parameter as the torch backend does,
+    after the global-norm clip of the ``clip_grad_norm`` knob."""
+    adamw = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01)
+    clip, clip_desc = models.gradient_clip(knobs)
+    tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip else adamw
+    return tx, "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc
+
+
 def _bert(knobs, batch, dtype, key, seed):
     # type: (Dict[str, int], int, Any, Any, int) -> Parts
     s, v = knobs["seq_len"], knobs["vocab_size"]
@@ -128,12 +140,8 @@ def _bert(knobs, batch, dtype, key, seed):
         mlm, nsp = model.apply({"params": params}, b["ids"], b["token_types"], train=False)
         return mlm.astype(jnp.float32).mean() + nsp.astype(jnp.float32).mean()
 
-    # torch.optim.AdamW's defaults (optax's weight_decay default is 1e-4, torch's 0.01)
-    adamw = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01)
-    clip, clip_desc = models.gradient_clip(knobs)
-    tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip else adamw
-    return Parts(variables, data, loss, infer, tx, "batch-major (B, S, H)",
-                 "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+    tx, optimizer_desc = _adamw(knobs)
+    return Parts(variables, data, loss, infer, tx, "batch-major (B, S, H)", optimizer_desc)
 
 
 def _gpt(knobs, batch, dtype, key, seed):
@@ -154,12 +162,8 @@ def _gpt(knobs, batch, dtype, key, seed):
     def infer(params, stats, b):
         return model.apply({"params": params}, b["ids"]).astype(jnp.float32).mean()
 
-    # torch.optim.AdamW's defaults, on every parameter as the torch backend does
-    adamw = optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.01)
-    clip, clip_desc = models.gradient_clip(knobs)
-    tx = optax.chain(optax.clip_by_global_norm(clip), adamw) if clip else adamw
-    return Parts(variables, data, loss, infer, tx, "batch-major (B, S, H)",
-                 "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
+    tx, optimizer_desc = _adamw(knobs)
+    return Parts(variables, data, loss, infer, tx, "batch-major (B, S, H)", optimizer_desc)
 
 
 def _wide_deep(knobs, batch, dtype, key, seed):
@@ -215,17 +219,12 @@ BUILDERS = {
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    train = task == "train"
-    batch = int(case["batch_size"])
-
-    device = select_device(case.get("device", "auto"))
-    precision = Precision(case["precision"], device)
-    seed = int(case.get("seed", 0))
+    view = CaseView(case)
+    name, knobs, train, batch, seed = view.name, view.knobs, view.train, view.batch, view.seed
+    device = select_device(view.device)
+    precision = Precision(view.precision, device)
     key = jax.random.fold_in(jax.random.PRNGKey(seed), rank())
-    if case.get("data_only"):  # the input pipeline alone: no model, a shard per process
+    if view.data_only:  # the input pipeline alone: no model, a shard per process
         return input_pipeline.data_only(case, knobs, batch, device, seed, runtime_info(device))
 
     parallel = distributed.active()
@@ -263,14 +262,10 @@ def build(case):
             state = jax.device_put(state, device)
             data = jax.device_put(parts.batch, device)
 
-    info = runtime_info(device)
-    info.update(precision.info())
+    info = view.info(runtime_info(device), precision.info())
     info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
         "layout": parts.layout,
-        "optimizer": parts.optimizer_desc if train else None,
+        "optimizer": view.optimizer(parts.optimizer_desc),
         "compile": "jax.jit (inherent: the whole step is one XLA program)",
         "buffer_donation": train,
         "flax_api": "linen",
@@ -278,7 +273,7 @@ def build(case):
         "data": "synthetic, generated once on the device",
     })
     feed = None  # type: Any
-    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
+    if view.dataset:  # a dataset folder: the next batch per step
         feed = input_pipeline.Feed(case, knobs["image_size"], batch, device, seed,
                                    distributed.mesh() if parallel else None)
         info["data"] = feed.info

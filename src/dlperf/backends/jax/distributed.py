@@ -23,13 +23,14 @@ of waiting in JAX's shutdown barrier for peers that are stuck in a collective.
 """
 
 import atexit
-import json
 import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 import jax
 import numpy as np
+
+from dlperf.backends.common import gather_json
 
 AXIS = "data"
 # how long a finished process waits in JAX's shutdown barrier for the others: they leave
@@ -172,18 +173,13 @@ def allreduce_seconds(elements, median_seconds):
 
 def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    """Every rank's result at rank 0 (None elsewhere), as JSON bytes through JAX's own
-    collective (``process_allgather``: lengths first, then the padded bytes); never pickles."""
+    """Every rank's result at rank 0 (None elsewhere), as JSON bytes
+    (:func:`dlperf.backends.common.gather_json`) through JAX's own collective
+    (``process_allgather``); never pickles."""
     if not _state["joined"]:
         return [payload]
     from jax.experimental import multihost_utils
-    data = np.frombuffer(json.dumps(payload).encode("utf-8"), dtype=np.uint8)
-    sizes = np.asarray(multihost_utils.process_allgather(np.array([data.size], np.int32)))
-    padded = np.zeros(int(sizes.max()), np.uint8)
-    padded[:data.size] = data
-    blobs = np.asarray(multihost_utils.process_allgather(padded))
+    everyone = gather_json(payload, multihost_utils.process_allgather,
+                           jax.process_index() == 0, size_dtype="int32")
     _state["gathered"] = True
-    if jax.process_index() != 0:
-        return None
-    return [json.loads(blob[:int(size)].tobytes().decode("utf-8"))
-            for blob, size in zip(blobs.reshape(len(sizes.reshape(-1)), -1), sizes.reshape(-1))]
+    return everyone

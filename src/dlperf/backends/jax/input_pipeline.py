@@ -25,7 +25,6 @@ so a run is repeatable whatever thread decodes it.
 """
 
 import collections
-import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
@@ -34,23 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dlperf.backends.common import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax.workload import JaxWorkload
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # batches each loader thread keeps ready (torch's DataLoader default)
-DEFAULT_MAX_WORKERS = 4
-
-
-def default_workers():
-    # type: () -> int
-    """min(4, the CPUs this worker may run on), as the torch backend's loader."""
-    if hasattr(os, "sched_getaffinity"):
-        cpus = len(os.sched_getaffinity(0))
-    else:
-        cpus = os.cpu_count() or 1
-    return max(1, min(DEFAULT_MAX_WORKERS, cpus))
 
 
 def load_batch(samples, size, seed):
@@ -61,13 +50,10 @@ def load_batch(samples, size, seed):
     labels = np.empty((len(samples),), np.int32)
     for i, (path, label) in enumerate(samples):
         try:
-            pixels = imagefolder.train_sample(path, size, rng)
+            pixels = imagefolder.read_sample(path, size, rng)
         except ImportError as error:
             raise UnsupportedError("data: the jax environment cannot decode JPEGs: %s (Pillow "
                                    "belongs in its requirements)" % error)
-        except (OSError, ValueError) as error:  # a truncated or foreign file: name it
-            text = str(error)
-            raise imagefolder.DatasetError(text if path in text else "{}: {}".format(path, text))
         images[i] = pixels.transpose(1, 2, 0)
         labels[i] = label
     return images, labels
@@ -83,10 +69,8 @@ class Feed(object):
     def __init__(self, case, size, batch, device, seed, mesh=None):
         # type: (Dict[str, Any], int, int, Any, int, Optional[Any]) -> None
         root = case["data"]
-        manifest = imagefolder.read_manifest(root)
-        classes, samples = imagefolder.check_against_manifest(root, manifest)
-        requested = case.get("loader_workers")
-        workers = default_workers() if requested is None else int(requested)
+        manifest, samples = imagefolder.open_checked(root)
+        workers, requested = loader_workers(case)
         self.rank, self.world = jax.process_index(), jax.process_count()
         self.samples = samples
         self.size = size
@@ -118,7 +102,7 @@ class Feed(object):
             "sampler": "permutation per epoch seeded by (seed, epoch), every world-th to a "
                        "process (DistributedSampler's order)",
             "pipeline": "numpy loader (thread pool), then jax.device_put",
-            "decoder": "Pillow " + _pillow_version(),
+            "decoder": imagefolder.decoder(),
             "augmentation": imagefolder.describe(size),
             "layout": "NHWC",
             "to_device": ("jax.make_array_from_process_local_data (this process's shard)"
@@ -172,14 +156,6 @@ class Feed(object):
         if self.mesh is not None:
             return distributed.sharded(batch, self.mesh)
         return jax.device_put(batch, self.device)
-
-
-def _pillow_version():
-    # type: () -> str
-    try:
-        return imagefolder.pillow_version()
-    except ImportError:
-        return "(not installed)"
 
 
 class FedWorkload(JaxWorkload):

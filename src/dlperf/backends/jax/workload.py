@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dlperf.backends.common import check_device_name
 from dlperf.backends.jax import distributed
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
@@ -36,8 +37,7 @@ def select_device(requested):
     """Resolve ``auto``/``cpu``/``cuda`` to this process's JAX device, before JAX picks a
     backend; in a job of several processes, join it first (:mod:`.distributed`): each process
     then sees its own device(s) as local ones."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     if requested == "cpu":
         jax.config.update("jax_platforms", "cpu")
     distributed.initialize(requested)
@@ -56,6 +56,12 @@ def select_device(requested):
         # several processes: each sees only its local rank's GPU (local_device_ids)
         return gpus[0 if distributed.active() else int(os.environ.get("LOCAL_RANK", "0"))]
     return jax.local_devices(backend="cpu")[0]
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
+    return "cuda" if select_device(requested).platform == "gpu" else "cpu"
 
 
 class Precision(object):
@@ -183,9 +189,7 @@ class JaxWorkload(Workload):
         self.state = state
         self.batch = batch
         self.device = device
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(JaxWorkload, self).__init__(samples_per_step, params, info)
         self._last = None  # type: Any
         self.train = isinstance(state, dict) and "opt" in state
 

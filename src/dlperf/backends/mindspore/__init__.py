@@ -4,8 +4,9 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without M
 """
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Tuple
 
+from dlperf.backends.common import CPU_TF32, lazy
 from dlperf.worker.support import Support
 
 # What MindSpore 2.10's CPU backend does with the low precisions, reproduced with both models in
@@ -38,9 +39,7 @@ NO_GPU = ("the mindspore backend runs MindSpore's CPU backend only: the pinned m
 SUPPORT = Support(
     framework="mindspore",
     models=("resnet50", "bert-base"),
-    precisions={
-        "cpu": {"train": ("fp32",), "infer": ("fp32",)},
-    },
+    precisions={"cpu": {"train": ("fp32",), "infer": ("fp32",)}},
     modes={False: "PYNATIVE_MODE", True: "GRAPH_MODE"},
     # msrun + mindspore.communication.init() (MCCL, MindSpore's own CPU collectives),
     # ParallelMode.DATA_PARALLEL with gradients_mean, nn.DistributedGradReducer
@@ -51,25 +50,12 @@ SUPPORT = Support(
         "cpu/bf16": "precision bf16: " + CPU_BF16,
         "cpu/amp-fp16": "precision amp-fp16 (mindspore.amp level auto, float16): " + CPU_FP16,
         "cpu/fp16": "precision fp16 (the whole network cast, mindspore.amp level O3): " + CPU_FP16,
-        "cpu/tf32": "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run "
-                    "is on cpu",
+        "cpu/tf32": CPU_TF32,
         "int8": "precision int8: the mindspore backend offers no int8; MindSpore's quantization "
                 "lives in the separate MindSpore Golden Stick package (mindspore-gs), which the "
                 "pinned environment does not include",
     },
 )
-
-
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.mindspore.workload import select_device
-    return select_device(requested)
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.mindspore.backend import build as build_workload
-    return build_workload(case)
 
 
 def process_place():
@@ -82,7 +68,7 @@ def process_place():
             int(os.environ.get("DEVICE_ID", "0")))
 
 
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.mindspore.workload import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.mindspore.workload:select_device")
+build = lazy("dlperf.backends.mindspore.backend:build")
+gather_results = lazy("dlperf.backends.mindspore.workload:gather_results")

@@ -36,10 +36,11 @@ import mindspore as ms  # noqa: E402
 from mindspore import nn  # noqa: E402
 
 from dlperf import models  # noqa: E402
+from dlperf.backends.common import CaseView, check_resnet_batch  # noqa: E402
 from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.mindspore.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.mindspore.resnet import ResNet50  # noqa: E402
-from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+from dlperf.worker.workload import Workload  # noqa: E402
 
 __all__ = ["build"]
 
@@ -96,11 +97,7 @@ class _BertObjective(nn.Cell):
 def _resnet50(knobs, batch, train, seed):
     # type: (Dict[str, int], int, bool, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    check_resnet_batch(knobs, batch, train)
     network = ResNet50(classes)
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
     inputs = (ms.Tensor(data["images"]), ms.Tensor(data["labels"]))
@@ -137,34 +134,26 @@ def _bert(knobs, batch, train, seed):
                  "experimental.optim.AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
-BUILDERS = {
-    "resnet50": _resnet50,
-    "bert-base": _bert,
-}  # type: Dict[str, Callable[..., Parts]]
+BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
 
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    train = task == "train"
-    batch = int(case["batch_size"])
-    compiled = bool(case.get("compile", False))
-    seed = int(case.get("seed", 0))
-
+    view = CaseView(case)
+    train = view.train
     serve_if_scheduler()  # msrun's scheduler process never gets past this
-    device = select_device(case.get("device", "auto"))
+    device = select_device(view.device)
     threads = set_threads()
-    mode = set_mode(compiled)  # before any Cell exists
+    mode = set_mode(view.compiled)  # before any Cell exists
     join()  # one worker of several (msrun): init() and DATA_PARALLEL mode
     info = runtime_info(device)
     info.update(threads)
     info.update(mode)
-    ms.set_seed(seed)  # the same initial weights on every rank, as data parallelism needs
-    precision = Precision(case["precision"], train)
+    ms.set_seed(view.seed)  # the same initial weights on every rank, as data parallelism needs
+    precision = Precision(view.precision, train)
 
-    parts = BUILDERS[name](knobs, batch, train, seed + rank())  # each rank its own batch
+    # each rank its own batch
+    parts = BUILDERS[view.name](view.knobs, view.batch, train, view.seed + rank())
     params = count_params(parts.network)
     network = precision.apply(parts.network)
     objective = parts.objective(network, train)
@@ -175,16 +164,13 @@ def build(case):
     else:
         def step(*inputs):
             return objective(*inputs)
-    step = compile_step(step, compiled)
+    step = compile_step(step, view.compiled)
 
-    info.update(precision.info())
+    info = view.info(info, precision.info())
     info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
         "layout": parts.layout,
-        "optimizer": parts.optimizer_desc if train else None,
+        "optimizer": view.optimizer(parts.optimizer_desc),
         "step": ("mindspore.value_and_grad + optimizer" if train else "forward (eval mode)"),
         "data": "synthetic, generated once (numpy, seeded) and held as MindSpore tensors",
     })
-    return MindSporeWorkload(step, parts.inputs, batch, params, info)
+    return MindSporeWorkload(step, parts.inputs, view.batch, params, info)

@@ -8,12 +8,12 @@ Import order matters: :func:`prepare_process` runs before ``import mindspore`` (
 its C++ log level, ``GLOG_v``, once at import).
 """
 
-import json
 import os
 import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from dlperf.backends.common import available_cpus, check_device_name, element_count, gather_json
 from dlperf.backends.mindspore import NO_GPU
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
@@ -34,13 +34,6 @@ LOSS_SCALE_WINDOW = 2000
 # What compile off and on mean (labels of SUPPORT.modes, recorded in every result)
 MODES = {False: "PYNATIVE_MODE", True: "GRAPH_MODE"}
 JIT = {"capture_mode": "ast", "jit_level": "O0", "fullgraph": True}
-
-
-def available_cpus():
-    # type: () -> int
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def prepare_process():
@@ -162,29 +155,25 @@ def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
     """Every rank's result at global rank 0, None on the others; one process gets its own back.
 
-    JSON bytes through ops.AllGather, never pickles. MindSpore's CPU AllGather has no uint8
-    kernel (Float32, Float16 and Int32 only), so each byte travels as an int32."""
+    JSON bytes (:func:`dlperf.backends.common.gather_json`) through ops.AllGather, never
+    pickles. MindSpore's CPU AllGather has no uint8 kernel (Float32, Float16 and Int32 only), so
+    each byte travels as an int32."""
     if not distributed():
         return [payload]
     world = world_size()
-    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
     gather = ops.AllGather()
-    lengths = [int(n) for n in gather(ms.Tensor(numpy.array([data.size], numpy.int32)))
-               .asnumpy()]
-    padded = numpy.zeros(max(lengths), dtype=numpy.int32)
-    padded[:data.size] = data
-    blobs = gather(ms.Tensor(padded)).asnumpy().reshape(world, max(lengths))
-    if rank() != 0:
-        return None
-    return [json.loads(blob[:n].astype(numpy.uint8).tobytes().decode("utf-8"))
-            for blob, n in zip(blobs, lengths)]
+
+    def all_gather(vector):
+        # type: (Any) -> Any
+        return gather(ms.Tensor(vector)).asnumpy().reshape(world, -1)
+
+    return gather_json(payload, all_gather, rank() == 0, "int32", "int32")
 
 
 def select_device(requested):
     # type: (str) -> str
     """Make the CPU MindSpore's device (``mindspore.set_device``); refuse ``cuda``."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     if requested == "cuda":
         raise UnsupportedError("device cuda: " + NO_GPU)
     ms.set_device("CPU")
@@ -336,9 +325,7 @@ class MindSporeWorkload(Workload):
         self._step_fn = step_fn
         self._inputs = inputs
         self._last = None  # type: Any
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(MindSporeWorkload, self).__init__(samples_per_step, params, info)
 
     def step(self):
         # type: () -> Any
@@ -391,10 +378,7 @@ def count_params(network):
         if id(p) in seen:
             continue
         seen.add(id(p))
-        n = 1
-        for d in p.shape:
-            n *= int(d)
-        total += n
+        total += element_count(p.shape)
     return total
 
 

@@ -10,8 +10,7 @@ amp-bf16 is declared even where it is slower than fp32; the build checks it agai
 at hand and records which operators ended up in bf16. float16 has no CPU kernels.
 """
 
-from typing import Any, Dict, List, Optional
-
+from dlperf.backends.common import CPU_TF32, lazy
 from dlperf.worker.support import Support
 
 CPU_FP16 = ("mxnet 1.9.1 has no float16 kernels on a CPU: mxnet.contrib.amp float16 casts a "
@@ -34,8 +33,7 @@ SUPPORT = Support(
     distributed=("cpu",),
     reasons={
         "cuda": NO_GPU_BUILD,
-        "cpu/tf32": "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run "
-                    "is on cpu",
+        "cpu/tf32": CPU_TF32,
         "cpu/amp-fp16": "precision amp-fp16: " + CPU_FP16,
         "cpu/fp16": "precision fp16: " + CPU_FP16,
         "bf16": "precision bf16: a whole-model bf16 cast is not offered; " + NOT_OFFERED,
@@ -46,19 +44,7 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.mxnet.workload import select_context
-    return "cuda" if select_context(requested).device_type == "gpu" else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.mxnet.backend import build as build_workload
-    return build_workload(case)
-
-
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.mxnet.workload import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.mxnet.workload:resolve_device")
+build = lazy("dlperf.backends.mxnet.backend:build")
+gather_results = lazy("dlperf.backends.mxnet.workload:gather_results")

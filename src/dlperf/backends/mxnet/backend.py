@@ -14,6 +14,7 @@ from mxnet import gluon
 from mxnet.gluon import HybridBlock
 
 from dlperf import models
+from dlperf.backends.common import CaseView, check_resnet_batch
 from dlperf.data import synthetic
 from dlperf.backends.mxnet.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.mxnet.optim import AdamW
@@ -110,11 +111,7 @@ class _BertObjective(HybridBlock):
 def _resnet50(knobs, batch, train, amp, ctx, seed):
     # type: (Dict[str, int], int, bool, bool, Any, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    check_resnet_batch(knobs, batch, train)
     model = ResNet50(classes)
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
     inputs = [mx.nd.array(data["images"], ctx=ctx, dtype="float32")]
@@ -170,28 +167,21 @@ def trainer_kvstore(kvstore):
     return {"kvstore": kvstore, "update_on_kvstore": False}
 
 
-BUILDERS = {
-    "resnet50": _resnet50,
-    "bert-base": _bert,
-}  # type: Dict[str, Callable[..., Parts]]
+BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
 
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    train = task == "train"
-    batch = int(case["batch_size"])
-    seed = int(case.get("seed", 0))
-
+    view = CaseView(case)
+    name, train = view.name, view.train
     threads = configure_threads()
-    ctx = select_context(case.get("device", "auto"))
+    ctx = select_context(view.device)
     kvstore = join()  # one worker of several: the dist_sync kvstore (the rendezvous)
-    precision = Precision(case["precision"], ctx)  # AMP must be on before the model exists
-    mx.random.seed(seed, ctx="all")  # the same initial weights on every worker
+    precision = Precision(view.precision, ctx)  # AMP must be on before the model exists
+    mx.random.seed(view.seed, ctx="all")  # the same initial weights on every worker
     amp = precision.dtype is not None
-    parts = BUILDERS[name](knobs, batch, train, amp, ctx, seed + launch_rank())  # its own batch
+    parts = BUILDERS[name](view.knobs, view.batch, train, amp, ctx,
+                           view.seed + launch_rank())  # its own batch
 
     model = parts.model
     model.initialize(ctx=ctx)  # each parameter carries its own initializer
@@ -209,19 +199,16 @@ def build(case):
     info["compute_dtype"] = precision.dtype or "float32"
 
     trainer = parts.make_trainer(model.collect_params(), kvstore) if train else None
-    compiled = bool(case.get("compile", False))
-    if compiled:
+    if view.compiled:
         objective.hybridize(static_alloc=True, static_shape=True)
+    info = view.info(info)
     info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
         "layout": parts.layout,
-        "optimizer": parts.optimizer_desc if train else None,
-        "compile": compiled,
-        "compile_mode": HYBRIDIZE if compiled else "imperative (Gluon blocks not hybridized)",
+        "optimizer": view.optimizer(parts.optimizer_desc),
+        "compile": view.compiled,
+        "compile_mode": HYBRIDIZE if view.compiled else "imperative (Gluon blocks not hybridized)",
         "data": "synthetic, generated once (numpy, seeded) and copied to the device",
         "loss": parts.loss_desc if train else None,
     })
-    return MXNetWorkload(objective, parts.inputs, trainer, parts.clip if train else None, batch,
-                         params, info, parts.loss_samples)
+    return MXNetWorkload(objective, parts.inputs, trainer, parts.clip if train else None,
+                         view.batch, params, info, parts.loss_samples)

@@ -24,6 +24,7 @@ from mxnet.contrib import amp
 from mxnet.contrib.amp.amp import bfloat16  # numpy's view of MXNet's bfloat16
 from mxnet.gluon.utils import clip_global_norm
 
+from dlperf.backends.common import check_device_name, element_count, gather_json, summed_rows
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # MXNet's engine settings and their documented defaults (read by libmxnet at load)
@@ -104,25 +105,16 @@ def gather_results(payload):
     """Every worker's result at the launcher's rank 0 (node 0), None on the others; one process
     gets its own back.
 
-    JSON bytes through the kvstore, never pickles: each worker writes its bytes (as float32
-    values, exact for 0..255) into its own row of a zero matrix, and a dist_sync pushpull sums
-    the rows of all workers, so every worker receives them all."""
+    JSON bytes (:func:`dlperf.backends.common.gather_json`) through the kvstore, whose only
+    collective is a sum: each worker writes its bytes (as float32 values, exact for 0..255) into
+    its own row of a zero matrix, and a dist_sync pushpull sums the rows of all workers, so
+    every worker receives them all."""
     kv = _kvstore[0] if _kvstore else None
     if kv is None:
         return [payload]
-    world, me = world_size(), rank()
-    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
-    sizes = numpy.zeros(world, dtype=numpy.float32)
-    sizes[me] = data.size
-    sizes = _summed(kv, SIZES_KEY, sizes)
-    lengths = [int(n) for n in sizes]
-    rows = numpy.zeros((world, max(lengths)), dtype=numpy.float32)
-    rows[me, :data.size] = data
-    rows = _summed(kv, RESULTS_KEY, rows)
-    if launch_rank() != 0:
-        return None
-    return [json.loads(row[:n].astype(numpy.uint8).tobytes().decode("utf-8"))
-            for row, n in zip(rows, lengths)]
+    keys = iter((SIZES_KEY, RESULTS_KEY))
+    all_gather = summed_rows(lambda rows: _summed(kv, next(keys), rows), rank(), world_size())
+    return gather_json(payload, all_gather, launch_rank() == 0, "float32", "float32")
 
 
 def _summed(kv, key, array):
@@ -166,8 +158,7 @@ def configure_threads():
 def select_context(requested):
     # type: (str) -> Any
     """Resolve ``auto``/``cpu``/``cuda`` to an MXNet context."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     gpus = mx.context.num_gpus()
     if requested == "cuda" and not gpus:
         raise UnsupportedError(
@@ -176,6 +167,12 @@ def select_context(requested):
     if requested == "cpu" or not gpus:
         return mx.cpu()
     return mx.gpu(int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where :func:`select_context` puts this process, as the worker names it: "cuda" or "cpu"."""
+    return "cuda" if select_context(requested).device_type == "gpu" else "cpu"
 
 
 def dtype_name(dtype):
@@ -304,9 +301,7 @@ class MXNetWorkload(Workload):
         self.grads = []  # type: List[Any]
         if trainer is not None and clip:
             self.grads = [p.grad() for p in trainer._params if p.grad_req != "null"]
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(MXNetWorkload, self).__init__(samples_per_step, params, info)
         self._vote_key_ready = False
 
     def step(self):
@@ -380,10 +375,7 @@ def count_params(block):
     total = 0
     for p in block.collect_params().values():
         if p.grad_req != "null":
-            n = 1
-            for d in p.shape:
-                n *= int(d)
-            total += n
+            total += element_count(p.shape)
     return total
 
 

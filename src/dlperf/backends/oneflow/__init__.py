@@ -11,8 +11,7 @@ cast op on a CPU (every op float32); a bfloat16 or float16 Conv2d or Linear has 
 So on a CPU only fp32 runs, in eager and in ``nn.Graph``.
 """
 
-from typing import Any, Dict, List, Optional
-
+from dlperf.backends.common import CPU_TF32, lazy
 from dlperf.worker.support import Support
 
 CPU_AMP = ("oneflow 0.9.0 has no mixed precision on a CPU: oneflow.autocast(device_type='cpu') "
@@ -36,9 +35,7 @@ NO_GPU = ("oneflow 0.9.0's only PyPI wheel is a CUDA 11.7 build whose GPU kernel
 SUPPORT = Support(
     framework="oneflow",
     models=("resnet50", "bert-base"),
-    precisions={
-        "cpu": {"train": ("fp32",), "infer": ("fp32",)},
-    },
+    precisions={"cpu": {"train": ("fp32",), "infer": ("fp32",)}},
     modes={False: "eager",
            True: "nn.Graph (forward, backward and optimizer in one graph)"},
     # oneflow.distributed.launch; eager: flow.nn.parallel.DistributedDataParallel, nn.Graph:
@@ -46,8 +43,7 @@ SUPPORT = Support(
     distributed=("cpu",),
     reasons={
         "cuda": NO_GPU,
-        "cpu/tf32": "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run "
-                    "is on cpu",
+        "cpu/tf32": CPU_TF32,
         "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP,
         "cpu/amp-fp16": "precision amp-fp16: " + CPU_AMP,
         "cpu/bf16": "precision bf16: " + _no_kernel("bfloat16"),
@@ -62,19 +58,7 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.oneflow.workload import select_device
-    return select_device(requested)
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.oneflow.backend import build as build_workload
-    return build_workload(case)
-
-
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.oneflow.workload import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.oneflow.workload:select_device")
+build = lazy("dlperf.backends.oneflow.backend:build")
+gather_results = lazy("dlperf.backends.oneflow.workload:gather_results")

@@ -28,10 +28,11 @@ import oneflow.nn.functional as F  # noqa: E402
 from oneflow import nn  # noqa: E402
 
 from dlperf import models  # noqa: E402
+from dlperf.backends.common import CaseView, check_resnet_batch  # noqa: E402
 from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.oneflow.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.oneflow.resnet import ResNet50  # noqa: E402
-from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+from dlperf.worker.workload import Workload  # noqa: E402
 
 __all__ = ["build"]
 
@@ -107,11 +108,7 @@ def _on(array, device, dtype):
 def _resnet50(knobs, batch, train, device, seed):
     # type: (Dict[str, int], int, bool, str, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    check_resnet_batch(knobs, batch, train)
     model = ResNet50(classes).to(device)
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
     inputs = (_on(data["images"], device, flow.float32), _on(data["labels"], device, flow.int64))
@@ -155,25 +152,16 @@ def _bert(knobs, batch, train, device, seed):
                  "MLM + NSP cross-entropy in float32")
 
 
-BUILDERS = {
-    "resnet50": _resnet50,
-    "bert-base": _bert,
-}  # type: Dict[str, Callable[..., Parts]]
+BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
 
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    train = task == "train"
-    batch = int(case["batch_size"])
-    compiled = bool(case.get("compile", False))
-
-    device = select_device(case.get("device", "auto"))
-    seed = int(case.get("seed", 0))
-    flow.manual_seed(seed)  # the same weights on every rank; each rank its own batch
-    parts = BUILDERS[name](knobs, batch, train, device, seed + rank())
+    view = CaseView(case)
+    train, compiled = view.train, view.compiled
+    device = select_device(view.device)
+    flow.manual_seed(view.seed)  # the same weights on every rank; each rank its own batch
+    parts = BUILDERS[view.name](view.knobs, view.batch, train, device, view.seed + rank())
     model = parts.model
     params = count_params(model)
     objective, inputs = parts.objective, parts.inputs
@@ -200,14 +188,11 @@ def build(case):
         model.eval()
         run = InferGraph(objective) if compiled else eager_infer_step(objective)
 
-    info = runtime_info(device)
+    info = view.info(runtime_info(device))
     info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
-        "precision": case["precision"],
+        "precision": view.precision,
         "layout": parts.layout,
-        "optimizer": parts.optimizer_desc if train else None,
+        "optimizer": view.optimizer(parts.optimizer_desc),
         "loss": parts.loss_desc if train else None,
         "compile": compiled,
         "compile_mode": ("nn.Graph (forward, backward and optimizer in one graph)" if train
@@ -215,4 +200,4 @@ def build(case):
         "data": "synthetic (dlperf.data.synthetic, seeded), copied to the device once",
         "data_parallel": parallel,
     })
-    return OneFlowWorkload(run, inputs, device, batch, params, info)
+    return OneFlowWorkload(run, inputs, device, view.batch, params, info)

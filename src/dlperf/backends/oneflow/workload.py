@@ -9,23 +9,16 @@ OneFlow sizes its CPU device's thread pool (and its bundled OpenBLAS) from ``OMP
 once, when the runtime starts at import.
 """
 
-import json
 import math
 import os
 import signal
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from dlperf.backends.common import check_device_name, default_omp_threads, gather_json
 from dlperf.worker import fpenv
 from dlperf.worker import placement as cpu_placement
 
 THREADS_SET_BY_DLPERF = "DLPERF_ONEFLOW_THREADS_SET"
-
-
-def available_cpus():
-    # type: () -> int
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def prepare_process():
@@ -38,9 +31,7 @@ def prepare_process():
     respected and recorded.
     """
     os.environ.setdefault("GLOG_minloglevel", "2")
-    if "OMP_NUM_THREADS" not in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(available_cpus())
-        os.environ[THREADS_SET_BY_DLPERF] = "1"
+    default_omp_threads(THREADS_SET_BY_DLPERF)
 
 
 def rendezvous_deadline():
@@ -114,30 +105,26 @@ def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
     """Every rank's result at global rank 0, None on the others; one process gets its own back.
 
-    JSON bytes in uint8 tensors through flow.comm.all_gather, never pickles."""
+    JSON bytes (:func:`dlperf.backends.common.gather_json`) in int64 and uint8 tensors through
+    flow.comm.all_gather, never pickles."""
     if not distributed():
         return [payload]
-    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
-    world = world_size()
-    sizes = [flow.zeros(1, dtype=flow.int64) for _ in range(world)]
-    flow.comm.all_gather(sizes, flow.tensor([data.size], dtype=flow.int64))
-    lengths = [int(size.numpy()[0]) for size in sizes]
-    padded = numpy.zeros(max(lengths), dtype=numpy.uint8)
-    padded[:data.size] = data
-    blobs = [flow.zeros(max(lengths), dtype=flow.uint8) for _ in range(world)]
-    flow.comm.all_gather(blobs, flow.tensor(padded, dtype=flow.uint8))
-    if rank() != 0:
-        return None
-    return [json.loads(blob.numpy()[:n].tobytes().decode("utf-8"))
-            for blob, n in zip(blobs, lengths)]
+
+    def all_gather(vector):
+        # type: (Any) -> Any
+        mine = flow.tensor(vector)  # int64 sizes, then uint8 bytes, as numpy gives them
+        rows = [flow.zeros(vector.size, dtype=mine.dtype) for _ in range(world_size())]
+        flow.comm.all_gather(rows, mine)
+        return numpy.stack([row.numpy() for row in rows])
+
+    return gather_json(payload, all_gather, rank() == 0)
 
 
 def select_device(requested):
     # type: (str) -> str
     """Resolve ``auto``/``cpu``/``cuda``: the backend measures OneFlow's CPU path (``auto`` is
     the CPU); an explicit ``cuda`` is refused with the reason."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     if requested == "cuda":
         if not flow.cuda.is_available():
             raise UnsupportedError(
@@ -224,9 +211,7 @@ class OneFlowWorkload(Workload):
         self.run = run
         self.inputs = tuple(inputs)
         self.device = device
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(OneFlowWorkload, self).__init__(samples_per_step, params, info)
 
     def step(self):
         # type: () -> Any

@@ -4,8 +4,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without onnxruntime.
 """
 
-from typing import Any, Dict
-
+from dlperf.backends.common import lazy
 from dlperf.worker.support import Support
 
 ONE_PRECISION = ("onnxruntime runs a whole graph in one precision: use fp32, fp16, bf16 or "
@@ -34,14 +33,6 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.onnxruntime.backend import _import_ort as import_ort, select_providers
-    providers = select_providers(import_ort(), requested)
-    return "cuda" if providers[0] != "CPUExecutionProvider" else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.onnxruntime.backend import build as build_workload
-    return build_workload(case)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.onnxruntime.backend:resolve_device")
+build = lazy("dlperf.backends.onnxruntime.backend:build")

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from dlperf import models
+from dlperf.backends.common import CaseView
 from dlperf.backends.onnxruntime import export
 from dlperf.worker.workload import UnsupportedError, Workload
 
@@ -51,6 +51,13 @@ def select_providers(ort, device):
     return gpu + ["CPUExecutionProvider"]
 
 
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where the first of :func:`select_providers` runs: "cuda" or "cpu"."""
+    providers = select_providers(_import_ort(), requested)
+    return "cuda" if providers[0] != "CPUExecutionProvider" else "cpu"
+
+
 def probe_dtype(ort, providers, dtype_name):
     # type: (Any, List[str], str) -> None
     """Run a one-Conv, one-MatMul graph in ``dtype_name``; UnsupportedError if no kernel has it."""
@@ -75,8 +82,8 @@ def probe_dtype(ort, providers, dtype_name):
                ", ".join(providers), dtype_name, str(error).strip().splitlines()[0][:200]))
 
 
-def torch_network(case, batch):
-    # type: (Dict[str, Any], int) -> Tuple[Any, Tuple[Any, ...], int]
+def torch_network(view):
+    # type: (CaseView) -> Tuple[Any, Tuple[Any, ...], int]
     """The torch backend's network for this case, in eval mode, its inputs, and its params."""
     import torch
 
@@ -84,13 +91,11 @@ def torch_network(case, batch):
     from dlperf.backends.torch.inference import capture_inputs
     from dlperf.backends.torch.workload import count_params
 
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    seed = int(case.get("seed", 0))
-    torch.manual_seed(seed)  # the same weights the torch backend times
+    name = view.name
+    torch.manual_seed(view.seed)  # the same weights the torch backend times
     gen = torch.Generator(device="cpu")
-    gen.manual_seed(seed)
-    parts = torch_backend.BUILDERS[name](knobs, batch, torch.device("cpu"), gen, False)
+    gen.manual_seed(view.seed)
+    parts = torch_backend.BUILDERS[name](view.knobs, view.batch, torch.device("cpu"), gen, False)
     model = parts.model.eval()
     args, kwargs = capture_inputs(parts.forward_loss)
     if kwargs:
@@ -104,19 +109,17 @@ def _feeds(names, args):
     return {n: np.ascontiguousarray(a.detach().cpu().numpy()) for n, a in zip(names, args)}
 
 
-def onnx_file(case, model, args):
-    # type: (Dict[str, Any], Any, Tuple[Any, ...]) -> Tuple[str, Dict[str, Any]]
+def onnx_file(view, model, args):
+    # type: (CaseView, Any, Tuple[Any, ...]) -> Tuple[str, Dict[str, Any]]
     """The cached ONNX file for this case's precision (made if missing) and how it was made."""
     import torch
 
     from dlperf.backends.torch.inference import held_out_batches
 
-    precision = case["precision"]
-    identity = {"model": case["model"], "knobs": models.resolve_knobs(case["model"],
-                                                                      case.get("knobs") or {}),
-                "seed": int(case.get("seed", 0)), "torch": torch.__version__,
-                "recipe": export.EXPORT_VERSION, "dtype": CAST_PRECISIONS.get(precision,
-                                                                              "float32")}
+    precision = view.precision
+    identity = {"model": view.name, "knobs": view.knobs, "seed": view.seed,
+                "torch": torch.__version__, "recipe": export.EXPORT_VERSION,
+                "dtype": CAST_PRECISIONS.get(precision, "float32")}
     example = export.export_inputs(args)
 
     def make_float(path):
@@ -134,13 +137,13 @@ def onnx_file(case, model, args):
         raise
     except Exception as error:
         raise UnsupportedError("torch.onnx could not export %s: %s: %s"
-                               % (case["model"], type(error).__name__,
+                               % (view.name, type(error).__name__,
                                   str(error).strip().splitlines()[0][:300]))
     facts = dict(facts, cached=hit, path=float_path)
     if precision != "int8":
         return float_path, facts
 
-    calibration = held_out_batches((args, {}), int(case.get("seed", 0)))
+    calibration = held_out_batches((args, {}), view.seed)
     names = facts["input_names"]
     batches = [_feeds(names, batch) for batch in calibration]
     int8_identity = dict(identity, calibration="held-out synthetic, %d batches" % len(batches))
@@ -166,9 +169,7 @@ class OrtWorkload(Workload):
         # type: (Any, Dict[str, np.ndarray], int, int, Dict[str, Any]) -> None
         self.session = session
         self.feeds = feeds
-        self.samples_per_step = samples
-        self.params = params
-        self.info = info
+        super(OrtWorkload, self).__init__(samples, params, info)
 
     def step(self):
         # type: () -> Any
@@ -186,14 +187,14 @@ class OrtWorkload(Workload):
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
+    view = CaseView(case)
     ort = _import_ort()
-    providers = select_providers(ort, case.get("device", "auto"))
-    precision = case["precision"]
+    providers = select_providers(ort, view.device)
+    precision = view.precision
     if precision in CAST_PRECISIONS:
         probe_dtype(ort, providers, CAST_PRECISIONS[precision])
-    batch = int(case["batch_size"])
-    model, args, params = torch_network(case, batch)
-    path, facts = onnx_file(case, model, args)
+    model, args, params = torch_network(view)
+    path, facts = onnx_file(view, model, args)
     names = facts["input_names"]
 
     options = ort.SessionOptions()
@@ -224,12 +225,12 @@ def build(case):
         "intra_op_threads": options.intra_op_num_threads or "auto (one per physical core)",
         "intra_op_threads_from": "OMP_NUM_THREADS" if options.intra_op_num_threads else "default",
         "cpu_count": os.cpu_count(),
-        "model": case["model"],
-        "knobs": models.resolve_knobs(case["model"], case.get("knobs") or {}),
+        "model": view.name,
+        "knobs": view.knobs,
         "precision": precision,
         "task": "infer",
         "onnx": facts,
         "inputs": "host numpy arrays: any copy to a device is inside each timed run",
         "data": "synthetic, generated once (the torch backend's batch for this seed)",
     }  # type: Dict[str, Any]
-    return OrtWorkload(session, feeds, batch, params, info)
+    return OrtWorkload(session, feeds, view.batch, params, info)

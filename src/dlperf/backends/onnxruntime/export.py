@@ -11,19 +11,17 @@ atomically under a lock so concurrent workers never read half a file.
 Valid Python 3.7; imports torch, onnx and onnxruntime only when a file has to be made.
 """
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from dlperf.worker.cache import file_sha256, private_dir, verified_facts
+from dlperf.worker.cache import locked, private_dir, save_facts, store, verified_facts
 
 EXPORT_VERSION = 1  # bump when the export recipe changes, so cached files are remade
 EXPORT_BATCH = 2  # torch.export specialises a dimension of size 1, so never export at batch 1
@@ -48,17 +46,6 @@ def artefact_path(kind, identity):
     return os.path.join(cache_dir(), "%s-%s-%s.onnx" % (identity["model"], kind, digest))
 
 
-@contextlib.contextmanager
-def _locked(path):
-    # type: (str) -> Iterator[None]
-    with open(path + ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def cached(path, make):
     # type: (str, Callable[[str], Dict[str, Any]]) -> Tuple[bool, Dict[str, Any]]
     """Return (was it cached, facts); otherwise ``make(tmp_path)`` writes it and we rename it in.
@@ -67,22 +54,13 @@ def cached(path, make):
     file's sha256: a file whose bytes no longer match is made again, never loaded.
     """
     meta = path + ".json"
-    with _locked(path):
+    with locked(path):
         facts = verified_facts(path, meta)
         if facts is not None:
             return True, facts
-        fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=os.path.dirname(path))
-        os.close(fd)
-        try:
-            facts = make(tmp)
-            facts["sha256"] = file_sha256(tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        with open(meta + ".tmp", "w") as handle:
-            json.dump(facts, handle)
-        os.replace(meta + ".tmp", meta)
+        facts, digest = store(path, ".onnx", make)
+        facts["sha256"] = digest
+        save_facts(meta, facts)
         return False, facts
 
 

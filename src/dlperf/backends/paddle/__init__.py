@@ -4,8 +4,9 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without P
 """
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Tuple
 
+from dlperf.backends.common import lazy
 from dlperf.worker.support import Support
 
 CPU_AMP = ("paddle.amp.auto_cast has no effect on CPU in paddle 3.3.1 (it only casts on "
@@ -35,18 +36,6 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.paddle.workload import select_device
-    return "cuda" if select_device(requested).startswith("gpu") else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.paddle.backend import build as build_workload
-    return build_workload(case)
-
-
 def process_place():
     # type: () -> Tuple[int, int, int]
     """(rank, world size, local rank) as paddle.distributed.launch names them."""
@@ -55,7 +44,7 @@ def process_place():
             int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
 
 
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.paddle.workload import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.paddle.workload:resolve_device")
+build = lazy("dlperf.backends.paddle.backend:build")
+gather_results = lazy("dlperf.backends.paddle.workload:gather_results")

@@ -27,10 +27,11 @@ import paddle.nn.functional as F  # noqa: E402
 from paddle import nn  # noqa: E402
 
 from dlperf import models  # noqa: E402
+from dlperf.backends.common import CaseView, check_resnet_batch  # noqa: E402
 from dlperf.backends.paddle import input_pipeline  # noqa: E402
 from dlperf.backends.paddle.bert import BertForPreTraining, pretraining_loss  # noqa: E402
 from dlperf.backends.paddle.resnet import ResNet50  # noqa: E402
-from dlperf.worker.workload import UnsupportedError, Workload  # noqa: E402
+from dlperf.worker.workload import Workload  # noqa: E402
 
 __all__ = ["build"]
 
@@ -89,11 +90,7 @@ class _BertObjective(nn.Layer):
 def _resnet50(knobs, batch, train):
     # type: (Dict[str, int], int, bool) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    check_resnet_batch(knobs, batch, train)
     model = ResNet50(classes, data_format=DATA_FORMAT)
     shape = [batch, 3, size, size] if DATA_FORMAT == "NCHW" else [batch, size, size, 3]
     images = paddle.randn(shape, dtype="float32")
@@ -145,33 +142,25 @@ def _bert(knobs, batch, train):
                  "batch-major (B, S, H)", "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
-BUILDERS = {
-    "resnet50": _resnet50,
-    "bert-base": _bert,
-}  # type: Dict[str, Callable[..., Parts]]
+BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
 
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    train = task == "train"
-    batch = int(case["batch_size"])
-
-    device = select_device(case.get("device", "auto"))
+    view = CaseView(case)
+    knobs, train, batch, seed = view.knobs, view.train, view.batch, view.seed
+    device = select_device(view.device)
     if device.startswith("gpu"):
         paddle.device.cuda.reset_max_memory_allocated()
-    precision = Precision(case["precision"], device)
+    precision = Precision(view.precision, device)
     init_distributed()  # one rank of several: join the others before building
-    seed = int(case.get("seed", 0))
     paddle.seed(seed + rank())
-    if case.get("data_only"):  # the input pipeline alone: no model, a shard per process
+    if view.data_only:  # the input pipeline alone: no model, a shard per process
         return input_pipeline.data_only(case, knobs, batch, device, seed)
     feed = None  # type: Optional[input_pipeline.Feed]
-    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
+    if view.dataset:  # a dataset folder: the next batch per step
         feed = input_pipeline.Feed(case, knobs["image_size"], batch, device, seed)
-    parts = BUILDERS[name](knobs, batch, train)
+    parts = BUILDERS[view.name](knobs, batch, train)
 
     model = parts.model
     params = count_params(model)
@@ -182,24 +171,18 @@ def build(case):
     optimizer = parts.make_optimizer(model.parameters()) if train else None
     model, optimizer = precision.decorate(model, optimizer)
     objective = parts.objective
-    compiled = bool(case.get("compile", False))
     compile_info = {"compile_mode": None}  # type: Dict[str, Any]
-    if compiled:
+    if view.compiled:
         objective, compile_info = compile_model(objective)
     if train:
         # outside to_static: Paddle's DataParallel runs in dygraph around the static program
         objective = wrap_data_parallel(objective)
 
-    info = runtime_info(device)
-    info.update(precision.info())
-    info.update(compile_info)
+    info = view.info(runtime_info(device), precision.info(), compile_info)
     info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
         "layout": parts.layout,
-        "optimizer": parts.optimizer_desc if train else None,
-        "compile": compiled,
+        "optimizer": view.optimizer(parts.optimizer_desc),
+        "compile": view.compiled,
         "data": feed.info if feed is not None else "synthetic, generated once on the device",
     })
     if feed is not None:  # every step the loader's next (images, labels)

@@ -28,7 +28,6 @@ repeatable. ``data_only`` times that stream alone, through the same loop.
 """
 
 import functools
-import os
 import random
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -36,43 +35,32 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import paddle
 
+from dlperf.backends.common import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.paddle.workload import (barrier, gather_ints, rank, runtime_info,
                                              world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # batches each worker keeps ready (Paddle's and torch's default)
-DEFAULT_MAX_WORKERS = 4
 LAYOUT = "NCHW"  # the Paddle ResNet-50's data_format (backend.DATA_FORMAT)
 
 
-class FolderDataset(paddle.io.Dataset):
+class FolderDataset(imagefolder.AugmentedSamples, paddle.io.Dataset):
     """(image, label) pairs of the folder: a float32 (3, size, size) array, augmented afresh on
     every read, and the class index."""
 
     def __init__(self, samples, size, seed):
         # type: (Any, int, int) -> None
-        super(FolderDataset, self).__init__()
-        self.samples = samples
-        self.size = size
-        self.rng = random.Random(seed)
-
-    def __len__(self):
-        # type: () -> int
-        return len(self.samples)
+        paddle.io.Dataset.__init__(self)
+        imagefolder.AugmentedSamples.__init__(self, samples, size, seed)
 
     def __getitem__(self, index):
         # type: (int) -> Tuple[np.ndarray, int]
-        path, label = self.samples[index]
         try:
-            pixels = imagefolder.train_sample(path, self.size, self.rng)
+            return self.read(index)
         except ImportError as error:
             raise UnsupportedError("data: the paddle environment cannot decode JPEGs: %s "
                                    "(Pillow belongs in its requirements)" % error)
-        except (OSError, ValueError) as error:  # a truncated or foreign file: name it
-            text = str(error)
-            raise imagefolder.DatasetError(text if path in text else "{}: {}".format(path, text))
-        return pixels, label
 
 
 class SeededSampler(paddle.io.Sampler):
@@ -146,16 +134,6 @@ def _seed_worker(base, worker_id):
     paddle.io.get_worker_info().dataset.rng = random.Random(base + worker_id)
 
 
-def default_workers():
-    # type: () -> int
-    """min(4, the CPUs this worker may run on), as the torch backend's loader."""
-    if hasattr(os, "sched_getaffinity"):
-        cpus = len(os.sched_getaffinity(0))
-    else:
-        cpus = os.cpu_count() or 1
-    return max(1, min(DEFAULT_MAX_WORKERS, cpus))
-
-
 class Feed(object):
     """An endless stream of (images, labels) batches on the device.
 
@@ -167,10 +145,8 @@ class Feed(object):
     def __init__(self, case, size, batch, device, seed):
         # type: (Dict[str, Any], int, int, str, int) -> None
         root = case["data"]
-        manifest = imagefolder.read_manifest(root)
-        classes, samples = imagefolder.check_against_manifest(root, manifest)
-        requested = case.get("loader_workers")
-        workers = default_workers() if requested is None else int(requested)
+        manifest, samples = imagefolder.open_checked(root)
+        workers, requested = loader_workers(case)
         self.device = device
         self.dataset = FolderDataset(samples, size, seed + rank())
         world = world_size()
@@ -217,7 +193,7 @@ class Feed(object):
             "drop_last": True,
             "sampler": sampler_desc,
             "pipeline": "paddle.io.DataLoader (paddle %s)" % paddle.__version__,
-            "decoder": "Pillow " + _pillow_version(),
+            "decoder": imagefolder.decoder(),
             "augmentation": imagefolder.describe(size),
             "layout": LAYOUT,
             "shard": imagefolder.shard_info(root, [samples[i][0] for i in order.indices(0)]),
@@ -323,14 +299,6 @@ def _one_line(error):
             return kind("{} (in {})".format(
                 lines[-1].split(kind.__name__ + ": ", 1)[-1], where))
     return RuntimeError("{} (in {})".format(lines[-1], where))
-
-
-def _pillow_version():
-    # type: () -> str
-    try:
-        return imagefolder.pillow_version()
-    except ImportError:
-        return "(not installed)"
 
 
 class DataOnlyWorkload(PipelineOnlyWorkload):

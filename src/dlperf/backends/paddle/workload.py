@@ -10,11 +10,12 @@ import.
 """
 
 import contextlib
-import json
 import os
 import warnings
 from typing import Any, Callable, Dict, List, Optional
 
+from dlperf.backends.common import (
+    check_device_name, default_omp_threads, element_count, gather_json)
 from dlperf.worker import placement as cpu_placement
 
 # precision -> (auto_cast level, dtype); O1 = per-op casts with fp32 weights, O2 = low-precision
@@ -28,13 +29,6 @@ AMP = {
 THREADS_SET_BY_DLPERF = "DLPERF_PADDLE_THREADS_SET"
 
 
-def available_cpus():
-    # type: () -> int
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def prepare_process():
     # type: () -> None
     """Quiet Paddle's C++ logging and give its CPU kernels every available core.
@@ -45,9 +39,7 @@ def prepare_process():
     """
     os.environ.setdefault("GLOG_minloglevel", "2")
     os.environ.setdefault("GLOG_v", "0")
-    if "OMP_NUM_THREADS" not in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(available_cpus())
-        os.environ[THREADS_SET_BY_DLPERF] = "1"
+    default_omp_threads(THREADS_SET_BY_DLPERF)
     warnings.filterwarnings("ignore", message="No ccache found")
     # printed once per BatchNorm / tensor while to_static traces; nothing to act on
     warnings.filterwarnings("ignore", message="When training, we now always track")
@@ -130,25 +122,21 @@ def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
     """Every rank's result at global rank 0, None on the others; one process gets its own back.
 
-    The results travel as JSON bytes in uint8 tensors through paddle.distributed.all_gather
-    (gloo and NCCL both have it), never as pickles: all_gather_object would unpickle bytes that
-    came over the network."""
+    The results travel as JSON bytes (:func:`dlperf.backends.common.gather_json`) in uint8
+    tensors through paddle.distributed.all_gather (gloo and NCCL both have it), never as
+    pickles: all_gather_object would unpickle bytes that came over the network."""
     import paddle.distributed as dist
 
     if not distributed():
         return [payload]
-    data = numpy.frombuffer(json.dumps(payload).encode("utf-8"), dtype=numpy.uint8)
-    sizes = []  # type: List[Any]
-    dist.all_gather(sizes, paddle.to_tensor([data.size], dtype="int64"))
-    lengths = [int(size.numpy().reshape(-1)[0]) for size in sizes]
-    padded = numpy.zeros(max(lengths), dtype=numpy.uint8)
-    padded[:data.size] = data
-    blobs = []  # type: List[Any]
-    dist.all_gather(blobs, paddle.to_tensor(padded))
-    everyone = None  # type: Optional[List[Dict[str, Any]]]
-    if dist.get_rank() == 0:
-        everyone = [json.loads(blob.numpy()[:n].tobytes().decode("utf-8"))
-                    for blob, n in zip(blobs, lengths)]
+
+    def all_gather(vector):
+        # type: (Any) -> Any
+        rows = []  # type: List[Any]
+        dist.all_gather(rows, paddle.to_tensor(vector))
+        return numpy.stack([row.numpy() for row in rows])
+
+    everyone = gather_json(payload, all_gather, dist.get_rank() == 0)
     dist.destroy_process_group()
     return everyone
 
@@ -176,8 +164,7 @@ def gather_ints(value):
 def select_device(requested):
     # type: (str) -> str
     """Resolve ``auto``/``cpu``/``cuda`` and make it Paddle's current device; returns its name."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     has_cuda = paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
     if requested == "cuda" and not has_cuda:
         raise UnsupportedError(
@@ -190,6 +177,12 @@ def select_device(requested):
     name = "gpu:%d" % paddle.distributed.ParallelEnv().device_id
     paddle.device.set_device(name)
     return name
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
+    return "cuda" if select_device(requested).startswith("gpu") else "cpu"
 
 
 class Precision(object):
@@ -288,9 +281,7 @@ class PaddleWorkload(Workload):
         self.optimizer = optimizer
         self.precision = precision
         self.device = device
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(PaddleWorkload, self).__init__(samples_per_step, params, info)
 
     def step(self):
         # type: () -> Any
@@ -351,10 +342,7 @@ def count_params(model):
     total = 0
     for p in model.parameters():
         if not p.stop_gradient:
-            n = 1
-            for d in p.shape:
-                n *= int(d)
-            total += n
+            total += element_count(p.shape)
     return total
 
 

@@ -3,8 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without TensorFlow.
 """
 
-from typing import Any, Dict, List, Optional
-
+from dlperf.backends.common import lazy
 from dlperf.worker.support import Support
 
 KERAS_PRECISIONS = ("fp32", "amp-bf16", "amp-fp16")  # Keras mixed-precision policies
@@ -41,19 +40,7 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.tensorflow.workload import select_device
-    return "cuda" if select_device(requested).startswith("/GPU") else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.tensorflow.backend import build as build_workload
-    return build_workload(case)
-
-
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.tensorflow.distribute import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.tensorflow.workload:resolve_device")
+build = lazy("dlperf.backends.tensorflow.backend:build")
+gather_results = lazy("dlperf.backends.tensorflow.distribute:gather_results")

@@ -24,6 +24,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from dlperf import models  # noqa: E402
+from dlperf.backends.common import CaseView, check_built, check_resnet_batch  # noqa: E402
 from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.tensorflow import XLA_CPU_COLLECTIVES  # noqa: E402
 from dlperf.backends.tensorflow import cluster, distribute, input_pipeline  # noqa: E402
@@ -60,11 +61,7 @@ Parts = NamedTuple("Parts", [
 def _resnet50(knobs, batch):
     # type: (Dict[str, int], int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    check_resnet_batch(knobs, batch, True)  # the builder is not told the task: refused alike
     model = resnet50(size, classes)
 
     def data(seed):
@@ -145,55 +142,89 @@ def _train_step(parts, variables, optimizer, fp16, replicas=1):
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    if name not in BUILDERS:
-        raise UnsupportedError("the tensorflow backend does not build model %r; it builds: %s"
-                               % (name, ", ".join(sorted(BUILDERS))))
-    task = case["task"]
-    batch = int(case["batch_size"])
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    train = task == "train"
-
-    device = select_device(case.get("device", "auto"))
-    compiled = bool(case.get("compile", False))
-    if compiled and cluster.job()[1] > 1 and not device.startswith("/GPU"):
+    check_built(case["model"], BUILDERS, "tensorflow")
+    view = CaseView(case)
+    device = select_device(view.device)
+    gpu = device.startswith("/GPU")
+    if view.compiled and cluster.job()[1] > 1 and not gpu:
         raise UnsupportedError(XLA_CPU_COLLECTIVES)  # before any worker starts its server
-    strategy, parallel_info = distribute.make_strategy(case, device.startswith("/GPU"))
-    if device.startswith("/GPU"):
+    strategy, parallel_info = distribute.make_strategy(case, gpu)
+    if gpu:
         for index in range(len(tf.config.get_visible_devices("GPU"))):
             tf.config.experimental.reset_memory_stats("GPU:%d" % index)
-    precision_info = set_precision(case["precision"], device)
-    seed = int(case.get("seed", 0))
-    keras.utils.set_random_seed(seed)
+    precision_info = set_precision(view.precision, device)
+    keras.utils.set_random_seed(view.seed)
     replicas = strategy.num_replicas_in_sync if strategy is not None else 1
-    local = distribute.local_replicas(case, device.startswith("/GPU"))
-    if case.get("data_only"):  # the input pipeline alone: no model
-        if local > 1:  # one feed per process: its step takes one batch, not one per GPU
-            raise UnsupportedError("data: --data-only in tensorflow feeds one device per "
-                                   "process; %d GPUs in one process is not measured" % local)
-        collectives = distribute.activate(strategy) if strategy is not None else None
-        info = runtime_info(device)
-        info.update(parallel_info)
-        info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0]})
-        with tf.device("/CPU:0"):
-            return input_pipeline.data_only(case, knobs, batch, device, seed, info, collectives)
+    local = distribute.local_replicas(case, gpu)
+    if view.data_only:  # the input pipeline alone: no model
+        return _data_only(view, device, strategy, parallel_info, local)
     feed = None  # type: Any
-    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
-        feed = input_pipeline.Feed(case, knobs["image_size"], batch, seed, strategy, local)
+    if view.dataset:  # a dataset folder: the next batch per step
+        feed = input_pipeline.Feed(case, view.knobs["image_size"], view.batch, view.seed,
+                                   strategy, local)
 
     scope = strategy.scope() if strategy is not None else tf.device(device)
     with scope:
-        parts = BUILDERS[name](knobs, batch)
+        parts = BUILDERS[view.name](view.knobs, view.batch)
         variables = unique(parts.model.trainable_variables)
-        if train:
-            optimizer = parts.optimizer()
-            fp16 = case["precision"] == "amp-fp16"
-            if fp16:
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-            optimizer.build(variables)  # slots now, not while tracing the first step
-            body = _train_step(parts, variables, optimizer, fp16, replicas)
-        else:
-            body = parts.infer
+        body = _replica_body(parts, variables, view, replicas)
+    step = _step(body, parts, view, device, strategy, feed)
+
+    info = view.info(runtime_info(device), precision_info)
+    info.update({
+        "layout": "NHWC (channels_last)" if view.name == "resnet50" else None,
+        "optimizer": view.optimizer(parts.optimizer_desc),
+        "compile": view.compiled,
+        "compile_mode": "xla (jit_compile=True)" if view.compiled else "tf.function graph",
+        "data": feed.info if feed is not None else
+        "synthetic, generated once (numpy, seeded) and held on the device",
+        "world_size": cluster.job()[1],
+        "rank": cluster.job()[0],
+        "replicas_in_sync": replicas,
+    })
+    info.update(parallel_info)
+    if replicas > 1 and view.train and models.gradient_clip(view.knobs)[0]:
+        info["gradient_clipping"] = ("each replica's gradients, before the all-reduce (Keras "
+                                     "clips in apply_gradients ahead of its replica-context sum)")
+    collectives = distribute.activate(strategy) if strategy is not None else None
+    return TFWorkload(step, device, view.batch * local, count_params(variables), info,
+                      collectives)
+
+
+def _data_only(view, device, strategy, parallel_info, local):
+    # type: (CaseView, str, Any, Dict[str, Any], int) -> Workload
+    """``--data-only``: the input pipeline alone, no model, one feed per process."""
+    if local > 1:  # one feed per process: its step takes one batch, not one per GPU
+        raise UnsupportedError("data: --data-only in tensorflow feeds one device per "
+                               "process; %d GPUs in one process is not measured" % local)
+    collectives = distribute.activate(strategy) if strategy is not None else None
+    info = runtime_info(device)
+    info.update(parallel_info)
+    info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0]})
+    with tf.device("/CPU:0"):
+        return input_pipeline.data_only(view.case, view.knobs, view.batch, device, view.seed,
+                                        info, collectives)
+
+
+def _replica_body(parts, variables, view, replicas):
+    # type: (Parts, Any, CaseView, int) -> Callable[[Dict[str, Any]], Any]
+    """What one replica runs on its batch: the training step (its optimizer built now, slots
+    included, not while tracing the first step) or the inference scalar."""
+    if not view.train:
+        return parts.infer
+    optimizer = parts.optimizer()
+    fp16 = view.precision == "amp-fp16"
+    if fp16:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(variables)
+    return _train_step(parts, variables, optimizer, fp16, replicas)
+
+
+def _step(body, parts, view, device, strategy, feed):
+    # type: (Callable[[Dict[str, Any]], Any], Parts, CaseView, str, Any, Any) -> Callable[[], Any]
+    """The traced step of the workload: ``body`` on the feed's next batch or on the synthetic
+    one held on the device, on this process's device or on every replica of the strategy."""
+    compiled = view.compiled
     if feed is not None and strategy is None:
         traced = tf.function(body, jit_compile=compiled, reduce_retracing=True)
 
@@ -202,48 +233,26 @@ def build(case):
             with tf.device(device):
                 return traced(batch_)
 
-        step = fed_step
-    elif feed is not None:
+        return fed_step
+    if feed is not None:
         replica_fn = tf.function(body, jit_compile=True) if compiled else body
         traced = tf.function(lambda per_replica: strategy.experimental_local_results(
             strategy.run(replica_fn, args=(per_replica,)))[0], reduce_retracing=True)
 
         def step():
             return traced(feed.next())  # one batch per local replica
-    elif strategy is None:
+
+        return step
+    if strategy is None:
         with tf.device(device):
-            data = {k: tf.constant(v) for k, v in parts.data(seed).items()}
-        step = tf.function(lambda: body(data), jit_compile=compiled, reduce_retracing=True)
-    else:
-        # each replica its own batch (seeded by its place in the job), on its own device
-        data = distribute.per_replica_data(strategy, lambda replica: parts.data(seed + replica))
-        replica_body = tf.function(body, jit_compile=True) if compiled else body
+            data = {k: tf.constant(v) for k, v in parts.data(view.seed).items()}
+        return tf.function(lambda: body(data), jit_compile=compiled, reduce_retracing=True)
+    # each replica its own batch (seeded by its place in the job), on its own device
+    data = distribute.per_replica_data(strategy, lambda replica: parts.data(view.seed + replica))
+    replica_body = tf.function(body, jit_compile=True) if compiled else body
 
-        def distributed_step():
-            per_replica = strategy.run(replica_body, args=(data,))
-            return strategy.experimental_local_results(per_replica)[0]
+    def distributed_step():
+        per_replica = strategy.run(replica_body, args=(data,))
+        return strategy.experimental_local_results(per_replica)[0]
 
-        step = tf.function(distributed_step, reduce_retracing=True)
-
-    info = runtime_info(device)
-    info.update(precision_info)
-    info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
-        "layout": "NHWC (channels_last)" if name == "resnet50" else None,
-        "optimizer": parts.optimizer_desc if train else None,
-        "compile": compiled,
-        "compile_mode": "xla (jit_compile=True)" if compiled else "tf.function graph",
-        "data": feed.info if feed is not None else
-        "synthetic, generated once (numpy, seeded) and held on the device",
-        "world_size": cluster.job()[1],
-        "rank": cluster.job()[0],
-        "replicas_in_sync": replicas,
-    })
-    info.update(parallel_info)
-    if replicas > 1 and train and models.gradient_clip(knobs)[0]:
-        info["gradient_clipping"] = ("each replica's gradients, before the all-reduce (Keras "
-                                     "clips in apply_gradients ahead of its replica-context sum)")
-    collectives = distribute.activate(strategy) if strategy is not None else None
-    return TFWorkload(step, device, batch * local, count_params(variables), info, collectives)
+    return tf.function(distributed_step, reduce_retracing=True)

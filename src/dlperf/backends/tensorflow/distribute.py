@@ -19,12 +19,11 @@ strategy's replica-context ``all_reduce``/``all_gather`` in ``tf.function``s, so
 same path as the gradients.
 """
 
-import json
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
 import tensorflow as tf
 
+from dlperf.backends.common import gather_json
 from dlperf.backends.tensorflow import cluster
 from dlperf.worker.workload import UnsupportedError
 
@@ -170,36 +169,14 @@ class Collectives(object):
 
     def gather_json(self, payload, rank):
         # type: (Dict[str, Any], int) -> Optional[List[Dict[str, Any]]]
-        """Every worker's ``payload`` at rank 0 (None elsewhere): JSON bytes as int32 values,
-        lengths first, then padded to the longest; a worker's replicas send it once each."""
-        data = np.frombuffer(json.dumps(payload).encode("utf-8"), dtype=np.uint8)
-        sizes = self._gather(tf.constant([data.size], tf.int32)).numpy()
-        padded = np.zeros([int(sizes.max())], np.int32)
-        padded[:data.size] = data
-        blobs = self._gather(tf.constant(padded)).numpy().reshape(len(sizes), -1)
-        if rank != 0:
+        """Every worker's ``payload`` at rank 0 (None elsewhere): JSON bytes
+        (:func:`dlperf.backends.common.gather_json`) as int32 values through the replica-context
+        all-gather; a worker's replicas send it once each, so each rank's first is kept."""
+        everyone = gather_json(payload, lambda vector: self._gather(tf.constant(vector)).numpy(),
+                               rank == 0, "int32", "int32")
+        if everyone is None:
             return None
         seen = {}  # type: Dict[int, Dict[str, Any]]
-        for blob, size in zip(blobs, sizes):
-            result = json.loads(blob[:int(size)].astype(np.uint8).tobytes().decode("utf-8"))
+        for result in everyone:
             seen.setdefault(int(result["rank"]), result)
         return [seen[r] for r in sorted(seen)]
-
-
-class CollectiveRanks(object):
-    """The workload contract's barrier and warm-up vote, for a TF2 workload (training or
-    data-only) that holds ``_collectives``: a :class:`Collectives` across processes, or None for
-    one process (then the contract's single-process answers)."""
-
-    _collectives = None  # type: Optional[Collectives]
-
-    def barrier(self):
-        # type: () -> None
-        if self._collectives is not None:
-            self._collectives.barrier()
-
-    def all_gather_ints(self, value):
-        # type: (int) -> List[int]
-        if self._collectives is None:
-            return [value]
-        return self._collectives.gather_ints(value)

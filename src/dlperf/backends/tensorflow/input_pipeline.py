@@ -38,9 +38,9 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from dlperf.data import imagefolder
+from dlperf.backends.common import CollectiveRanks
 from dlperf.backends.tensorflow import cluster
-from dlperf.backends.tensorflow.distribute import CollectiveRanks
+from dlperf.data import imagefolder
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 EOI_WINDOW = 16  # bytes at the end of a file searched for the JPEG end-of-image marker

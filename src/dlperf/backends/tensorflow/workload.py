@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Optional
 import keras
 import tensorflow as tf
 
-from dlperf.backends.tensorflow.distribute import CollectiveRanks
+from dlperf.backends.common import CollectiveRanks, check_device_name
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
@@ -21,8 +21,7 @@ POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
 def select_device(requested):
     # type: (str) -> str
     """'/GPU:0' or '/CPU:0'. Must run before TensorFlow initialises its devices."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     _size_thread_pools()
     gpus = tf.config.list_physical_devices("GPU")
     if requested == "cuda" and not gpus:
@@ -36,6 +35,12 @@ def select_device(requested):
             tf.config.experimental.set_memory_growth(gpu, True)
         return "/GPU:0"
     return "/CPU:0"
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
+    return "cuda" if select_device(requested).startswith("/GPU") else "cpu"
 
 
 def _size_thread_pools():
@@ -138,9 +143,7 @@ class TFWorkload(CollectiveRanks, Workload):
         self._last = None  # type: Any
         self.device = device
         self.gpu = device.startswith("/GPU")
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(TFWorkload, self).__init__(samples_per_step, params, info)
 
     def step(self):
         # type: () -> Any

@@ -3,8 +3,7 @@
 Light to import (standard library only, valid Python 3.7): read without TensorFlow.
 """
 
-from typing import Any, Dict, List, Optional
-
+from dlperf.backends.common import lazy
 from dlperf.worker.support import Support
 
 NO_BF16 = ("precision amp-bf16: TensorFlow 1.15 has no bfloat16 mixed precision (its graph "
@@ -34,19 +33,7 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.tensorflow1.backend import select_device
-    return "cuda" if select_device(requested) else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.tensorflow1.backend import build as build_workload
-    return build_workload(case)
-
-
-def gather_results(result):
-    # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-    from dlperf.backends.tensorflow1.distribute import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.tensorflow1.backend:resolve_device")
+build = lazy("dlperf.backends.tensorflow1.backend:build")
+gather_results = lazy("dlperf.backends.tensorflow1.distribute:gather_results")

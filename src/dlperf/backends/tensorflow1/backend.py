@@ -29,6 +29,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from dlperf import models  # noqa: E402
+from dlperf.backends.common import (  # noqa: E402
+    CaseView, CollectiveRanks, check_built, check_device_name, check_resnet_batch)
 from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.tensorflow import cluster  # noqa: E402
 from dlperf.backends.tensorflow1 import distribute  # noqa: E402
@@ -49,8 +51,7 @@ BERT_LR = 1e-4
 def select_device(requested):
     # type: (str) -> bool
     """True when the graph runs on a GPU."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     has_gpu = tf.test.is_built_with_cuda() and tf.test.is_gpu_available()
     if requested == "cuda" and not has_gpu:
         raise UnsupportedError("device cuda requested but tensorflow %s sees no GPU (this is the "
@@ -59,6 +60,12 @@ def select_device(requested):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         return False
     return has_gpu
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
+    return "cuda" if select_device(requested) else "cpu"
 
 
 def _data_variable(name, array, feeds):
@@ -73,11 +80,7 @@ def _data_variable(name, array, feeds):
 def _resnet_data(knobs, batch, seed, train, feeds, suffix=""):
     # type: (Dict[str, int], int, int, bool, Dict[Any, np.ndarray], str) -> Dict[str, Any]
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch))
+    check_resnet_batch(knobs, batch, train)
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=True)
     return {k: _data_variable(k + suffix, v, feeds) for k, v in data.items()}
 
@@ -159,7 +162,7 @@ def _threads(variable):
     return int(value) if value.isdigit() else 0
 
 
-class SessionWorkload(Workload):
+class SessionWorkload(CollectiveRanks, Workload):
     """One ``session.run`` per step, fetching the loss (synchronous by construction)."""
 
     def __init__(self, session, fetches, samples_per_step, params, info, memory_op=None,
@@ -168,9 +171,7 @@ class SessionWorkload(Workload):
         self.session = session
         self._collectives = collectives  # distribute.Collectives with several replicas
         self.fetches = fetches
-        self.samples_per_step = samples_per_step
-        self.params = params
-        self.info = info
+        super(SessionWorkload, self).__init__(samples_per_step, params, info)
         self._memory_op = memory_op  # MaxBytesInUse on the GPU, None on the CPU
 
     def step(self):
@@ -180,17 +181,6 @@ class SessionWorkload(Workload):
     def sync(self):
         # type: () -> None
         return None  # session.run has already waited for the step's outputs
-
-    def barrier(self):
-        # type: () -> None
-        if self._collectives is not None:
-            self._collectives.barrier()
-
-    def all_gather_ints(self, value):
-        # type: (int) -> List[int]
-        if self._collectives is None:
-            return [value]
-        return self._collectives.gather_ints(value, cluster.job()[0])
 
     def allreduce_probe(self):
         # type: () -> Optional[float]
@@ -232,85 +222,41 @@ def _mkl_enabled():
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    if name not in BUILDERS:
-        raise UnsupportedError("the tensorflow1 backend does not build model %r; it builds: %s"
-                               % (name, ", ".join(sorted(BUILDERS))))
-    task = case["task"]
-    gpu = select_device(case.get("device", "auto"))
-    precision = case["precision"]
-    compiled = bool(case.get("compile", False))
-    if compiled and not gpu and "--tf_xla_cpu_global_jit" not in os.environ.get(
-            "TF_XLA_FLAGS", ""):
-        # TF 1.15 auto-clusters for XLA on GPUs only unless told otherwise; read lazily by the
-        # first session's graph optimisation, so setting it here (before the session) works.
-        os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "")
-                                      + " --tf_xla_cpu_global_jit").strip()
-    batch = int(case["batch_size"])
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    train = task == "train"
-    seed = int(case.get("seed", 0))
-
-    config = _session_config(compiled)
+    check_built(case["model"], BUILDERS, "tensorflow1")
+    view = CaseView(case)
+    gpu = select_device(view.device)
+    if view.compiled and not gpu:
+        _xla_on_cpu()
+    config = _session_config(view.compiled)
     strategy, target, config, parallel_info = distribute.make_strategy(case, gpu, config)
-    make_data, make_model = BUILDERS[name]
     graph = tf.Graph()
     feeds = {}  # type: Dict[Any, np.ndarray]
-    collectives = None
     with graph.as_default():
-        tf1.set_random_seed(seed)
-        if strategy is None:
-            with tf.device("/gpu:0" if gpu else "/cpu:0"):
-                data = make_data(knobs, batch, seed, train, feeds)
-                output, training, optimizer_desc = make_model(knobs, data, train)
-                if train:
-                    total, optimizer, clip = training
-                    train_op = _train_op(total, optimizer, clip, precision == "amp-fp16")
-                    fetches = [train_op, output]
-                else:
-                    fetches = [output]
-        else:
-            fetches, optimizer_desc = _replicated(strategy, case, knobs, feeds, precision)
-            collectives = distribute.Collectives(strategy, _trainable_params(), cluster.job()[1])
+        tf1.set_random_seed(view.seed)
+        fetches, optimizer_desc, collectives = _fetches(view, strategy, gpu, feeds)
         params = _trainable_params()
-        memory_op = None
-        if gpu:
-            memory_op = tf1.contrib.memory_stats.MaxBytesInUse()
+        memory_op = tf1.contrib.memory_stats.MaxBytesInUse() if gpu else None
         init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
         graph.finalize()  # nothing may add ops per step (a classic TF1 slowdown)
-
     session = tf1.Session(target, graph=graph, config=config)
-    if strategy is not None and cluster.job()[1] > 1:
-        # the initialiser broadcasts worker 0's values: the first collective, which needs
-        # every worker; TF 1.15 gives it no deadline of its own
-        deadline = cluster.Deadline(cluster.rdzv_timeout_s(),
-                                    "the variable initialiser's collective broadcast (TF 1.15's "
-                                    "first collective) did not complete: not every worker "
-                                    "joined")
-        session.run(init, feed_dict=feeds)
-        deadline.met()
-    else:
-        session.run(init, feed_dict=feeds)
+    _initialise(session, init, feeds, strategy)
     if collectives is not None:
         collectives.session = session
         distribute.activate(collectives)
 
-    info = runtime_info(gpu)
+    info = view.info(runtime_info(gpu))
     info.update({
-        "model": name,
-        "knobs": knobs,
-        "task": task,
-        "precision": precision,
-        "amp_graph_rewrite": precision == "amp-fp16",
-        "layout": "NHWC (channels_last)" if name == "resnet50" else None,
-        "optimizer": optimizer_desc if train else None,
-        "compile": compiled,
-        "compile_mode": "xla auto-clustering (global_jit_level ON_1)" if compiled else None,
+        "precision": view.precision,
+        "amp_graph_rewrite": view.precision == "amp-fp16",
+        "layout": "NHWC (channels_last)" if view.name == "resnet50" else None,
+        "optimizer": view.optimizer(optimizer_desc),
+        "compile": view.compiled,
+        "compile_mode": "xla auto-clustering (global_jit_level ON_1)" if view.compiled else None,
         "tf_xla_flags": os.environ.get("TF_XLA_FLAGS"),
         "data": "synthetic, generated once (numpy, seeded) into non-trainable variables",
     })
     info.update(parallel_info)
-    if strategy is not None and train and models.gradient_clip(knobs)[0]:
+    if strategy is not None and view.train and models.gradient_clip(view.knobs)[0]:
         info["gradient_clipping"] = ("each replica's gradients, before the all-reduce "
                                      "(clip_by_global_norm ahead of apply_gradients' sum)")
     info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0],
@@ -319,7 +265,53 @@ def build(case):
                  "inter_op_threads": config.inter_op_parallelism_threads or "default",
                  "num_threads": config.intra_op_parallelism_threads or None})
     local = distribute.local_replicas(case, gpu)
-    return SessionWorkload(session, fetches, batch * local, params, info, memory_op, collectives)
+    return SessionWorkload(session, fetches, view.batch * local, params, info, memory_op,
+                           collectives)
+
+
+def _xla_on_cpu():
+    # type: () -> None
+    """TF 1.15 auto-clusters for XLA on GPUs only unless told otherwise; the flag is read lazily
+    by the first session's graph optimisation, so setting it before the session works."""
+    if "--tf_xla_cpu_global_jit" not in os.environ.get("TF_XLA_FLAGS", ""):
+        os.environ["TF_XLA_FLAGS"] = (os.environ.get("TF_XLA_FLAGS", "")
+                                      + " --tf_xla_cpu_global_jit").strip()
+
+
+def _fetches(view, strategy, gpu, feeds):
+    # type: (CaseView, Any, bool, Dict[Any, np.ndarray]) -> Tuple[List[Any], str, Any]
+    """(what a step runs, the optimizer's description, the worker's collectives or None), built
+    in the default graph: the train op (when training) and the output, last; with a strategy,
+    the step once per replica (:func:`_replicated`) and the collectives beside it."""
+    if strategy is not None:
+        fetches, optimizer_desc = _replicated(strategy, view, feeds)
+        collectives = distribute.Collectives(strategy, _trainable_params(), cluster.job()[1])
+        return fetches, optimizer_desc, collectives
+    make_data, make_model = BUILDERS[view.name]
+    with tf.device("/gpu:0" if gpu else "/cpu:0"):
+        data = make_data(view.knobs, view.batch, view.seed, view.train, feeds)
+        output, training, optimizer_desc = make_model(view.knobs, data, view.train)
+        if not view.train:
+            return [output], optimizer_desc, None
+        total, optimizer, clip = training
+        train_op = _train_op(total, optimizer, clip, view.precision == "amp-fp16")
+        return [train_op, output], optimizer_desc, None
+
+
+def _initialise(session, init, feeds, strategy):
+    # type: (Any, List[Any], Dict[Any, np.ndarray], Any) -> None
+    """Run the initialisers, feeding the synthetic batch into its variables. With several
+    workers the initialiser broadcasts worker 0's values: the first collective, which needs
+    every worker, and TF 1.15 gives it no deadline of its own, so dlperf's applies."""
+    if strategy is not None and cluster.job()[1] > 1:
+        deadline = cluster.Deadline(cluster.rdzv_timeout_s(),
+                                    "the variable initialiser's collective broadcast (TF 1.15's "
+                                    "first collective) did not complete: not every worker "
+                                    "joined")
+        session.run(init, feed_dict=feeds)
+        deadline.met()
+    else:
+        session.run(init, feed_dict=feeds)
 
 
 def _trainable_params():
@@ -331,15 +323,14 @@ def _trainable_params():
     return sum(seen.values())
 
 
-def _replicated(strategy, case, knobs, feeds, precision):
-    # type: (Any, Dict[str, Any], Dict[str, int], Dict[Any, np.ndarray], str) -> Tuple[List[Any], str]
+def _replicated(strategy, view, feeds):
+    # type: (Any, CaseView, Dict[Any, np.ndarray]) -> Tuple[List[Any], str]
     """The step built once per replica under the strategy: each replica its own batch (data
     variables on its device, seeded by its place in the job); gradients all-reduced by the
     optimizer. Fetches: every replica's output (so every replica's step runs), this process's
     first replica's last."""
-    make_data, make_model = BUILDERS[case["model"]]
-    batch, seed = int(case["batch_size"]), int(case.get("seed", 0))
-    train = case["task"] == "train"
+    make_data, make_model = BUILDERS[view.name]
+    knobs, batch, seed, train = view.knobs, view.batch, view.seed, view.train
     rank = cluster.job()[0]
     devices = strategy.extended.worker_devices
     data = []  # type: List[Dict[str, Any]]
@@ -360,7 +351,8 @@ def _replicated(strategy, case, knobs, feeds, precision):
         total, optimizer, clip = training
         # apply_gradients sums the replicas' gradients: divide, so the update is the mean
         update_ops = tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)[before:]  # this replica's BN
-        step = _train_op(total / replicas, optimizer, clip, precision == "amp-fp16", update_ops)
+        step = _train_op(total / replicas, optimizer, clip, view.precision == "amp-fp16",
+                         update_ops)
         with tf.control_dependencies([step]):
             return tf.identity(output)
 

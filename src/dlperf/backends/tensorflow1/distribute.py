@@ -23,12 +23,12 @@ of a zero matrix with its result's JSON bytes, chunk by chunk, and the sum holds
 vote likewise sums a vector of one entry per worker, fed to an op built once.
 """
 
-import json
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from dlperf.backends.common import gather_json, summed_rows
 from dlperf.backends.tensorflow import cluster
 from dlperf.worker.workload import UnsupportedError
 
@@ -123,32 +123,33 @@ class Collectives(object):
         # type: (Any) -> float
         return median_seconds(lambda: self.session.run(self._probe), lambda: None)
 
-    def gather_ints(self, value, rank):
-        # type: (int, int) -> List[int]
+    def gather_ints(self, value):
+        # type: (int) -> List[int]
         """Every worker's ``value`` in rank order: the vote vector (zero but for this worker's
         own entry) fed to the all-reduce op built with the graph, summed over every replica."""
         votes = np.zeros([self.world], np.int32)
-        votes[rank] = value
+        votes[cluster.job()[0]] = value
         return [int(v) for v in self.session.run(self._vote, {self.votes: votes}) // self.local]
 
-    def _exchange(self, row, rank):
-        # type: (np.ndarray, int) -> np.ndarray
-        rows = np.zeros([self.world, CHUNK], np.int32)
-        rows[rank, :row.size] = row
-        return self.session.run(self._gather, {self.rows: rows}) // self.local
+    def _summed(self, rows):
+        # type: (np.ndarray) -> np.ndarray
+        """The sum over every worker of ``rows`` (world x n int32), CHUNK columns per run of the
+        all-reduce op built with the graph (which every local replica feeds, hence // local)."""
+        out = []  # type: List[np.ndarray]
+        for start in range(0, rows.shape[1], CHUNK):
+            chunk = np.zeros([self.world, CHUNK], np.int32)
+            part = rows[:, start:start + CHUNK]
+            chunk[:, :part.shape[1]] = part
+            out.append(self.session.run(self._gather, {self.rows: chunk}) // self.local)
+        return np.concatenate(out, axis=1)[:, :rows.shape[1]]
 
     def gather_json(self, payload, rank):
         # type: (Dict[str, Any], int) -> Optional[List[Dict[str, Any]]]
-        data = np.frombuffer(json.dumps(payload).encode("utf-8"), dtype=np.uint8)
-        sizes = self._exchange(np.array([data.size], np.int32), rank)[:, 0]
-        chunks = []  # type: List[np.ndarray]
-        for start in range(0, int(sizes.max()), CHUNK):
-            chunks.append(self._exchange(data[start:start + CHUNK].astype(np.int32), rank))
-        if rank != 0:
-            return None
-        blobs = np.concatenate(chunks, axis=1)
-        return [json.loads(blob[:int(size)].astype(np.uint8).tobytes().decode("utf-8"))
-                for blob, size in zip(blobs, sizes)]
+        """Every worker's ``payload`` at rank 0 (None elsewhere): JSON bytes
+        (:func:`dlperf.backends.common.gather_json`) as int32 values, each worker's in its own
+        row of the summed matrix (TF 1.15 has no replica-context all-gather)."""
+        return gather_json(payload, summed_rows(self._summed, rank, self.world), rank == 0,
+                           "int32", "int32")
 
 
 _active = []  # type: List[Collectives]

@@ -3,8 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without torch's start-up.
 """
 
-from typing import Any, Dict, List
-
+from dlperf.backends.common import lazy
 from dlperf.worker.support import Support
 
 VISION = ("resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "alexnet", "googlenet")
@@ -37,19 +36,7 @@ SUPPORT = Support(
 )
 
 
-def resolve_device(requested):
-    # type: (str) -> str
-    from dlperf.backends.torch.workload import select_device
-    return "cuda" if select_device(requested).type == "cuda" else "cpu"
-
-
-def build(case):
-    # type: (Dict[str, Any]) -> Any
-    from dlperf.backends.torch.backend import build as build_workload
-    return build_workload(case)
-
-
-def gather_results(result):
-    # type: (Dict[str, Any]) -> List[Dict[str, Any]]
-    from dlperf.backends.torch.workload import gather_results as gather
-    return gather(result)
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.torch.workload:resolve_device")
+build = lazy("dlperf.backends.torch.backend:build")
+gather_results = lazy("dlperf.backends.torch.workload:gather_results")

@@ -16,13 +16,9 @@ the torch backend's own static quantization
 Valid Python 3.7; imports torch, numpy and the standard library.
 """
 
-import contextlib
 import copy
-import fcntl
-import json
 import math
 import os
-import tempfile
 import time
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -31,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dlperf.worker.cache import file_sha256, private_dir, verified_facts
+from dlperf.worker.cache import file_sha256, locked, private_dir, save_facts, store, verified_facts
 from dlperf.backends.torch import vision
 from dlperf.backends.torch.inference import cast_model, quantize_int8
 from dlperf.worker.workload import UnsupportedError
@@ -51,17 +47,6 @@ class Trained(object):
         self.weights_path = weights_path
         self.digest = digest
         self.image_size = image_size
-
-
-@contextlib.contextmanager
-def _locked(path):
-    # type: (str) -> Iterator[None]
-    with open(path + ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _lr_at(step, total, warmup, base):
@@ -237,22 +222,13 @@ def trained_model(request, data):
     path = request["weights_path"]
     meta = path + ".json"
     private_dir(os.path.dirname(path))
-    with _locked(path):
+    with locked(path):
         facts = None if request.get("retrain") else verified_facts(path, meta)
         if facts is None:  # never made, retrain asked, or the file changed since it was cached
             model, facts = train(name, classes, data, request["recipe"], int(request["seed"]))
-            fd, tmp = tempfile.mkstemp(suffix=".pt", dir=os.path.dirname(path))
-            os.close(fd)
-            try:
-                torch.save(model.state_dict(), tmp)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
-            facts["sha256"] = file_sha256(path)
-            with open(meta + ".tmp", "w") as handle:
-                json.dump(facts, handle)
-            os.replace(meta + ".tmp", meta)
+            _, facts["sha256"] = store(path, ".pt",
+                                       lambda tmp: torch.save(model.state_dict(), tmp))
+            save_facts(meta, facts)
             facts["cached"] = False
         else:
             model = vision.network(name, classes)

@@ -6,13 +6,14 @@ DDP wrapping and the ``torch.compile`` wrapper (compilation itself happens lazil
 step, which the timing loop times apart).
 """
 
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from dlperf import models
+from dlperf.backends.common import CaseView, check_resnet_batch
 from dlperf.backends.torch.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.torch.face import FaceModel
 from dlperf.backends.torch.gpt import GPT, next_token_loss
@@ -52,16 +53,12 @@ Parts = NamedTuple(
 )
 
 
-def _resnet50(knobs, batch, device, gen, train):
-    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+def _image_parts(model, knobs, batch, device, gen, train, lr):
+    # type: (nn.Module, Dict[str, int], int, torch.device, torch.Generator, bool, float) -> Parts
+    """An image classifier's parts: synthetic images and labels, cross-entropy, SGD with
+    momentum 0.9 and weight decay 1e-4 at ``lr``, channels-last."""
     size, classes = knobs["image_size"], knobs["num_classes"]
-    final = models.resnet50_convs(size)[-1].size_out
-    if train and batch * final * final < 2:
-        raise UnsupportedError(
-            "resnet50 training at image_size %d ends at %dx%d, so batch %d gives BatchNorm a "
-            "single value per channel; use batch >= 2 or a larger image" % (size, final, final, batch)
-        )
-    model = ResNet50(classes).to(device, memory_format=torch.channels_last)
+    model = model.to(device, memory_format=torch.channels_last)
     images = torch.randn(batch, 3, size, size, device=device, generator=gen)
     images = images.contiguous(memory_format=torch.channels_last)
     labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
@@ -76,16 +73,16 @@ def _resnet50(knobs, batch, device, gen, train):
 
     def make_optimizer(params):
         # type: (Any) -> torch.optim.Optimizer
-        return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4)
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=1e-4)
 
-    return Parts(
-        model,
-        train_loss if train else infer_out,
-        make_optimizer,
-        None,
-        "channels_last",
-        "SGD(lr=0.1, momentum=0.9, weight_decay=1e-4)",
-    )
+    return Parts(model, train_loss if train else infer_out, make_optimizer, None,
+                 "channels_last", "SGD(lr=%g, momentum=0.9, weight_decay=1e-4)" % lr)
+
+
+def _resnet50(knobs, batch, device, gen, train):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    check_resnet_batch(knobs, batch, train)
+    return _image_parts(ResNet50(knobs["num_classes"]), knobs, batch, device, gen, train, 0.1)
 
 
 def _bert(knobs, batch, device, gen, train):
@@ -241,33 +238,13 @@ def _face(knobs, batch, device, gen, train):
 def _image_classifier(name):
     # type: (str) -> Callable[..., Parts]
     """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
-    AlexNet): synthetic images and labels, cross-entropy, SGD, channels-last like ResNet-50."""
-    optimizer_desc = "SGD(lr=%g, momentum=0.9, weight_decay=1e-4)" % vision.SGD_LR[name]
+    AlexNet): as ResNet-50's, at the network's own learning rate."""
 
     def builder(knobs, batch, device, gen, train):
         # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
-        size, classes = knobs["image_size"], knobs["num_classes"]
         vision.check_batch(name, knobs, batch, train)
-        model = vision.network(name, classes).to(device, memory_format=torch.channels_last)
-        images = torch.randn(batch, 3, size, size, device=device, generator=gen)
-        images = images.contiguous(memory_format=torch.channels_last)
-        labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
-
-        def train_loss(m):
-            # type: (nn.Module) -> torch.Tensor
-            return F.cross_entropy(m(images), labels)
-
-        def infer_out(m):
-            # type: (nn.Module) -> torch.Tensor
-            return m(images).float().mean()
-
-        def make_optimizer(params):
-            # type: (Any) -> torch.optim.Optimizer
-            return torch.optim.SGD(params, lr=vision.SGD_LR[name], momentum=0.9,
-                                   weight_decay=1e-4)
-
-        return Parts(model, train_loss if train else infer_out, make_optimizer, None,
-                     "channels_last", optimizer_desc)
+        return _image_parts(vision.network(name, knobs["num_classes"]), knobs, batch, device,
+                            gen, train, vision.SGD_LR[name])
 
     return builder
 
@@ -285,12 +262,57 @@ BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
 
 def build(case):
     # type: (Dict[str, Any]) -> Workload
-    name = case["model"]
-    knobs = models.resolve_knobs(name, case.get("knobs") or {})
-    task = case["task"]
-    train = task == "train"
-    batch = int(case["batch_size"])
+    view = CaseView(case)
+    _check_processes(case)
+    device = _prepare_device(view.device)
+    precision = Precision(view.precision, device, train=view.train)
+    # weights: identical on every rank (DDP broadcasts rank 0's anyway); data: a different
+    # batch per rank, like a sharded loader
+    torch.manual_seed(view.seed)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(view.seed + rank())
+    if view.data_only:  # the input pipeline alone: no model
+        return input_pipeline.data_only(case, view.knobs, view.batch, device, view.seed)
+    parts = BUILDERS[view.name](view.knobs, view.batch, device, gen, view.train)
+    feed = None  # type: Any
+    if view.dataset:  # a dataset folder: the next batch per step
+        feed = input_pipeline.make_feed(case, view.knobs["image_size"], view.batch, device,
+                                        view.seed, parts.memory_format)
+        parts = parts._replace(forward_loss=input_pipeline.classifier_loss(feed))
 
+    params, reduced = _counted(parts.model)
+    model = parts.model
+    model.train(view.train)
+    optimizer = parts.make_optimizer(model.parameters()) if view.train else None
+    inference_info = {}  # type: Dict[str, Any]
+    if not view.train:  # bf16/fp16 whole-model casts and int8 quantization; fp32/amp-* unchanged
+        model, inference_info = inference_model(model, parts.forward_loss, view.precision,
+                                                device, view.seed, view.compiled)
+    model = maybe_wrap_ddp(model, device)
+    if view.compiled:
+        model = torch.compile(model, mode=None if COMPILE_MODE == "default" else COMPILE_MODE)
+
+    info = view.info(runtime_info(device), precision.info())
+    info.update({
+        "memory_format": parts.memory_format,
+        "optimizer": view.optimizer(parts.optimizer_desc),
+        "compile": view.compiled,
+        "compile_mode": COMPILE_MODE if view.compiled else None,
+        "ddp": world_size() > 1,
+        "data": feed.info if feed is not None else "synthetic, generated once on the device",
+    })
+    info.update(inference_info)
+    if view.train and hasattr(parts.model, "classifier_info"):
+        info.update(parts.model.classifier_info())
+    return TorchWorkload(model=model, optimizer=optimizer, forward_loss=parts.forward_loss,
+                         precision=precision, device=device, samples_per_step=view.batch,
+                         params=params, info=info, reduced_params=reduced,
+                         clip_grad_norm=parts.clip_grad_norm if view.train else None)
+
+
+def _check_processes(case):
+    # type: (Dict[str, Any]) -> None
+    """A multi-process case must run under torchrun, which sets WORLD_SIZE to its size."""
     processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
     if processes != world_size():
         raise RuntimeError(
@@ -298,7 +320,12 @@ def build(case):
             "multi-process cases must be started through torchrun" % (processes, world_size())
         )
 
-    device = select_device(case.get("device", "auto"))
+
+def _prepare_device(requested):
+    # type: (str) -> torch.device
+    """The device, set up for a measurement: cuDNN's autotuner and a fresh memory peak on a GPU,
+    subnormals flushed on a CPU."""
+    device = select_device(requested)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
         torch.cuda.reset_peak_memory_stats(device)
@@ -307,65 +334,15 @@ def build(case):
         # turn subnormal, and subnormal arithmetic is many times slower on x86. Real data never
         # gets there, so flush them: the step time must not depend on how far the loss has fallen.
         torch.set_flush_denormal(True)
-    precision = Precision(case["precision"], device, train=train)
+    return device
 
-    seed = int(case.get("seed", 0))
-    torch.manual_seed(seed)  # weights: identical on every rank (DDP broadcasts rank 0's anyway)
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed + rank())  # data: a different batch per rank, like a sharded loader
-    if case.get("data_only"):  # the input pipeline alone: no model
-        return input_pipeline.data_only(case, knobs, batch, device, seed)
-    parts = BUILDERS[name](knobs, batch, device, gen, train)
-    feed = None  # type: Any
-    if case.get("data", "synthetic") != "synthetic":  # a dataset folder: the next batch per step
-        feed = input_pipeline.make_feed(case, knobs["image_size"], batch, device, seed,
-                                        parts.memory_format)
-        parts = parts._replace(forward_loss=input_pipeline.classifier_loss(feed))
 
-    model = parts.model
-    # a model-parallel part (the face model's sharded classifier) counts whole, every rank's share
+def _counted(model):
+    # type: (nn.Module) -> Tuple[int, int]
+    """(trainable parameters, those DDP all-reduces). A model-parallel part (the face model's
+    sharded classifier) counts whole, every rank's share, and is not all-reduced."""
     params = model.whole_params() if hasattr(model, "whole_params") else count_params(model)
     ignored = set(model.ddp_ignored()) if hasattr(model, "ddp_ignored") else set()
     reduced = sum(p.numel() for n, p in model.named_parameters()
                   if p.requires_grad and n not in ignored)
-    model.train(train)
-    optimizer = parts.make_optimizer(model.parameters()) if train else None
-    compiled = bool(case.get("compile", False))
-    inference_info = {}  # type: Dict[str, Any]
-    if not train:  # bf16/fp16 whole-model casts and int8 quantization; fp32/amp-* unchanged
-        model, inference_info = inference_model(model, parts.forward_loss, case["precision"],
-                                                device, seed, compiled)
-    model = maybe_wrap_ddp(model, device)
-    if compiled:
-        model = torch.compile(model, mode=None if COMPILE_MODE == "default" else COMPILE_MODE)
-
-    info = runtime_info(device)
-    info.update(precision.info())
-    info.update(
-        {
-            "model": name,
-            "knobs": knobs,
-            "task": task,
-            "memory_format": parts.memory_format,
-            "optimizer": parts.optimizer_desc if train else None,
-            "compile": compiled,
-            "compile_mode": COMPILE_MODE if compiled else None,
-            "ddp": world_size() > 1,
-            "data": feed.info if feed is not None else "synthetic, generated once on the device",
-        }
-    )
-    info.update(inference_info)
-    if train and hasattr(parts.model, "classifier_info"):
-        info.update(parts.model.classifier_info())
-    return TorchWorkload(
-        model=model,
-        optimizer=optimizer,
-        forward_loss=parts.forward_loss,
-        precision=precision,
-        device=device,
-        samples_per_step=batch,
-        params=params,
-        clip_grad_norm=parts.clip_grad_norm if train else None,
-        info=info,
-        reduced_params=reduced,
-    )
+    return params, reduced

@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
+from dlperf.backends.common import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.torch import dali_site
 from dlperf.backends.torch.workload import rank, world_size
@@ -109,15 +110,13 @@ class DaliFeed(object):
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         root = case["data"]
-        manifest = imagefolder.read_manifest(root)
-        _, samples = imagefolder.check_against_manifest(root, manifest)
+        manifest, samples = imagefolder.open_checked(root)
         per_process = shard_size(len(samples), rank(), world_size())
         if per_process < batch:
             raise UnsupportedError(
                 "data: %d images per process give no full batch of %d; make a larger dataset "
                 "or use a smaller batch" % (per_process, batch))
-        requested = case.get("loader_workers")
-        threads = default_threads() if requested is None else int(requested)
+        threads, requested = loader_workers(case)
         # one seeded order shared by every rank (so the shards stay disjoint), so that even a
         # first pass over a class-sorted folder is mixed beyond the reader's shuffle buffer
         order = list(samples)
@@ -180,12 +179,6 @@ class DaliFeed(object):
             images = images.contiguous(memory_format=torch.channels_last)
         labels = labels.reshape(-1).long()
         return images.to(self.device), labels.to(self.device)
-
-
-def default_threads():
-    # type: () -> int
-    from dlperf.backends.torch.input_pipeline import default_workers
-    return default_workers()
 
 
 def _take(iterator, root):

@@ -18,7 +18,6 @@ additive fingerprint (:func:`dlperf.data.imagefolder.shard_info`).
 torchvision is not importable beside every torch build, so nothing here uses it.
 """
 
-import os
 import random
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -28,37 +27,22 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
 
+from dlperf.backends.common import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.torch.workload import (barrier, gather_ints, join_process_group, rank,
                                             runtime_info, world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # DataLoader's default: batches each worker keeps ready
-DEFAULT_MAX_WORKERS = 4
 
 
-class FolderDataset(Dataset):
+class FolderDataset(imagefolder.AugmentedSamples, Dataset):
     """(image, label) pairs of the folder: a float32 (3, size, size) tensor, augmented afresh
     on every read, and the class index."""
 
-    def __init__(self, samples, size, seed):
-        # type: (Any, int, int) -> None
-        self.samples = samples
-        self.size = size
-        self.rng = random.Random(seed)
-
-    def __len__(self):
-        # type: () -> int
-        return len(self.samples)
-
     def __getitem__(self, index):
         # type: (int) -> Tuple[torch.Tensor, int]
-        path, label = self.samples[index]
-        try:
-            pixels = imagefolder.train_sample(path, self.size, self.rng)
-        except (OSError, ValueError) as error:  # a truncated or foreign file: name it
-            text = str(error)
-            raise imagefolder.DatasetError(text if path in text else "{}: {}".format(path, text))
+        pixels, label = self.read(index)
         return torch.from_numpy(pixels), label
 
 
@@ -68,17 +52,6 @@ def _seed_worker(worker_id):
     generator (``info.seed`` = base seed + worker id), so a run is repeatable."""
     info = torch.utils.data.get_worker_info()
     info.dataset.rng = random.Random(info.seed)
-
-
-def default_workers():
-    # type: () -> int
-    """min(4, the CPUs this worker may run on): enough to feed a small model, never more
-    processes than cores."""
-    if hasattr(os, "sched_getaffinity"):
-        cpus = len(os.sched_getaffinity(0))
-    else:
-        cpus = os.cpu_count() or 1
-    return max(1, min(DEFAULT_MAX_WORKERS, cpus))
 
 
 class Feed(object):
@@ -92,10 +65,8 @@ class Feed(object):
     def __init__(self, case, size, batch, device, seed, memory_format="contiguous"):
         # type: (Dict[str, Any], int, int, torch.device, int, str) -> None
         root = case["data"]
-        manifest = imagefolder.read_manifest(root)
-        classes, samples = imagefolder.check_against_manifest(root, manifest)
-        requested = case.get("loader_workers")
-        workers = default_workers() if requested is None else int(requested)
+        manifest, samples = imagefolder.open_checked(root)
+        workers, requested = loader_workers(case)
         self.device = device
         self.channels_last = memory_format == "channels_last"
         self.non_blocking = device.type == "cuda"

@@ -7,13 +7,13 @@ measured under the same rules.
 
 import contextlib
 import gc
-import json
 import os
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from torch import nn
 
+from dlperf.backends.common import check_device_name, gather_json
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 COMPILE_MODE = "default"
@@ -32,8 +32,7 @@ def world_size():
 def select_device(requested):
     # type: (str) -> torch.device
     """Resolve ``auto``/``cpu``/``cuda``; under torchrun each process takes cuda:LOCAL_RANK."""
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UnsupportedError("unknown device %r; allowed: auto, cpu, cuda" % requested)
+    check_device_name(requested)
     has_cuda = torch.cuda.is_available()
     if requested == "cuda" and not has_cuda:
         raise UnsupportedError(
@@ -44,6 +43,12 @@ def select_device(requested):
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     return torch.device("cuda", local_rank)
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
+    return "cuda" if select_device(requested).type == "cuda" else "cpu"
 
 
 def maybe_wrap_ddp(model, device):
@@ -115,28 +120,23 @@ def gather_results(payload):
     """Every rank's result at global rank 0, None on the others; then leave the process group.
     A single process gets its own result back.
 
-    The results travel as JSON bytes in uint8 tensors (all_gather, which gloo and NCCL both
-    have), never as pickles: rank 0 must not unpickle bytes that came over the network."""
+    The results travel as JSON bytes (:func:`dlperf.backends.common.gather_json`) through
+    all_gather, which gloo and NCCL both have, on the process group's device."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         return [payload]
     device = (torch.device("cuda", torch.cuda.current_device())
               if dist.get_backend() == "nccl" else torch.device("cpu"))
-    data = bytearray(json.dumps(payload).encode("utf-8"))
-    world = dist.get_world_size()
-    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    longest = max(int(s.item()) for s in sizes)
-    mine = torch.zeros(longest, dtype=torch.uint8, device=device)
-    mine[:len(data)] = torch.frombuffer(data, dtype=torch.uint8).to(device)
-    blobs = [torch.zeros_like(mine) for _ in range(world)]
-    dist.all_gather(blobs, mine)
-    everyone = None  # type: Optional[List[Dict[str, Any]]]
-    if dist.get_rank() == 0:
-        everyone = [json.loads(bytes(blob[:int(n.item())].cpu().numpy().tobytes()).decode("utf-8"))
-                    for blob, n in zip(blobs, sizes)]
+
+    def all_gather(vector):
+        # type: (Any) -> Any
+        mine = torch.from_numpy(vector).to(device)
+        rows = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+        dist.all_gather(rows, mine)
+        return torch.stack(rows).cpu().numpy()
+
+    everyone = gather_json(payload, all_gather, dist.get_rank() == 0)
     # DDP's reducer sits in reference cycles; one that outlives the group makes torch 2.13 abort
     # the process at exit ("terminate called without an active exception") after gloo runs
     gc.collect()
@@ -266,13 +266,11 @@ class TorchWorkload(Workload):
         self.forward_loss = forward_loss
         self.precision = precision
         self.device = device
-        self.samples_per_step = samples_per_step
-        self.params = params
+        super(TorchWorkload, self).__init__(samples_per_step, params, dict(info or {}))
         # what DDP all-reduces each step: every parameter unless a model-parallel part is
         # each rank's own (the face model's sharded classifier)
         self.reduced_params = params if reduced_params is None else reduced_params
         self.clip_grad_norm = clip_grad_norm
-        self.info = dict(info or {})
         self.train = optimizer is not None
 
     def step(self):
