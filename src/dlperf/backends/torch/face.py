@@ -6,17 +6,15 @@ every class of the batch plus random others up to ``partial_fc`` percent, so the
 millions of identities costs a fraction; the centres not sampled get no gradient.
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dlperf.backends.torch.arcface import arcface_logits, sample_classes
+from dlperf.backends.torch.face_parallel import ShardedPartialFC
 from dlperf.models import FACE_STAGES, FACE_STEM
 
 BN_EPS = 1e-5
-ARC_SCALE = 64.0
-ARC_MARGIN = 0.5
 
 
 class IBasicBlock(nn.Module):
@@ -63,45 +61,6 @@ class IResNet50(nn.Module):
         return self.features(self.fc(torch.flatten(x, 1)))
 
 
-def sample_classes(labels, num_classes, sampled, generator):
-    # type: (torch.Tensor, int, int, torch.Generator) -> tuple
-    """(class indices to compute, the batch's labels as positions among them): every positive,
-    then random negatives up to ``sampled`` in all (Partial FC's sampling)."""
-    positives = torch.unique(labels)
-    if sampled >= num_classes:
-        return None, labels
-    scores = torch.rand(num_classes, device=labels.device, generator=generator)
-    scores[positives] = 2.0  # positives first
-    index = torch.topk(scores, max(sampled, positives.numel()), sorted=True).indices.sort().values
-    return index, torch.searchsorted(index, labels)
-
-
-def arc_margin(target):
-    # type: (torch.Tensor) -> torch.Tensor
-    """cos(theta + m) of the label's cos(theta), with InsightFace's fallback
-    cos(theta) - sin(pi - m) * m where theta + m would pass pi (unscaled)."""
-    sin = torch.sqrt((1.0 - target * target).clamp_min(0.0))
-    with_margin = target * math.cos(ARC_MARGIN) - sin * math.sin(ARC_MARGIN)
-    threshold = math.cos(math.pi - ARC_MARGIN)
-    return torch.where(target > threshold, with_margin,
-                       target - math.sin(math.pi - ARC_MARGIN) * ARC_MARGIN)
-
-
-def cosines(embeddings, centres):
-    # type: (torch.Tensor, torch.Tensor) -> torch.Tensor
-    """cos(theta) of every embedding with every centre, both normalised, in fp32."""
-    return F.linear(F.normalize(embeddings.float()), F.normalize(centres.float())).clamp(-1, 1)
-
-
-def arcface_logits(embeddings, centres, labels):
-    # type: (torch.Tensor, torch.Tensor, torch.Tensor) -> torch.Tensor
-    """s * cos(theta + m) at the label, s * cos(theta) elsewhere (InsightFace's ArcFace, with
-    its fallback cos(theta) - sin(pi - m) * m where theta + m would pass pi)."""
-    cos = cosines(embeddings, centres)
-    with_margin = arc_margin(cos.gather(1, labels[:, None]))
-    return ARC_SCALE * cos.scatter(1, labels[:, None], with_margin)
-
-
 class PartialFC(nn.Module):
     """The class centres and the margin loss over a sample of them."""
 
@@ -131,8 +90,6 @@ class FaceModel(nn.Module):
         super(FaceModel, self).__init__()
         self.backbone = IResNet50(image_size, embedding_size)
         if world > 1:
-            from dlperf.backends.torch.face_parallel import ShardedPartialFC
-
             self.head = ShardedPartialFC(num_classes, embedding_size, percent, generator, world,
                                          rank)  # type: nn.Module
         else:

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dlperf.backends.torch.face import ARC_SCALE, arc_margin, cosines, sample_classes
+from dlperf.backends.torch.arcface import ARC_SCALE, arc_margin, cosines, sample_classes
 
 
 def shard_bounds(num_classes, world, rank):
