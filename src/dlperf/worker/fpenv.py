@@ -5,8 +5,8 @@ loss then reaches 0 and the gradients shrink into float32's subnormal range, whe
 computes 10-100x slower unless the MXCSR register's flush-to-zero (FTZ) and
 denormals-are-zero (DAZ) bits are set. oneDNN's kernels (torch, TensorFlow, MXNet and Paddle on a
 CPU) and XLA's CPU runtime set them themselves; a framework whose own kernels do not would be
-measured in the memorised regime, not on the network: OneFlow 0.9.0's nn.Graph ResNet-50 went
-from 0.13 s to 1.7 s a step 15 steps after its loss reached 0, and 0.13-0.17 s with the bits set.
+measured in the memorised regime, not on the network: OneFlow 0.9.0's nn.Graph ResNet-50 steps
+an order of magnitude slower soon after its loss reaches 0, and does not with the bits set.
 A backend that needs it calls :func:`flush_denormals` before its framework starts its thread
 pools: the register is per thread, and a thread created afterwards starts with a copy of it.
 

@@ -2,12 +2,14 @@
 
 Light to import (standard library only): the harness reads ``SUPPORT`` without MXNet.
 
-What was verified on this project's CPU (Intel Xeon with AVX-512 and DL Boost, no avx512_bf16 or
-AMX), mxnet 1.9.1 from PyPI: with ``mxnet.contrib.amp.init(target_dtype="bfloat16")``
-Convolution and FullyConnected outputs are bfloat16 and oneDNN runs them with its ``jit_bf16``
-kernels (``DNNL_VERBOSE``: ``jit_bf16:avx512_core``, bf16 sources, weights and destinations), so
-amp-bf16 is declared even where it is slower than fp32; the build checks it again on the machine
-at hand and records which operators ended up in bf16. float16 has no CPU kernels.
+Why amp-bf16 is declared: with mxnet 1.9.1 from PyPI and
+``mxnet.contrib.amp.init(target_dtype="bfloat16")``, Convolution and FullyConnected outputs are
+bfloat16 and oneDNN runs them with its ``jit_bf16`` kernels (``DNNL_VERBOSE``:
+``jit_bf16:avx512_core``, bf16 sources, weights and destinations) on a CPU with AVX-512 even
+without avx512_bf16 or AMX, where it may be slower than fp32: the declaration says what MXNet
+can run, not what is fast. On a CPU without AVX-512 oneDNN has no bf16 kernel at all, so the
+build probes one on the machine at hand (``bf16_probe``), refuses the case naming the probe,
+and records which operators ended up in bf16. float16 has no CPU kernels.
 """
 
 from dlperf.backends.common import CPU_TF32, lazy

@@ -63,9 +63,9 @@ class _ResNetObjective(HybridBlock):
     """Forward and loss in one block, so ``hybridize`` compiles both.
 
     Training returns Gluon's per-sample ``SoftmaxCrossEntropyLoss`` and the Trainer averages
-    (``step(batch)``), as Gluon's recipes do: measured against the tutorial loop, the same mean
-    cross-entropy written as one scalar ran ~4 % faster on MXNet's engine than what MXNet's
-    users run. The logits are cast to float32 only under AMP (in fp32 the cast is a copy the
+    (``step(batch)``), as Gluon's recipes do: the same mean cross-entropy written as one scalar
+    runs faster on MXNet's engine than the step MXNet's users run, so it would not measure
+    theirs. The logits are cast to float32 only under AMP (in fp32 the cast is a copy the
     tutorial loop does not make).
     """
 

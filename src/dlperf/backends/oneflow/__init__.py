@@ -2,8 +2,8 @@
 
 Light to import (standard library only): the harness reads ``SUPPORT`` without OneFlow.
 
-What was verified on this project's CPU with oneflow 0.9.0 from PyPI (its CUDA 11.7 wheel,
-which also runs on a CPU): ``oneflow.autocast(device_type="cpu", dtype=...)`` warns "CPU
+Why only fp32 is declared on a CPU: with oneflow 0.9.0 from PyPI (its CUDA 11.7 wheel, which
+also runs on a CPU), ``oneflow.autocast(device_type="cpu", dtype=...)`` warns "CPU
 autocast is not supported currently. Disabling autocast." and a matmul under it stays float32;
 in an ``nn.Graph``, ``config.enable_amp(True, dtype=...)`` compiles a graph without a single
 cast op on a CPU (every op float32); a bfloat16 or float16 Conv2d or Linear has no CPU kernel

@@ -60,9 +60,9 @@ def loss_dtype(device):
     """The dtype the classifier's cross-entropy is computed in.
 
     OneFlow 0.9.0's CPU softmax is inexact near probability one: once the fixed synthetic batch
-    is memorised (a few steps at lr 0.1) it returns log p = +1.43e-6 for the label, a loss of
-    -1.43e-6 and a gradient of the wrong sign on it; 20 steps later the logits blow up and the
-    loss is NaN (batch 2, image 32, seeds 0 and 1; torch's stays between 0 and 6e-7). In float64
+    is memorised (a few steps at lr 0.1) it returns a positive log p for the label, a negative
+    loss and a gradient of the wrong sign on it; the logits then blow up and the loss becomes
+    NaN, where torch's float32 loss stays at or above 0. In float64
     it is exact. The logits are batch x classes, so the cost is nothing beside the network."""
     return flow.float64 if device == "cpu" else flow.float32
 

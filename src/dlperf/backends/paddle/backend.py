@@ -36,8 +36,8 @@ from dlperf.worker.workload import Workload  # noqa: E402
 __all__ = ["build"]
 
 MLM_FRACTION = 0.15
-# Measured on the 2-core AMD EPYC (avx512) CPU this project runs on: NCHW trains ResNet-50
-# faster than NHWC in Paddle's CPU kernels (see notes/issue-5-jax-paddle.md), so NCHW it is.
+# Paddle's CPU convolution kernels train ResNet-50 faster in NCHW than in NHWC, so NCHW it is
+# (the layout is a framework's choice to make, as channels_last is torch's and NHWC JAX's).
 DATA_FORMAT = "NCHW"
 
 # What a model builder hands back: the bare network (for counting and the optimizer), a Layer

@@ -70,11 +70,11 @@ def recompute_batch_norm(model, split, batch, order):
 
     The statistics training leaves are an exponential average (momentum 0.1) over its last
     few dozen steps, i.e. over networks whose weights were still moving fast: after two short
-    epochs they can describe none of them (GoogLeNet, batch 64, 38 steps: eval-mode top-1 of
-    ~10% on the very images it trained on, ~94% with batch statistics). So they are reset and
-    re-estimated as an equal-weight average over whole batches of ``batch`` training images
-    (in ``order``, at most :data:`BN_STATS_IMAGES`), no gradients, everything else in eval
-    mode. Returns 0, changing nothing, for a network without batch norm.
+    epochs they can describe none of them (GoogLeNet's eval-mode top-1 on the very images it
+    trained on is then near chance, where batch statistics give it almost all). So they are
+    reset and re-estimated as an equal-weight average over whole batches of ``batch`` training
+    images (in ``order``, at most :data:`BN_STATS_IMAGES`), no gradients, everything else in
+    eval mode. Returns 0, changing nothing, for a network without batch norm.
     """
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not norms:
