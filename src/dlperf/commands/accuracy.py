@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf.studies import accuracy
-from dlperf import display, models
-from dlperf.host import measurelock, sysinfo
+from dlperf import display, models, session
+from dlperf.host import measurelock
 from dlperf import outputs
 from dlperf.numbers import finite_float
 from dlperf.store import DEFAULT_DB, Store
@@ -152,10 +152,11 @@ def main(args: argparse.Namespace) -> int:
     options = options_from(args)
     accuracy.validate(options)
     outputs.check_writable("--json", args.json)
-    env = sysinfo.capture()
     # the database is checked before waiting for the machine or training anything
-    with Store(args.db) as store, measurelock.held(not args.no_wait):
-        results = [_measure_model(options, name, store, env) for name in options.models]
+    with session.measuring(args.db, wait=not args.no_wait, probe_peaks=False,
+                           db_first=True) as opened:
+        env = opened.env  # also written to --json
+        results = [_measure_model(options, name, opened.store, env) for name in options.models]
     rows = accuracy.comparison_rows(results)
     source = ("scikit-learn digits (10 classes, held-out 30%)" if options.data is None
               else f"{options.data}")

@@ -11,12 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf.studies import capacity
-from dlperf import display, envs
-from dlperf.host import measurelock, sysinfo
+from dlperf import display, envs, session
+from dlperf.host import measurelock
 from dlperf.commands._flags import add_case_arguments, case_from_args, positive_int
 from dlperf import outputs
 from dlperf.errors import UsageError
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import DEFAULT_DB
 
 
 
@@ -93,19 +93,18 @@ def main(args: argparse.Namespace) -> int:
     search = build_search(args)
     outputs.check_writable("--json", args.json)
     envs.interpreter(search.case.framework)
-    env = sysinfo.capture()
     answer: dict[str, Any] = {"param": search.param, "case": search.case.to_dict(),
                               "memory_limit_bytes": search.memory_limit_bytes}
     code = 0
-    with measurelock.held(not args.no_wait), Store(args.db) as store:
+    with session.measuring(args.db, wait=not args.no_wait, probe_peaks=False) as opened:
         say(f"probing {search.param} of {search.case.label()} (each probe: a fresh "
-                     f"worker, {search.case.steps} steps, stored in {args.db})")
+            f"worker, {search.case.steps} steps, stored in {args.db})")
         try:
             if args.table:
                 for value in capacity.series(search.start, search.stop):
-                    capacity.probe(search, value, store, env, show_probe)
+                    capacity.probe(search, value, opened.store, opened.env, show_probe)
             else:
-                low, high = capacity.largest(search, store, env, show_probe)
+                low, high = capacity.largest(search, opened.store, opened.env, show_probe)
                 answer.update(largest=low, smallest_failing=high)
         except capacity.Stopped as stop:
             answer.update(stopped=str(stop))

@@ -6,13 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, outputs, runner
-from dlperf.host import measurelock, sysinfo
+from dlperf import display, outputs, runner, session
+from dlperf.host import measurelock
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.studies.external import ExternalCase, ExternalRun
 from dlperf.spec import PRECISIONS
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import DEFAULT_DB
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -90,8 +90,8 @@ def main(args: argparse.Namespace) -> int:
 
     echo = (lambda line: display.err.print(f"    | {line}", markup=False, highlight=False)) \
         if args.echo else None
-    with measurelock.held(not args.no_wait), Store(args.db) as store:
-        run = ExternalRun(case, store=store, env=sysinfo.capture(), on_repeat=on_repeat,
+    with session.measuring(args.db, wait=not args.no_wait, probe_peaks=False) as opened:
+        run = ExternalRun(case, store=opened.store, env=opened.env, on_repeat=on_repeat,
                           echo=echo)
         try:
             result = run.run()

@@ -10,15 +10,15 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, models, outputs
+from dlperf import display, models, outputs, session
 from dlperf.studies import infer, server
-from dlperf.host import measurelock, peak, sysinfo
+from dlperf.host import measurelock
 from dlperf.commands._flags import (add_warmup_arguments, knob_pair, knobs_from_args,
                                     positive_int)
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import DEFAULT_DB
 
 SERVER_FLAGS = ("target_latency_ms", "rate", "min_queries", "probes")
 
@@ -159,11 +159,10 @@ def main(args: argparse.Namespace) -> int:
     if args.scenario == "server":
         return main_server(args, base)
     cases = infer.sweep_cases(base, args.batch_sizes, args.precisions)
-    env = sysinfo.capture()
-    with measurelock.held(not args.no_wait), Store(args.db) as store:
-        peak.ensure(env, say=display.note)
+    with session.measuring(args.db, wait=not args.no_wait) as opened:
         try:
-            results = infer.run_sweep(cases, store, env, progress=display.progress)
+            results = infer.run_sweep(cases, opened.store, opened.env,
+                                      progress=display.progress)
         except infer.SweepInterrupted as stop:
             show_sweep(stop.results)
             if args.json:
@@ -213,11 +212,10 @@ def main_server(args: argparse.Namespace, base: Case) -> int:
         probes=args.probes or server.DEFAULT_PROBES,
         rate_qps=args.rate)
     server.probe_case(base, settings, args.rate or 1.0)  # SpecError now for a bad server field
-    env = sysinfo.capture()
-    with measurelock.held(not args.no_wait), Store(args.db) as store:
-        peak.ensure(env, say=display.note)
+    with session.measuring(args.db, wait=not args.no_wait) as opened:
         try:
-            outcome = server.run(base, settings, store, env, progress=display.progress)
+            outcome = server.run(base, settings, opened.store, opened.env,
+                                 progress=display.progress)
         except server.SearchInterrupted as stop:
             show_server(stop.outcome)
             if args.json:

@@ -9,16 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, envs, outputs, runner, scaling
+from dlperf import display, envs, outputs, runner, scaling, session
 from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_input_arguments,
                                     add_rendezvous_arguments, cases_from_args,
                                     rendezvous_from_args)
 from dlperf.errors import UsageError
-from dlperf.host import measurelock, peak, sysinfo
+from dlperf.host import measurelock
 from dlperf.launchers import launch
 from dlperf.numbers import finite_float
 from dlperf.spec import Case
-from dlperf.store import Store
 from dlperf.studies import inputbound
 
 
@@ -91,13 +90,11 @@ def measure(cases: list[Case], launchers: list[runner.Launcher], args: argparse.
     what was measured to ``stopped`` and ends the command as interrupted."""
     results: list[dict[str, Any]] = []
     block = None
-    env = sysinfo.capture()
-    with measurelock.held(not args.no_wait), Store(args.db) as store:
-        peak.ensure(env, say=display.note)
+    with session.measuring(args.db, wait=not args.no_wait) as opened:
         for case, launcher in zip(cases, launchers):
             try:
                 with display.progress(case) as on_repeat:
-                    results.append(runner.run_case(case, store=store, env=env,
+                    results.append(runner.run_case(case, store=opened.store, env=opened.env,
                                                    on_repeat=on_repeat, launcher=launcher,
                                                    require_quiet_s=quiet_wait))
             except runner.Interrupted as stop:
@@ -105,7 +102,7 @@ def measure(cases: list[Case], launchers: list[runner.Launcher], args: argparse.
                 stopped(results)
                 raise KeyboardInterrupt from None
         if len(results) == 2:
-            block = inputbound.record_verdict(results, store)
+            block = inputbound.record_verdict(results, opened.store)
     return results, block
 
 

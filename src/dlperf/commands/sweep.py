@@ -12,8 +12,8 @@ from typing import Any
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from dlperf import display, models, outputs
-from dlperf.host import measurelock, peak, sysinfo
+from dlperf import display, models, outputs, session
+from dlperf.host import measurelock
 from dlperf.launchers import slurm_launch
 from dlperf.errors import UsageError
 from dlperf.spec import Case
@@ -241,12 +241,10 @@ def main(args: argparse.Namespace) -> int:
     mode = "resume" if args.resume else "force" if args.force else "new"
     started = dt.datetime.now().isoformat(timespec="seconds")
     # the host's lock first: a sweep that must wait (or give up) has touched no session state
-    with measurelock.held(not args.no_wait), Store(db) as store:
+    with session.measuring(db, wait=not args.no_wait) as opened:
         watcher = SweepDisplay(sweep)
         alloc = placement.allocation
-        env = sysinfo.capture()
-        peak.ensure(env, say=display.note)
-        run = SweepRun(sweep, store, mode=mode, env=env, observer=watcher,
+        run = SweepRun(sweep, opened.store, mode=mode, env=opened.env, observer=watcher,
                        launchers=(lambda case: slurm_launch.launcher(case, alloc))
                        if alloc is not None else None)
         if alloc is not None:
