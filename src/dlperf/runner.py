@@ -22,7 +22,7 @@ import psutil
 
 from dlperf import envs
 from dlperf.host import hoststate, timeline
-from dlperf.launchers import launch
+from dlperf.launchers import exits, launch
 from dlperf import result, scaling
 from dlperf.host.monitor import Monitor
 from dlperf.spec import Case
@@ -120,19 +120,14 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
                    watch.summary(), host, watch.timeline())
 
 
-def _signal_failure(returncode: int, log_tail: str = "", memory_limit_bytes: int | None = None,
-                    rss_peak_bytes: int | None = None) -> tuple[str, str]:
-    """A worker killed by a signal: SIGKILL is the OOM killer's; SIGABRT after an uncaught C++
-    ``std::bad_alloc`` (XLA's CPU runtime allocating a step's buffers under ``--memory-limit``
-    aborts the process instead of raising) is out of memory too, and so is SIGSEGV, SIGBUS or
-    SIGABRT under a memory limit that dlperf set (native code that does not check a failed
-    ``malloc`` dies this way); anything else a crash."""
-    try:
-        name = signal.Signals(-returncode).name
-    except ValueError:
-        name = f"signal {-returncode}"
-    if returncode == -signal.SIGKILL:
-        return "oom", f"worker killed by {name}, most likely by the kernel's out-of-memory killer"
+def signal_failure(returncode: int, log_tail: str = "", memory_limit_bytes: int | None = None,
+                   rss_peak_bytes: int | None = None) -> tuple[str, str]:
+    """A worker killed by a signal: SIGKILL is the OOM killer's (:func:`exits.killed`);
+    SIGABRT after an uncaught C++ ``std::bad_alloc`` (XLA's CPU runtime allocating a step's
+    buffers under ``--memory-limit`` aborts the process instead of raising) is out of memory
+    too, and so is SIGSEGV, SIGBUS or SIGABRT under a memory limit that dlperf set (native code
+    that does not check a failed ``malloc`` dies this way); anything else a crash."""
+    name = exits.signal_name(-returncode)
     if returncode == -signal.SIGABRT and "std::bad_alloc" in log_tail:
         return "oom", (f"worker died from {name} after an uncaught std::bad_alloc: a C++ "
                        f"allocation in the framework ran out of memory")
@@ -142,7 +137,7 @@ def _signal_failure(returncode: int, log_tail: str = "", memory_limit_bytes: int
         return "oom", (f"worker died from {name} under the {memory_limit_bytes / 2**30:.2f} GiB "
                        f"memory limit{seen}: native code that does not check a refused "
                        f"allocation dies this way, so it counts as out of memory")
-    return "crash", f"worker died from {name}"
+    return exits.killed("worker", -returncode)
 
 
 def is_peer_symptom(rank_result: dict[str, Any]) -> bool:
@@ -190,9 +185,9 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
         record.update(status=failed[0]["status"],
                       error=f"rank {failed[0]['rank']}: {failed[0]['error']}{cause}")
     elif outcome.returncode and outcome.returncode < 0:
-        status, message = _signal_failure(outcome.returncode, outcome.log_tail,
-                                          memory_limit_bytes,
-                                          (outcome.monitor or {}).get("rss_peak_bytes"))
+        status, message = signal_failure(outcome.returncode, outcome.log_tail,
+                                         memory_limit_bytes,
+                                         (outcome.monitor or {}).get("rss_peak_bytes"))
         record.update(status=status, error=message)
     elif len(rank_results) < ranks or outcome.returncode != 0:
         last = outcome.log_tail.splitlines()[-1] if outcome.log_tail.strip() else "no output"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from dlperf.launchers import spawn
-from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher,
+                                     node_0_silent, rendezvous_timeout)
 from dlperf.spec import Case
 
 # JAX's own fatal line when the coordination service never saw every process register
@@ -36,15 +37,13 @@ class JaxDistributed(SpawnLauncher):
 def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, str] | None:
     """(status, message) for a job that never formed, else what dlperf.launchers.spawn saw, else None."""
     if _NOT_JOINED.search(log):
-        head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
         if case.nnodes > 1 and rdzv.node_rank > 0:
-            return "timeout", (head + f"node 0 never answered at {master}; start `dlperf run "
-                               f"... --node-rank 0` there, and check --master-addr/port")
+            return rendezvous_timeout(rdzv, node_0_silent(master))
         reached = _REACHED.search(log)
         counted = (f"{reached.group(1)} of {reached.group(2)} processes joined" if reached
                    else f"the {case.nnodes} nodes never all joined")
-        return "timeout", (head + f"{counted} at {master} (JAX: DEADLINE_EXCEEDED); start the "
-                           f"same `dlperf run` on the other nodes with their --node-rank")
+        return rendezvous_timeout(rdzv, f"{counted} at {master} (JAX: DEADLINE_EXCEEDED); "
+                                        f"{START_OTHERS}")
     return spawn.explain(log)
 
 

@@ -136,22 +136,81 @@ class Rendezvous:
         return f"{self.master_addr}:{self.master_port}"
 
 
+@dataclass(frozen=True)
+class RepeatStart:
+    """What every multi-process launcher works out first for a repeat (:meth:`MultiLauncher.begin`)."""
+
+    python: str  # the framework environment's interpreter
+    number: int  # repeats this launcher started before this one (a fresh rendezvous id each)
+    threads: int | None  # per worker process (None: the framework's own default)
+    declared: dict[str, str]  # the registry's env: for the framework, expanded
+
+
 class MultiLauncher:
-    """A framework's launcher for cases of devices x nnodes > 1 processes (runner.Launcher).
+    """A framework's launcher for cases of devices x nnodes > 1 processes (a :data:`Launcher`).
 
     Called once per repeat on every node with the same case; it returns the one command that
     starts this node's ``case.devices`` ranks (the framework's own launcher, or the framework's
     documented per-process variables). ``Launch.ranks`` is the number of rank files this node
     will hold: the whole job on node 0 (the backend's ``gather_results`` brings the other nodes'
-    figures there), its own ranks elsewhere. Subclasses implement ``__call__``.
+    figures there), its own ranks elsewhere. Subclasses implement ``__call__``, starting with
+    :meth:`begin` and describing the launch with :meth:`worker_env` and :meth:`facts`.
     """
 
     name = "multi-process"
+    # whether the framework's collectives are gloo/NCCL, which --socket-ifname steers
+    uses_socket_ifname = True
 
     def __init__(self, rendezvous: Rendezvous | None = None, python: str | None = None) -> None:
         self.rendezvous = rendezvous or Rendezvous()
         self.python = python
         self.launches = 0  # repeats launched so far (a fresh rendezvous id per repeat)
+
+    def begin(self, case: Case) -> RepeatStart:
+        """Check the rendezvous against the case and count the repeat. A node other than node 0
+        first waits NEXT_REPEAT_GRACE_S before its second and later repeats."""
+        rdzv = self.rendezvous
+        rdzv.check(case.nnodes)
+        python = self.python or envs.interpreter(case.framework)
+        if case.nnodes > 1 and rdzv.node_rank > 0 and self.launches > 0:
+            time.sleep(NEXT_REPEAT_GRACE_S)
+        number = self.launches
+        self.launches += 1
+        return RepeatStart(python, number, threads_per_process(case),
+                           envs.worker_variables(case.framework, python))
+
+    def master(self, case: Case) -> tuple[str, int]:
+        """Where rank 0 listens: one node, 127.0.0.1 on a free port (nothing listens beyond
+        loopback); several, the rendezvous's address and port."""
+        if case.nnodes == 1:
+            return "127.0.0.1", free_port()
+        return str(self.rendezvous.master_addr), self.rendezvous.master_port
+
+    def worker_env(self, start: RepeatStart) -> dict[str, str]:
+        """The framework's declared variables, the thread pools' sizes and, where the
+        collectives take one, the network interface."""
+        env = {**start.declared, **thread_env(start.threads)}
+        ifname = self.rendezvous.socket_ifname
+        if ifname and self.uses_socket_ifname:
+            env.update(GLOO_SOCKET_IFNAME=ifname, NCCL_SOCKET_IFNAME=ifname)
+        return env
+
+    def facts(self, case: Case, start: RepeatStart, **details: Any) -> dict[str, Any]:
+        """How the repeat was launched, kept in the result: the processes, threads and
+        environment, the launcher's own ``details``, and the rendezvous's settings."""
+        rdzv = self.rendezvous
+        facts: dict[str, Any] = {
+            "launcher": self.name, "processes": case.devices * case.nnodes,
+            "processes_per_node": case.devices, "nnodes": case.nnodes,
+            "threads_per_process": start.threads, "env_variant": envs.variant_of(case.framework),
+            **details}
+        if case.nnodes > 1:
+            facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
+        if start.declared:
+            facts["framework_env"] = start.declared
+        if rdzv.socket_ifname and self.uses_socket_ifname:
+            facts["socket_ifname"] = rdzv.socket_ifname
+        return facts
 
     def is_master(self, case: Case) -> bool:
         """Whether this node holds global rank 0, and so the whole job's figures."""
@@ -180,6 +239,25 @@ def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
     return importlib.import_module(name).Launcher(rendezvous, python)
 
 
+# ------------------------------------------------------------------------------------------------
+# what a launcher's log reader says when the nodes never met
+# ------------------------------------------------------------------------------------------------
+
+START_OTHERS = "start the same `dlperf run` on the other nodes with their --node-rank"
+
+
+def rendezvous_timeout(rdzv: Rendezvous, what: str) -> tuple[str, str]:
+    """(``timeout``, message) for a job whose nodes did not all meet within --rdzv-timeout;
+    ``what`` says who was missing and what to do."""
+    return "timeout", f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): {what}"
+
+
+def node_0_silent(master: str) -> str:
+    """What a node other than node 0 says when node 0 never answered at ``master``."""
+    return (f"node 0 never answered at {master}; start `dlperf run ... --node-rank 0` there, "
+            f"and check --master-addr/port")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` now (the kernel's pick), for a one-node job's rendezvous."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -206,36 +284,14 @@ class SpawnLauncher(MultiLauncher):
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
         from dlperf.launchers import spawn
+        start = self.begin(case)
+        addr, port = self.master(case)
         rdzv = self.rendezvous
-        rdzv.check(case.nnodes)
-        python = self.python or envs.interpreter(case.framework)
-        if case.nnodes == 1:
-            addr, port = "127.0.0.1", free_port()
-        else:
-            addr, port = str(rdzv.master_addr), rdzv.master_port
-            if rdzv.node_rank > 0 and self.launches > 0:
-                time.sleep(NEXT_REPEAT_GRACE_S)
-        self.launches += 1
-        threads = threads_per_process(case)
-        declared = envs.worker_variables(case.framework, python)
-        env = {**declared, **thread_env(threads), **self.extra_env(case),
+        env = {**self.worker_env(start), **self.extra_env(case),
                "DLPERF_RDZV_TIMEOUT_S": f"{rdzv.timeout_s:g}"}
-        if rdzv.socket_ifname:
-            env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
         argv = [sys.executable, "-m", "dlperf.launchers.spawn", "--nproc", str(case.devices),
                 "--nnodes", str(case.nnodes), "--node-rank", str(rdzv.node_rank),
                 "--master-addr", addr, "--master-port", str(port), "--",
-                *worker_argv(python, case_file, out_dir)]
-        facts: dict[str, Any] = {
-            "launcher": self.name, "processes": case.devices * case.nnodes,
-            "processes_per_node": case.devices, "nnodes": case.nnodes,
-            "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
-            "master": f"{addr}:{port}"}
-        if case.nnodes > 1:
-            facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
-        if declared:
-            facts["framework_env"] = declared
-        if rdzv.socket_ifname:
-            facts["socket_ifname"] = rdzv.socket_ifname
+                *worker_argv(start.python, case_file, out_dir)]
         return Launch(argv, env=env, ranks=self.ranks_here(case), explain=spawn.explain,
-                      facts=facts)
+                      facts=self.facts(case, start, master=f"{addr}:{port}"))

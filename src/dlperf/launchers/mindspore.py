@@ -36,13 +36,10 @@ import math
 import os
 import re
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-from dlperf import envs
-from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
-                           thread_env, threads_per_process, worker_argv)
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 MSRUN = "mindspore.parallel.cluster.run"  # the module behind the msrun command
@@ -66,19 +63,13 @@ class Msrun(MultiLauncher):
     """The launcher for mindspore cases with devices x nnodes > 1."""
 
     name = "msrun"
+    uses_socket_ifname = False  # MCCL, MindSpore's own collectives
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        start = self.begin(case)
+        addr, port = self.master(case)
         rdzv = self.rendezvous
-        rdzv.check(case.nnodes)
-        python = self.python or envs.interpreter(case.framework)
-        bindir = str(Path(python).parent)
-        if case.nnodes == 1:
-            addr, port = "127.0.0.1", free_port()
-        else:
-            addr, port = str(rdzv.master_addr), rdzv.master_port
-            if rdzv.node_rank > 0 and self.launches > 0:
-                time.sleep(NEXT_REPEAT_GRACE_S)
-        self.launches += 1
+        python = start.python
         timeout = max(1, math.ceil(rdzv.timeout_s))
         log_dir = out_dir / LOG_DIR
         argv = [sys.executable, "-m", "dlperf.launchers.launchguard", "--",
@@ -91,23 +82,13 @@ class Msrun(MultiLauncher):
                 "--cluster_time_out", str(timeout),
                 # msrun runs "python ARGS" as it is (any other first word: "python SCRIPT")
                 "python", *worker_argv(python, case_file, out_dir)[1:]]
-        threads = threads_per_process(case)
-        declared = envs.worker_variables(case.framework, python)
         heartbeat = heartbeat_env(timeout)
         node_timeout = int(heartbeat["MS_NODE_TIMEOUT"])
-        env = {**declared, **thread_env(threads), **heartbeat,
-               "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-        facts: dict[str, Any] = {
-            "launcher": self.name, "processes": case.devices * case.nnodes,
-            "processes_per_node": case.devices, "nnodes": case.nnodes,
-            "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
-            "master": f"{addr}:{port}", "rendezvous": "msrun scheduler (node 0)",
-            "log_dir": LOG_DIR, "cluster_time_out_s": timeout,
-            "node_timeout_s": node_timeout}
-        if case.nnodes > 1:
-            facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
-        if declared:
-            facts["framework_env"] = declared
+        env = {**self.worker_env(start), **heartbeat,
+               "PATH": str(Path(python).parent) + os.pathsep + os.environ.get("PATH", "")}
+        facts = self.facts(case, start, master=f"{addr}:{port}",
+                           rendezvous="msrun scheduler (node 0)", log_dir=LOG_DIR,
+                           cluster_time_out_s=timeout, node_timeout_s=node_timeout)
         return Launch(argv, env=env, ranks=self.ranks_here(case),
                       explain=lambda log: explain(log, case, rdzv, f"{addr}:{port}",
                                                   node_timeout),
@@ -127,9 +108,8 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str,
         return "timeout", (f"MindSpore's scheduler heard no heartbeat from worker {lost.group(1)} "
                            f"for MS_NODE_TIMEOUT={node_timeout_s} s: that rank stalled or died "
                            f"(its log: {LOG_DIR}/worker_{lost.group(1)}.log){said}")
-    head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
-    return "timeout", (head + f"the {case.nnodes} nodes never all joined at {master}{said}; "
-                       f"start the same `dlperf run` on the other nodes with their --node-rank")
+    return rendezvous_timeout(rdzv, f"the {case.nnodes} nodes never all joined at {master}{said}; "
+                                    f"{START_OTHERS}")
 
 
 Launcher = Msrun  # what dlperf.launchers.launch.launcher_for looks up

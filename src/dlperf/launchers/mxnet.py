@@ -25,7 +25,7 @@ from pathlib import Path
 
 from dlperf import envs
 from dlperf.launchers import spawn
-from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher, rendezvous_timeout
 from dlperf.spec import Case
 
 _ALARM = re.compile(re.escape(spawn.PREFIX) + r" first failure: rank (\d+) died from SIGALRM")
@@ -61,10 +61,9 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
     """(status, message): a worker that died from the backend's SIGALRM waited longer than
     --rdzv-timeout for the kvstore to form; anything else as dlperf.launchers.spawn reads it."""
     if _ALARM.search(log):
-        return "timeout", (f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
-                           f"the {case.nnodes} nodes' kvstore (scheduler at {master}) never "
-                           f"formed; start the same `dlperf run` on every node with its "
-                           f"--node-rank")
+        return rendezvous_timeout(rdzv, f"the {case.nnodes} nodes' kvstore (scheduler at "
+                                        f"{master}) never formed; start the same `dlperf run` "
+                                        f"on every node with its --node-rank")
     return spawn.explain(log)
 
 

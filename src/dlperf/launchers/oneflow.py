@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
-from typing import Any
 
-from dlperf import envs
-from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, free_port,
-                           thread_env, threads_per_process, worker_argv)
+from dlperf.launchers import exits
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     node_0_silent, rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 # the launcher's end when a rank died from a signal (CalledProcessError "... died with
@@ -41,35 +39,20 @@ class OneFlowLaunch(MultiLauncher):
     """The launcher for oneflow cases with devices x nnodes > 1."""
 
     name = "oneflow.distributed.launch"
+    uses_socket_ifname = False  # OneFlow's own CPU collectives
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        start = self.begin(case)
+        addr, port = self.master(case)
         rdzv = self.rendezvous
-        rdzv.check(case.nnodes)
-        python = self.python or envs.interpreter(case.framework)
-        if case.nnodes == 1:
-            addr, port = "127.0.0.1", free_port()
-        else:
-            addr, port = str(rdzv.master_addr), rdzv.master_port
-            if rdzv.node_rank > 0 and self.launches > 0:
-                time.sleep(NEXT_REPEAT_GRACE_S)
-        self.launches += 1
-        argv = [python, "-m", "oneflow.distributed.launch", "--nproc_per_node", str(case.devices),
-                "--nnodes", str(case.nnodes), "--node_rank", str(rdzv.node_rank),
-                "--master_addr", addr, "--master_port", str(port),
+        argv = [start.python, "-m", "oneflow.distributed.launch", "--nproc_per_node",
+                str(case.devices), "--nnodes", str(case.nnodes), "--node_rank",
+                str(rdzv.node_rank), "--master_addr", addr, "--master_port", str(port),
                 # -m: the worker module and its arguments, run by the launcher's interpreter
-                "-m", *worker_argv(python, case_file, out_dir)[2:]]
-        threads = threads_per_process(case)
-        declared = envs.worker_variables(case.framework, python)
-        env = {**declared, **thread_env(threads), "DLPERF_RDZV_TIMEOUT_S": f"{rdzv.timeout_s:g}"}
-        facts: dict[str, Any] = {
-            "launcher": self.name, "processes": case.devices * case.nnodes,
-            "processes_per_node": case.devices, "nnodes": case.nnodes,
-            "threads_per_process": threads, "env_variant": envs.variant_of(case.framework),
-            "master": f"{addr}:{port}", "rendezvous": "OneFlow control server of rank 0"}
-        if case.nnodes > 1:
-            facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
-        if declared:
-            facts["framework_env"] = declared
+                "-m", *worker_argv(start.python, case_file, out_dir)[2:]]
+        env = {**self.worker_env(start), "DLPERF_RDZV_TIMEOUT_S": f"{rdzv.timeout_s:g}"}
+        facts = self.facts(case, start, master=f"{addr}:{port}",
+                           rendezvous="OneFlow control server of rank 0")
         return Launch(argv, env=env, ranks=self.ranks_here(case),
                       explain=lambda log: explain(log, case, rdzv, f"{addr}:{port}"),
                       facts=facts)
@@ -80,19 +63,18 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
     found = _SIGNAL.search(log)
     if found is None:
         return None  # an exit code: the rank's own result file, if any, says more
-    name, number = found.group(1), int(found.group(2))
+    number = int(found.group(2))
     if number == signal.SIGALRM:  # the backend's rendezvous deadline
-        head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
         if rdzv.node_rank > 0 and _NO_MASTER.search(log):
-            return "timeout", (head + f"node 0 never answered at {master}; start `dlperf run "
-                               f"... --node-rank 0` there, and check --master-addr/port")
-        return "timeout", (head + f"the {case.nnodes} nodes never all joined at {master}; start "
-                           f"the same `dlperf run` on the other nodes with their --node-rank")
-    where = "a rank on this node (oneflow.distributed.launch does not say which)"
-    if number == signal.SIGKILL:
-        return "oom", f"{where}: killed by {name}, most likely by the kernel's out-of-memory killer"
+            return rendezvous_timeout(rdzv, node_0_silent(master))
+        return rendezvous_timeout(rdzv, f"the {case.nnodes} nodes never all joined at {master}; "
+                                        f"{START_OTHERS}")
+    status, message = exits.killed("a rank on this node (oneflow.distributed.launch does not "
+                                   "say which):", number)
     fatal = _FATAL.search(log)  # OneFlow's own last words (glog's CHECK failure)
-    return "crash", f"{where}: died from {name}" + (f": {fatal.group(1)[:300]}" if fatal else "")
+    if status == "crash" and fatal:
+        message += f": {fatal.group(1)[:300]}"
+    return status, message
 
 
 Launcher = OneFlowLaunch  # what dlperf.launchers.launch.launcher_for looks up

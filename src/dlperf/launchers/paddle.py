@@ -24,16 +24,13 @@ node 0's run stores the case.
 from __future__ import annotations
 
 import re
-import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from dlperf import envs
-from dlperf.launchers import launchguard
-from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
-                           threads_per_process, worker_argv)
+from dlperf.launchers import exits, launchguard
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     node_0_silent, rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 LOG_DIR = "paddle-log"  # inside the repeat's directory: workerlog.N, one per local rank
@@ -45,22 +42,16 @@ class PaddleLaunch(MultiLauncher):
     name = "paddle.distributed.launch"
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        start = self.begin(case)
         rdzv = self.rendezvous
-        rdzv.check(case.nnodes)
-        python = self.python or envs.interpreter(case.framework)
         log_dir = out_dir / LOG_DIR
-        job = f"dlperf-{case.key()[:16]}-{self.launches}"
-        argv = [python, "-m", "paddle.distributed.launch", "--nnodes", str(case.nnodes),
+        job = f"dlperf-{case.key()[:16]}-{start.number}"
+        argv = [start.python, "-m", "paddle.distributed.launch", "--nnodes", str(case.nnodes),
                 "--nproc_per_node", str(case.devices), "--log_dir", str(log_dir),
                 "--job_id", job, "--max_restart", "0"]
         guard = [sys.executable, "-m", "dlperf.launchers.launchguard"]
-        facts: dict[str, Any] = {
-            "launcher": self.name, "processes": case.devices * case.nnodes,
-            "processes_per_node": case.devices, "nnodes": case.nnodes,
-            "env_variant": envs.variant_of(case.framework), "log_dir": LOG_DIR}
+        details: dict[str, Any] = {"log_dir": LOG_DIR}
         if case.nnodes > 1:
-            if rdzv.node_rank > 0 and self.launches > 0:
-                time.sleep(NEXT_REPEAT_GRACE_S)
             argv += ["--master", rdzv.endpoint, "--rank", str(rdzv.node_rank)]
             if rdzv.node_rank == 0:
                 argv += ["--host", str(rdzv.master_addr)]  # so node 0 serves its master
@@ -68,24 +59,15 @@ class PaddleLaunch(MultiLauncher):
             guard += ["--resolve", str(rdzv.master_addr), "--rdzv-timeout", f"{rdzv.timeout_s:g}",
                       "--joined", str(log_dir / "workerlog.*"), "--nnodes", str(case.nnodes),
                       "--members-url", f"http://{rdzv.endpoint}/{job}/info"]
-            facts.update(rendezvous="paddle HTTP master", master=rdzv.endpoint,
-                         node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s, job_id=job)
-        self.launches += 1
+            details.update(rendezvous="paddle HTTP master", master=rdzv.endpoint, job_id=job)
         # PYTHON -m dlperf.worker ...: a "training script" Paddle runs as it is
-        argv += worker_argv(python, case_file, out_dir)
-        threads = threads_per_process(case)
-        declared = envs.worker_variables(case.framework, python)
-        env = {**declared, **thread_env(threads)}
+        argv += worker_argv(start.python, case_file, out_dir)
+        env = self.worker_env(start)
         if case.device == "cpu":
             env["PADDLE_DISTRI_BACKEND"] = "gloo"  # even where Paddle would pick a GPU and NCCL
-        if rdzv.socket_ifname:
-            env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
-            facts["socket_ifname"] = rdzv.socket_ifname
-        facts["threads_per_process"] = threads
-        if declared:
-            facts["framework_env"] = declared
         return Launch([*guard, "--", *argv], env=env, ranks=self.ranks_here(case),
-                      explain=lambda log: explain(log, case, rdzv), facts=facts)
+                      explain=lambda log: explain(log, case, rdzv),
+                      facts=self.facts(case, start, **details))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -103,27 +85,17 @@ def explain(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | None:
     late = launchguard.timed_out(log)
     if late is not None:
         joined, nnodes = late
-        head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
         if _NO_MASTER in log and rdzv.node_rank > 0:
-            return "timeout", (head + f"node 0 never answered at {rdzv.endpoint}; start `dlperf "
-                               f"run ... --node-rank 0` there, and check --master-addr/port")
+            return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))
         counted = (f"{joined} of {nnodes} nodes joined" if joined is not None
                    else f"the {case.nnodes} nodes never all joined")
-        return "timeout", (head + f"{counted} at {rdzv.endpoint}; start the same `dlperf run` "
-                           f"on the other nodes with their --node-rank")
+        return rendezvous_timeout(rdzv, f"{counted} at {rdzv.endpoint}; {START_OTHERS}")
     found = _FAILED.search(log)
     if found:
         rank = rdzv.node_rank * case.devices + int(found.group(1))
         code = int(found.group(2))
         if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            if code == -signal.SIGKILL:
-                return "oom", (f"rank {rank}: killed by {name}, most likely by the kernel's "
-                               f"out-of-memory killer")
-            return "crash", f"rank {rank}: died from {name}"
+            return exits.killed(f"rank {rank}:", -code)
     return None  # an exit code: the rank's own result file, if any, says more
 
 

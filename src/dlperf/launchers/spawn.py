@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Dict, List, Optional, Tuple
 
+from dlperf.launchers import exits
+
 PREFIX = "dlperf.launchers.spawn:"
 POLL_S = 0.05
 # after the first failure the others get this long to notice and write their own result, then
@@ -45,11 +47,7 @@ def rank_env(rank, local_rank, world, local_world, node_rank, nnodes, addr, port
 def describe(code):
     # type: (int) -> str
     if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "signal {}".format(-code)
-        return "died from {} (exitcode {})".format(name, code)
+        return "died from {} (exitcode {})".format(exits.signal_name(-code), code)
     return "exited with code {}".format(code)
 
 
@@ -135,11 +133,8 @@ def explain(log):
     found = _DIED.search(log)
     if found is None:
         return None
-    rank, name, code = int(found.group(1)), found.group(2), int(found.group(3))
-    if code == -signal.SIGKILL:
-        return "oom", "rank {}: killed by {}, most likely by the kernel's out-of-memory killer" \
-            .format(rank, name)
-    return "crash", "rank {}: died from {}".format(rank, name)
+    rank, code = int(found.group(1)), int(found.group(3))
+    return exits.killed("rank {}:".format(rank), -code)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ from pathlib import Path
 from dlperf import envs
 from dlperf.launchers import spawn
 from dlperf.backends.tensorflow.cluster import MARKER
-from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher
+from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher,
+                                     node_0_silent, rendezvous_timeout)
 from dlperf.spec import Case
 
 _TIMED_OUT = re.compile(re.escape(MARKER) + r" after \S+ s: (.*)")
@@ -91,15 +92,13 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
         return spawn.explain(log)
     reached = _REACHED.search(found.group(1))
     words = found.group(1).strip().split(". ")[0]  # TensorFlow's first sentence
-    head = f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
     if reached is None and case.nnodes > 1 and rdzv.node_rank > 0:
-        return "timeout", (head + f"worker 0 on node 0 never answered at {master}; start "
-                           f"`dlperf run ... --node-rank 0` there, and check --master-addr/port "
-                           f"and --node-addrs (TensorFlow: {words[:200]})")
+        return rendezvous_timeout(rdzv, f"worker 0 on {node_0_silent(master)} and --node-addrs "
+                                        f"(TensorFlow: {words[:200]})")
     counted = (f"{reached.group(1)} of {reached.group(2)} workers joined" if reached
                else f"the {case.nnodes} nodes never all joined")
-    return "timeout", (head + f"{counted} at {master}; start the same `dlperf run` on the other "
-                       f"nodes with their --node-rank (TensorFlow: {words[:200]})")
+    return rendezvous_timeout(rdzv, f"{counted} at {master}; {START_OTHERS} (TensorFlow: "
+                                    f"{words[:200]})")
 
 
 Launcher = TFConfigLauncher  # what dlperf.launchers.launch.launcher_for looks up

@@ -15,50 +15,37 @@ sees the whole job and stores the case; the other nodes store nothing.
 from __future__ import annotations
 
 import re
-import signal
-import time
 from pathlib import Path
 
-from dlperf import envs
-from dlperf.launchers.launch import (NEXT_REPEAT_GRACE_S, Launch, MultiLauncher, Rendezvous, thread_env,
-                           threads_per_process, worker_argv)
+from dlperf.launchers import exits
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     node_0_silent, rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
+
 
 class Torchrun(MultiLauncher):
     """The launcher for torch cases with devices x nnodes > 1."""
 
+    name = "torchrun"
+
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        start = self.begin(case)
         rdzv = self.rendezvous
-        rdzv.check(case.nnodes)
-        python = self.python or envs.interpreter(case.framework)
-        argv = [python, "-m", "torch.distributed.run", "--nproc-per-node", str(case.devices),
-                "--nnodes", str(case.nnodes), "--max-restarts", "0"]
-        facts = {"launcher": "torchrun", "processes": case.devices * case.nnodes,
-                 "env_variant": envs.variant_of(case.framework),
-                 "processes_per_node": case.devices, "nnodes": case.nnodes}
+        argv = [start.python, "-m", "torch.distributed.run", "--nproc-per-node",
+                str(case.devices), "--nnodes", str(case.nnodes), "--max-restarts", "0"]
         if case.nnodes == 1:
             argv.append("--standalone")
-            facts["rendezvous"] = "standalone"
+            facts = self.facts(case, start, rendezvous="standalone")
         else:
-            if rdzv.node_rank > 0 and self.launches > 0:
-                time.sleep(NEXT_REPEAT_GRACE_S)
             argv += ["--rdzv-backend", "static", "--node-rank", str(rdzv.node_rank),
                      "--master-addr", str(rdzv.master_addr),
                      "--master-port", str(rdzv.master_port),
                      "--rdzv-conf", f"timeout={max(1, round(rdzv.timeout_s))}",
-                     "--rdzv-id", f"dlperf-{case.key()}-{self.launches}"]
-            facts.update(rendezvous="static", master=rdzv.endpoint, node_rank=rdzv.node_rank,
-                         rdzv_timeout_s=rdzv.timeout_s)
-        self.launches += 1
+                     "--rdzv-id", f"dlperf-{case.key()}-{start.number}"]
+            facts = self.facts(case, start, rendezvous="static", master=rdzv.endpoint)
         # the worker module and its arguments, as torchrun's ``-m`` entry point
-        argv += ["-m", *worker_argv(python, case_file, out_dir)[2:]]
-        threads = threads_per_process(case)
-        facts["threads_per_process"] = threads
-        env = thread_env(threads)
-        if rdzv.socket_ifname:
-            env.update(GLOO_SOCKET_IFNAME=rdzv.socket_ifname, NCCL_SOCKET_IFNAME=rdzv.socket_ifname)
-            facts["socket_ifname"] = rdzv.socket_ifname
-        return Launch(argv, env=env, ranks=self.ranks_here(case),
+        argv += ["-m", *worker_argv(start.python, case_file, out_dir)[2:]]
+        return Launch(argv, env=self.worker_env(start), ranks=self.ranks_here(case),
                       explain=lambda log: explain(log, rdzv), facts=facts)
 
 
@@ -79,15 +66,12 @@ def explain(log: str, rdzv: Rendezvous) -> tuple[str, str] | None:
     found = _CLIENTS.search(log)
     if found:
         _, joined, total = found.groups()
-        return "timeout", (f"rendezvous timed out after {rdzv.timeout_s:g} s (--rdzv-timeout): "
-                           f"{joined} of {total} nodes joined at {rdzv.endpoint}; start the same "
-                           f"`dlperf run` on the other nodes with their --node-rank")
+        return rendezvous_timeout(rdzv, f"{joined} of {total} nodes joined at {rdzv.endpoint}; "
+                                        f"{START_OTHERS}")
     found = _CONNECT.search(log)
     if found:
         _, host, port = found.groups()
-        return "timeout", (f"rendezvous timed out after {rdzv.timeout_s:g} s "
-                           f"(--rdzv-timeout): node 0 never answered at {host}:{port}; start "
-                           f"`dlperf run ... --node-rank 0` there, and check --master-addr/port")
+        return rendezvous_timeout(rdzv, node_0_silent(f"{host}:{port}"))
     if _IN_USE.search(log):
         return "crash", (f"port {rdzv.master_port} is already in use on the master node; choose "
                          f"another --master-port")
@@ -95,14 +79,7 @@ def explain(log: str, rdzv: Rendezvous) -> tuple[str, str] | None:
     if found:
         rank, code = int(found.group(1)), int(found.group(2))
         if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            if code == -signal.SIGKILL:
-                return "oom", (f"rank {rank}: killed by {name}, most likely by the kernel's "
-                               f"out-of-memory killer")
-            return "crash", f"rank {rank}: died from {name}"
+            return exits.killed(f"rank {rank}:", -code)
     return None  # an exit code: the rank's own result file, if any, says more
 
 

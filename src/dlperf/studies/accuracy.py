@@ -420,7 +420,7 @@ def run_model(options: Options, model: str) -> dict[str, Any]:
         elif out_file.exists():
             result = json.loads(out_file.read_text())
         elif outcome.returncode is not None and outcome.returncode < 0:
-            status, message = runner._signal_failure(outcome.returncode, outcome.log_tail)
+            status, message = runner.signal_failure(outcome.returncode, outcome.log_tail)
             result = _failed(request, status, f"{message}; log tail:\n{outcome.log_tail}")
         else:
             result = _failed(request, "crash", f"worker exited {outcome.returncode} without a "
