@@ -18,6 +18,13 @@ SCHEMA = 1
 UNIT = "samples/s"
 
 
+def throughput_median(result: dict[str, Any] | None) -> float | None:
+    """The median throughput of a successful result; None for a failed one, or for none."""
+    if not result or result.get("status") != "ok":
+        return None
+    return (result.get("throughput") or {}).get("median")
+
+
 def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     """One repeat's job-level figures: global samples over the slowest rank's window."""
     slowest = max(ranks, key=lambda r: r["window_s"])
@@ -90,8 +97,9 @@ def _peak(repeats: list[dict[str, Any]], field: str) -> int | None:
     return max(values) if values else None
 
 
-def _monitor(repeats: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean of each monitored quantity over the repeats that reported it."""
+def monitor_means(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean of each monitored quantity over the repeats that reported it (maxima and peaks: the
+    largest)."""
     out: dict[str, Any] = {}
     keys = {k for r in repeats for k in (r.get("monitor") or {})}
     for key in sorted(keys):
@@ -243,13 +251,21 @@ def measurement_warnings(ok: list[dict[str, Any]], throughput: dict[str, Any]) -
     return warnings
 
 
-def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
-              run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
-    """Fold per-repeat records into the result contract."""
+def repeat_status(repeats: list[dict[str, Any]]
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, str | None]:
+    """The successful repeats, the failed ones, and the run's status and error: the first
+    failure's, else ok (a crash when no repeat finished)."""
     ok = [r for r in repeats if r["status"] == "ok"]
     failed = [r for r in repeats if r["status"] != "ok"]
     status = failed[0]["status"] if failed else ("ok" if ok else "crash")
     error = failed[0]["error"] if failed else (None if ok else "no repeat finished")
+    return ok, failed, status, error
+
+
+def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
+              run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
+    """Fold per-repeat records into the result contract."""
+    ok, failed, status, error = repeat_status(repeats)
     throughput = stats.summarize(_values(ok, "throughput"), seed=case.seed)
     spec = models.get(case.model)
     train = case.task == "train"
@@ -289,7 +305,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "memory": {"peak_host_bytes": _peak(repeats, "peak_host_bytes"),
                    "peak_device_bytes": _peak(ok, "peak_device_bytes")},
         "flops": flops_block(per_sample, achieved, case, env),
-        "monitor": _monitor(repeats),
+        "monitor": monitor_means(repeats),
         # per repeat: means over the window's monitor samples; the median repeat's samples
         "timeline": timeline.summarize(ok),
         "server": _server(ok) if case.scenario == "server" else None,

@@ -15,6 +15,7 @@ import dataclasses
 import json
 from typing import Any
 
+from dlperf.result import throughput_median
 from dlperf.spec import Case
 from dlperf.store import Store
 
@@ -40,12 +41,6 @@ def config(case: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _median(result: dict[str, Any]) -> float | None:
-    if result.get("status") != "ok":
-        return None
-    return (result.get("throughput") or {}).get("median") or None
-
-
 def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
     """The newest successful 1-device result of ``case``'s configuration, or None."""
     wanted = json.dumps(config(case), sort_keys=True)
@@ -56,7 +51,7 @@ def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
         if total_devices(stored) != 1 or json.dumps(config(stored), sort_keys=True) != wanted:
             continue
         result = json.loads(row["result_json"])
-        if _median(result):
+        if throughput_median(result):
             result.setdefault("run_id", row["id"])
             best = result  # rows come oldest first: the last match is the newest
     return best
@@ -65,7 +60,7 @@ def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
 def scaling(result: dict[str, Any], store: Store | None) -> dict[str, Any]:
     """The fields to add to ``result``: speedup, scaling_efficiency, their baseline or a note."""
     n = total_devices(result["case"])
-    value = _median(result)
+    value = throughput_median(result) or None  # a zero median has no speedup either
     out: dict[str, Any] = {"speedup": None, "scaling_efficiency": None,
                            "speedup_baseline": None, "speedup_note": None}
     if value is None:

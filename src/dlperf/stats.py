@@ -6,6 +6,7 @@ seeded bootstrap 95% interval of the median) tells the reader how far to trust i
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,11 @@ def throughput(samples: float, window_s: float) -> float:
     if window_s <= 0:
         raise ValueError(f"window time must be positive, got {window_s}")
     return samples / window_s
+
+
+def median_or_none(values: Sequence[float] | None) -> float | None:
+    """The median of ``values``; None when there are none (a missing figure, not an error)."""
+    return statistics.median(values) if values else None
 
 
 def bootstrap_ci(values: Sequence[float], seed: int = 0, level: float = 0.95,

@@ -9,23 +9,16 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.studies import accuracy
-from dlperf import display, models, session
+from dlperf import display, models, outputs, session
+from dlperf.commands._flags import add_db_argument, add_timeout_argument, positive_int
 from dlperf.host import measurelock
-from dlperf import outputs
 from dlperf.numbers import finite_float
 from dlperf.store import DEFAULT_DB, Store
+from dlperf.studies import accuracy
 
 
 def _names(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -43,33 +36,32 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="comma-separated (default fp32,int8; fp32 is always the baseline)")
     parser.add_argument("--frameworks", type=_names, default=["torch"],
                         help=f"engines: {', '.join(accuracy.FRAMEWORKS)} (default torch)")
-    parser.add_argument("--image-size", type=_int,
+    parser.add_argument("--image-size", type=positive_int,
                         help="input size (default: 32, or the next power of two the model "
                              "takes: AlexNet 64)")
-    parser.add_argument("--epochs", type=_int,
+    parser.add_argument("--epochs", type=positive_int,
                         help="training epochs (default 3; VGG/AlexNet 4)")
-    parser.add_argument("--batch-size", type=_int, help="training batch (default 32)")
+    parser.add_argument("--batch-size", type=positive_int, help="training batch (default 32)")
     parser.add_argument("--lr", type=finite_float,
                         help="peak AdamW learning rate (default 1e-3; VGG/AlexNet 3e-4)")
-    parser.add_argument("--seed", type=_int, default=0, help="weights, split and calibration")
+    parser.add_argument("--seed", type=positive_int, default=0, help="weights, split and calibration")
     parser.add_argument("--data", type=Path,
                         help="ImageNet-style folder (one sub-folder of images per class) "
                              "instead of the digits")
     parser.add_argument("--weights", type=Path,
                         help="with --data: a PyTorch state dict to evaluate instead of "
                              "training (torchvision parameter names)")
-    parser.add_argument("--limit-per-class", type=_int,
+    parser.add_argument("--limit-per-class", type=positive_int,
                         help="with --data: at most this many images of each class")
-    parser.add_argument("--calibration-samples", type=_int, default=256,
+    parser.add_argument("--calibration-samples", type=positive_int, default=256,
                         help="training images INT8 calibration sees (default 256)")
     parser.add_argument("--retrain", action="store_true",
                         help="train again even when cached weights exist")
-    parser.add_argument("--timeout", type=finite_float, default=accuracy.DEFAULT_TIMEOUT_S,
-                        help="seconds per model (default 3600)")
+    add_timeout_argument(parser, accuracy.DEFAULT_TIMEOUT_S, "seconds per model (default 3600)",
+                         dest="timeout")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="write every model's result (cells, training, request) as JSON")
-    parser.add_argument("--db", default=DEFAULT_DB,
-                        help=f"results database the rows are stored in (default {DEFAULT_DB})")
+    add_db_argument(parser, f"results database the rows are stored in (default {DEFAULT_DB})")
     measurelock.add_argument(parser)
     return parser
 

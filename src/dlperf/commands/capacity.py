@@ -10,13 +10,12 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.studies import capacity
-from dlperf import display, envs, session
-from dlperf.host import measurelock
-from dlperf.commands._flags import add_case_arguments, case_from_args, positive_int
-from dlperf import outputs
+from dlperf import display, envs, outputs, session
+from dlperf.commands._flags import (add_case_arguments, add_db_argument, case_from_args,
+                                    positive_int)
 from dlperf.errors import UsageError
-from dlperf.store import DEFAULT_DB
+from dlperf.host import measurelock
+from dlperf.studies import capacity
 
 
 
@@ -42,7 +41,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--table", action="store_true",
                         help="probe --from, x2, ... --to without searching: a table of "
                              "throughput, latency per iteration and peak memory per size")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     parser.add_argument("--json", type=Path, help="also write the probes and answer here")
     measurelock.add_argument(parser)
     return parser

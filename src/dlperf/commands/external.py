@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import display, outputs, runner, session
-from dlperf.host import measurelock
+from dlperf.commands._flags import add_db_argument, add_timeout_argument
 from dlperf.errors import UsageError
+from dlperf.host import measurelock
 from dlperf.numbers import finite_float
-from dlperf.studies.external import ExternalCase, ExternalRun
 from dlperf.spec import PRECISIONS
-from dlperf.store import DEFAULT_DB
+from dlperf.studies.external import ExternalCase, ExternalRun
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -34,8 +34,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=1,
                         help="rate lines (--metric) or steps (--step-regex) to skip (default 1)")
     parser.add_argument("--repeats", type=int, default=7, help="fresh runs (default 7)")
-    parser.add_argument("--timeout", type=finite_float, default=3600.0, dest="timeout_s",
-                        help="seconds one run may take (default 3600)")
+    add_timeout_argument(parser, 3600.0, "seconds one run may take (default 3600)")
     parser.add_argument("--unit", default="samples/s", help="unit of the rate (default samples/s)")
     parser.add_argument("--cwd", type=Path, help="directory to run the command in")
     described = parser.add_argument_group("what the command measures (for reports and compare)")
@@ -47,7 +46,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     described.add_argument("--devices", type=int, default=1)
     described.add_argument("--nnodes", type=int, default=1)
     parser.add_argument("--echo", action="store_true", help="show the command's output")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
     parser.add_argument("external_command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                         help="the command to run, after --")

@@ -11,14 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
-from dlperf.studies import infer, server
-from dlperf.host import measurelock
-from dlperf.commands._flags import (add_warmup_arguments, knob_pair, knobs_from_args,
-                                    positive_int)
+from dlperf.commands._flags import (add_db_argument, add_knob_arguments, add_timeout_argument,
+                                    add_warmup_arguments, knobs_from_args, positive_int)
 from dlperf.errors import UsageError
+from dlperf.host import measurelock
 from dlperf.numbers import finite_float
 from dlperf.spec import DEVICES, PRECISIONS, SCENARIOS, Case, frameworks
-from dlperf.store import DEFAULT_DB
+from dlperf.studies import infer, server
 
 SERVER_FLAGS = ("target_latency_ms", "rate", "min_queries", "probes")
 
@@ -81,12 +80,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile / XLA, as the framework offers")
     parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--image-size", type=positive_int, help="vision models (default 224)")
-    parser.add_argument("--num-classes", type=positive_int, help="vision models (default 1000)")
-    parser.add_argument("--seq-len", type=positive_int, help="language models (default 128)")
-    parser.add_argument("--vocab-size", type=positive_int, help="language models")
-    parser.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
-                        type=knob_pair, help="any other model knob (see `dlperf models`)")
+    add_knob_arguments(parser, partial_fc=False)
     add_warmup_arguments(parser, step="iteration")
     parser.add_argument("--steps", type=positive_int, default=100,
                         help="at least this many measured iterations (default 100)")
@@ -98,8 +92,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "probe is one)")
     parser.add_argument("--seed", type=positive_int, default=0,
                         help="weights, data and the Poisson arrivals")
-    parser.add_argument("--timeout", type=finite_float, default=1800.0, dest="timeout_s",
-                        help="seconds one repeat may take (default 1800)")
+    add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
     group = parser.add_argument_group("server scenario")
     group.add_argument("--target-latency-ms", type=positive_float,
                        help="the p99 bound (required for --scenario server)")
@@ -110,7 +103,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                             f"{server.DEFAULT_MIN_QUERIES})")
     group.add_argument("--probes", type=positive_int,
                        help=f"bisection probes of the search (default {server.DEFAULT_PROBES})")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     parser.add_argument("--json", type=Path,
                         help="write the results as a JSON list (one per batch size / probe)")
     measurelock.add_argument(parser)

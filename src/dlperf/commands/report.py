@@ -7,18 +7,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlperf.studies import capacity
 from dlperf import outputs
+from dlperf.commands._flags import add_db_argument
 from dlperf.errors import UsageError
 from dlperf.report import results
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import Store
+from dlperf.studies import capacity
 
 FORMATS = ("md", "html", "csv", "json")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("report", help="tables and plots of stored results (md/html/csv/json)")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     parser.add_argument("--sweep", help="only this sweep's results (default: everything stored)")
     parser.add_argument("--format", choices=FORMATS, help="default: from the -o suffix, else md")
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")

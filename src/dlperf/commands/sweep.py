@@ -13,11 +13,12 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeE
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
+from dlperf.commands._flags import add_db_argument
+from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.launchers import slurm_launch
-from dlperf.errors import UsageError
 from dlperf.spec import Case
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import Store
 from dlperf.studies.sweep import Sweep, load
 from dlperf.studies.sweep_runner import CaseState, Estimator, Eta, Observer, SweepRun, state_of
 
@@ -25,7 +26,7 @@ from dlperf.studies.sweep_runner import CaseState, Estimator, Eta, Observer, Swe
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("sweep", help="run a sweep file (matrix of cases), resumable")
     parser.add_argument("file", type=Path, help="sweep YAML file (see sweeps/)")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--resume", action="store_true",
                       help="finish a sweep that was stopped: keep every stored repeat")

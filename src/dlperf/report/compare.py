@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from dlperf.result import throughput_median
+
 TESTS = ("mannwhitney", "welch")
 DEFAULT_ALPHA = 0.05
 DEFAULT_THRESHOLD = 0.05
@@ -129,7 +131,8 @@ class Comparison:
                                                   "only in baseline", "only in candidate")},
             "cases": [{
                 "case_key": c.key, "label": c.label, "verdict": c.verdict, "ratio": c.ratio,
-                "baseline_median": _median(c.baseline), "candidate_median": _median(c.candidate),
+                "baseline_median": throughput_median(c.baseline),
+                "candidate_median": throughput_median(c.candidate),
                 "baseline_repeats": _repeats(c.baseline),
                 "candidate_repeats": _repeats(c.candidate),
                 "baseline_run_id": (c.baseline or {}).get("run_id"),
@@ -144,12 +147,6 @@ class Comparison:
         }
 
 
-def _median(result: dict[str, Any] | None) -> float | None:
-    if not result or result.get("status") != "ok":
-        return None
-    return (result.get("throughput") or {}).get("median")
-
-
 def _repeats(result: dict[str, Any] | None) -> list[float]:
     if not result or result.get("status") != "ok":
         return []
@@ -160,7 +157,7 @@ def compare_pair(key: str, baseline: dict[str, Any], candidate: dict[str, Any],
                  threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
                  test: str = "mannwhitney") -> CaseComparison:
     label = candidate.get("label") or baseline.get("label") or key
-    base_ok, cand_ok = _median(baseline), _median(candidate)
+    base_ok, cand_ok = throughput_median(baseline), throughput_median(candidate)
     if not base_ok and not cand_ok:
         return CaseComparison(key, label, baseline, candidate, "same",
                               notes=[f"failed on both sides ({baseline.get('status')} / "

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
-import statistics
 from typing import Any
 
 from dlperf import numbers
 from dlperf.host import timeline
+from dlperf.stats import median_or_none
 
 CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
                 "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats",
@@ -27,10 +27,6 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
-
-
-def _median(values: list[float] | None) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
@@ -62,7 +58,7 @@ def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
     out["mfu"] = flops.get("mfu")
     out["peak_host_bytes"] = memory.get("peak_host_bytes")
     out["peak_device_bytes"] = memory.get("peak_device_bytes")
-    out.update({f"{name}_median": _median(timings.get(name)) for name in TIMING_COLUMNS})
+    out.update({f"{name}_median": median_or_none(timings.get(name)) for name in TIMING_COLUMNS})
     out.update({f"latency_{name}_ms": latency.get(name) for name in LATENCY_COLUMNS})
     out.update(timeline.flat_window_means(result.get("timeline")))
     out["fallback_from_batch_size"] = (result.get("fallback") or {}).get("from_batch_size")

@@ -47,6 +47,16 @@ def _log2_axis(axes: Any, values: list[int]) -> None:
     axes.xaxis.set_minor_formatter(ticker.NullFormatter())
 
 
+def _line_chart(figure: Any, axes: Any, xlabel: str, ylabel: str, title: str) -> bytes:
+    """The finish every line chart shares: labels, title, grid and legend; the PNG."""
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    return _png(figure)
+
+
 def _unit(results: list[dict[str, Any]]) -> str:
     return results[0].get("unit", "samples/s") if results else "samples/s"
 
@@ -77,13 +87,10 @@ def scaling(results: list[dict[str, Any]]) -> bytes | None:
         if 1 in points:
             axes.plot(devices, [points[1] * d for d in devices], "--", color=color, alpha=0.5,
                       label=f"{name}: ideal")
-    axes.set_xlabel("devices (nodes × devices per node)")
-    axes.set_ylabel(f"throughput ({_unit(results)})")
-    axes.set_title("Throughput vs devices (dashed: ideal linear scaling from 1 device)")
     _log2_axis(axes, [d for points in series.values() for d in points])
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7)
-    return _png(figure)
+    return _line_chart(figure, axes, "devices (nodes × devices per node)",
+                       f"throughput ({_unit(results)})",
+                       "Throughput vs devices (dashed: ideal linear scaling from 1 device)")
 
 
 def speedup(results: list[dict[str, Any]]) -> bytes | None:
@@ -126,12 +133,10 @@ def speedup(results: list[dict[str, Any]]) -> bytes | None:
     axes.set_yticks(sorted(counts | below))
     axes.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
     axes.yaxis.set_minor_formatter(ticker.NullFormatter())
-    axes.set_xlabel("devices (nodes × devices per node)")
-    axes.set_ylabel("speedup over 1 device")
-    axes.set_title("Speedup vs devices, every framework (squares: across nodes; dashed: ideal)")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7)
-    return _png(figure)
+    return _line_chart(figure, axes, "devices (nodes × devices per node)",
+                       "speedup over 1 device",
+                       "Speedup vs devices, every framework (squares: across nodes; dashed: "
+                       "ideal)")
 
 
 def batch_size(results: list[dict[str, Any]]) -> bytes | None:
@@ -151,13 +156,10 @@ def batch_size(results: list[dict[str, Any]]) -> bytes | None:
         low = [points[b][0] - points[b][1] for b in sizes]
         high = [points[b][2] - points[b][0] for b in sizes]
         axes.errorbar(sizes, medians, yerr=[low, high], fmt="o-", capsize=3, label=name)
-    axes.set_xlabel("batch size per device")
-    axes.set_ylabel(f"throughput ({_unit(results)}, median)")
-    axes.set_title("Throughput vs batch size (error bars: min–max over repeats)")
     _log2_axis(axes, [b for points in series.values() for b in points])
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7)
-    return _png(figure)
+    return _line_chart(figure, axes, "batch size per device",
+                       f"throughput ({_unit(results)}, median)",
+                       "Throughput vs batch size (error bars: min–max over repeats)")
 
 
 def mode_name(label: str) -> str:

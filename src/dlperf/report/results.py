@@ -12,7 +12,9 @@ import copy
 import json
 from typing import Any
 
+from dlperf import scaling
 from dlperf.errors import UsageError
+from dlperf.result import throughput_median
 from dlperf.scaling import NO_BASELINE, config  # the same rule `dlperf run` applies
 from dlperf.store import Store
 
@@ -39,8 +41,7 @@ def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
 
 
 def total_devices(result: dict[str, Any]) -> int:
-    case = result["case"]
-    return int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
+    return scaling.total_devices(result["case"])
 
 
 def config_key(result: dict[str, Any]) -> str:
@@ -48,12 +49,6 @@ def config_key(result: dict[str, Any]) -> str:
     case = result["case"]
     source = (case.get("external") or {}).get("name")
     return json.dumps([config(case), source], sort_keys=True)
-
-
-def median(result: dict[str, Any]) -> float | None:
-    if result.get("status") != "ok":
-        return None
-    return (result.get("throughput") or {}).get("median")
 
 
 def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,7 +60,7 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     baselines: dict[str, dict[str, Any]] = {}
     for result in results:
-        if total_devices(result) == 1 and median(result):
+        if total_devices(result) == 1 and throughput_median(result):
             current = baselines.get(config_key(result))
             if current is None or (result.get("run_id") or 0) >= (current.get("run_id") or 0):
                 baselines[config_key(result)] = result
@@ -73,7 +68,7 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for original in results:
         result = copy.deepcopy(original)
         n = total_devices(result)
-        value = median(result)
+        value = throughput_median(result)
         if result.get("speedup") is not None:
             result.setdefault("scaling_efficiency", result["speedup"] / n)
         elif value is None:
@@ -84,7 +79,7 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             result["scaling_efficiency"] = 1.0
         else:
             base = baselines.get(config_key(result))
-            base_value = median(base) if base else None
+            base_value = throughput_median(base) if base else None
             if base is None or not base_value:
                 result["speedup"] = None
                 result["scaling_efficiency"] = None

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import UsageError
+from dlperf.result import throughput_median
+from dlperf.stats import median_or_none
 
 MEASURING = ("run", "external")
 OWNED_FLAGS = ("--repeats", "--db", "--json")
@@ -88,8 +90,7 @@ class Comparison:
         a, b = self.complete_pairs()
         out: dict[str, Any] = {"pairs": int(a.size), "pairs_asked": self.pairs,
                                "threshold": self.threshold,
-                               "a": {"median": _median(a), "values": a.tolist()},
-                               "b": {"median": _median(b), "values": b.tolist()},
+                               "a": _side(a), "b": _side(b),
                                "ratio": None, "ci95": None, "verdict": "n/a",
                                "method": "ratio of medians B/A; percentile bootstrap over pairs "
                                          f"({BOOTSTRAP_SAMPLES} resamples, seed {self.seed})"}
@@ -107,8 +108,9 @@ class Comparison:
         return out
 
 
-def _median(values: np.ndarray) -> float | None:
-    return float(np.median(values)) if values.size else None
+def _side(values: np.ndarray) -> dict[str, Any]:
+    """One side's median and values, as the summary shows them."""
+    return {"median": median_or_none(values.tolist()), "values": values.tolist()}
 
 
 def ratio_ci(a: np.ndarray, b: np.ndarray, seed: int = 0, level: float = 0.95,
@@ -157,8 +159,8 @@ def run_side(argv: list[str], workdir: Path, tag: str, timeout_s: float | None =
     result = json.loads(out.read_text())
     if isinstance(result, list):  # a command that writes a list of results
         result = result[0]
-    value = (result.get("throughput") or {}).get("median")
-    if result.get("status") != "ok" or value is None or not math.isfinite(value):
+    value = throughput_median(result)
+    if value is None or not math.isfinite(value):
         return None, result.get("status") or "crash", result.get("error")
     return float(value), "ok", None
 

@@ -38,6 +38,7 @@ from dlperf import models, runner, stats
 from dlperf.errors import UsageError
 from dlperf.numbers import check_seconds, is_number
 from dlperf.host.monitor import Monitor
+from dlperf.result import monitor_means, repeat_status
 from dlperf.store import Store
 
 SCHEMA = 1
@@ -296,28 +297,10 @@ def run_once(case: ExternalCase, index: int,
     return record
 
 
-def _monitor(repeats: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean of each monitored quantity over the repeats (peaks: the largest)."""
-    out: dict[str, Any] = {}
-    for key in sorted({k for r in repeats for k in (r.get("monitor") or {})}):
-        values = [r["monitor"][key] for r in repeats
-                  if (r.get("monitor") or {}).get(key) is not None]
-        if not values:
-            out[key] = None
-        elif key.endswith("_max") or "peak" in key:
-            out[key] = max(values)
-        else:
-            out[key] = sum(values) / len(values)
-    return out
-
-
 def aggregate(case: ExternalCase, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """The result object of DESIGN.md's contract, for an external command."""
-    ok = [r for r in repeats if r["status"] == "ok"]
-    failed = [r for r in repeats if r["status"] != "ok"]
-    status = failed[0]["status"] if failed else ("ok" if ok else "crash")
-    error = failed[0]["error"] if failed else (None if ok else "no repeat finished")
+    ok, failed, status, error = repeat_status(repeats)
     throughput = stats.summarize([r["throughput"] for r in ok])
     per_sample = None
     if case.model in models.CATALOGUE:
@@ -340,7 +323,7 @@ def aggregate(case: ExternalCase, repeats: list[dict[str, Any]], env: dict[str, 
                   "achieved_per_s": per_sample * throughput["median"]
                   if per_sample and throughput["median"] else None,
                   "peak_per_s": None, "mfu": None},
-        "monitor": _monitor(repeats),
+        "monitor": monitor_means(repeats),
         "warnings": warnings, "repeats_done": len(repeats), "interrupted": interrupted,
         "stderr_tail": failed[0].get("stderr_tail") if failed else None,
         "env": env,

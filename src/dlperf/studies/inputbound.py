@@ -14,6 +14,7 @@ import dataclasses
 from typing import Any
 
 from dlperf.errors import UsageError
+from dlperf.result import throughput_median
 from dlperf.spec import Case
 from dlperf.store import Store
 
@@ -48,8 +49,7 @@ def both_cases(fed: Case) -> tuple[Case, Case]:
 def comparison(compute: dict[str, Any], fed: dict[str, Any]) -> dict[str, Any]:
     """data+compute throughput over compute-only, with the verdict; null figures when either
     case failed."""
-    base = compute.get("throughput", {}).get("median") if compute["status"] == "ok" else None
-    mine = fed.get("throughput", {}).get("median") if fed["status"] == "ok" else None
+    base, mine = throughput_median(compute), throughput_median(fed)
     ratio = mine / base if mine and base else None
     if ratio is None:
         verdict = "unknown: a case did not measure ok"
