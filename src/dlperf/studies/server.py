@@ -54,10 +54,6 @@ class Outcome:
     peak: dict[str, Any] | None = None
     note: str | None = None
 
-    @property
-    def peak_rate_qps(self) -> float | None:
-        return self.peak["server"]["rate_qps"] if self.peak else None
-
 
 class SearchInterrupted(Exception):
     """Ctrl-C arrived during the search; what was found so far travels with it."""

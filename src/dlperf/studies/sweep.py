@@ -73,9 +73,6 @@ class Sweep:
     description: str = ""
     notes: list[str] = field(default_factory=list)
 
-    def total_repeats(self) -> int:
-        return sum(case.repeats for case in self.cases)
-
 
 class _Reader:
     """Turns YAML nodes into values, raising SpecError with ``file:line:`` in front."""
@@ -258,19 +255,39 @@ def _build_case(reader: _Reader, raw: dict[str, Value], entry_line: int) -> Case
         raise reader.error(entry_line, f"invalid case: {error}") from None
 
 
-def _combinations(reader: _Reader, matrix: list[tuple[str, list[Value]]]
-                  ) -> Iterator[dict[str, Value]]:
+def _combinations(matrix: list[tuple[str, list[Value]]]) -> Iterator[dict[str, Value]]:
     names = [name for name, _ in matrix]
     for values in itertools.product(*(vals for _, vals in matrix)):
         yield dict(zip(names, values))
+
+
+Sections = dict[str, tuple[yaml.Node, yaml.Node]]  # a top-level key: (key node, value node)
+Entries = list[tuple[int, dict[str, Value]]]  # exclude or include entries, with their lines
 
 
 def load(path: str | Path) -> Sweep:
     """Read and validate a sweep file; raise SpecError ``file:line: field: ...`` on bad input."""
     path = Path(path)
     reader = _Reader(path)
-    root = _compose(path)
-    top: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+    top = _sections(reader, _compose(path))
+    name, description, on_oom = _header(reader, top, path.stem)
+    defaults: dict[str, Value] = {}
+    if _given(top, "defaults"):
+        defaults = reader.fields(top["defaults"][1], "defaults", "defaults")
+    matrix, matrix_line = _matrix(reader, top)
+    excludes = _entries(reader, top, "exclude", any_of=True)
+    includes = _entries(reader, top, "include")
+    if not matrix and not includes:
+        raise reader.error(1, "the sweep defines no case: add `matrix:` or `include:`")
+    _check_size(reader, matrix, matrix_line, len(includes))
+    cases, notes = _expand(reader, defaults, matrix, matrix_line, excludes, includes)
+    return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, description=description,
+                 notes=notes)
+
+
+def _sections(reader: _Reader, root: yaml.Node) -> Sections:
+    """The file's top-level sections; an unknown one is an error at its line."""
+    top: Sections = {}
     for key, key_node, value_node in reader.mapping(root, "sweep"):
         if key not in TOP_LEVEL:
             close = difflib.get_close_matches(key, TOP_LEVEL, n=1)
@@ -278,8 +295,17 @@ def load(path: str | Path) -> Sweep:
             raise reader.error(key_node, f"unknown section {key!r}{hint}; allowed: "
                                          + ", ".join(TOP_LEVEL))
         top[key] = (key_node, value_node)
+    return top
 
-    name = path.stem
+
+def _given(top: Sections, section: str) -> bool:
+    """Whether ``section`` is in the file with a value (``exclude:`` alone counts as absent)."""
+    return section in top and not _is_null(top[section][1])
+
+
+def _header(reader: _Reader, top: Sections, stem: str) -> tuple[str, str, str]:
+    """The sweep's name (default: the file's stem), description and on_oom policy."""
+    name = stem
     if "name" in top:
         name = reader.scalar(top["name"][1], "name")
         if not isinstance(name, str) or not name.strip():
@@ -293,82 +319,76 @@ def load(path: str | Path) -> Sweep:
         if on_oom not in ON_OOM:
             raise reader.error(top["on_oom"][1], f"on_oom: {on_oom!r} is not one of "
                                                  f"{', '.join(ON_OOM)}")
+    return name, description, on_oom
 
-    defaults: dict[str, Value] = {}
-    if "defaults" in top and not _is_null(top["defaults"][1]):
-        defaults = reader.fields(top["defaults"][1], "defaults", "defaults")
 
+def _matrix(reader: _Reader, top: Sections) -> tuple[list[tuple[str, list[Value]]], int]:
+    """The matrix's fields with their lists of values, and the line of ``matrix:`` (1 without
+    one)."""
     matrix: list[tuple[str, list[Value]]] = []
-    matrix_line = 1
-    if "matrix" in top and not _is_null(top["matrix"][1]):
-        matrix_line = top["matrix"][0].start_mark.line + 1
-        for key, key_node, value_node in reader.mapping(top["matrix"][1], "matrix"):
-            field_name = reader.field_name(key, key_node, "matrix")
-            if field_name == "knobs":
-                raise reader.error(key_node, "matrix.knobs: list each knob under `matrix:` by "
-                                             "name (e.g. `seq_len: [128, 512]`)")
-            if not isinstance(value_node, yaml.SequenceNode):
-                raise reader.error(value_node, f"matrix.{field_name}: expected a list of values "
-                                               f"(e.g. [{reader.scalar(value_node, key)!r}]); "
-                                               f"single values go under `defaults:`")
-            items = [Value(reader.scalar(item, f"matrix.{field_name}"),
-                           item.start_mark.line + 1, "matrix")
-                     for item in value_node.value]
-            if not items:
-                raise reader.error(value_node, f"matrix.{field_name}: the list is empty")
-            matrix.append((field_name, items))
+    if not _given(top, "matrix"):
+        return matrix, 1
+    for key, key_node, value_node in reader.mapping(top["matrix"][1], "matrix"):
+        field_name = reader.field_name(key, key_node, "matrix")
+        if field_name == "knobs":
+            raise reader.error(key_node, "matrix.knobs: list each knob under `matrix:` by "
+                                         "name (e.g. `seq_len: [128, 512]`)")
+        if not isinstance(value_node, yaml.SequenceNode):
+            raise reader.error(value_node, f"matrix.{field_name}: expected a list of values "
+                                           f"(e.g. [{reader.scalar(value_node, key)!r}]); "
+                                           f"single values go under `defaults:`")
+        items = [Value(reader.scalar(item, f"matrix.{field_name}"),
+                       item.start_mark.line + 1, "matrix")
+                 for item in value_node.value]
+        if not items:
+            raise reader.error(value_node, f"matrix.{field_name}: the list is empty")
+        matrix.append((field_name, items))
+    return matrix, top["matrix"][0].start_mark.line + 1
 
-    excludes: list[tuple[int, dict[str, Value]]] = []
-    if "exclude" in top and not _is_null(top["exclude"][1]):
-        for item in reader.sequence(top["exclude"][1], "exclude"):
-            excludes.append((item.start_mark.line + 1,
-                             reader.fields(item, "exclude entry", "exclude", any_of=True)))
 
-    includes: list[tuple[int, dict[str, Value]]] = []
-    if "include" in top and not _is_null(top["include"][1]):
-        for item in reader.sequence(top["include"][1], "include"):
-            includes.append((item.start_mark.line + 1,
-                             reader.fields(item, "include entry", "include")))
+def _entries(reader: _Reader, top: Sections, section: str, any_of: bool = False) -> Entries:
+    """The ``exclude`` or ``include`` entries, each with its line."""
+    if not _given(top, section):
+        return []
+    return [(item.start_mark.line + 1,
+             reader.fields(item, f"{section} entry", section, any_of=any_of))
+            for item in reader.sequence(top[section][1], section)]
 
-    if not matrix and not includes:
-        raise reader.error(1, "the sweep defines no case: add `matrix:` or `include:`")
 
-    _check_size(reader, matrix, matrix_line, len(includes))
+def _expand(reader: _Reader, defaults: dict[str, Value],
+            matrix: list[tuple[str, list[Value]]], matrix_line: int, excludes: Entries,
+            includes: Entries) -> tuple[list[Case], list[str]]:
+    """The cases in file order (the matrix's combinations less the excluded ones, then the
+    includes), duplicates merged, and the notes on what was dropped."""
     cases: list[Case] = []
     seen: set[str] = set()
-    notes: list[str] = []
     excluded = dict.fromkeys(range(len(excludes)), 0)
     duplicates = 0
-    combos = list(_combinations(reader, matrix)) if matrix else []
-    for combo in combos:
+
+    def add(case: Case) -> None:
+        nonlocal duplicates
+        if case.key() in seen:
+            duplicates += 1
+            return
+        seen.add(case.key())
+        cases.append(case)
+
+    for combo in (list(_combinations(matrix)) if matrix else []):
         raw = {**defaults, **combo}
         hits = [i for i, (_, entry) in enumerate(excludes) if _matches(entry, raw)]
-        if hits:
-            for i in hits:
-                excluded[i] += 1
-            continue
-        line = min((v.line for v in combo.values()), default=matrix_line)
-        case = _build_case(reader, raw, line)
-        if case.key() in seen:
-            duplicates += 1
-            continue
-        seen.add(case.key())
-        cases.append(case)
+        for i in hits:
+            excluded[i] += 1
+        if not hits:
+            add(_build_case(reader, raw, min((v.line for v in combo.values()),
+                                             default=matrix_line)))
     for line, entry in includes:
-        case = _build_case(reader, {**defaults, **entry}, line)
-        if case.key() in seen:
-            duplicates += 1
-            continue
-        seen.add(case.key())
-        cases.append(case)
-    for i, count in excluded.items():
-        if count == 0:
-            notes.append(f"{path}:{excludes[i][0]}: exclude entry matches no combination")
+        add(_build_case(reader, {**defaults, **entry}, line))
+    notes = [f"{reader.path}:{excludes[i][0]}: exclude entry matches no combination"
+             for i, count in excluded.items() if count == 0]
     if duplicates:
         notes.append(f"{duplicates} duplicate case(s) merged (same fields once knobs that do "
                      f"not apply to a model are dropped)")
-    return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, description=description,
-                 notes=notes)
+    return cases, notes
 
 
 def _check_size(reader: _Reader, matrix: list[tuple[str, list[Value]]], matrix_line: int,
