@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-import os
 import re
 import socket
 import sys
@@ -26,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import envs
+# CPUs this process may run on (an affinity mask or cpuset counts, not the whole machine): the
+# worker side's count, so a launcher divides the cores the same way a backend counts them
+from dlperf.backends.common import available_cpus as usable_cores
 from dlperf.errors import UsageError
 from dlperf.spec import Case
 
@@ -44,13 +46,6 @@ class Launch:
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def usable_cores() -> int:
-    """CPUs this process may run on (an affinity mask or cpuset counts, not the whole machine)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def threads_per_process(case: Case) -> int | None:
