@@ -190,11 +190,11 @@ def test_slurm_nodelists(nodelist, hosts):
 
 
 def test_slurm_placement():
-    place = slurm.placement({"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_ID": "123456",
+    place = slurm.position({"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_ID": "123456",
                              "SLURM_JOB_NODELIST": "node[10-13]"})
-    assert place == slurm.Placement(nnodes=4, node_rank=2, master_addr="node10",
+    assert place == slurm.JobPosition(nnodes=4, node_rank=2, master_addr="node10",
                                     master_port=18456, job_id="123456")  # 15000 + 3456
-    assert slurm.placement({}) is None
+    assert slurm.position({}) is None
 
 
 @pytest.mark.parametrize("args, message", [

@@ -113,7 +113,7 @@ def test_paddle_failing_rank_shows_its_own_message(tmp_path, tagged):
         "    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
         "sys.argv = ['dlperf.worker'] + sys.argv[1:]\n"
         "runpy.run_module('dlperf.worker', run_name='__main__', alter_sys=True)\n")
-    inner = paddle_launch.Launcher()
+    inner = paddle_launch.PaddleLaunch()
 
     def launcher(case, case_file, out_dir):
         spec = inner(case, case_file, out_dir)

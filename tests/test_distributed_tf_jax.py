@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
-from dlperf.launchers import launch
+from dlperf.launchers import launch, registry
 from dlperf import runner
 from dlperf.launchers import jax as jax_launch
 from dlperf.backends.tensorflow import cluster
@@ -135,7 +135,7 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
     quick_xla(monkeypatch, framework)
     case = Case(framework=framework, model="resnet50", batch_size=2, repeats=2, warmup_steps=1,
                 steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
-    inner = launch.launcher_for(case)
+    inner = registry.launcher_for(case)
 
     def launcher(case, case_file, out_dir):
         spec = inner(case, case_file, out_dir)
@@ -237,17 +237,20 @@ def test_tf_launcher_one_node_reserves_ports_and_gpus_get_one_process_per_node(t
                              node_addrs=("10.0.0.1", "10.0.0.2"))
     case = Case(framework="tensorflow", model="resnet50", batch_size=2, devices=2, nnodes=2,
                 device="cpu")
-    spec = tf_launch.Launcher(rdzv, python=sys.executable)(case, tmp_path / "c.json", tmp_path)
+    launcher = tf_launch.TFConfigLauncher(rdzv, python=sys.executable)
+    spec = launcher(case, tmp_path / "c.json", tmp_path)
     assert spec.env["DLPERF_NODE_ADDRS"] == "10.0.0.1,10.0.0.2" and spec.ranks == 2
     assert spec.argv[spec.argv.index("--nproc") + 1] == "2"
     one_node = Case(framework="tensorflow1", model="resnet50", batch_size=2, devices=3,
                     device="cpu")
-    spec = tf1_launch.Launcher(python=sys.executable)(one_node, tmp_path / "c.json", tmp_path)
+    launcher = tf1_launch.TF1ConfigLauncher(python=sys.executable)
+    spec = launcher(one_node, tmp_path / "c.json", tmp_path)
     ports = spec.env["DLPERF_RANK_PORTS"].split(",")
     assert len(set(ports)) == 3 and spec.facts["workers"] == [f"127.0.0.1:{p}" for p in ports]
     gpus = Case(framework="tensorflow", model="resnet50", batch_size=2, devices=4, nnodes=2,
                 device="cuda")
-    spec = tf_launch.Launcher(rdzv, python=sys.executable)(gpus, tmp_path / "c.json", tmp_path)
+    launcher = tf_launch.TFConfigLauncher(rdzv, python=sys.executable)
+    spec = launcher(gpus, tmp_path / "c.json", tmp_path)
     assert spec.argv[spec.argv.index("--nproc") + 1] == "1" and spec.ranks == 1
     assert spec.facts["replicas_per_process"] == 4
 

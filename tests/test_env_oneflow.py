@@ -150,7 +150,7 @@ CASES = [
 
 
 def _run_case(model, extra, threads, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in launch.THREAD_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in launch.POOL_SIZE_VARIABLES}
     if threads is not None:
         env["OMP_NUM_THREADS"] = threads
     out = tmp_path / "result.json"

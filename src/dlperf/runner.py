@@ -22,7 +22,8 @@ import psutil
 
 from dlperf import envs
 from dlperf.host import hoststate, timeline
-from dlperf.launchers import exits, launch
+from dlperf.launchers import exits, launch, registry
+from dlperf.launchers.launch import Launcher
 from dlperf import result, scaling
 from dlperf.host.monitor import Monitor
 from dlperf.spec import Case
@@ -37,8 +38,6 @@ PEER_SYMPTOMS = ("connection closed by peer", "connection reset by peer", "broke
                  # Paddle's gloo when the rank at the other end of a pair went away:
                  # "[.../gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1"
                  "pair_rank = ")
-
-Launcher = Callable[[Case, Path, Path], launch.Launch]
 
 
 class Interrupted(Exception):
@@ -229,7 +228,7 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
 def default_launcher(case: Case) -> Launcher:
     """One local process, or the framework's own launcher for several (one node; several nodes
     need a :class:`launch.Rendezvous`, which ``dlperf run`` builds)."""
-    return launch.launcher_for(case)
+    return registry.launcher_for(case)
 
 
 def run_case(case: Case, store: Store | None = None, launcher: Launcher | None = None,

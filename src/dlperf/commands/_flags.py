@@ -155,7 +155,7 @@ def nnodes_from_args(args: argparse.Namespace) -> int:
     """--nnodes, else the Slurm step's node count, else 1."""
     if getattr(args, "nnodes", None) is not None:
         return int(args.nnodes)
-    position = slurm.placement(os.environ)
+    position = slurm.position(os.environ)
     return position.nnodes if position else 1
 
 
@@ -237,7 +237,7 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
 
 def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezvous:
     """The flags, with any left out filled from Slurm's variables; checked against the case."""
-    position = slurm.placement(os.environ)
+    position = slurm.position(os.environ)
     node_rank, addr, port = args.node_rank, args.master_addr, args.master_port
     if position is not None:
         node_rank = position.node_rank if node_rank is None else node_rank
@@ -252,7 +252,7 @@ def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezv
     return rendezvous
 
 
-def node_addrs_from_args(args: argparse.Namespace, position: slurm.Placement | None,
+def node_addrs_from_args(args: argparse.Namespace, position: slurm.JobPosition | None,
                          nnodes: int) -> tuple[str, ...]:
     """--node-addrs (comma-separated), else the Slurm step's node list when it names exactly
     the case's nodes, else none."""

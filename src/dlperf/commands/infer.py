@@ -222,7 +222,7 @@ def main_server(args: argparse.Namespace, base: Case) -> int:
     return 1 if failed else 0
 
 
-def show_server(outcome: server.Outcome) -> None:
+def show_server(outcome: server.RateSearch) -> None:
     target = outcome.settings.target_latency_ms
     if outcome.capacity is not None:
         latency = outcome.capacity.get("latency_ms") or {}

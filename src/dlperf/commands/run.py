@@ -15,7 +15,7 @@ from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_inp
                                     rendezvous_from_args)
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
-from dlperf.launchers import launch
+from dlperf.launchers import launch, registry
 from dlperf.numbers import finite_float
 from dlperf.spec import Case
 from dlperf.studies import inputbound
@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     quiet_wait = check_quiet_wait(args.require_quiet_s)
     rendezvous = rendezvous_from_args(args, cases[-1])
     envs.interpreter(cases[-1].framework)  # not installed: one line naming the install command
-    launchers = [launch.launcher_for(case, rendezvous) for case in cases]
+    launchers = [registry.launcher_for(case, rendezvous) for case in cases]
     first = launchers[0]
     if isinstance(first, launch.MultiLauncher) and not first.is_master(cases[0]):
         return run_peers(cases, launchers, args.json)  # type: ignore[arg-type]
@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     return 0 if all(result["status"] == "ok" for result in results) else 1
 
 
-def measure(cases: list[Case], launchers: list[runner.Launcher], args: argparse.Namespace,
+def measure(cases: list[Case], launchers: list[launch.Launcher], args: argparse.Namespace,
             quiet_wait: float | None, stopped: Callable[[list[dict[str, Any]]], None]
             ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Measure and store ``cases`` in order under the host's lock; with two (the input-bound

@@ -61,10 +61,10 @@ def knob_text(case: Case) -> str:
 
 
 def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator,
-               placement: slurm_launch.Placement | None = None) -> float:
+               fitted: slurm_launch.SweepFit | None = None) -> float:
     """Print the cases with what is stored and the time each still needs; return the total.
     Cases left out by --skip-multinode are listed after them, marked skipped."""
-    skipped = placement.refused if placement is not None else []
+    skipped = fitted.refused if fitted is not None else []
     count = f"{len(sweep.cases)} case(s)" + (f" (+{len(skipped)} skipped)" if skipped else "")
     table = display.new_table(f"sweep {sweep.name}: {count} from {sweep.path}", (
         ("#", "right"), ("case", "left"), ("knobs", "left"), ("steps", "right"),
@@ -86,11 +86,11 @@ def plan_table(sweep: Sweep, states: list[CaseState], estimator: Estimator,
     for index, case in enumerate(skipped, len(states) + 1):
         table.add_row(str(index), case.label(), knob_text(case),
                       f"{case.warmup_steps}+{case.steps}", str(case.repeats),
-                      f"{placement.skipped_reason(case)} (--skip-multinode)" if placement
+                      f"{fitted.skipped_reason(case)} (--skip-multinode)" if fitted
                       else "skipped", "-", "")
     display.out.print(table)
-    if placement is not None and placement.allocation is not None:
-        alloc = placement.allocation
+    if fitted is not None and fitted.allocation is not None:
+        alloc = fitted.allocation
         display.out.print(f"Slurm job {alloc.job_id} ({alloc.nnodes} node(s)): every case runs "
                           f"as a Slurm job step (srun), one step per repeat", highlight=False)
     if sweep.on_oom == "halve":
@@ -205,7 +205,7 @@ class SweepDisplay(Observer):
 
 
 def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool,
-            placement: slurm_launch.Placement | None = None) -> int:
+            fitted: slurm_launch.SweepFit | None = None) -> int:
     states = [CaseState(case) for case in sweep.cases]
     history: list[dict[str, Any]] = []
     if db.exists():
@@ -217,34 +217,34 @@ def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool,
                 if not resume and any(s.run_id is not None for s in states):
                     display.warn(f"{db} already holds runs of sweep {sweep.name!r}: run with "
                                  f"--resume or --force")
-    plan_table(sweep, states, Estimator(history), placement)
+    plan_table(sweep, states, Estimator(history), fitted)
     return 0
 
 
-def placed(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.Placement]:
+def runnable(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.SweepFit]:
     """The sweep's cases that can run here, and where; multi-node cases without the nodes
     refuse the sweep (one line, exit 2) unless ``skip_multinode`` leaves them out."""
-    placement = slurm_launch.place(sweep.cases, os.environ)
-    if placement.refused and not skip_multinode:
-        raise UsageError(slurm_launch.refusal(placement, sweep.name, sweep.path,
+    fitted = slurm_launch.fit(sweep.cases, os.environ)
+    if fitted.refused and not skip_multinode:
+        raise UsageError(slurm_launch.refusal(fitted, sweep.name, sweep.path,
                                               len(sweep.cases)))
-    keep = [case for case in sweep.cases if case not in placement.refused]
-    return dataclasses.replace(sweep, cases=keep), placement
+    keep = [case for case in sweep.cases if case not in fitted.refused]
+    return dataclasses.replace(sweep, cases=keep), fitted
 
 
 def main(args: argparse.Namespace) -> int:
     sweep = load(args.file)
     outputs.check_writable("--json", args.json)
-    sweep, placement = placed(sweep, args.skip_multinode)
+    sweep, fitted = runnable(sweep, args.skip_multinode)
     db = Path(args.db)
     if args.dry_run:
-        return dry_run(sweep, db, args.resume, args.force, placement)
+        return dry_run(sweep, db, args.resume, args.force, fitted)
     mode = "resume" if args.resume else "force" if args.force else "new"
     started = dt.datetime.now().isoformat(timespec="seconds")
     # the host's lock first: a sweep that must wait (or give up) has touched no session state
     with session.measuring(db, wait=not args.no_wait) as opened:
         watcher = SweepDisplay(sweep)
-        alloc = placement.allocation
+        alloc = fitted.allocation
         run = SweepRun(sweep, opened.store, mode=mode, env=opened.env, observer=watcher,
                        launchers=(lambda case: slurm_launch.launcher(case, alloc))
                        if alloc is not None else None)
@@ -268,9 +268,9 @@ def main(args: argparse.Namespace) -> int:
         + (f"; timed work (first steps + warm-ups + windows) {outcome.timed_s:.1f} s; "
            f"overhead x{overhead:.2f} (wall time / timed work)" if overhead else ""),
         highlight=False)
-    if placement.refused:
-        most = max(case.nnodes for case in placement.refused)
-        display.warn(f"skipped {len(placement.refused)} multi-node case(s) (--skip-multinode): "
+    if fitted.refused:
+        most = max(case.nnodes for case in fitted.refused)
+        display.warn(f"skipped {len(fitted.refused)} multi-node case(s) (--skip-multinode): "
                      f"measure them with --resume inside a Slurm allocation of >= {most} nodes")
     if args.json:
         outputs.write_json(args.json, results)

@@ -20,8 +20,11 @@ from dlperf import __version__
 from dlperf.host import monitor
 
 LIBRARIES = ("numpy", "scipy", "psutil", "rich", "PyYAML", "nvidia-ml-py", "torch")
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                    "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND", "CUDA_VISIBLE_DEVICES")
+# the thread settings a result records as the harness saw them (each worker records its own,
+# the frameworks' variables included: dlperf.worker.__main__.THREAD_VARIABLES)
+HARNESS_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                            "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND",
+                            "CUDA_VISIBLE_DEVICES")
 
 
 def cpu_model() -> str:
@@ -111,6 +114,7 @@ def capture() -> dict[str, Any]:
         "gpus": gpus(),
         "python": platform.python_version(),
         "libraries": library_versions(),
-        "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        "thread_variables": {k: os.environ[k] for k in HARNESS_THREAD_VARIABLES
+                             if k in os.environ},
         "git": git_state(),
     }

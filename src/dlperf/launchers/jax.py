@@ -45,6 +45,3 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
         return rendezvous_timeout(rdzv, f"{counted} at {master} (JAX: DEADLINE_EXCEEDED); "
                                         f"{START_OTHERS}")
     return spawn.explain(log)
-
-
-Launcher = JaxDistributed  # what dlperf.launchers.launch.launcher_for looks up

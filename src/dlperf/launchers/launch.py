@@ -4,16 +4,15 @@ A launcher turns a case into the command line that runs ``python -m dlperf.worke
 rank. The runner owns the process (timeouts, Ctrl-C, failure classes); the launcher only says what
 to run and with which environment, so a multi-process launcher drops in beside the local one.
 
-One process: :func:`local`. Several processes or nodes: the framework's own launcher, which lives
-beside its backend as ``dlperf.backends.<framework>.launch.Launcher`` (a :class:`MultiLauncher`,
-harness side) and is found by :func:`launcher_for`. A backend that declares ``distributed``
-devices in its ``SUPPORT`` must have one; the others refuse multi-process cases.
+A :data:`Launcher` is anything that gives a repeat's :class:`Launch`. One process: :func:`local`.
+Several processes or nodes: the framework's own :class:`MultiLauncher`, one module per framework
+in this package, picked by :func:`dlperf.launchers.registry.launcher_for`. A backend that
+declares ``distributed`` devices in its ``SUPPORT`` must have one; the others refuse
+multi-process cases.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
 import re
 import socket
@@ -45,7 +44,11 @@ class Launch:
     facts: dict[str, Any] = field(default_factory=dict)  # how it was launched, kept in the result
 
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Starts a repeat: (case, case file, output directory) -> the command and its environment.
+Launcher = Callable[[Case, Path, Path], Launch]
+
+# what sizes the OpenMP / MKL thread pools (and so torch's intra-op threads)
+POOL_SIZE_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def threads_per_process(case: Case) -> int | None:
@@ -60,7 +63,7 @@ def threads_per_process(case: Case) -> int | None:
 
 def thread_env(threads: int | None) -> dict[str, str]:
     """The variables that size OpenMP / MKL pools (and so torch's intra-op threads)."""
-    return {} if threads is None else {name: str(threads) for name in THREAD_VARIABLES}
+    return {} if threads is None else {name: str(threads) for name in POOL_SIZE_VARIABLES}
 
 
 def worker_argv(python: str, case_file: Path, out_dir: Path) -> list[str]:
@@ -217,21 +220,6 @@ class MultiLauncher:
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
         raise NotImplementedError
-
-
-def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
-                 python: str | None = None) -> Callable[[Case, Path, Path], Launch]:
-    """:func:`local` for one process; else the framework's own :class:`MultiLauncher`.
-
-    A framework without one (its backend declares no ``distributed`` devices) gets :func:`local`:
-    its worker refuses the case from ``SUPPORT`` before building anything, so the result is
-    ``unsupported`` with the backend's own reason, as for any other undeclared combination."""
-    if case.devices * case.nnodes == 1:
-        return local
-    name = f"dlperf.launchers.{case.framework}"
-    if importlib.util.find_spec(name) is None:
-        return local
-    return importlib.import_module(name).Launcher(rendezvous, python)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -110,6 +110,3 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str,
                            f"(its log: {LOG_DIR}/worker_{lost.group(1)}.log){said}")
     return rendezvous_timeout(rdzv, f"the {case.nnodes} nodes never all joined at {master}{said}; "
                                     f"{START_OTHERS}")
-
-
-Launcher = Msrun  # what dlperf.launchers.launch.launcher_for looks up

@@ -65,6 +65,3 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
                                         f"{master}) never formed; start the same `dlperf run` "
                                         f"on every node with its --node-rank")
     return spawn.explain(log)
-
-
-Launcher = KVStoreLaunch  # what dlperf.launchers.launch.launcher_for looks up

@@ -75,6 +75,3 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
     if status == "crash" and fatal:
         message += f": {fatal.group(1)[:300]}"
     return status, message
-
-
-Launcher = OneFlowLaunch  # what dlperf.launchers.launch.launcher_for looks up

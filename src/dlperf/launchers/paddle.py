@@ -97,6 +97,3 @@ def explain(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | None:
         if code < 0:
             return exits.killed(f"rank {rank}:", -code)
     return None  # an exit code: the rank's own result file, if any, says more
-
-
-Launcher = PaddleLaunch  # what dlperf.launchers.launch.launcher_for looks up

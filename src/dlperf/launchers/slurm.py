@@ -19,7 +19,9 @@ PORT_BASE = 15000
 
 
 @dataclass(frozen=True)
-class Placement:
+class JobPosition:
+    """Where this process sits in a Slurm job: the job's nodes, this node's rank, node 0."""
+
     nnodes: int
     node_rank: int
     master_addr: str | None
@@ -93,7 +95,7 @@ def hostnames(nodelist: str) -> list[str]:
     return expand_nodelist(nodelist)
 
 
-def placement(environ: Mapping[str, str]) -> Placement | None:
+def position(environ: Mapping[str, str]) -> JobPosition | None:
     """This process's place in a Slurm job, or None outside Slurm."""
     nnodes = _first(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
     if nnodes is None:
@@ -101,7 +103,7 @@ def placement(environ: Mapping[str, str]) -> Placement | None:
     nodelist = _first(environ, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
     hosts = hostnames(nodelist) if nodelist else []
     job_id = _first(environ, "SLURM_JOB_ID", "SLURM_JOBID")
-    return Placement(nnodes=int(nnodes), node_rank=int(environ.get("SLURM_NODEID", "0")),
+    return JobPosition(nnodes=int(nnodes), node_rank=int(environ.get("SLURM_NODEID", "0")),
                      master_addr=hosts[0] if hosts else None, master_port=job_port(job_id),
                      job_id=job_id)
 

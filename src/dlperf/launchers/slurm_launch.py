@@ -8,8 +8,8 @@ the head (the host where salloc or the batch script runs). For each repeat of a 
         srun --nodes N --ntasks N --ntasks-per-node 1 --kill-on-bad-exit=1 ... \\
         python -m dlperf.launchers.slurm_step task PAYLOAD
 
-It wraps whatever :func:`dlperf.launchers.launch.launcher_for` returns for the case and never looks at the
-framework: on the head it asks the framework's launcher for the command of every node rank (the
+It wraps whatever :func:`dlperf.launchers.registry.launcher_for` returns for the case and never
+looks at the framework: on the head it asks the framework's launcher for the command of every node rank (the
 rendezvous's master address is a placeholder, since only the step knows its first node), and
 the payload carries those commands, the case and the head's paths to every node, where
 :mod:`dlperf.launchers.slurm_step` fills them in (node rank from ``SLURM_NODEID``, master = NodeAddr of the
@@ -20,7 +20,7 @@ case once, whether or not the head is one of the nodes or shares /tmp with them.
 
 Single-node cases run as one-node steps too: inside an allocation the head may be a login node,
 and a measurement belongs on the allocated nodes. Outside Slurm, or with fewer nodes than a case
-needs, a multi-node case cannot start: :func:`check` refuses the sweep before anything runs
+needs, a multi-node case cannot start: :func:`fit` finds them and the sweep is refused (:func:`refusal`) before anything runs
 unless ``--skip-multinode`` was given, which leaves those cases out of the plan.
 """
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf.launchers import launch, slurm
+from dlperf.launchers import launch, registry, slurm
 from dlperf.errors import UsageError
 from dlperf.launchers.slurm_step import MASTER_PLACEHOLDER, PREFIX, encode, node_placeholder
 from dlperf.spec import Case
@@ -86,9 +86,9 @@ class SlurmLauncher(launch.MultiLauncher):
         self.allocation = allocation
         self.port = allocation.port or launch.DEFAULT_PORT
         if case.nnodes == 1:
-            self.nodes = [launch.launcher_for(case, launch.Rendezvous(), python)]
+            self.nodes = [registry.launcher_for(case, launch.Rendezvous(), python)]
         else:
-            self.nodes = [launch.launcher_for(case, launch.Rendezvous(
+            self.nodes = [registry.launcher_for(case, launch.Rendezvous(
                 node_rank=rank, master_addr=MASTER_PLACEHOLDER, master_port=self.port,
                 timeout_s=timeout_s,
                 node_addrs=tuple(node_placeholder(n) for n in range(case.nnodes))), python)
@@ -131,7 +131,7 @@ def launcher(case: Case, allocation: slurm.Allocation) -> launch.MultiLauncher |
     """The launcher of ``case`` inside ``allocation``: a Slurm step, except for a multi-node
     case whose framework has no multi-process launcher (its worker refuses the case from its
     SUPPORT declaration in a second: that runs where it is)."""
-    inner = launch.launcher_for(case)
+    inner = registry.launcher_for(case)
     if case.nnodes > 1 and not isinstance(inner, launch.MultiLauncher):
         return inner
     return SlurmLauncher(case, allocation)
@@ -142,9 +142,9 @@ def launcher(case: Case, allocation: slurm.Allocation) -> launch.MultiLauncher |
 # ------------------------------------------------------------------------------------------------
 
 @dataclass
-class Placement:
-    """Where a sweep's cases run: the allocation (None outside Slurm) and the cases it cannot
-    hold, with the node count each needs."""
+class SweepFit:
+    """How a sweep's cases fit where it runs: the Slurm allocation (None outside Slurm) and the
+    cases it cannot hold, with the node count each needs."""
 
     allocation: slurm.Allocation | None
     why_not: str = ""  # why there is no usable allocation (no job, no srun)
@@ -154,7 +154,7 @@ class Placement:
         return f"skipped: needs {case.nnodes} nodes"
 
 
-def place(cases: list[Case], environ: Mapping[str, str]) -> Placement:
+def fit(cases: list[Case], environ: Mapping[str, str]) -> SweepFit:
     """The allocation this sweep runs in and the multi-node cases it cannot run."""
     if (environ.get("SLURM_STEP_NUM_TASKS") or "1").isdigit() and \
             int(environ.get("SLURM_STEP_NUM_TASKS") or "1") > 1:
@@ -168,13 +168,13 @@ def place(cases: list[Case], environ: Mapping[str, str]) -> Placement:
     elif found is None:
         why_not = "not inside a Slurm allocation"
     available = found.nnodes if found is not None else 1
-    return Placement(found, why_not, [case for case in cases if case.nnodes > available])
+    return SweepFit(found, why_not, [case for case in cases if case.nnodes > available])
 
 
-def refusal(placement: Placement, sweep_name: str, path: Path, total: int) -> str:
+def refusal(fitted: SweepFit, sweep_name: str, path: Path, total: int) -> str:
     """One line: which cases need how many nodes, and how to give them those nodes."""
     by_nodes: dict[int, list[Case]] = {}
-    for case in placement.refused:
+    for case in fitted.refused:
         by_nodes.setdefault(case.nnodes, []).append(case)
     parts = []
     for nodes, cases in sorted(by_nodes.items()):
@@ -182,12 +182,12 @@ def refusal(placement: Placement, sweep_name: str, path: Path, total: int) -> st
         parts.append(f"case {cases[0].label()!r}{more} need{'s' if not more else ''} "
                      f"{nodes} nodes")
     most = max(by_nodes)
-    if placement.allocation is None:
-        where = placement.why_not
+    if fitted.allocation is None:
+        where = fitted.why_not
     else:
-        where = (f"Slurm job {placement.allocation.job_id} has "
-                 f"{placement.allocation.nnodes} node(s)")
-    others = total - len(placement.refused)
+        where = (f"Slurm job {fitted.allocation.job_id} has "
+                 f"{fitted.allocation.nnodes} node(s)")
+    others = total - len(fitted.refused)
     return (f"sweep {sweep_name}: {'; '.join(parts)} ({where}): run the sweep inside a Slurm "
             f"allocation of >= {most} nodes (salloc -N {most} dlperf sweep {path}), or pass "
             f"--skip-multinode to measure the other {others} case(s) without them")

@@ -99,6 +99,3 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
                else f"the {case.nnodes} nodes never all joined")
     return rendezvous_timeout(rdzv, f"{counted} at {master}; {START_OTHERS} (TensorFlow: "
                                     f"{words[:200]})")
-
-
-Launcher = TFConfigLauncher  # what dlperf.launchers.launch.launcher_for looks up

@@ -16,6 +16,3 @@ class TF1ConfigLauncher(TFConfigLauncher):
     strategies = ("tf.distribute.experimental.MultiWorkerMirroredStrategy "
                   "(CollectiveAllReduceStrategy, graph mode)",
                   "tf.distribute.MirroredStrategy (graph mode)")
-
-
-Launcher = TF1ConfigLauncher  # what dlperf.launchers.launch.launcher_for looks up

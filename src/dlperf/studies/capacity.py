@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.launchers import launch
+from dlperf.launchers.launch import Launcher
 from dlperf import runner
 from dlperf.errors import UsageError
 from dlperf.spec import Case, SpecError
@@ -106,8 +107,8 @@ class Search:
     stop: int | None = None  # never probe above this
     resolution: int | None = None  # None: 5% of the largest size that ran (at least 1)
     memory_limit_bytes: int | None = None
-    # how each probe is launched (a sweep's own, e.g. a Slurm step); None: launch.launcher_for
-    launcher: Callable[[Case], runner.Launcher] | None = None
+    # how each probe is launched (a sweep's own, e.g. a Slurm step); None: registry.launcher_for
+    launcher: Callable[[Case], Launcher] | None = None
     probes: list[Probe] = field(default_factory=list)
     # stored with every probe (the result's launch facts), so a report can tell searches apart
     search_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -129,8 +130,8 @@ def check_param(case: Case, param: str) -> None:
                          f"allowed: batch_size, {', '.join(ints)}")
 
 
-def limited(base: runner.Launcher, limit_bytes: int | None,
-            search: Search | None = None) -> runner.Launcher:
+def limited(base: Launcher, limit_bytes: int | None,
+            search: Search | None = None) -> Launcher:
     """``base`` with the memory limit handed to every worker, and recorded in the launch facts
     with the search the probe belongs to (its id and the parameter it varies)."""
     if limit_bytes is None and search is None:

@@ -44,8 +44,9 @@ class Settings:
 
 
 @dataclasses.dataclass
-class Outcome:
-    """A finished (or stopped) search."""
+class RateSearch:
+    """The server scenario's search for the highest rate that meets the bound, finished or
+    stopped."""
 
     settings: Settings
     capacity: dict[str, Any] | None = None  # the unloaded run's result
@@ -58,7 +59,7 @@ class Outcome:
 class SearchInterrupted(Exception):
     """Ctrl-C arrived during the search; what was found so far travels with it."""
 
-    def __init__(self, outcome: Outcome) -> None:
+    def __init__(self, outcome: RateSearch) -> None:
         super().__init__("interrupted")
         self.outcome = outcome
 
@@ -99,9 +100,9 @@ def annotate(result: dict[str, Any]) -> None:
 Measure = Callable[[Case], dict[str, Any]]
 
 
-def search(base: Case, settings: Settings, measure: Measure) -> Outcome:
+def search(base: Case, settings: Settings, measure: Measure) -> RateSearch:
     """Find the highest rate meeting the bound; ``measure(case)`` runs and returns one result."""
-    outcome = Outcome(settings)
+    outcome = RateSearch(settings)
     try:
         if settings.rate_qps is not None:
             _probe(outcome, base, settings, settings.rate_qps, measure)
@@ -116,7 +117,7 @@ def search(base: Case, settings: Settings, measure: Measure) -> Outcome:
     return outcome
 
 
-def _probe(outcome: Outcome, base: Case, settings: Settings, rate: float,
+def _probe(outcome: RateSearch, base: Case, settings: Settings, rate: float,
            measure: Measure) -> dict[str, Any]:
     result = measure(probe_case(base, settings, rate))
     annotate(result)
@@ -124,7 +125,7 @@ def _probe(outcome: Outcome, base: Case, settings: Settings, rate: float,
     return result
 
 
-def _bisect(outcome: Outcome, base: Case, settings: Settings, measure: Measure) -> None:
+def _bisect(outcome: RateSearch, base: Case, settings: Settings, measure: Measure) -> None:
     unloaded = measure(capacity_case(base))
     outcome.capacity = unloaded
     latency = unloaded.get("latency_ms") or {}
@@ -155,7 +156,7 @@ def _bisect(outcome: Outcome, base: Case, settings: Settings, measure: Measure) 
             high = rate
 
 
-def _finish(outcome: Outcome) -> None:
+def _finish(outcome: RateSearch) -> None:
     passing = [r for r in outcome.probes if r.get("server") and r["server"].get("meets_target")]
     if passing:
         outcome.peak = max(passing, key=lambda r: r["server"]["rate_qps"])
@@ -167,7 +168,7 @@ def _finish(outcome: Outcome) -> None:
 
 
 def run(base: Case, settings: Settings, store: Store | None, env: dict[str, Any],
-        progress: Callable[[Case], Any] | None = None) -> Outcome:
+        progress: Callable[[Case], Any] | None = None) -> RateSearch:
     """:func:`search` with each probe measured by the runner and stored."""
 
     def measure(case: Case) -> dict[str, Any]:

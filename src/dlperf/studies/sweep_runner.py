@@ -30,6 +30,7 @@ from dlperf import envs, models, runner
 from dlperf.worker import steady
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
+from dlperf.launchers.launch import Launcher
 from dlperf.spec import Case, support
 from dlperf.store import Store
 from dlperf.studies.sweep import Sweep, halved
@@ -290,9 +291,9 @@ class SweepRun:
     """One invocation of a sweep against a store."""
 
     def __init__(self, sweep: Sweep, store: Store, mode: str = "new",
-                 launcher: runner.Launcher | None = None, env: dict[str, Any] | None = None,
+                 launcher: Launcher | None = None, env: dict[str, Any] | None = None,
                  observer: Observer | None = None,
-                 launchers: Callable[[Case], runner.Launcher] | None = None) -> None:
+                 launchers: Callable[[Case], Launcher] | None = None) -> None:
         self.sweep = sweep
         self.store = store
         self.launcher = launcher
@@ -346,7 +347,7 @@ class SweepRun:
                 fallback["search"] = search
             current = retry
 
-    def _launcher_for(self, case: Case) -> runner.Launcher:
+    def _launcher_for(self, case: Case) -> Launcher:
         if self.launcher:
             return self.launcher
         return self.launchers(case) if self.launchers else runner.default_launcher(case)

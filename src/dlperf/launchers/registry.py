@@ -1,0 +1,37 @@
+"""Which launcher starts a case: one local process, or its framework's own multi-process launcher.
+
+:data:`MULTI_PROCESS` names each framework's :class:`~dlperf.launchers.launch.MultiLauncher`; a
+framework whose backend declares ``distributed`` devices in its ``SUPPORT`` must have one here.
+This is the only place a launcher is picked by framework.
+"""
+
+from __future__ import annotations
+
+from dlperf.launchers import jax, mindspore, mxnet, oneflow, paddle, tensorflow, tensorflow1, torch
+from dlperf.launchers.launch import Launcher, MultiLauncher, Rendezvous, local
+from dlperf.spec import Case
+
+MULTI_PROCESS: dict[str, type[MultiLauncher]] = {
+    "torch": torch.Torchrun,
+    "tensorflow": tensorflow.TFConfigLauncher,
+    "tensorflow1": tensorflow1.TF1ConfigLauncher,
+    "jax": jax.JaxDistributed,
+    "paddle": paddle.PaddleLaunch,
+    "mxnet": mxnet.KVStoreLaunch,
+    "mindspore": mindspore.Msrun,
+    "oneflow": oneflow.OneFlowLaunch,
+}
+
+
+def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
+                 python: str | None = None) -> Launcher:
+    """:func:`~dlperf.launchers.launch.local` for one process; else the framework's own
+    :class:`~dlperf.launchers.launch.MultiLauncher`.
+
+    A framework without one (its backend declares no ``distributed`` devices) gets ``local``:
+    its worker refuses the case from ``SUPPORT`` before building anything, so the result is
+    ``unsupported`` with the backend's own reason, as for any other undeclared combination."""
+    multi = MULTI_PROCESS.get(case.framework)
+    if case.devices * case.nnodes == 1 or multi is None:
+        return local
+    return multi(rendezvous, python)
