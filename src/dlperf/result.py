@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from dlperf.host import hoststate, timeline
 from dlperf import models, stats
+from dlperf.host import hoststate, timeline
 from dlperf.host.peak import PRECISION_DTYPE, ceiling
 from dlperf.spec import Case
 

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,12 +19,11 @@ from typing import Any
 
 import psutil
 
-from dlperf import envs
+from dlperf import envs, result, scaling
 from dlperf.host import hoststate, timeline
+from dlperf.host.monitor import Monitor
 from dlperf.launchers import exits, launch, registry
 from dlperf.launchers.launch import Launcher
-from dlperf import result, scaling
-from dlperf.host.monitor import Monitor
 from dlperf.spec import Case
 from dlperf.store import Store
 

@@ -10,10 +10,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf.studies import ab
 from dlperf import display, outputs
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
+from dlperf.studies import ab
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

@@ -11,12 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, envs, outputs, session
-from dlperf.commands._flags import (add_case_arguments, add_db_argument, case_from_args,
-                                    positive_int)
+from dlperf.commands._flags import add_case_arguments, add_db_argument, case_from_args, positive_int
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.studies import capacity
-
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

@@ -7,8 +7,8 @@ sweep name in ``--db`` (``run:ID`` and ``sweep:NAME`` say which explicitly).
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +22,8 @@ from dlperf.report import results as stored
 from dlperf.store import DEFAULT_DB, Store
 
 if TYPE_CHECKING:
-    from dlperf.report.compare import Comparison
     from dlperf.report.accuracy import RowComparison
+    from dlperf.report.compare import Comparison
 
 # as in dlperf.report.compare, which loads scipy only when a comparison runs
 TESTS = ("mannwhitney", "welch")
@@ -269,8 +269,8 @@ def main(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha: {args.alpha} must be between 0 and 1")
     outputs.check_writable("--json", args.json)
-    from dlperf.report.compare import compare
     from dlperf.report.accuracy import compare_rows
+    from dlperf.report.compare import compare
 
     baseline = resolve(args.baseline, "BASELINE", args.db)
     candidate = resolve(args.candidate, "CANDIDATE", args.db)

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dlperf.data import make_images as datasets
 from dlperf import display
 from dlperf.commands._flags import positive_int
+from dlperf.data import make_images as datasets
 from dlperf.errors import UsageError
 
 

@@ -38,8 +38,8 @@ from typing import Any
 
 from dlperf.envs import interpreters, registry
 from dlperf.envs.registry import Framework
-from dlperf.worker.lifeline import HARNESS_PID
 from dlperf.errors import UsageError
+from dlperf.worker.lifeline import HARNESS_PID
 
 STAMP_NAME = "dlperf-env.json"
 LOG_NAME = "install.log"

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import envs
+
 # CPUs this process may run on (an affinity mask or cpuset counts, not the whole machine): the
 # worker side's count, so a launcher divides the cores the same way a backend counts them
 from dlperf.backends.common import available_cpus as usable_cores
 from dlperf.errors import UsageError
 from dlperf.spec import Case
-
 
 
 @dataclass

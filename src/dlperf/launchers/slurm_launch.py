@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf.launchers import launch, registry, slurm
 from dlperf.errors import UsageError
+from dlperf.launchers import launch, registry, slurm
 from dlperf.launchers.slurm_step import MASTER_PLACEHOLDER, PREFIX, encode, node_placeholder
 from dlperf.spec import Case
 

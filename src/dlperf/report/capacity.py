@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import display
-from dlperf.studies.capacity import SWEEP_NAME
 from dlperf.report.tables import Cell, Report, Table, knob_text, number, short, variant
 from dlperf.store import Store
+from dlperf.studies.capacity import SWEEP_NAME
 
 SIZE = (7.5, 2.8)
 LOG_SPAN = 10.0  # a log x axis when the largest value is more than this times the smallest

@@ -13,8 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dlperf.report import inferplots, plots
-from dlperf.report import timelines
+from dlperf.report import inferplots, plots, timelines
 from dlperf.report.tables import Cell, Report, Table
 
 if TYPE_CHECKING:

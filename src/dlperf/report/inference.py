@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.studies.infer import BASELINE, fp32_twin
 from dlperf.spec import Case, SpecError
+from dlperf.studies.infer import BASELINE, fp32_twin
 
 PERCENTILES = ("p50", "p90", "p99")
 

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from dlperf import envs, models, runner
-from dlperf.launchers import launch
 from dlperf.errors import UsageError
+from dlperf.launchers import launch
 from dlperf.numbers import check_seconds
 from dlperf.spec import PRECISIONS
 from dlperf.worker.cache import private_dir

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf.launchers import launch
-from dlperf.launchers.launch import Launcher
 from dlperf import runner
 from dlperf.errors import UsageError
+from dlperf.launchers import launch
+from dlperf.launchers.launch import Launcher
 from dlperf.spec import Case, SpecError
 from dlperf.store import Store
 from dlperf.worker.limits import VARIABLE as MEMORY_LIMIT_VARIABLE

@@ -21,7 +21,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -33,11 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import envs
-from dlperf import models, runner, stats
+from dlperf import envs, models, runner, stats
 from dlperf.errors import UsageError
-from dlperf.numbers import check_seconds, is_number
 from dlperf.host.monitor import Monitor
+from dlperf.numbers import check_seconds, is_number
 from dlperf.result import monitor_means, repeat_status
 from dlperf.store import Store
 

@@ -10,7 +10,6 @@ as it finishes and ``UNIQUE(run_id, repeat_index)`` makes a second copy impossib
 
 from __future__ import annotations
 
-
 import contextlib
 import dataclasses
 import fcntl
@@ -25,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf.studies import capacity
 from dlperf import envs, models, runner
-from dlperf.worker import steady
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
 from dlperf.launchers.launch import Launcher
 from dlperf.spec import Case, support
 from dlperf.store import Store
+from dlperf.studies import capacity
 from dlperf.studies.sweep import Sweep, halved
+from dlperf.worker import steady
 
 MODES = ("new", "resume", "force")
 UNSUPPORTED_S = 5.0  # a worker that starts, imports its framework and refuses the case
