@@ -11,14 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
-from dlperf.commands._flags import (
-    add_db_argument,
-    add_knob_arguments,
-    add_timeout_argument,
-    add_warmup_arguments,
-    knobs_from_args,
-    positive_int,
-)
+from dlperf.commands._flags import (add_db_argument, add_knob_arguments, add_timeout_argument,
+                                    add_warmup_arguments, knobs_from_args, positive_int)
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.numbers import finite_float

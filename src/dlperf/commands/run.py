@@ -10,14 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import display, envs, outputs, runner, scaling, session
-from dlperf.commands._flags import (
-    add_case_arguments,
-    add_db_argument,
-    add_input_arguments,
-    add_rendezvous_arguments,
-    cases_from_args,
-    rendezvous_from_args,
-)
+from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_input_arguments,
+                                    add_rendezvous_arguments, cases_from_args, rendezvous_from_args)
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.launchers import launch, registry

@@ -13,25 +13,10 @@ environment these functions create, from the source tree.
 """
 
 from dlperf.envs import registry
-from dlperf.envs.manage import (
-    SOURCE_ROOT,
-    EnvStatus,
-    InstallError,
-    InstallResult,
-    default_variant,
-    driver_present,
-    env_dir,
-    env_python,
-    install,
-    interpreter,
-    not_installed_message,
-    root,
-    select,
-    status,
-    variant_of,
-    worker_env,
-    worker_variables,
-)
+from dlperf.envs.manage import (SOURCE_ROOT, EnvStatus, InstallError, InstallResult,
+                                default_variant, driver_present, env_dir, env_python, install,
+                                interpreter, not_installed_message, root, select, status,
+                                variant_of, worker_env, worker_variables)
 
 __all__ = ["SOURCE_ROOT", "EnvStatus", "InstallError", "InstallResult", "default_variant", "driver_present",
            "env_dir", "env_python", "install", "interpreter", "not_installed_message", "registry",

@@ -12,14 +12,8 @@ from __future__ import annotations
 import re
 
 from dlperf.launchers import spawn
-from dlperf.launchers.launch import (
-    START_OTHERS,
-    Launch,
-    Rendezvous,
-    SpawnLauncher,
-    node_0_silent,
-    rendezvous_timeout,
-)
+from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher, node_0_silent,
+                                     rendezvous_timeout)
 from dlperf.spec import Case
 
 # JAX's own fatal line when the coordination service never saw every process register

@@ -38,14 +38,8 @@ import re
 import sys
 from pathlib import Path
 
-from dlperf.launchers.launch import (
-    START_OTHERS,
-    Launch,
-    MultiLauncher,
-    Rendezvous,
-    rendezvous_timeout,
-    worker_argv,
-)
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 MSRUN = "mindspore.parallel.cluster.run"  # the module behind the msrun command

@@ -21,15 +21,8 @@ import signal
 from pathlib import Path
 
 from dlperf.launchers import exits
-from dlperf.launchers.launch import (
-    START_OTHERS,
-    Launch,
-    MultiLauncher,
-    Rendezvous,
-    node_0_silent,
-    rendezvous_timeout,
-    worker_argv,
-)
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous, node_0_silent,
+                                     rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 # the launcher's end when a rank died from a signal (CalledProcessError "... died with

@@ -29,15 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.launchers import exits, launchguard
-from dlperf.launchers.launch import (
-    START_OTHERS,
-    Launch,
-    MultiLauncher,
-    Rendezvous,
-    node_0_silent,
-    rendezvous_timeout,
-    worker_argv,
-)
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous, node_0_silent,
+                                     rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 LOG_DIR = "paddle-log"  # inside the repeat's directory: workerlog.N, one per local rank

@@ -25,14 +25,8 @@ from pathlib import Path
 from dlperf import envs
 from dlperf.backends.tensorflow.cluster import MARKER
 from dlperf.launchers import spawn
-from dlperf.launchers.launch import (
-    START_OTHERS,
-    Launch,
-    Rendezvous,
-    SpawnLauncher,
-    node_0_silent,
-    rendezvous_timeout,
-)
+from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher, node_0_silent,
+                                     rendezvous_timeout)
 from dlperf.spec import Case
 
 _TIMED_OUT = re.compile(re.escape(MARKER) + r" after \S+ s: (.*)")

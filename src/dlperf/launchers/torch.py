@@ -18,15 +18,8 @@ import re
 from pathlib import Path
 
 from dlperf.launchers import exits
-from dlperf.launchers.launch import (
-    START_OTHERS,
-    Launch,
-    MultiLauncher,
-    Rendezvous,
-    node_0_silent,
-    rendezvous_timeout,
-    worker_argv,
-)
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous, node_0_silent,
+                                     rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 

@@ -25,17 +25,9 @@ from dlperf.backends.jax import gpt as gpt_model
 from dlperf.backends.jax import input_pipeline
 from dlperf.backends.jax import resnet as resnet_model
 from dlperf.backends.jax import wide_deep as wide_deep_model
-from dlperf.backends.jax.workload import (
-    LOSS_SCALE_INIT,
-    JaxWorkload,
-    Precision,
-    count_params,
-    host_init,
-    make_train_step,
-    rank,
-    runtime_info,
-    select_device,
-)
+from dlperf.backends.jax.workload import (LOSS_SCALE_INIT, JaxWorkload, Precision, count_params,
+                                          host_init, make_train_step, rank, runtime_info,
+                                          select_device)
 from dlperf.worker.workload import UnsupportedError, Workload
 
 __all__ = ["build"]

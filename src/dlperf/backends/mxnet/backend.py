@@ -19,17 +19,9 @@ from dlperf.data import synthetic
 from dlperf.backends.mxnet.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.mxnet.optim import AdamW
 from dlperf.backends.mxnet.resnet import ResNet50
-from dlperf.backends.mxnet.workload import (
-    MXNetWorkload,
-    Precision,
-    configure_threads,
-    count_params,
-    op_dtypes,
-    join,
-    launch_rank,
-    runtime_info,
-    select_context,
-)
+from dlperf.backends.mxnet.workload import (MXNetWorkload, Precision, configure_threads,
+                                            count_params, op_dtypes, join, launch_rank,
+                                            runtime_info, select_context)
 from dlperf.worker.workload import UnsupportedError, Workload
 
 __all__ = ["build"]
