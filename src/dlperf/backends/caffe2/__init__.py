@@ -1,0 +1,75 @@
+"""Caffe2 backend (the ``caffe2`` package inside PyTorch 1.8.1's cp37 wheel): what it runs
+(``SUPPORT``), and ``build`` from :mod:`.backend`.
+
+Light to import (standard library only, valid Python 3.7): read without Caffe2.
+
+The engine is chosen per run by the variable ``DLPERF_CAFFE2_ENGINE`` (``ideep``, the default
+where the wheel has MKL-DNN, or ``cpu``) and recorded in the result; see docs/envs.md.
+"""
+
+from dlperf.backends.common import CPU_TF32, lazy
+from dlperf.worker.support import Support
+
+ONLY_FP32 = "the caffe2 backend trains and infers in fp32 only"
+NO_TRANSFORMER = (
+    "Caffe2's model-building layer (brew, model_helper, caffe2.python.models) has no transformer "
+    "building blocks (no attention, no layer norm helper in brew, no BERT model), and the study "
+    "dlperf reproduces measured Caffe2 on CNNs only (ResNet-50 with resnet50_trainer.py)")
+
+ONLY_RESNET50 = ("the caffe2 backend builds the network of the study it reproduces, ResNet-50 "
+                 "v1.5 (create_resnext, as Caffe2's imagenet_trainer.py), and no other")
+
+#: Why each catalogue model other than resnet50 is refused (the shared check names no reason).
+MODEL_REASONS = {
+    "bert-base": NO_TRANSFORMER,
+    "gpt": NO_TRANSFORMER,
+    "wide-deep": "Caffe2's recommendation models live in its layers/ framework "
+                 "(layer_model_helper), which dlperf does not build; " + ONLY_RESNET50,
+}
+
+
+class Caffe2Support(Support):
+    """The shared declaration, plus the framework's reason for each model it does not build."""
+
+    def refusal(self, case, device):
+        # type: (dict, str) -> object
+        model = case.get("model")
+        if model not in self.models:
+            return "the caffe2 backend does not build model %r: %s" % (
+                model, MODEL_REASONS.get(model, ONLY_RESNET50))
+        return super(Caffe2Support, self).refusal(case, device)
+
+
+SUPPORT = Caffe2Support(
+    framework="caffe2",
+    models=("resnet50",),
+    precisions={
+        "cpu": {"train": ("fp32",), "infer": ("fp32",)},
+        # CUDA 10.2 build: GPUs up to compute capability 7.5; a newer one is refused by the
+        # worker (backend.check_gpu) naming its capability
+        "cuda": {"train": ("fp32",), "infer": ("fp32",)},
+    },
+    modes={False: "net as built (RunNet)",
+           True: "optimizeForMKLDNN net transform (ideep engine)"},
+    distributed=(),
+    reasons={
+        "cpu/tf32": CPU_TF32,
+        "tf32": "precision tf32: Caffe2 in torch 1.8.1's CUDA 10.2 build predates TF32 (CUDA 11, "
+                "Ampere); use fp32",
+        "amp-fp16": "precision amp-fp16: Caffe2 has no automatic mixed precision; its fp16 "
+                    "training (imagenet_trainer --dtype float16, fp16 weights with fp32 master "
+                    "copies) is not wired into this backend; " + ONLY_FP32,
+        "amp-bf16": "precision amp-bf16: Caffe2 has no bfloat16 kernels or mixed precision; "
+                    + ONLY_FP32,
+        "bf16": "precision bf16: Caffe2 has no bfloat16 kernels; " + ONLY_FP32,
+        "fp16": "precision fp16: a whole-model fp16 cast is not offered; " + ONLY_FP32,
+        "train/int8": "precision int8: Caffe2 has no int8 training; " + ONLY_FP32,
+        "int8": "precision int8: the wheel registers Caffe2's Int8 operators (Int8Conv, the "
+                "DNNLOWP engine), but they need a quantized net (quantization parameters from a "
+                "calibration pass) that this backend does not build; " + ONLY_FP32,
+    },
+)
+
+# the worker's entry points, imported only when the worker calls them
+resolve_device = lazy("dlperf.backends.caffe2.backend:resolve_device")
+build = lazy("dlperf.backends.caffe2.backend:build")

@@ -1,0 +1,268 @@
+"""Caffe2 backend (the ``caffe2`` package of PyTorch 1.8.1's cp37 wheel): ``build(case)`` turns a
+case into a ready Workload. Valid Python 3.7; imports numpy, caffe2 and stdlib-only dlperf parts.
+
+Everything one-off happens here, outside the timed window: the engine and the threads, the
+network on a ``model_helper.ModelHelper`` (:mod:`.resnet`: ``create_resnext`` as Caffe2's
+ImageNet trainer calls it), gradients (``AddGradientOperators``), the optimizer, the synthetic
+batch fed once into the workspace (NCHW, seeded, on the net's device), the init net, the
+``--compile`` transform and ``workspace.CreateNet``. A step is one ``workspace.RunNet``, which
+returns when every operator has run: it is its own synchronisation.
+
+- engine (``DLPERF_CAFFE2_ENGINE``, read here): ``ideep`` (the default where the wheel has it,
+  ``workspace.C.use_mkldnn``): every operator on the IDEEP device, Caffe2's MKL-DNN operators,
+  as ``imagenet_trainer.py --use_ideep`` runs them; ``cpu``: Caffe2's own CPU operators
+  (im2col + MKL GEMM). Recorded as ``engine`` in the result.
+- ``--compile``: ``caffe2.python.transformations.optimizeForMKLDNN(net, training_mode)``, Caffe2's
+  MKL-DNN graph optimisation (inference: Conv+BN folded, Conv+ReLU and Conv+Sum fused; training:
+  the weights pre-converted to MKL-DNN's blocked format). It exists for the ideep engine only.
+- ``--device cuda``: the CUDA 10.2 build (``caffe2_pybind11_state_gpu``), GPUs up to compute
+  capability 7.5; a newer GPU is refused before any work (:func:`check_gpu`).
+"""
+
+import os
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from dlperf.backends.common import (CaseView, check_built, check_device_name,
+                                    check_resnet_batch)
+from dlperf.data import synthetic
+from dlperf.worker import placement
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+
+ENGINE_VARIABLE = "DLPERF_CAFFE2_ENGINE"
+ENGINES = ("ideep", "cpu")
+#: The newest GPU architecture the wheel's CUDA 10.2 kernels are built for (Turing, sm_75).
+MAX_CAPABILITY = (7, 5)
+COMPILE_MODE = "optimizeForMKLDNN (caffe2.python.transformations)"
+
+_initialised = []  # type: list
+
+
+def _global_init(threads):
+    # type: (int) -> None
+    """Caffe2's flags, once per process: quiet logs, and the worker's thread count for Caffe2's
+    own OpenMP and MKL pools (it reads OMP_NUM_THREADS too; the flags make it explicit)."""
+    if _initialised:
+        return
+    from caffe2.python import workspace
+
+    workspace.GlobalInit(["caffe2", "--caffe2_log_level=2",
+                          "--caffe2_omp_num_threads=%d" % threads,
+                          "--caffe2_mkl_num_threads=%d" % threads])
+    _initialised.append(True)
+
+
+def _threads():
+    # type: () -> int
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else (os.cpu_count() or 1)
+
+
+def _gpu_count():
+    # type: () -> int
+    from caffe2.python import workspace
+
+    if not workspace.has_gpu_support:
+        return 0
+    return int(workspace.NumCudaDevices())
+
+
+def check_gpu(gpu_id=0):
+    # type: (int) -> Dict[str, Any]
+    """The GPU's properties (``workspace.GetDeviceProperties``), or UnsupportedError naming its
+    compute capability when it is newer than the wheel's CUDA 10.2 kernels (sm_75)."""
+    from caffe2.python import workspace
+
+    props = workspace.GetDeviceProperties(gpu_id)
+    capability = (int(props["major"]), int(props["minor"]))
+    if capability > MAX_CAPABILITY:
+        raise UnsupportedError(
+            "device cuda: %s has compute capability %d.%d; Caffe2 in torch 1.8.1's wheel is a "
+            "CUDA 10.2 build whose kernels go up to 7.5 (V100, T4); use --device cpu"
+            % (props.get("name", "GPU %d" % gpu_id), capability[0], capability[1]))
+    return {"gpu_name": props.get("name"), "compute_capability": "%d.%d" % capability,
+            "gpu_memory_bytes": props.get("total_global_mem")}
+
+
+def select_device(requested):
+    # type: (str) -> str
+    """"cuda" or "cpu" for this process; a GPU newer than the wheel supports is refused here,
+    before anything is built."""
+    check_device_name(requested)
+    gpus = _gpu_count()
+    if requested == "cuda" and not gpus:
+        from caffe2.python import workspace
+
+        raise UnsupportedError(
+            "device cuda requested but caffe2 sees no CUDA device (%s)"
+            % ("its GPU module loaded, NumCudaDevices() is 0" if workspace.has_gpu_support
+               else "caffe2_pybind11_state_gpu did not load: no NVIDIA driver or no GPU"))
+    if requested == "cpu" or not gpus:
+        return "cpu"
+    check_gpu(_local_gpu())
+    return "cuda"
+
+
+def resolve_device(requested):
+    # type: (str) -> str
+    return select_device(requested)
+
+
+def _local_gpu():
+    # type: () -> int
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def engine(cuda):
+    # type: (bool) -> str
+    """The CPU engine this process uses: ``DLPERF_CAFFE2_ENGINE``, else ideep where the wheel
+    has it; a GPU run has none ("cuda")."""
+    from caffe2.python import workspace
+
+    if cuda:
+        return "cuda"
+    chosen = os.environ.get(ENGINE_VARIABLE, "").strip()
+    if chosen and chosen not in ENGINES:
+        raise UnsupportedError("%s=%s: not a Caffe2 engine; use ideep (MKL-DNN) or cpu "
+                               "(Caffe2's own CPU operators)" % (ENGINE_VARIABLE, chosen))
+    mkldnn = bool(workspace.C.use_mkldnn)
+    if chosen == "ideep" and not mkldnn:
+        raise UnsupportedError("%s=ideep: this caffe2 was built without MKL-DNN "
+                               "(workspace.C.use_mkldnn is false); use cpu" % ENGINE_VARIABLE)
+    return chosen or ("ideep" if mkldnn else "cpu")
+
+
+def wheel_version():
+    # type: () -> Optional[str]
+    """The version of the torch wheel that carries this caffe2, read from its ``version.py``
+    (importing torch would start its own thread pools beside Caffe2's)."""
+    import caffe2
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(caffe2.__file__))),
+                        "torch", "version.py")
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("__version__"):
+                    return line.split("=", 1)[1].strip().strip("'\"")
+    except OSError:
+        pass
+    return None
+
+
+class Caffe2Workload(Workload):
+    """One ``workspace.RunNet`` per step; the loss (or the logits' mean) fetched on demand."""
+
+    def __init__(self, net_name, output, samples_per_step, params, info, cuda):
+        # type: (str, str, int, int, Dict[str, Any], bool) -> None
+        super(Caffe2Workload, self).__init__(samples_per_step, params, info)
+        self.net_name = net_name
+        self.output = output
+        self.cuda = cuda
+
+    def step(self):
+        # type: () -> Any
+        from caffe2.python import workspace
+
+        workspace.RunNet(self.net_name)
+        return self.output
+
+    def sync(self):
+        # type: () -> None
+        return None  # RunNet returns when the net has run (CUDA ops included: the net syncs)
+
+    def loss_value(self, handle):
+        # type: (Any) -> float
+        from caffe2.python import workspace
+
+        return float(np.mean(workspace.FetchBlob(handle)))
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        if not self.cuda:
+            return None
+        from caffe2.python import utils
+
+        try:
+            stats = utils.GetGPUMemoryUsageStats()
+        except Exception:  # needs --caffe2_gpu_memory_tracking; absent = not recorded
+            return None
+        return int(max(stats.get("max_by_gpu", [0]) or [0]))
+
+
+def build(case):
+    # type: (Dict[str, Any]) -> Workload
+    check_built(case["model"], {"resnet50": None}, "caffe2")
+    view = CaseView(case)
+    threads = _threads()
+    _global_init(threads)
+    from caffe2.python import core, model_helper, workspace
+
+    from dlperf.backends.caffe2 import resnet
+
+    cuda = select_device(view.device) == "cuda"
+    chosen = engine(cuda)
+    ideep = chosen == "ideep"
+    if view.compiled and not ideep:
+        raise UnsupportedError("compile on is Caffe2's MKL-DNN graph optimisation "
+                               "(optimizeForMKLDNN), which needs engine ideep; this run's engine "
+                               "is %s" % chosen)
+    check_resnet_batch(view.knobs, view.batch, view.train)
+    arg_scope = {"order": "NCHW", "use_cudnn": cuda}
+    if ideep:
+        arg_scope["training_mode"] = 1 if view.train else 0  # as imagenet_trainer --use_ideep
+    model = model_helper.ModelHelper(name="resnet50_" + view.task, arg_scope=arg_scope)
+    device = resnet.device_option(ideep, cuda, _local_gpu())
+    np.random.seed(view.seed)
+    with core.DeviceScope(device):
+        outputs = resnet.add_forward(model, view.knobs, view.train)
+        if view.train:
+            model.AddGradientOperators(outputs)
+            resnet.add_optimizer(model)
+    model.param_init_net.Proto().device_option.CopyFrom(device)
+    model.net.Proto().device_option.CopyFrom(device)
+
+    batch = synthetic.resnet_batch(view.batch, view.knobs["image_size"],
+                                   view.knobs["num_classes"], view.seed, channels_last=False)
+    workspace.FeedBlob(resnet.DATA, batch["images"], device_option=device)
+    if view.train:
+        workspace.FeedBlob(resnet.LABEL, batch["labels"], device_option=device)
+    for op in model.param_init_net.Proto().op:  # the fillers draw from the case's seed
+        op.device_option.random_seed = view.seed
+    workspace.RunNetOnce(model.param_init_net)
+    params = resnet.count_params(model)
+    ops_before = len(model.net.Proto().op)
+    if view.compiled:
+        from caffe2.python.transformations import optimizeForMKLDNN
+
+        optimizeForMKLDNN(model.net, training_mode=view.train)
+    workspace.CreateNet(model.net, overwrite=True)
+
+    info = view.info({
+        "caffe2_version": wheel_version(),
+        "device": ("CUDA:%d" % _local_gpu()) if cuda else cpu_name(),
+        "engine": chosen,
+        "engine_set_by": (ENGINE_VARIABLE if os.environ.get(ENGINE_VARIABLE, "").strip()
+                          else "dlperf's default (ideep where workspace.C.use_mkldnn)"),
+        "mkldnn_built": bool(workspace.C.use_mkldnn),
+        "gpu_module": bool(workspace.has_gpu_support),
+    })
+    if cuda:
+        info.update(check_gpu(_local_gpu()))
+    info.update({
+        "precision": view.precision,
+        "layout": "NCHW",
+        "optimizer": view.optimizer(resnet.OPTIMIZER),
+        "loss": resnet.LOSS_DESC if view.train else None,
+        "compile": view.compiled,
+        "compile_mode": COMPILE_MODE if view.compiled else "the net as built (no transform)",
+        "net_ops": {"built": ops_before, "run": len(model.net.Proto().op)},
+        "net_type": model.net.Proto().type or "simple",
+        "data": "synthetic, generated once (numpy, seeded) and fed into the workspace",
+        "omp_num_threads": threads,
+        "omp_threads_set_by": placement.threads_set_by("the environment (OMP_NUM_THREADS)"),
+        "num_threads": threads,
+    })
+    output = resnet.LOSS if view.train else str(outputs[0])
+    return Caffe2Workload(model.net.Proto().name, output, view.batch, params, info, cuda)
