@@ -32,12 +32,17 @@ DATA_SOURCES = ("synthetic",)  # or a dataset directory (dlperf data make-images
 # the input pipeline that reads a dataset directory: the framework's own, or NVIDIA DALI
 LOADERS = ("native", "dali")
 SCENARIOS = ("offline", "single-stream", "server")
+# what starts and connects a case's processes: the framework's own data parallelism, or Horovod
+# (horovodrun, hvd.DistributedOptimizer) over its Gloo or MPI controller
+LAUNCHERS = ("native", "horovod")
+CONTROLLERS = ("gloo", "mpi")
 SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Fields added after results were first stored: left out of the identity while at their default,
 # so the keys of earlier cases (and `sweep --resume`) stay what they were.
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
                 "loader_workers": None, "data_only": False, "cold_cache": False,
-                "warmup_max_steps": steady.MAX_STEPS, "loader": "native"}
+                "warmup_max_steps": steady.MAX_STEPS, "loader": "native",
+                "launcher": "native", "controller": "gloo"}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 
@@ -98,6 +103,10 @@ class Case:
     cold_cache: bool = False
     # which pipeline reads the folder: "native" (the framework's own) or "dali" (NVIDIA DALI)
     loader: str = "native"
+    # what starts the processes and carries the gradients: "native" (the framework's own data
+    # parallelism) or "horovod" (horovodrun; its controller "gloo" or "mpi")
+    launcher: str = "native"
+    controller: str = "gloo"
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -155,6 +164,9 @@ class Case:
             parts.append(f"{self.nnodes}n{self.devices}d")
         if self.threads is not None:
             parts.append(f"{self.threads}thr")
+        if self.launcher != "native":
+            parts.append(self.launcher if self.controller == "gloo"
+                         else f"{self.launcher}-{self.controller}")
         if self.scenario != "offline":
             parts.append(self.scenario)
         if self.server:
@@ -218,6 +230,7 @@ def validate(case: Case) -> None:
     _at_least("seed", case.seed, 0)
     _at_least("timeout_s", case.timeout_s, 1, kind=float, high=MAX_SECONDS)
     _validate_scenario(case)
+    _validate_launcher(case)
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
         if value is None:
@@ -285,6 +298,28 @@ def _validate_data(case: Case) -> None:
         # several processes: each reads its own shard, the window barriered and the warm-up
         # voted through the framework's collectives (one process with several GPUs, e.g.
         # tensorflow's MirroredStrategy, is the backend's own unsupported result)
+
+
+def _validate_launcher(case: Case) -> None:
+    """The launcher the backend declares (its reason when it has none), Horovod for training
+    only, and a controller only with Horovod."""
+    _choice("launcher", case.launcher, LAUNCHERS)
+    _choice("controller", case.controller, CONTROLLERS)
+    if case.launcher != "horovod":
+        if case.controller != "gloo":
+            raise SpecError(f"controller: --controller {case.controller} is Horovod's; it needs "
+                            f"--launcher horovod")
+        return
+    why = support(case.framework).launcher_refusal(case.launcher)
+    if why is not None:
+        offered = [name for name in frameworks() if "horovod" in support(name).launchers]
+        raise SpecError(f"launcher: {why}; --launcher horovod runs: {', '.join(offered)}")
+    if case.task != "train":
+        raise SpecError(f"launcher: Horovod distributes training (hvd.DistributedOptimizer); "
+                        f"task {case.task} runs with --launcher native")
+    if case.data not in DATA_SOURCES:
+        raise SpecError("launcher: the Horovod path trains on the synthetic batch; a dataset "
+                        "directory runs with --launcher native")
 
 
 def _validate_scenario(case: Case) -> None:

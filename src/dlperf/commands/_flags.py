@@ -14,7 +14,8 @@ from dlperf import models
 from dlperf.errors import UsageError
 from dlperf.launchers import launch, slurm
 from dlperf.numbers import finite_float
-from dlperf.spec import DEVICES, LOADERS, PRECISIONS, TASKS, Case, frameworks
+from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS, Case,
+                         frameworks)
 from dlperf.store import DEFAULT_DB
 from dlperf.studies import inputbound
 from dlperf.worker import steady
@@ -69,6 +70,13 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads-per-process", type=positive_int, dest="threads",
                         help="CPU threads of each worker process (OMP/MKL; default: the node's "
                              "cores divided among its processes, or the framework's own)")
+    parser.add_argument("--launcher", choices=LAUNCHERS, default="native",
+                        help="native (default): the framework's own data parallelism; horovod: "
+                             "horovodrun and hvd.DistributedOptimizer (tensorflow1, mxnet; "
+                             "`dlperf envs install FRAMEWORK+horovod`)")
+    parser.add_argument("--controller", choices=CONTROLLERS, default="gloo",
+                        help="with --launcher horovod: gloo (default) or mpi (Open MPI's "
+                             "mpirun, in a Horovod built with MPI)")
     add_knob_arguments(parser, partial_fc=True)
     add_warmup_arguments(parser)
     parser.add_argument("--steps", type=positive_int, default=100,
@@ -148,6 +156,8 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 steps=args.steps, repeats=args.repeats,
                 seed=args.seed, timeout_s=args.timeout_s,
                 min_duration_s=getattr(args, "min_duration_s", None) or 0.0,
+                launcher=getattr(args, "launcher", "native"),
+                controller=getattr(args, "controller", "gloo"),
                 **input_fields(args))
 
 

@@ -7,7 +7,8 @@ This is the only place a launcher is picked by framework.
 
 from __future__ import annotations
 
-from dlperf.launchers import jax, mindspore, mxnet, oneflow, paddle, tensorflow, tensorflow1, torch
+from dlperf.launchers import (horovod, jax, mindspore, mxnet, oneflow, paddle, tensorflow,
+                              tensorflow1, torch)
 from dlperf.launchers.launch import Launcher, MultiLauncher, Rendezvous, local
 from dlperf.spec import Case
 
@@ -26,11 +27,16 @@ MULTI_PROCESS: dict[str, type[MultiLauncher]] = {
 def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
                  python: str | None = None) -> Launcher:
     """:func:`~dlperf.launchers.launch.local` for one process; else the framework's own
-    :class:`~dlperf.launchers.launch.MultiLauncher`.
+    :class:`~dlperf.launchers.launch.MultiLauncher`. A ``--launcher horovod`` case gets
+    :class:`~dlperf.launchers.horovod.HorovodLaunch` for any process count (one process under
+    horovodrun is a case of its own); it raises UsageError (one line) where Horovod cannot
+    start: its environment missing, ``--controller mpi`` without Open MPI, several nodes.
 
     A framework without one (its backend declares no ``distributed`` devices) gets ``local``:
     its worker refuses the case from ``SUPPORT`` before building anything, so the result is
     ``unsupported`` with the backend's own reason, as for any other undeclared combination."""
+    if case.launcher == "horovod":
+        return horovod.HorovodLaunch(case, rendezvous, python)
     multi = MULTI_PROCESS.get(case.framework)
     if case.devices * case.nnodes == 1 or multi is None:
         return local

@@ -85,15 +85,26 @@ def one_line(error):
     return "{}: {}".format(type(error).__name__, first)[:500]
 
 
+# where each launcher puts (rank, world size, local rank): torchrun and dlperf.launchers.spawn,
+# horovodrun's Gloo, Open MPI's mpirun (horovodrun --mpi)
+PLACE_VARIABLES = (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+                   ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK"),
+                   ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"))
+
+
 def place(backend):
     # type: (Any) -> Tuple[int, int, int]
     """(rank, world size, local rank) of this process: the backend's ``process_place()`` where
-    its launcher names them differently, else the variables torchrun and dlperf.launchers.spawn set."""
+    its launcher names them differently, else the first set of :data:`PLACE_VARIABLES` that is
+    there (one process: 0, 1, 0)."""
     own = getattr(backend, "process_place", None)
     if own is not None:
         return own()
-    return (int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")),
-            int(os.environ.get("LOCAL_RANK", "0")))
+    for rank, size, local in PLACE_VARIABLES:
+        if rank in os.environ:
+            return (int(os.environ[rank]), int(os.environ.get(size, "1")),
+                    int(os.environ.get(local, "0")))
+    return 0, 1, 0
 
 
 def page_cache(case):

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 # what a launcher may call a process's rank within its node
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "DLPERF_LOCAL_RANK", "PADDLE_LOCAL_RANK",
                         "DEVICE_ID",  # msrun's name for a worker's local rank (MindSpore)
+                        "HOROVOD_LOCAL_RANK",  # horovodrun's (Gloo)
                         "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
 THREADS_SET_BY = "DLPERF_THREADS_SET_BY"  # who chose the count: for backends to record
 THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",

@@ -31,15 +31,19 @@ class Support(object):
     (``--data DIR``), e.g. ``"torch.utils.data.DataLoader"``; None = synthetic data only.
     ``loaders``: other pipelines ``--loader NAME`` may choose instead of that one, by name, with
     what each is (``{"dali": "NVIDIA DALI ..."}``); a name not here is refused.
+    ``launchers``: the engines that may start and connect its processes (a case's
+    ``launcher``): ``"native"``, the framework's own data parallelism (always), and
+    ``"horovod"`` where the backend has a Horovod training path (``hvd.DistributedOptimizer``
+    under ``horovodrun``); a name not here is refused with the ``"launcher/name"`` reason.
     ``reasons``: why a combination is refused, keyed (most specific first) by
     ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
-    ``"compile=off"``, ``"distributed/device"``, ``"loader/name"`` or ``"task"``; the first key
-    that matches wins.
+    ``"compile=off"``, ``"distributed/device"``, ``"loader/name"``, ``"launcher/name"`` or
+    ``"task"``; the first key that matches wins.
     """
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
-                 tasks=TASKS, data_pipeline=None, loaders=None):
-        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]]) -> None
+                 tasks=TASKS, data_pipeline=None, loaders=None, launchers=("native",)):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str]) -> None
         self.framework = framework
         self.models = tuple(models)
         self.tasks = tuple(tasks)
@@ -49,6 +53,7 @@ class Support(object):
         self.distributed = tuple(distributed)
         self.data_pipeline = data_pipeline
         self.loaders = dict(loaders or {})
+        self.launchers = tuple(launchers)
         self.reasons = dict(reasons or {})
         for device in self.precisions:
             if device not in DEVICE_KINDS:
@@ -98,12 +103,24 @@ class Support(object):
             return self.reason("loader/" + str(loader)) or (
                 "the %s backend reads a dataset folder with its own pipeline (%s) only; it has "
                 "no --loader %s" % (fw, self.data_pipeline or "none", loader))
+        why = self.launcher_refusal(case.get("launcher", "native"))
+        if why is not None:
+            return why
         processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
         if processes > 1 and device not in self.distributed:
             return self.reason("distributed/" + device) or (
                 "the %s backend runs on one %s process; %d processes (devices x nnodes) asked"
                 % (fw, device, processes))
         return None
+
+    def launcher_refusal(self, launcher):
+        # type: (str) -> Optional[str]
+        """Why this backend's processes cannot be started by ``launcher``, or None."""
+        if launcher in self.launchers:
+            return None
+        return self.reason("launcher/" + str(launcher)) or (
+            "the %s backend has no %s training path; it runs with --launcher %s"
+            % (self.framework, launcher, " or ".join(self.launchers)))
 
     def check(self, case, device):
         # type: (Mapping[str, Any], str) -> None
@@ -125,6 +142,7 @@ class Support(object):
             "distributed": list(self.distributed),
             "data_pipeline": self.data_pipeline,
             "loaders": dict(self.loaders),
+            "launchers": list(self.launchers),
             "reasons": dict(self.reasons),
         }
 

@@ -33,6 +33,9 @@ SUPPORT = Support(
     # the parameter-server kvstore (dist_sync): a ps-lite scheduler, a server per node and the
     # workers, started with DMLC_ROLE as MXNet's tools/launch.py --launcher local does
     distributed=("cpu",),
+    # --launcher horovod: horovodrun starts the workers, Gluon's hvd.DistributedTrainer sums
+    # their gradients (:mod:`.horovod`), in the mxnet+horovod environment
+    launchers=("native", "horovod"),
     reasons={
         "cuda": NO_GPU_BUILD,
         "cpu/tf32": CPU_TF32,

@@ -23,6 +23,9 @@ SUPPORT = Support(
     # mode over the processes dlperf.launchers.spawn starts, RING collectives on CPUs; GPUs:
     # MirroredStrategy over a node's GPUs, the collective strategy with NCCL across nodes
     distributed=("cpu", "cuda"),
+    # --launcher horovod: horovodrun starts one process per device, each a Session graph whose
+    # optimizer is hvd.DistributedOptimizer (:mod:`.horovod`), in the tensorflow1+horovod env
+    launchers=("native", "horovod"),
     reasons={
         "cpu/amp-fp16": "precision amp-fp16: TensorFlow 1.15's mixed precision graph rewrite "
                         "only converts GPU ops; this run is on the CPU",
@@ -36,4 +39,4 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.tensorflow1.backend:resolve_device")
 build = lazy("dlperf.backends.tensorflow1.backend:build")
-gather_results = lazy("dlperf.backends.tensorflow1.distribute:gather_results")
+gather_results = lazy("dlperf.backends.tensorflow1.horovod:gather_results")

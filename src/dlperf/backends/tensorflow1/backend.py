@@ -13,6 +13,8 @@ returns only when the step is done, so it is its own synchronisation.
 - several processes (``--devices``/``--nnodes``): the collective all-reduce strategy in graph mode
   (:mod:`.distribute`): the step is built once per replica under ``strategy.scope()`` with
   ``experimental_run_v2``, each replica on its own batch.
+- ``--launcher horovod`` (:mod:`.horovod`): the single-process graph on every rank, its
+  optimizer wrapped in ``hvd.DistributedOptimizer``, rank 0's initial weights broadcast.
 - ``amp-fp16`` = the automatic mixed precision graph rewrite
   (``tf.train.experimental.enable_mixed_precision_graph_rewrite``, dynamic loss scaling); TF 1.15
   applies it on GPUs only. ``amp-bf16`` does not exist in TF 1.15 (its bf16 rewrite arrived in
@@ -33,7 +35,7 @@ from dlperf.backends.common import (  # noqa: E402
     CaseView, CollectiveRanks, check_built, check_device_name, check_resnet_batch)
 from dlperf.data import synthetic  # noqa: E402
 from dlperf.backends.tensorflow import cluster  # noqa: E402
-from dlperf.backends.tensorflow1 import distribute  # noqa: E402
+from dlperf.backends.tensorflow1 import distribute, horovod  # noqa: E402
 from dlperf.backends.tensorflow1.bert import bert_pretraining, pretraining_loss  # noqa: E402
 from dlperf.backends.tensorflow1.resnet import resnet50  # noqa: E402
 from dlperf.worker.workload import UnsupportedError, Workload, median_seconds  # noqa: E402
@@ -228,19 +230,27 @@ def build(case):
     if view.compiled and not gpu:
         _xla_on_cpu()
     config = _session_config(view.compiled)
-    strategy, target, config, parallel_info = distribute.make_strategy(case, gpu, config)
+    hvd = horovod.start(case)
+    if hvd is not None:
+        strategy, target, parallel_info = None, "", horovod.info()
+        if gpu:
+            horovod.gpu_options(config)
+    else:
+        strategy, target, config, parallel_info = distribute.make_strategy(case, gpu, config)
     graph = tf.Graph()
     feeds = {}  # type: Dict[Any, np.ndarray]
     with graph.as_default():
         tf1.set_random_seed(view.seed)
-        fetches, optimizer_desc, collectives = _fetches(view, strategy, gpu, feeds)
+        fetches, optimizer_desc, collectives = _fetches(view, strategy, gpu, feeds, hvd)
         params = _trainable_params()
         memory_op = tf1.contrib.memory_stats.MaxBytesInUse() if gpu else None
         init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
         graph.finalize()  # nothing may add ops per step (a classic TF1 slowdown)
     session = tf1.Session(target, graph=graph, config=config)
     _initialise(session, init, feeds, strategy)
-    if collectives is not None:
+    if hvd is not None:
+        horovod.activate(collectives, session)  # rank 0's initial weights to every rank
+    elif collectives is not None:
         collectives.session = session
         distribute.activate(collectives)
 
@@ -259,7 +269,8 @@ def build(case):
     if strategy is not None and view.train and models.gradient_clip(view.knobs)[0]:
         info["gradient_clipping"] = ("each replica's gradients, before the all-reduce "
                                      "(clip_by_global_norm ahead of apply_gradients' sum)")
-    info.update({"world_size": cluster.job()[1], "rank": cluster.job()[0],
+    rank, world = horovod.rank_and_size() if hvd is not None else cluster.job()
+    info.update({"world_size": world, "rank": rank,
                  "replicas_in_sync": strategy.num_replicas_in_sync if strategy else 1,
                  "intra_op_threads": config.intra_op_parallelism_threads or "default",
                  "inter_op_threads": config.inter_op_parallelism_threads or "default",
@@ -278,24 +289,31 @@ def _xla_on_cpu():
                                       + " --tf_xla_cpu_global_jit").strip()
 
 
-def _fetches(view, strategy, gpu, feeds):
-    # type: (CaseView, Any, bool, Dict[Any, np.ndarray]) -> Tuple[List[Any], str, Any]
+def _fetches(view, strategy, gpu, feeds, hvd=None):
+    # type: (CaseView, Any, bool, Dict[Any, np.ndarray], Any) -> Tuple[List[Any], str, Any]
     """(what a step runs, the optimizer's description, the worker's collectives or None), built
     in the default graph: the train op (when training) and the output, last; with a strategy,
-    the step once per replica (:func:`_replicated`) and the collectives beside it."""
+    the step once per replica (:func:`_replicated`) and the collectives beside it; under
+    Horovod (``hvd``), each rank its own batch (seed + rank) and the optimizer wrapped in
+    ``hvd.DistributedOptimizer`` (Horovod runs training only), Horovod's collectives beside."""
     if strategy is not None:
         fetches, optimizer_desc = _replicated(strategy, view, feeds)
         collectives = distribute.Collectives(strategy, _trainable_params(), cluster.job()[1])
         return fetches, optimizer_desc, collectives
     make_data, make_model = BUILDERS[view.name]
+    seed = view.seed + (horovod.rank_and_size()[0] if hvd is not None else 0)
     with tf.device("/gpu:0" if gpu else "/cpu:0"):
-        data = make_data(view.knobs, view.batch, view.seed, view.train, feeds)
+        data = make_data(view.knobs, view.batch, seed, view.train, feeds)
         output, training, optimizer_desc = make_model(view.knobs, data, view.train)
         if not view.train:
             return [output], optimizer_desc, None
         total, optimizer, clip = training
+        if hvd is not None:
+            optimizer = horovod.wrap(optimizer)
+            optimizer_desc = "hvd.DistributedOptimizer(%s)" % optimizer_desc
         train_op = _train_op(total, optimizer, clip, view.precision == "amp-fp16")
-        return [train_op, output], optimizer_desc, None
+    collectives = horovod.Collectives(_trainable_params()) if hvd is not None else None
+    return [train_op, output], optimizer_desc, collectives
 
 
 def _initialise(session, init, feeds, strategy):

@@ -1,0 +1,164 @@
+"""Cases with ``--launcher horovod``: ``horovodrun`` starts the ranks and Horovod carries the
+gradients (harness side).
+
+Every repeat runs ``horovodrun -np N -H localhost:N --gloo`` (or ``--mpi``, Open MPI's mpirun
+underneath) from the ``<framework>+horovod`` environment, whose interpreter is the framework's
+own environment with Horovod built from its sdist into it (``dlperf envs install
+tensorflow1+horovod``). Each rank is ``python -m dlperf.worker --case ... --out-dir ...``, exactly
+as under the other launchers: it finds its rank in ``HOROVOD_RANK`` / ``HOROVOD_SIZE`` /
+``HOROVOD_LOCAL_RANK`` (Gloo) or Open MPI's ``OMPI_COMM_WORLD_*`` (MPI), pins itself to its
+slice of the node's CPUs, and the backend's Horovod path (``backends/<fw>/horovod.py``) runs
+``hvd.init()``, ``hvd.DistributedOptimizer`` and the broadcast of the initial weights; the worker
+loop times it as any other. Horovod on one process is a case of its own (``--devices 1
+--launcher horovod``): the optimizer wrapper with nothing to exchange.
+
+One node: Gloo's rendezvous server and every collective on loopback (``--network-interface lo``,
+or ``--socket-ifname``), nothing listens beyond it. Several nodes are refused: ``horovodrun``
+starts the other hosts' ranks over ssh, and dlperf sends nothing over ssh (nor does its Slurm
+path, whose steps run one command per node: Horovod's Gloo needs horovodrun's rendezvous, MPI an
+``srun --mpi`` build of Open MPI), so across nodes the case is refused with that reason.
+
+``horovodrun`` leaves its ranks in process groups of their own (its ``safe_shell_exec``), so it
+runs under :mod:`dlperf.launchers.launchguard`, which stops every rank when the repeat ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from dlperf import envs
+from dlperf.errors import UsageError
+from dlperf.launchers import exits
+from dlperf.launchers.launch import Launch, MultiLauncher, Rendezvous, worker_argv
+from dlperf.spec import Case
+
+ENV_SUFFIX = "+horovod"
+# Open MPI refuses to run as root unless told twice (its flag, which horovodrun passes, and these)
+MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+MPI_PACKAGES = "apt-get install openmpi-bin libopenmpi-dev"
+CHECK_TIMEOUT_S = 120.0
+_FIRST_EXIT = re.compile(r"Process name: (\d+)\s+Exit code: (-?\d+)")
+
+
+def env_name(framework: str) -> str:
+    """The environment that holds ``framework`` with Horovod built into it."""
+    return framework + ENV_SUFFIX
+
+
+def install_hint(framework: str) -> str:
+    return f"`dlperf envs install {env_name(framework)}`"
+
+
+def interpreter(framework: str) -> str:
+    """The Python of ``<framework>+horovod``; UsageError (one line: how to install it) when that
+    environment is missing or has no horovodrun."""
+    python = envs.env_python(env_name(framework))
+    if not python.exists():
+        raise UsageError(f"--launcher horovod: {framework} with Horovod is not installed "
+                         f"({envs.env_dir(env_name(framework))} is missing): run "
+                         f"{install_hint(framework)}")
+    if not (python.parent / "horovodrun").exists():
+        raise UsageError(f"--launcher horovod: {envs.env_dir(env_name(framework))} has no "
+                         f"horovodrun: reinstall it with {install_hint(framework)}")
+    return str(python)
+
+
+def horovod_version(python: str) -> str | None:
+    """The Horovod version installed in ``python``'s environment (its dist-info), or None."""
+    try:
+        site = envs.manage.site_packages(python)
+    except UsageError:
+        return None
+    found = sorted(site.glob("horovod-*.dist-info"))
+    return found[-1].name[len("horovod-"):-len(".dist-info")] if found else None
+
+
+@functools.lru_cache(maxsize=None)
+def controllers_built(python: str) -> tuple[str, ...]:
+    """The controllers (``gloo``, ``mpi``) this Horovod build has, as ``horovodrun
+    --check-build`` lists them."""
+    script = str(Path(python).parent / "horovodrun")
+    try:
+        text = subprocess.run([python, script, "--check-build"], capture_output=True, text=True,
+                              timeout=CHECK_TIMEOUT_S).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    block = text.split("Available Controllers:", 1)[-1].split("Available Tensor", 1)[0]
+    return tuple(name.lower() for name in re.findall(r"\[X\]\s+(\w+)", block))
+
+
+def check_controller(case: Case, python: str) -> None:
+    """UsageError (one line) when ``--controller mpi`` cannot run here: no mpirun on PATH, or a
+    Horovod built without MPI."""
+    if case.controller != "mpi":
+        return
+    if shutil.which("mpirun") is None:
+        raise UsageError(f"--controller mpi: mpirun is not on PATH: install Open MPI "
+                         f"({MPI_PACKAGES}), then rebuild Horovod with MPI "
+                         f"({install_hint(case.framework)} --force, or `make horovod`)")
+    if "mpi" not in controllers_built(python):
+        raise UsageError(f"--controller mpi: the Horovod in {envs.env_dir(env_name(case.framework))}"
+                         f" was built without MPI (horovodrun --check-build): rebuild it now "
+                         f"that Open MPI is installed ({install_hint(case.framework)} --force, "
+                         f"or `make horovod`), or use --controller gloo")
+
+
+class HorovodLaunch(MultiLauncher):
+    """The launcher of every ``--launcher horovod`` case (any process count, one node)."""
+
+    name = "horovodrun"
+
+    def __init__(self, case: Case, rendezvous: Rendezvous | None = None,
+                 python: str | None = None) -> None:
+        super().__init__(rendezvous, python)
+        if case.nnodes > 1:
+            raise UsageError(
+                f"--launcher horovod runs on one node: across nodes horovodrun starts the other "
+                f"hosts' ranks over ssh, which dlperf does not do (--nnodes {case.nnodes}); run "
+                f"horovodrun yourself, or use --launcher native")
+        self.python = python or interpreter(case.framework)
+        check_controller(case, self.python)
+
+    def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        start = self.begin(case)
+        python = start.python
+        processes = case.devices
+        ifname = self.rendezvous.socket_ifname or "lo"
+        horovodrun = [python, str(Path(python).parent / "horovodrun"), "-np", str(processes),
+                      "-H", f"localhost:{processes}", f"--{case.controller}",
+                      "--network-interface", ifname,
+                      "--start-timeout", str(max(1, round(self.rendezvous.timeout_s)))]
+        env = self.worker_env(start)
+        if case.controller == "gloo":
+            env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = str(max(1, round(self.rendezvous.timeout_s)))
+        else:
+            env.update(MPI_AS_ROOT)
+        # horovodrun's console script as its environment's Python runs it (the script's shebang
+        # may name the directory the environment was built in rather than where it lives now)
+        argv = [sys.executable, "-m", "dlperf.launchers.launchguard", "--", *horovodrun,
+                *worker_argv(python, case_file, out_dir)]
+        facts = self.facts(case, start, engine="horovod", controller=case.controller,
+                           horovod_version=horovod_version(python),
+                           hosts=f"localhost:{processes}", network_interface=ifname,
+                           environment=str(Path(python).parent.parent))
+        return Launch(argv, env=env, ranks=processes, explain=explain, facts=facts)
+
+
+def explain(log: str) -> tuple[str, str] | None:
+    """(status, message) when horovodrun says a rank was killed by a signal (it wrote no
+    result); an exit code leaves the rank's own result file to say more."""
+    found = _FIRST_EXIT.search(log)
+    if found is None:
+        return None
+    rank, code = int(found.group(1)), int(found.group(2))
+    if code < 0:
+        return exits.killed(f"rank {rank}:", -code)
+    if code > 128:  # the shell horovodrun runs each rank under: 128 + the signal
+        return exits.killed(f"rank {rank}:", code - 128)
+    return None
+
