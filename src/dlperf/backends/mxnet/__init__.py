@@ -52,4 +52,4 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.mxnet.workload:resolve_device")
 build = lazy("dlperf.backends.mxnet.backend:build")
-gather_results = lazy("dlperf.backends.mxnet.workload:gather_results")
+gather_results = lazy("dlperf.backends.mxnet.horovod:gather_results")

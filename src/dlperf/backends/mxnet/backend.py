@@ -15,12 +15,13 @@ from mxnet.gluon import HybridBlock
 
 from dlperf import models
 from dlperf.backends.common import CaseView, check_resnet_batch
+from dlperf.backends.mxnet import horovod
 from dlperf.data import synthetic
 from dlperf.backends.mxnet.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.mxnet.optim import AdamW
 from dlperf.backends.mxnet.resnet import ResNet50
 from dlperf.backends.mxnet.workload import (MXNetWorkload, Precision, configure_threads,
-                                            count_params, op_dtypes, join, launch_rank,
+                                            count_params, join, launch_rank, op_dtypes,
                                             runtime_info, select_context)
 from dlperf.worker.workload import UnsupportedError, Workload
 
@@ -114,8 +115,8 @@ def _resnet50(knobs, batch, train, amp, ctx, seed):
         # type: (Any, Any) -> Any
         # MXNet's sgd_mom_update: state = 0.9 state - lr (g + wd w); w += state, which is
         # PyTorch's SGD(momentum=0.9, weight_decay=1e-4) at a constant learning rate
-        return gluon.Trainer(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4},
-                             **trainer_kvstore(kvstore))
+        return new_trainer(params, "sgd", {"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4},
+                           kvstore)
 
     return Parts(model, _ResNetObjective(model, train, amp), inputs, make_trainer, None, LAYOUT,
                  "SGD(lr=0.1, momentum=0.9, L2 weight_decay=1e-4)", batch,
@@ -141,8 +142,7 @@ def _bert(knobs, batch, train, amp, ctx, seed):
         # type: (Any, Any) -> Any
         # torch.optim.AdamW's settings; update_on_kvstore=False lets the step clip in between
         optimizer = AdamW(learning_rate=1e-4, beta1=0.9, beta2=0.999, epsilon=1e-8, wd=0.01)
-        return gluon.Trainer(params, optimizer, **dict(trainer_kvstore(kvstore),
-                                                       update_on_kvstore=False))
+        return new_trainer(params, optimizer, None, kvstore, update_on_kvstore=False)
 
     return Parts(model, _BertObjective(model, train, amp), inputs, make_trainer, clip,
                  "batch-major (B, S, H)",
@@ -159,6 +159,16 @@ def trainer_kvstore(kvstore):
     return {"kvstore": kvstore, "update_on_kvstore": False}
 
 
+def new_trainer(params, optimizer, optimizer_params, kvstore, **options):
+    # type: (Any, Any, Optional[Dict[str, Any]], Any, **Any) -> Any
+    """Gluon's Trainer with the job's kvstore (:func:`trainer_kvstore`) and ``options``; under
+    Horovod, ``hvd.DistributedTrainer`` (which has no kvstore and never updates on one)."""
+    if horovod.started():
+        return horovod.trainer(params, optimizer, optimizer_params)
+    return gluon.Trainer(params, optimizer, optimizer_params,
+                         **dict(options, **trainer_kvstore(kvstore)))
+
+
 BUILDERS = {"resnet50": _resnet50, "bert-base": _bert}  # type: Dict[str, Callable[..., Parts]]
 
 
@@ -168,18 +178,24 @@ def build(case):
     name, train = view.name, view.train
     threads = configure_threads()
     ctx = select_context(view.device)
-    kvstore = join()  # one worker of several: the dist_sync kvstore (the rendezvous)
+    hvd = horovod.start(case)  # --launcher horovod: hvd.init() instead of the kvstore
+    kvstore = None if hvd else join()  # one worker of several: the dist_sync kvstore
     precision = Precision(view.precision, ctx)  # AMP must be on before the model exists
     mx.random.seed(view.seed, ctx="all")  # the same initial weights on every worker
     amp = precision.dtype is not None
+    rank = horovod.rank() if hvd else launch_rank()
     parts = BUILDERS[name](view.knobs, view.batch, train, amp, ctx,
-                           view.seed + launch_rank())  # its own batch
+                           view.seed + rank)  # its own batch
 
     model = parts.model
     model.initialize(ctx=ctx)  # each parameter carries its own initializer
+    if hvd:
+        horovod.broadcast(model.collect_params())  # rank 0's weights, once Gluon makes them
     params = count_params(model)
     objective = parts.objective
     info = runtime_info(ctx, threads)
+    if hvd:
+        info.update(horovod.info())
     info.update(precision.info())
     if precision.dtype is not None:
         # which operators really compute in bf16 in this very network
@@ -202,5 +218,6 @@ def build(case):
         "data": "synthetic, generated once (numpy, seeded) and copied to the device",
         "loss": parts.loss_desc if train else None,
     })
-    return MXNetWorkload(objective, parts.inputs, trainer, parts.clip if train else None,
-                         view.batch, params, info, parts.loss_samples)
+    workload = horovod.HorovodWorkload if hvd else MXNetWorkload
+    return workload(objective, parts.inputs, trainer, parts.clip if train else None,
+                    view.batch, params, info, parts.loss_samples)
