@@ -4,7 +4,9 @@ speedup = throughput(N devices) / throughput(1 device of the same configuration)
 efficiency = speedup / N (DESIGN.md). The baseline is the newest successful 1-device result in the
 database whose configuration matches: same framework, model, task, precision, compile, batch size
 per device, device kind, data, model knobs and threads per process (plus the inference scenario).
-Steps, warm-up and seed may differ: they change how long we measure, not what.
+Steps, warm-up and seed may differ: they change how long we measure, not what. The baseline is
+always the framework's own (``launcher`` native): a Horovod result, at 1 process too, is scaled
+over the same 1-device native result as the native ones, so both engines' rows compare.
 
 Without such a baseline the speedup is None with a note saying so; never 1.0 or 0.
 """
@@ -42,7 +44,7 @@ def config(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
-    """The newest successful 1-device result of ``case``'s configuration, or None."""
+    """The newest successful 1-device native result of ``case``'s configuration, or None."""
     wanted = json.dumps(config(case), sort_keys=True)
     best: dict[str, Any] | None = None
     rows = store.runs("result_json IS NOT NULL AND status = 'ok'")
@@ -50,6 +52,8 @@ def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
         stored = json.loads(row["case_json"])
         if total_devices(stored) != 1 or json.dumps(config(stored), sort_keys=True) != wanted:
             continue
+        if (stored.get("launcher") or "native") != "native":
+            continue  # the one baseline of every engine is the framework's own 1-device run
         result = json.loads(row["result_json"])
         if throughput_median(result):
             result.setdefault("run_id", row["id"])
@@ -65,7 +69,7 @@ def scaling(result: dict[str, Any], store: Store | None) -> dict[str, Any]:
                            "speedup_baseline": None, "speedup_note": None}
     if value is None:
         out["speedup_note"] = f"the case did not succeed ({result.get('status')})"
-    elif n == 1:
+    elif n == 1 and (result["case"].get("launcher") or "native") == "native":
         out.update(speedup=1.0, scaling_efficiency=1.0,
                    speedup_note="1 device: its own baseline")
     elif store is None:

@@ -16,7 +16,7 @@ from dlperf import display, models, outputs, session
 from dlperf.commands._flags import add_db_argument
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
-from dlperf.launchers import slurm_launch
+from dlperf.launchers import registry, slurm_launch
 from dlperf.spec import Case
 from dlperf.store import Store
 from dlperf.studies.sweep import Sweep, load
@@ -229,6 +229,10 @@ def runnable(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.Sw
         raise UsageError(slurm_launch.refusal(fitted, sweep.name, sweep.path,
                                               len(sweep.cases)))
     keep = [case for case in sweep.cases if case not in fitted.refused]
+    for case in keep:
+        # a launcher that cannot start here (Horovod's environment missing, across nodes, MPI
+        # without Open MPI) refuses the sweep now, in one line, not as a stored failure
+        registry.launcher_for(case)
     return dataclasses.replace(sweep, cases=keep), fitted
 
 

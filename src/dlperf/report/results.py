@@ -51,6 +51,12 @@ def config_key(result: dict[str, Any]) -> str:
     return json.dumps([config(case), source], sort_keys=True)
 
 
+def native(result: dict[str, Any]) -> bool:
+    """Whether the framework's own data parallelism ran it (not Horovod): only such a 1-device
+    result is a baseline, for every engine (:func:`dlperf.scaling.find_baseline`)."""
+    return (result["case"].get("launcher") or "native") == "native"
+
+
 def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies of ``results`` with ``speedup`` and ``scaling_efficiency`` filled where absent.
 
@@ -60,7 +66,7 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     baselines: dict[str, dict[str, Any]] = {}
     for result in results:
-        if total_devices(result) == 1 and throughput_median(result):
+        if total_devices(result) == 1 and throughput_median(result) and native(result):
             current = baselines.get(config_key(result))
             if current is None or (result.get("run_id") or 0) >= (current.get("run_id") or 0):
                 baselines[config_key(result)] = result
@@ -74,7 +80,7 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif value is None:
             result["speedup"] = None
             result["scaling_efficiency"] = None
-        elif n == 1:
+        elif n == 1 and native(result):
             result["speedup"] = 1.0
             result["scaling_efficiency"] = 1.0
         else:

@@ -135,6 +135,15 @@ def speedup_text(result: dict[str, Any]) -> str:
     return "—"
 
 
+def engine(case: dict[str, Any]) -> str:
+    """What started the processes and carried the gradients: ``native`` (the framework's own
+    data parallelism) or ``horovod · gloo`` / ``horovod · mpi``."""
+    launcher = case.get("launcher") or "native"
+    if launcher == "native":
+        return "native"
+    return f"{launcher} · {case.get('controller') or 'gloo'}"
+
+
 def failure_note(result: dict[str, Any]) -> str:
     case = result["case"]
     where = f"bsz {case.get('batch_size')}"
@@ -164,8 +173,10 @@ def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
     table = Table("summary", headers, align)
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for result in results:
-        rows.setdefault((result["case"].get("framework", "?"), variant(result["case"])),
-                        []).append(result)
+        kind = variant(result["case"])
+        if engine(result["case"]) != "native":  # Horovod's rows beside the framework's own
+            kind += f" · {engine(result['case'])}"
+        rows.setdefault((result["case"].get("framework", "?"), kind), []).append(result)
     for (framework, kind), members in sorted(rows.items()):
         row = [Cell(framework), Cell(kind)]
         for precision in precisions:
@@ -205,7 +216,9 @@ def efficiency_text(result: dict[str, Any]) -> str:
 
 def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     """DLPerf's scaling tables: per framework and variant, the configurations (precision, batch
-    per device) measured on more than one device, a row per nodes × devices per node."""
+    per device) measured on more than one device, a row per nodes × devices per node; where
+    Horovod ran too, an engine column and its rows beside the native ones, every speedup over
+    the same 1-device native result (:mod:`dlperf.scaling`)."""
     groups: dict[tuple[str, str], dict[tuple[str, int], list[dict[str, Any]]]] = {}
     for result in results:
         case = result["case"]
@@ -218,13 +231,17 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
         if not scaled:
             continue
         unit = next(iter(scaled.values()))[0].get("unit", "samples/s")
+        engines = any(engine(r["case"]) != "native" for members in scaled.values()
+                      for r in members)
         table = Table(f"scaling of {framework} · {kind}",
                       ["precision", "batch/device", "nodes", "devices/node", "devices",
+                       *(["engine"] if engines else []),
                        f"throughput ({unit}, median)", "speedup", "scaling efficiency"],
-                      ["l", "r", "r", "r", "r", "r", "r", "r"])
+                      ["l", "r", "r", "r", "r", *(["l"] if engines else []), "r", "r", "r"])
         for (precision, batch), members in sorted(
                 scaled.items(), key=lambda item: (precision_rank(item[0][0]), item[0][1])):
-            members = sorted(members, key=lambda r: (total_devices(r), r["case"].get("nnodes", 1)))
+            members = sorted(members, key=lambda r: (total_devices(r), r["case"].get("nnodes", 1),
+                                                     engine(r["case"])))
             for result in members:
                 case = result["case"]
                 ok = result.get("status") == "ok"
@@ -235,6 +252,7 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                 table.rows.append([
                     Cell(precision), Cell(str(batch)), Cell(str(case.get("nnodes", 1))),
                     Cell(str(case.get("devices", 1))), Cell(str(total_devices(result))),
+                    *([Cell(engine(case))] if engines else []),
                     Cell(number(tp) if ok else str(result.get("status", "?")), notes),
                     Cell(speedup_text(result)), Cell(efficiency_text(result))])
         tables.append(table)

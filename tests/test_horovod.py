@@ -1,0 +1,212 @@
+"""--launcher horovod (issue 31): TensorFlow 1.15's and MXNet's Horovod training paths under the real
+horovodrun, in the `<fw>+horovod` environments (tests/test_env_horovod.py builds them).
+
+- Correctness: one step on two ranks fed different batches (seed + rank) leaves equal weights on
+  both ranks, equal within fp32 tolerance to the single-process reference. ResNet-50's BatchNorm
+  normalises each rank's batch by its own statistics (Horovod, like the native engines, does not
+  synchronise them), so the reference is the single-process step on each rank's batch from the
+  same weights, averaged: SGD's first step (momentum buffer empty) is linear in the gradient, so
+  that average is the step on the ranks' mean gradient. A Horovod that summed instead of
+  averaging, skipped the all-reduce or let a rank keep its own weights fails it.
+  tests/horovod_step.py builds the backend's Workload from a case and dumps the weights around
+  one `step()`: nothing is added to the timed loop.
+- `dlperf run --launcher horovod --devices 2` stores a result whose facts say horovod + gloo.
+- A sweep with `launcher: [native, horovod]` x `devices: [1, 2]` renders a report whose scaling
+  table shows both engines, every speedup over the one 1-process native result.
+- Bad input: one line, exit 2, nothing stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import dlperf, dlperf_main, load
+from dlperf.errors import UsageError
+from dlperf.launchers import horovod as launcher
+from dlperf.spec import Case
+
+ROOT = Path(__file__).resolve().parent.parent
+STEP = ROOT / "tests" / "horovod_step.py"
+FRAMEWORKS = ("tensorflow1", "mxnet")
+CONTROLLERS = ("gloo", "mpi")
+TIMEOUT = 300
+TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "2",
+        "--steps", "3", "--repeats", "1", "--device", "cpu"]
+
+
+def horovod_python(framework: str) -> str:
+    """The interpreter of ``framework``'s Horovod environment; skips (naming the install
+    command) where it is not built here."""
+    try:
+        return launcher.interpreter(framework)
+    except UsageError as error:
+        pytest.skip(str(error))
+
+
+def step_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1",
+            **launcher.MPI_AS_ROOT}
+
+
+def write_case(path: Path, framework: str, **fields) -> Path:
+    case = Case(framework=framework, model="resnet50", batch_size=2, device="cpu",
+                knobs={"image_size": 32}, **fields)
+    path.write_text(json.dumps(case.to_dict()))
+    return path
+
+
+def weights(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as saved:
+        return dict(saved)
+
+
+@pytest.mark.parametrize("controller", CONTROLLERS)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_ranks_step_as_one_process_on_both_batches(framework, controller, tmp_path):
+    python = horovod_python(framework)
+    if controller == "mpi":
+        if shutil.which("mpirun") is None:
+            pytest.skip("no mpirun: Open MPI is not installed (openmpi-bin, libopenmpi-dev)")
+        if "mpi" not in launcher.controllers_built(python):
+            pytest.skip(f"the Horovod in {python} was built without MPI")
+    case = write_case(tmp_path / "hvd.json", framework, devices=2, launcher="horovod",
+                      controller=controller)
+    horovodrun = [python, str(Path(python).parent / "horovodrun"), "-np", "2",
+                  "-H", "localhost:2", f"--{controller}", "--network-interface", "lo"]
+    proc = subprocess.run([*horovodrun, python, str(STEP), str(case), str(tmp_path / "hvd")],
+                          env=step_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    start = weights(tmp_path / "hvd.rank0.before.npz")
+    ranks = [weights(tmp_path / f"hvd.rank{r}.after.npz") for r in (0, 1)]
+    # the single-process reference on each rank's batch (seed + rank), from rank 0's weights
+    procs = [subprocess.Popen([python, str(STEP),
+                               str(write_case(tmp_path / f"seed{seed}.json", framework, seed=seed)),
+                               str(tmp_path / f"seed{seed}"),
+                               "--init", str(tmp_path / "hvd.rank0.before.npz")],
+                              env=step_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for seed in (0, 1)]  # both at once: one per core
+    for proc in procs:
+        output = proc.communicate(timeout=TIMEOUT)[0]
+        assert proc.returncode == 0, output[-3000:]
+    alone = [weights(tmp_path / f"seed{seed}.rank0.after.npz") for seed in (0, 1)]
+    assert sorted(ranks[0]) == sorted(start) and len(start) > 100  # every trainable tensor
+    moved = 0.0
+    for name, before in start.items():
+        assert np.array_equal(ranks[0][name], ranks[1][name]), f"{name}: ranks differ"
+        expected = (alone[0][name] + alone[1][name]) / 2
+        np.testing.assert_allclose(ranks[0][name], expected, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{framework} {name}")
+        moved = max(moved, float(np.abs(alone[0][name] - alone[1][name]).max()))
+    assert moved > 1e-2  # the two batches' steps really differ: the average is a real check
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """This test's own measurement lock (no queue behind other measurements)."""
+    monkeypatch.setenv("DLPERF_LOCK_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_run_stores_horovod_facts(isolated):
+    horovod_python("tensorflow1")
+    db, out = isolated / "results.db", isolated / "run.json"
+    dlperf("run", "--framework", "tensorflow1", *TINY, "--devices", "2", "--launcher", "horovod",
+           "--db", str(db), "--json", str(out), check=True, timeout=TIMEOUT)
+    result = load(out)
+    assert result["status"] == "ok", result.get("error")
+    assert result["case"]["launcher"] == "horovod" and result["case"]["controller"] == "gloo"
+    facts = result["launch"]
+    assert (facts["engine"], facts["controller"], facts["launcher"]) == ("horovod", "gloo",
+                                                                        "horovodrun")
+    assert facts["horovod_version"] == "0.28.1" and facts["processes"] == 2
+    assert [rank["rank"] for rank in result["ranks"]] == [0, 1]
+    framework = result["env"]["worker"]["framework"]
+    assert framework["horovod_size"] == 2 and framework["horovod_controller"] == "gloo"
+    assert framework["optimizer"].startswith("hvd.DistributedOptimizer(")
+    assert result["label"].endswith(" horovod")
+    stored = dlperf("results", "--db", str(db), check=True).stdout
+    assert "horovod" in stored
+
+
+SWEEP = """
+name: engines
+defaults: {{framework: mxnet, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           warmup_steps: 2, steps: 3, repeats: 1, timeout: 300}}
+matrix:
+  launcher: [native, horovod]
+  devices: [1, 2]
+"""
+
+
+def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
+    horovod_python("mxnet")
+    sweep, db = isolated / "engines.yaml", isolated / "results.db"
+    sweep.write_text(SWEEP.format())
+    dlperf("sweep", str(sweep), "--db", str(db), check=True, timeout=2 * TIMEOUT)
+    dlperf("report", "--db", str(db), "-o", str(isolated / "report.md"), check=True)
+    text = (isolated / "report.md").read_text()
+    title = "### resnet50 (image_size=32): scaling of mxnet · imperative (Gluon, not hybridized)"
+    assert text.count(title) == 1, text
+    lines = text.split(title)[1].strip().splitlines()
+    assert lines[0] == ("| precision | batch/device | nodes | devices/node | devices | engine | "
+                        "throughput (samples/s, median) | speedup | scaling efficiency |")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:6]]
+    assert lines[6] == ""
+    assert [(row[4], row[5]) for row in rows] == [("1", "horovod · gloo"), ("1", "native"),
+                                                  ("2", "horovod · gloo"), ("2", "native")]
+    throughput = {(row[4], row[5]): float(row[6].replace(",", "")) for row in rows}
+    base = throughput[("1", "native")]
+    for row in rows:  # the table shows rounded figures: compare within their rounding
+        n, tp = int(row[4]), throughput[(row[4], row[5])]
+        speedup = tp / base  # over the native 1-process result, for both engines
+        assert float(row[7]) == pytest.approx(speedup, abs=0.01 + 0.1 / base), row
+        assert float(row[8].rstrip("%")) == pytest.approx(100 * speedup / n,
+                                                          abs=0.5 + 10 / base), row
+
+
+def test_horovod_refusals_are_one_line_and_store_nothing(isolated, monkeypatch):
+    db = isolated / "results.db"
+    run = ["run", "--model", "resnet50", "--batch-size", "2", "--db", str(db)]
+    proc = dlperf_main(*run, "--framework", "torch", "--launcher", "horovod")
+    assert proc.returncode == 2
+    assert "launcher: the torch backend has no horovod training path" in proc.stderr
+    assert "--launcher horovod runs: mxnet, tensorflow1" in proc.stderr
+    proc = dlperf_main(*run, "--framework", "tensorflow1", "--controller", "mpi")
+    assert proc.returncode == 2 and "needs --launcher horovod" in proc.stderr
+    proc = dlperf_main(*run, "--framework", "mxnet", "--launcher", "horovod", "--task", "infer")
+    assert proc.returncode == 2 and "Horovod distributes training" in proc.stderr
+    # an environments root holding tensorflow1 but not tensorflow1+horovod
+    envs_root = isolated / "envs"
+    envs_root.mkdir()
+    from dlperf import envs
+    real = envs.env_dir("tensorflow1")
+    if real.exists():
+        (envs_root / "tensorflow1").symlink_to(real)
+        proc = dlperf_main(*run, "--framework", "tensorflow1", "--launcher", "horovod",
+                           env={"DLPERF_ENVS": str(envs_root)})
+        assert proc.returncode == 2, proc.stderr
+        assert "dlperf envs install tensorflow1+horovod" in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    proc = dlperf_main(*run, "--framework", "tensorflow1", "--launcher", "horovod",
+                       "--nnodes", "2", "--master-addr", "10.0.0.1")
+    assert proc.returncode == 2 and "runs on one node" in proc.stderr
+    assert not db.exists()  # nothing measured, nothing stored
+
+
+def test_mpi_without_open_mpi_names_the_packages(isolated):
+    horovod_python("tensorflow1")
+    empty = isolated / "bin"
+    empty.mkdir()
+    proc = dlperf_main("run", "--framework", "tensorflow1", "--model", "resnet50",
+                       "--launcher", "horovod", "--controller", "mpi",
+                       "--db", str(isolated / "results.db"), env={"PATH": str(empty)})
+    assert proc.returncode == 2
+    assert "mpirun is not on PATH" in proc.stderr and "openmpi-bin" in proc.stderr
+    assert not (isolated / "results.db").exists()
