@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup envs browser slurm run run-more test clean cuda-locks
+.PHONY: setup envs horovod horovod-envs browser slurm run run-more test clean cuda-locks
 
 setup: $(STAMP)
 
@@ -71,7 +71,24 @@ slurm:
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; }
 
-test: setup envs browser slurm
+# Debian's cmake, g++ and Open MPI: Horovod compiles from its source archive (PyPI has no wheel)
+# into the framework's own <fw>+horovod environment, with its MPI controller when Open MPI is
+# there. Installed once, only when a tool is missing.
+horovod:
+	command -v cmake >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1 && \
+		command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 || { \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ make \
+			libopenmpi-dev openmpi-bin; }
+
+# Horovod built into tensorflow1+horovod and mxnet+horovod (`dlperf envs install NAME --horovod`),
+# after the plain environments; cached like them (a no-op while the pins are unchanged), the
+# compiler's output in <envs>/<fw>+horovod/install.log.
+HOROVOD_ENVS ?= tensorflow1 mxnet
+horovod-envs: envs horovod
+	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
+
+test: setup envs horovod-envs browser slurm
 	$(BIN)/python -m pytest -q
 
 clean:

@@ -12,8 +12,10 @@ from rich.text import Text
 from dlperf import display, envs
 from dlperf.envs import check as env_check
 from dlperf.envs import dali as env_dali
+from dlperf.envs import horovod as env_horovod
 from dlperf.envs import lock as env_lock
 from dlperf.envs import registry
+from dlperf.errors import UsageError
 from dlperf.spec import frameworks, support
 
 
@@ -41,11 +43,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     install.add_argument("--variant", choices=registry.VARIANTS,
                          help="cpu or cuda build (default: cuda where an NVIDIA driver is "
                               "present and the framework publishes one, else cpu)")
+    install.add_argument("--horovod", action="store_true",
+                         help="build Horovod 0.28.1 from its source archive into the separate "
+                              "environment FRAMEWORK+horovod (needs cmake and g++: `make "
+                              "horovod`; MPI controller when Open MPI is installed); the plain "
+                              "environment is not changed")
 
     lock = actions.add_parser("lock", help="regenerate a variant's hashed lock file from its "
                                            ".in requirements (resolves against the package index)")
     lock.add_argument("framework", metavar="FRAMEWORK")
     lock.add_argument("--variant", choices=registry.VARIANTS, default="cpu")
+    lock.add_argument("--horovod", action="store_true",
+                      help="write requirements/FRAMEWORK+horovod.txt: horovod.in resolved with "
+                           "the framework's exact pins, minus what its lock holds")
 
     check = actions.add_parser("check", help="import the framework in its environment and run "
                                              "one tiny training step through the worker")
@@ -67,6 +77,12 @@ def _list(support: bool) -> int:
             if st.note and st.state in ("outdated", "no such build"):
                 state.append("\n" + st.note, style="dim")
             table.add_row(name, st.variant, state, st.python or "-", st.version or "-",
+                          st.path or "-")
+        if registry.get(name).horovod:
+            st = env_horovod.status(name)
+            state = Text(st.state, style=styles.get(st.state, ""))
+            state.append("\n" + st.note, style="dim")
+            table.add_row(st.framework, st.variant, state, st.python or "-", st.version or "-",
                           st.path or "-")
     display.out.print(table)
     if support:
@@ -113,16 +129,25 @@ def support_table() -> Table:
 
 def _install(args: argparse.Namespace) -> int:
     for name in args.frameworks:
-        if name != env_dali.NAME:
+        if name.endswith(env_horovod.SUFFIX):
+            raise UsageError(f"{name}: ask for Horovod's environment as `dlperf envs install "
+                             f"{name[:-len(env_horovod.SUFFIX)]} --horovod`")
+        if args.horovod:
+            env_horovod.framework(name, args.variant or "cpu")  # refused: the reason, exit 2
+        elif name != env_dali.NAME:
             registry.get(name)  # reject a typo before installing anything
     if args.python and len(args.frameworks) > 1:
-        from dlperf.errors import UsageError
         raise UsageError("--python applies to one framework at a time")
     failed = 0
     for name in args.frameworks:
         say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
         try:
-            if name == env_dali.NAME:
+            if args.horovod:
+                done = env_horovod.install(name, variant=args.variant or "cpu",
+                                           python=args.python, force=args.force,
+                                           verbose=args.verbose, say=say)
+                name += env_horovod.SUFFIX
+            elif name == env_dali.NAME:
                 done = env_dali.install(force=args.force, verbose=args.verbose, say=say)
             else:
                 done = envs.install(name, python=args.python, force=args.force,
@@ -167,7 +192,9 @@ def _check(args: argparse.Namespace) -> int:
 def _lock(args: argparse.Namespace) -> int:
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        if args.framework == env_dali.NAME:
+        if args.horovod:
+            env_horovod.write_lock(args.framework, args.variant, say)
+        elif args.framework == env_dali.NAME:
             env_lock.write_lock(env_dali.LOCK, say)
         else:
             env_lock.lock(args.framework, args.variant, say=say)

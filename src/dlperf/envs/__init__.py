@@ -10,15 +10,20 @@ environment these functions create, from the source tree.
     worker_env(extra)   the environment of a worker process: ours, with the source tree importable
     worker_variables(name, python)  the registry's env: for its worker, expanded
     registry.names()    every framework with an environment entry
+    horovod_interpreter(name, variant="cpu")  the Python of NAME+horovod (its bin/horovodrun
+                        beside it); UsageError with the reason (refused) or the install command
+    horovod_controllers(name, variant="cpu")  {'gloo'} or {'gloo', 'mpi'}: what that build has
 """
 
 from dlperf.envs import registry
+from dlperf.envs.horovod import controllers as horovod_controllers
+from dlperf.envs.horovod import interpreter as horovod_interpreter
 from dlperf.envs.manage import (SOURCE_ROOT, EnvStatus, InstallError, InstallResult,
                                 default_variant, driver_present, env_dir, env_python, install,
                                 interpreter, not_installed_message, root, select, status,
                                 variant_of, worker_env, worker_variables)
 
-__all__ = ["SOURCE_ROOT", "EnvStatus", "InstallError", "InstallResult", "default_variant", "driver_present",
-           "env_dir", "env_python", "install", "interpreter", "not_installed_message", "registry",
-           "root", "select", "status", "variant_of", "worker_env",
-           "worker_variables"]
+__all__ = ["SOURCE_ROOT", "EnvStatus", "InstallError", "InstallResult", "default_variant",
+           "driver_present", "env_dir", "env_python", "horovod_controllers", "horovod_interpreter",
+           "install", "interpreter", "not_installed_message", "registry", "root", "select",
+           "status", "variant_of", "worker_env", "worker_variables"]

@@ -69,25 +69,32 @@ def resolve(fw: Framework, say: Callable[[str], None] = print) -> list[str]:
     if source is None or not source.is_file():
         raise UsageError(f"framework {fw.name} ({fw.variant}): no {source.name if source else '.in'}"
                          f" file to lock from in {registry.REQUIREMENTS_DIR}")
-    base, full = interpreters.find(fw.python or "%d.%d" % sys.version_info[:2])
+    return resolve_source(source, fw.python, f"{fw.name} ({fw.variant})", say)
+
+
+def resolve_source(source: Path, python: str | None, label: str,
+                   say: Callable[[str], None] = print) -> list[str]:
+    """Resolve the requirements file ``source`` for Python ``python`` (major.minor; None: the
+    one dlperf runs on) into hashed lock lines."""
+    base, full = interpreters.find(python or "%d.%d" % sys.version_info[:2])
     with tempfile.TemporaryDirectory(prefix="dlperf-lock-") as tmp:
         venv, report = Path(tmp) / "venv", Path(tmp) / "report.json"
-        python = str(venv / "bin" / "python")
+        pip = str(venv / "bin" / "python")
         steps = [[base, "-m", "venv", str(venv)],
-                 [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                 [pip, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                   PIP_FOR_REPORT],
                  # --isolated: the public index only, never this machine's local mirrors, so
                  # the lock names files anyone can fetch and their published hashes
-                 [python, "-m", "pip", "install", "--isolated", "--dry-run",
+                 [pip, "-m", "pip", "install", "--isolated", "--dry-run",
                   "--ignore-installed", "--quiet", "--disable-pip-version-check",
                   "--report", str(report), "-r", str(source)]]
-        say(f"{fw.name} ({fw.variant}): resolving {source.name} for Python {full}")
+        say(f"{label}: resolving {source.name} for Python {full}")
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S,
                                   stdin=subprocess.DEVNULL)
             if done.returncode != 0:
                 tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-                raise LockError(f"{fw.name} ({fw.variant}): {' '.join(argv[2:5])} failed:\n{tail}")
+                raise LockError(f"{label}: {' '.join(argv[2:5])} failed:\n{tail}")
         return lock_lines(json.loads(report.read_text()))
 
 

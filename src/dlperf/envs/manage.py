@@ -278,15 +278,19 @@ def _install_main_variant(fw: Framework, verbose: bool, say: Callable[[str], Non
                          time.monotonic() - start)
 
 
-def _run_logged(argv: list[str], log: Path, echo: bool) -> int:
-    """Run ``argv`` appending its output to ``log`` (and to our stdout when ``echo``)."""
+def _run_logged(argv: list[str], log: Path, echo: bool,
+                extra_env: dict[str, str] | None = None) -> int:
+    """Run ``argv`` appending its output to ``log`` (and to our stdout when ``echo``), with
+    ``extra_env`` added to our variables."""
     with open(log, "a") as handle:
-        handle.write("$ " + " ".join(argv) + "\n")
+        handle.write("$ " + " ".join(f"{k}={v}" for k, v in (extra_env or {}).items())
+                     + (" " if extra_env else "") + " ".join(argv) + "\n")
         handle.flush()
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, stdin=subprocess.DEVNULL,
-                                env={k: v for k, v in os.environ.items()
-                                     if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")})
+                                env={**env, **(extra_env or {})})
         assert proc.stdout is not None
         # the limit must hold while pip is still printing, not only once its output ends
         expired: list[bool] = []
@@ -345,69 +349,128 @@ def install(name: str, python: str | None = None, force: bool = False, verbose: 
         raise UsageError(f"framework {name} has no requirement file in the registry")
     name = fw.env_name
     with _locked(name):
-        if python:
-            base, full = interpreters.check(python, fw.python)
-        else:
-            base, full = interpreters.find(fw.python or "%d.%d" % sys.version_info[:2])
+        base, full = base_interpreter(fw, python)
         digest = fw.requirements_hash(interpreters.short(full))
-        stamp = read_stamp(name)
-        same_base = python is None or (stamp or {}).get("base_python") == base
-        if (not force and stamp and stamp.get("hash") == digest and same_base
-                and env_python(name).exists()):
-            return InstallResult(fw.name, "up to date", str(env_dir(name)), stamp["python"],
-                                 stamp.get("framework_version"), time.monotonic() - start)
+        current = up_to_date(fw, name, digest, base if python else None, force, start)
+        if current is not None:
+            return current
+        return build(Build(fw, name, base, full, digest, [framework_step(fw)]), verbose, say,
+                     start)
 
-        # Built beside the working environment and swapped in only once it imports: a failed
-        # rebuild (a pin that no longer installs, no network) leaves the old one usable.
-        target = env_dir(name)
-        staging = target.parent / f".{name}.new"
-        if staging.exists():
-            shutil.rmtree(staging)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        say(f"{name}: creating {target} with Python {full} ({base})")
-        log = target.parent / f"{name}.{LOG_NAME}"  # kept beside the envs if the build fails
-        log.write_text("")
-        python_new = str(staging / "bin" / "python")
-        if _run_logged([base, "-m", "venv", str(staging)], log, verbose) != 0:
-            raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
-        say(f"{name}: pip install -r {fw.requirements_file} (log: {log})")
-        pip = [python_new, "-m", "pip", "install", "--disable-pip-version-check",
-               "--no-input", "--progress-bar", "off", "-r", str(fw.requirements_file)]
-        if any("--hash=" in line for line in fw.requirement_lines()):
-            pip[4:4] = locked_install_options(fw)
-        code = _run_logged(pip, log, verbose)
+
+def base_interpreter(fw: Framework, python: str | None) -> tuple[str, str]:
+    """(path, full version) of the interpreter ``fw``'s environment is built from: ``python``
+    when given (checked against the version the pins need), else found by that version."""
+    if python:
+        return interpreters.check(python, fw.python)
+    return interpreters.find(fw.python or "%d.%d" % sys.version_info[:2])
+
+
+def up_to_date(fw: Framework, name: str, digest: str, base: str | None, force: bool,
+               start: float) -> InstallResult | None:
+    """The result of a no-op install when environment ``name`` is current (its stamp holds
+    ``digest`` and, when an interpreter was named, was built from ``base``), else None."""
+    stamp = read_stamp(name)
+    same_base = base is None or (stamp or {}).get("base_python") == base
+    if (not force and stamp and stamp.get("hash") == digest and same_base
+            and env_python(name).exists()):
+        return InstallResult(fw.name, "up to date", str(env_dir(name)), stamp["python"],
+                             stamp.get("framework_version"), time.monotonic() - start)
+    return None
+
+
+def framework_step(fw: Framework) -> list[str]:
+    """pip's arguments installing ``fw``'s pinned set (hashed and wheels-only when locked)."""
+    args = ["-r", str(fw.requirements_file)]
+    if any("--hash=" in line for line in fw.requirement_lines()):
+        args[0:0] = locked_install_options(fw)
+    return args
+
+
+@dataclass
+class Build:
+    """One environment to build: ``steps`` are pip install arguments run in order, each with
+    the variables it adds; ``check`` (given the new interpreter) returns facts for the stamp or
+    raises InstallError; ``stamp`` adds fields to it."""
+
+    fw: Framework
+    name: str  # the environment's directory name
+    base: str  # the interpreter it is created from
+    full: str  # that interpreter's full version
+    digest: str
+    steps: list[list[str]]
+    step_env: list[dict[str, str]] | None = None
+    check: Callable[[str, Path], dict[str, Any]] | None = None
+
+
+def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -> InstallResult:
+    """Create ``job``'s environment beside the working one and swap it in only once it
+    imports: a failed rebuild (a pin that no longer installs, no network) leaves the old one
+    usable. Call with the environment's install lock held."""
+    fw, name = job.fw, job.name
+    target = env_dir(name)
+    staging = target.parent / f".{name}.new"
+    if staging.exists():
+        shutil.rmtree(staging)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    say(f"{name}: creating {target} with Python {job.full} ({job.base})")
+    log = target.parent / f"{name}.{LOG_NAME}"  # kept beside the envs if the build fails
+    log.write_text("")
+    python_new = str(staging / "bin" / "python")
+    if _run_logged([job.base, "-m", "venv", str(staging)], log, verbose) != 0:
+        raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
+    for i, args in enumerate(job.steps):
+        say(f"{name}: pip install {' '.join(a for a in args if not a.startswith('--'))} "
+            f"(log: {log})")
+        code = _run_logged([python_new, "-m", "pip", "install", "--disable-pip-version-check",
+                            "--no-input", "--progress-bar", "off", *args], log, verbose,
+                           (job.step_env or [{}] * len(job.steps))[i])
         if code != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise InstallError(f"{name}: pip install failed (exit {code}); see {log}\n"
                                f"{_tail(log)}")
-        ok, version = import_version(python_new, fw)
+    ok, version = import_version(python_new, fw)
+    facts: dict[str, Any] = {}
+    try:
         if not ok:
-            shutil.rmtree(staging, ignore_errors=True)
             raise InstallError(f"{name}: installed, but `import {fw.import_name}` fails: "
                                f"{version}")
-        retired = target.parent / f".{name}.old"
-        if retired.exists():
-            shutil.rmtree(retired)
-        if target.exists():
-            target.rename(retired)
-        staging.rename(target)
-        shutil.rmtree(retired, ignore_errors=True)
-        shutil.move(str(log), str(target / LOG_NAME))
-        stamp = {
-            "framework": fw.name,
-            "variant": fw.variant,
-            "hash": digest,
-            "python": full,
-            "base_python": base,
-            "framework_version": version,
-            "requirements": fw.requirement_lines(),
-            "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        tmp = target / (STAMP_NAME + ".tmp")
-        tmp.write_text(json.dumps(stamp, indent=2))
-        tmp.replace(target / STAMP_NAME)
-        return InstallResult(fw.name, "installed", str(target), full, version,
-                             time.monotonic() - start)
+        if job.check is not None:
+            facts = job.check(python_new, log)
+    except InstallError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _swap_in(staging, target)
+    shutil.move(str(log), str(target / LOG_NAME))
+    stamp = {"framework": fw.name, "variant": fw.variant, "hash": job.digest, "python": job.full,
+             "base_python": job.base, "framework_version": version,
+             "requirements": fw.requirement_lines(), **facts,
+             "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    tmp = target / (STAMP_NAME + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=2))
+    tmp.replace(target / STAMP_NAME)
+    return InstallResult(fw.name, "installed", str(target), job.full, version,
+                         time.monotonic() - start)
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Rename the built environment into place; its console scripts (``bin/horovodrun``...)
+    were written with the staging directory in their ``#!`` line, which is rewritten."""
+    retired = target.parent / f".{target.name}.old"
+    if retired.exists():
+        shutil.rmtree(retired)
+    if target.exists():
+        target.rename(retired)
+    staging.rename(target)
+    shutil.rmtree(retired, ignore_errors=True)
+    old, new = f"#!{staging}/bin/", f"#!{target}/bin/"
+    for script in (target / "bin").iterdir():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with open(script, "rb") as handle:
+            head = handle.read(len(old))
+        if head == old.encode():
+            script.write_bytes(new.encode() + script.read_bytes()[len(old):])
 
 
 def locked_install_options(fw: Framework) -> list[str]:

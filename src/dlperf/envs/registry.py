@@ -44,6 +44,8 @@ class Framework:
     variants: tuple[str, ...] = ("cpu",)  # every variant the registry declares for it
     env: tuple[tuple[str, str], ...] = ()  # (variable, value template) the worker needs
     sdists: tuple[str, ...] = ()  # packages of the lock that publish no wheel for its Python
+    horovod: tuple[str, ...] = ()  # HOROVOD_WITH_* bindings Horovod builds for it (``horovod:``)
+    horovod_refused: str | None = None  # why Horovod is not built for it
 
     def environment(self, site_packages: str | Path, current: Mapping[str, str]
                     ) -> dict[str, str]:
@@ -135,6 +137,29 @@ def _names(name: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+HOROVOD_BINDINGS = ("HOROVOD_WITH_TENSORFLOW", "HOROVOD_WITH_PYTORCH", "HOROVOD_WITH_MXNET")
+
+
+def _horovod(name: str, value: object) -> tuple[tuple[str, ...], str | None]:
+    """An entry's ``horovod:``: ``{with: [HOROVOD_WITH_...]}`` (the bindings to build) or
+    ``{refused: reason}``; absent = refused, saying the registry declares no build."""
+    if value is None:
+        return (), f"frameworks.yaml declares no Horovod build for {name}"
+    if not isinstance(value, dict) or len(value) != 1 or not {"with", "refused"} & set(value):
+        raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: must be {{with: [...]}} or "
+                         f"{{refused: reason}}")
+    if "refused" in value:
+        if not isinstance(value["refused"], str) or not value["refused"].strip():
+            raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: refused: needs the reason")
+        return (), " ".join(value["refused"].split())
+    bindings = value["with"]
+    if (not isinstance(bindings, list) or not bindings
+            or not set(bindings) <= set(HOROVOD_BINDINGS)):
+        raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: with: must list some of "
+                         f"{', '.join(HOROVOD_BINDINGS)}")
+    return tuple(bindings), None
+
+
 @functools.lru_cache(maxsize=1)
 def load_all() -> dict[tuple[str, str], Framework]:
     """Every (framework, variant) the registry declares."""
@@ -151,6 +176,7 @@ def load_all() -> dict[tuple[str, str], Framework]:
         for variant in declared:
             over = {} if variant == "cpu" else (extra[variant] or {})
             python = over.get("python", entry.get("python"))
+            horovod, horovod_refused = _horovod(name, entry.get("horovod"))
             out[(name, variant)] = Framework(
                 name=name,
                 import_name=entry.get("import", name),
@@ -162,6 +188,8 @@ def load_all() -> dict[tuple[str, str], Framework]:
                 variants=declared,
                 env=_env(name, over.get("env", entry.get("env"))),
                 sdists=_names(name, over.get("sdists", entry.get("sdists"))),
+                horovod=horovod,
+                horovod_refused=horovod_refused,
             )
     return out
 

@@ -1,0 +1,189 @@
+"""Horovod 0.28.1 built from its hashed source archive into `<fw>+horovod` environments.
+
+`make test` builds them first (`make horovod-envs`: tensorflow1 and mxnet, after the plain
+environments and Debian's cmake, g++ and Open MPI); the fixture's install is then a no-op, or
+does the build itself when this file runs alone. The tests run the real `horovodrun` in each
+environment: its build report, and a two-process `hvd.allreduce` over Gloo and over MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dlperf import envs
+from dlperf.envs import horovod, manage, registry
+from dlperf.errors import UsageError
+from conftest import dlperf
+
+BUILT = [name for name in registry.names() if registry.get(name).horovod]
+REFUSED = [name for name in registry.names() if registry.get(name).horovod_refused]
+TIMEOUT = 600
+# Open MPI refuses to start as root unless told it may
+AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# one rank's allreduce, per binding: rank r contributes [r + 1] * 3, the average is 1.5; one
+# write per line (horovodrun prefixes every write with the rank)
+ALLREDUCE = {
+    "tensorflow1": """
+import sys, tensorflow as tf, horovod.tensorflow as hvd
+hvd.init()
+value = hvd.allreduce(tf.constant([hvd.rank() + 1.0] * 3), average=True)
+with tf.Session() as session:
+    line = "RANK %d SIZE %d VALUE %s" % (hvd.rank(), hvd.size(), session.run(value).tolist())
+sys.stdout.write(line + "\\n")
+sys.stdout.flush()
+""",
+    "mxnet": """
+import sys, mxnet as mx, horovod.mxnet as hvd
+hvd.init()
+value = hvd.allreduce(mx.nd.array([hvd.rank() + 1.0] * 3), average=True, name="x")
+line = "RANK %d SIZE %d VALUE %s" % (hvd.rank(), hvd.size(), value.asnumpy().tolist())
+sys.stdout.write(line + "\\n")
+sys.stdout.flush()
+""",
+}
+
+
+def test_the_registry_says_where_horovod_builds():
+    assert BUILT == ["mxnet", "tensorflow1"]
+    assert set(BUILT) | set(REFUSED) == set(registry.names())
+    assert "4290" in registry.get("tensorflow").horovod_refused
+    for name in BUILT:
+        lines = horovod.lock_lines(registry.get(name))
+        assert any(line.startswith(f"horovod=={horovod.VERSION} --hash=sha256:")
+                   for line in lines), name
+        assert all("--hash=sha256:" in line for line in lines), name
+        own = {line.split("==")[0] for line in registry.get(name).requirement_lines()}
+        assert not own & {line.split("==")[0] for line in lines}, f"{name}: pinned twice"
+
+
+@pytest.fixture(scope="module", params=BUILT)
+def built(request) -> tuple[str, str]:
+    """(framework, interpreter) of a Horovod environment, built from the pinned sets
+    (a no-op when `make horovod-envs` built it)."""
+    name = request.param
+    done = horovod.install(name, say=lambda line: None)
+    assert done.action in ("installed", "up to date"), done
+    return name, envs.horovod_interpreter(name)
+
+
+def horovodrun(python: str, *args: str, env: dict[str, str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([python, str(Path(python).parent / "horovodrun"), *args],
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          env=envs.worker_env({**AS_ROOT, **(env or {})}),
+                          stdin=subprocess.DEVNULL)
+
+
+def test_the_build_lands(built):
+    name, python = built
+    assert Path(python).parent.parent.name == name + "+horovod"
+    assert envs.interpreter(name) != python  # the plain environment is a different one
+    done = horovodrun(python, "--check-build")
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = horovod.parse_check_build(done.stdout)
+    module, binding = horovod.BINDINGS[registry.get(name).horovod[0]]
+    assert binding in found["frameworks"]
+    # the binding's compiled library (--check-build also marks a package that only imports)
+    site = manage.site_packages(python)
+    assert list(site.glob(module.replace(".", "/") + "/mpi_lib*.so")), module
+    wanted = {"gloo", "mpi"} if horovod.mpi_present() else {"gloo"}
+    assert {c.lower() for c in found["controllers"]} == wanted
+    assert envs.horovod_controllers(name) == wanted
+    st = horovod.status(name)
+    assert st.state == "installed" and st.framework == name + "+horovod"
+    assert st.version.endswith(f"horovod {horovod.VERSION}") and "gloo" in st.note
+    again = horovod.install(name, say=lambda line: None)
+    assert again.action == "up to date" and again.seconds < 10
+
+
+def allreduce(name: str, python: str, tmp_path: Path, controller: str) -> list[str]:
+    script = tmp_path / "allreduce.py"
+    script.write_text(ALLREDUCE[name])
+    done = horovodrun(python, "-np", "2", "-H", "localhost:2", f"--{controller}",
+                      python, str(script),
+                      env={**manage_quiet(), **envs.worker_variables(name, python)})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return sorted(" ".join(found) for found in
+                  re.findall(r"RANK (\d+) SIZE (\d+) VALUE (\[[^\]]*\])", done.stdout))
+
+
+def manage_quiet() -> dict[str, str]:
+    return {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def test_two_processes_average_over_gloo(built, tmp_path):
+    name, python = built
+    assert allreduce(name, python, tmp_path, "gloo") == [
+        "0 2 [1.5, 1.5, 1.5]", "1 2 [1.5, 1.5, 1.5]"]
+
+
+@pytest.mark.skipif(not horovod.mpi_present(),
+                    reason="Open MPI is not installed (`make horovod` installs it)")
+def test_two_processes_average_over_mpi(built, tmp_path):
+    name, python = built
+    assert allreduce(name, python, tmp_path, "mpi") == [
+        "0 2 [1.5, 1.5, 1.5]", "1 2 [1.5, 1.5, 1.5]"]
+
+
+@pytest.mark.parametrize("name", ["tensorflow", "jax"])
+def test_a_refused_framework_is_one_line_and_exit_2(name):
+    done = dlperf("envs", "install", name, "--horovod", timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dlperf envs: error: Horovod is not "
+                                                   f"available for {name}: "), done.stderr
+    assert registry.get(name).horovod_refused in lines[0]
+    with pytest.raises(UsageError, match=f"not available for {name}"):
+        envs.horovod_interpreter(name)
+
+
+def test_the_other_spelling_names_the_flag():
+    done = dlperf("envs", "install", "tensorflow1+horovod", timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("dlperf envs: error: tensorflow1+horovod: ask for Horovod's "
+                                   "environment as `dlperf envs install tensorflow1 --horovod`")
+
+
+def test_a_missing_build_names_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLPERF_ENVS", str(tmp_path))
+    with pytest.raises(UsageError, match=r"^Horovod is not installed for mxnet: run "
+                                         r"`dlperf envs install mxnet --horovod`$"):
+        envs.horovod_interpreter("mxnet")
+    assert horovod.status("mxnet").state == "not installed"
+
+
+def test_a_missing_compiler_names_the_apt_command(tmp_path, monkeypatch):
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("cmake", "make"):  # g++ is the one missing
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), bare / tool)
+    monkeypatch.setenv("PATH", str(bare))
+    with pytest.raises(UsageError, match=r"needs g\+\+: run `make horovod \(apt-get install "):
+        horovod.check_toolchain()
+
+
+def test_a_changed_lock_makes_the_build_outdated(built, tmp_path, monkeypatch):
+    name, _ = built
+    copy = tmp_path / "requirements"
+    shutil.copytree(registry.REQUIREMENTS_DIR, copy)
+    lock = copy / horovod.lock_file(registry.get(name)).name
+    lock.write_text(lock.read_text().replace("horovod==0.28.1", "horovod==0.28.0"))
+    monkeypatch.setattr(registry, "REQUIREMENTS_DIR", copy)
+    st = horovod.status(name)
+    assert st.state == "outdated" and lock.name in st.note
+
+
+def test_the_check_build_report_is_read():
+    text = ("Horovod v0.28.1:\n\nAvailable Frameworks:\n    [X] TensorFlow\n    [ ] PyTorch\n"
+            "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
+            "Available Tensor Operations:\n    [ ] NCCL\n    [ ] DDL\n    [ ] CCL\n"
+            "    [ ] MPI\n    [X] Gloo\n")
+    assert horovod.parse_check_build(text) == {
+        "frameworks": ["TensorFlow"], "controllers": ["Gloo"], "tensor_operations": ["Gloo"]}
