@@ -146,7 +146,6 @@ def _install(args: argparse.Namespace) -> int:
                 done = env_horovod.install(name, variant=args.variant or "cpu",
                                            python=args.python, force=args.force,
                                            verbose=args.verbose, say=say)
-                name += env_horovod.SUFFIX
             elif name == env_dali.NAME:
                 done = env_dali.install(force=args.force, verbose=args.verbose, say=say)
             else:
@@ -158,7 +157,9 @@ def _install(args: argparse.Namespace) -> int:
             continue
         where = "dlperf's own environment" if done.action == "main" else done.path
         took = f" in {done.seconds:.0f} s" if done.action == "installed" else ""
-        print(f"{name}: {done.action}{took} — {name} {done.version or '?'}, "
+        label = name + env_horovod.SUFFIX if args.horovod else name
+        extra = f", horovod {env_horovod.VERSION}" if args.horovod else ""
+        print(f"{label}: {done.action}{took} — {name} {done.version or '?'}{extra}, "
               f"Python {done.python}, {where}")
     return 1 if failed else 0
 

@@ -199,7 +199,7 @@ def _checker(fw: Framework, mpi: bool, started: float) -> Callable[[str, Path], 
                     raise InstallError(f"{env_name(fw)}: built, but `{' '.join(cmd[1:])}` "
                                        f"fails: {last}; see {log}")
         found = parse_check_build(done.stdout)
-        have = [c.lower() for c in found.get("controllers", [])]
+        have = sorted(c.lower() for c in found.get("controllers", []))
         wanted = [BINDINGS[b][1] for b in fw.horovod]
         lacking = [w for w in wanted if w not in found.get("frameworks", [])]
         lacking += [c for c in (["gloo", "mpi"] if mpi else ["gloo"]) if c not in have]

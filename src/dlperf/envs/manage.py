@@ -420,7 +420,7 @@ def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -
     if _run_logged([job.base, "-m", "venv", str(staging)], log, verbose) != 0:
         raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
     for i, args in enumerate(job.steps):
-        say(f"{name}: pip install {' '.join(a for a in args if not a.startswith('--'))} "
+        say(f"{name}: pip install {' '.join(a for a in args if a == '-r' or a[0] != '-')} "
             f"(log: {log})")
         code = _run_logged([python_new, "-m", "pip", "install", "--disable-pip-version-check",
                             "--no-input", "--progress-bar", "off", *args], log, verbose,
