@@ -9,6 +9,10 @@ Both sides run with OMP_NUM_THREADS set to this process's usable cores unless it
     python benchmarks/fidelity.py --framework jax --precision amp-bf16 --pairs 6
     python benchmarks/fidelity.py --framework torch --image-size 112 --batch-size 16 \\
         --warmup-steps 8 --steps 20 --json fidelity-torch.json
+
+For caffe2, side A is Caffe2's own ``imagenet_trainer.py`` on its null input
+(``handwritten/caffe2_resnet50.py`` runs it unchanged and reads its per-iteration rates), and both
+sides run Caffe2's CPU operators (``DLPERF_CAFFE2_ENGINE=cpu``), the engine the trainer can run.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ SRC = HERE.parent / "src"
 LOOPS = {"torch": "torch_resnet50.py", "tensorflow": "tf2_resnet50.py",
          "tensorflow1": "tf1_resnet50.py", "jax": "jax_resnet50.py",
          "paddle": "paddle_resnet50.py", "mxnet": "mxnet_resnet50.py",
-         "mindspore": "mindspore_resnet50.py", "oneflow": "oneflow_resnet50.py"}
+         "mindspore": "mindspore_resnet50.py", "oneflow": "oneflow_resnet50.py",
+         # not hand-written: Caffe2's own imagenet_trainer.py on its null input, run unchanged
+         "caffe2": "caffe2_resnet50.py"}
 RATE = r'"throughput": ([0-9.eE+-]+)'
 
 
@@ -64,6 +70,10 @@ def main() -> int:
     # left to its framework's default may take fewer (MXNet 1.9 did here: 25.1 vs 38.2
     # samples/s at image 64, batch 8; with OMP_NUM_THREADS=2 the hand loop ran 38.2-38.4)
     env.setdefault("OMP_NUM_THREADS", str(launch.usable_cores()))
+    if args.framework == "caffe2":
+        # Caffe2's trainer runs its CPU operators (its --use_ideep cannot build its net with
+        # torch 1.8.1's wheel), so dlperf's side runs the same engine
+        env["DLPERF_CAFFE2_ENGINE"] = "cpu"
     env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
                                     else "")
     return subprocess.call(command + ["--", *hand, "--", *harness], env=env)

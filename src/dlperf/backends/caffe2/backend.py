@@ -27,29 +27,42 @@ import numpy as np
 from dlperf.backends.common import (CaseView, check_built, check_device_name,
                                     check_resnet_batch)
 from dlperf.data import synthetic
-from dlperf.worker import placement
+from dlperf.worker import fpenv, placement
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+
+# Caffe2's CPU operators (im2col + GEMM, Eigen) compute subnormals at full cost, and this build
+# has no flag of its own for it (torch 1.8.1's at::set_flush_denormal is not reached from caffe2):
+# set FTZ/DAZ before Caffe2 starts a thread (see dlperf.worker.fpenv), every engine alike
+DENORMALS = fpenv.flush_denormals()
+
+# The worker sets MKL_NUM_THREADS to its thread count like every pool variable; with it set,
+# Caffe2's CPU engine (GEMMs through MKL, called from its OpenMP-parallel operators) ran 2x
+# slower on a quiet 2-core machine (0.23-0.29 vs 0.11-0.12 s a step at image 32, batch 2) and
+# up to 10x under load, while unset and 1 gave the same. Unset before MKL loads, MKL follows
+# OMP_NUM_THREADS, as in a plain Caffe2 process (its own trainer sets nothing).
+MKL_THREADS_GIVEN = os.environ.pop("MKL_NUM_THREADS", None)
 
 ENGINE_VARIABLE = "DLPERF_CAFFE2_ENGINE"
 ENGINES = ("ideep", "cpu")
 #: The newest GPU architecture the wheel's CUDA 10.2 kernels are built for (Turing, sm_75).
 MAX_CAPABILITY = (7, 5)
+NET_TYPE, NET_WORKERS = "dag", 4  # data_parallel_model.Parallelize's net_type, num_threads_per_device
 COMPILE_MODE = "optimizeForMKLDNN (caffe2.python.transformations)"
 
 _initialised = []  # type: list
 
 
-def _global_init(threads):
-    # type: (int) -> None
-    """Caffe2's flags, once per process: quiet logs, and the worker's thread count for Caffe2's
-    own OpenMP and MKL pools (it reads OMP_NUM_THREADS too; the flags make it explicit)."""
+def _global_init():
+    # type: () -> None
+    """Caffe2's flags, once per process: quiet logs. Threads: Caffe2's OpenMP and MKL pools
+    follow OMP_NUM_THREADS / MKL_NUM_THREADS, which the worker sets (dlperf.worker.placement);
+    also passing ``--caffe2_omp_num_threads``/``--caffe2_mkl_num_threads`` made the CPU engine's
+    steps 3-4x slower here (0.16 -> 0.55 s at image 32, batch 2, 2 cores), so they are not."""
     if _initialised:
         return
     from caffe2.python import workspace
 
-    workspace.GlobalInit(["caffe2", "--caffe2_log_level=2",
-                          "--caffe2_omp_num_threads=%d" % threads,
-                          "--caffe2_mkl_num_threads=%d" % threads])
+    workspace.GlobalInit(["caffe2", "--caffe2_log_level=2"])
     _initialised.append(True)
 
 
@@ -196,7 +209,7 @@ def build(case):
     check_built(case["model"], {"resnet50": None}, "caffe2")
     view = CaseView(case)
     threads = _threads()
-    _global_init(threads)
+    _global_init()
     from caffe2.python import core, model_helper, workspace
 
     from dlperf.backends.caffe2 import resnet
@@ -222,6 +235,10 @@ def build(case):
             resnet.add_optimizer(model)
     model.param_init_net.Proto().device_option.CopyFrom(device)
     model.net.Proto().device_option.CopyFrom(device)
+    # the executor data_parallel_model gives a device (and so Caffe2's trainer, and the
+    # data-parallel runs of this backend): the DAG net, 4 worker threads per device
+    model.net.Proto().type = NET_TYPE
+    model.net.Proto().num_workers = NET_WORKERS
 
     batch = synthetic.resnet_batch(view.batch, view.knobs["image_size"],
                                    view.knobs["num_classes"], view.seed, channels_last=False)
@@ -256,11 +273,19 @@ def build(case):
         "optimizer": view.optimizer(resnet.OPTIMIZER),
         "loss": resnet.LOSS_DESC if view.train else None,
         "compile": view.compiled,
-        "compile_mode": COMPILE_MODE if view.compiled else "the net as built (no transform)",
+        "compile_mode": (COMPILE_MODE + (" training_mode=True: filters pre-converted to MKL-DNN's "
+                                          "format, no fusion" if view.train else
+                                          ": BN folded into Conv, Conv+ReLU, Conv+Sum fused"))
+                         if view.compiled else "the net as built (no transform)",
         "net_ops": {"built": ops_before, "run": len(model.net.Proto().op)},
-        "net_type": model.net.Proto().type or "simple",
+        "net_type": "%s, %d workers (data_parallel_model's executor)" % (
+            model.net.Proto().type, model.net.Proto().num_workers),
         "data": "synthetic, generated once (numpy, seeded) and fed into the workspace",
         "omp_num_threads": threads,
+        "mkl_num_threads": ("unset by the backend (the worker had set %s): MKL follows "
+                            "OMP_NUM_THREADS" % MKL_THREADS_GIVEN) if MKL_THREADS_GIVEN
+                           else "unset",
+        "denormals": DENORMALS or "not flushed (no x86-64 glibc MXCSR to set)",
         "omp_threads_set_by": placement.threads_set_by("the environment (OMP_NUM_THREADS)"),
         "num_threads": threads,
     })

@@ -80,13 +80,15 @@ def zero_last_bn_scales(model):
 
 def add_weight_decay(model, weight_decay=WEIGHT_DECAY):
     # type: (Any, float) -> None
-    """grad += weight_decay * param for every parameter (the other backends decay all of them;
-    Caffe2's ``optimizer.add_weight_decay`` would skip biases and BatchNorm's scale and shift)."""
-    one = model.param_init_net.ConstantFill([], "wd_one", shape=[1], value=1.0)
-    decay = model.param_init_net.ConstantFill([], "wd_rate", shape=[1], value=weight_decay)
-    for param in model.GetParams():
-        grad = model.param_to_grad[param]
-        model.net.WeightedSum([grad, one, param, decay], grad)
+    """grad += weight_decay * param for every parameter: Caffe2's ``WeightDecayBuilder`` (what
+    ``optimizer.add_weight_decay`` applies) over all of them, as the other backends decay all;
+    ``add_weight_decay`` itself passes ``weights_only=True`` and would skip biases and
+    BatchNorm's scale and shift. Its constants are named per device type and id, so it also
+    serves data_parallel_model's per-device optimizer builder."""
+    from caffe2.python import optimizer
+
+    optimizer._build(model, optimizer.WeightDecayBuilder(weight_decay=weight_decay),
+                     weights_only=False, use_param_info_optim=False)
 
 
 def add_optimizer(model):
