@@ -1,0 +1,197 @@
+"""Caffe2 (torch 1.8.1's cp37 wheel): its environment, its ResNet-50, its optimizer, real tiny runs.
+
+The environment comes from the pinned set (`make test` installs it first through `make envs`;
+the fixture's install is then a no-op, or does the install itself when run alone). The network
+and the optimizer are checked in Caffe2's own interpreter; the runs are the real `dlperf`
+command with real workers. Tiny shapes: the whole file takes well under a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+
+import pytest
+
+from dlperf import envs, models
+from conftest import dlperf, pinned_env, tiny_nets
+
+TIMEOUT = 600
+TINY = tiny_nets(bert_layers=2)
+SHORT = ["--warmup-steps", "2", "--steps", "3", "--repeats", "1"]
+
+
+@pytest.fixture(scope="module")
+def caffe2_env() -> str:
+    """The environment, installed from its pinned set (cached: a no-op when current)."""
+    return pinned_env("caffe2")
+
+
+def run_in_env(python: str, code: str) -> dict:
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                          timeout=TIMEOUT, env=envs.worker_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("OUT="))[4:])
+
+
+def measure(tmp_path, *args: str, env: dict[str, str] | None = None
+            ) -> tuple[subprocess.CompletedProcess[str], dict]:
+    out = tmp_path / "result.json"
+    proc = dlperf("run", "--framework", "caffe2", *args, "--db", str(tmp_path / "r.db"),
+                  "--json", str(out), env=env)
+    return proc, json.loads(out.read_text())
+
+
+def test_environment_is_the_pinned_wheel(caffe2_env):
+    st = envs.status("caffe2")
+    assert st.state == "installed", st
+    assert st.python and st.python.startswith("3.7.")
+    assert st.version == "1.8.1+cu102"  # the torch wheel that carries caffe2
+    pinned = envs.registry.get("caffe2").pinned()
+    assert pinned["torch"] == "1.8.1"
+    assert int(pinned["protobuf"].split(".")[0]) < 4  # caffe2's generated protos need 3.x
+
+
+def test_full_size_resnet50_is_the_catalogue_network(caffe2_env):
+    """Built (not run) at the default knobs: every parameter's shape from its filler in the init
+    net; 16 bottlenecks whose last BatchNorm starts at scale 0; then, at a small image, the init
+    net run and the parameters counted from the workspace blobs."""
+    got = run_in_env(caffe2_env, """
+import json
+import numpy as np
+from caffe2.python import model_helper, workspace
+from dlperf.backends.caffe2 import resnet
+full = model_helper.ModelHelper(name="full")
+resnet.add_forward(full, {"image_size": 224, "num_classes": 1000}, train=True)
+shapes = resnet.param_shapes(full)
+zeroed = [op.output[0] for op in full.param_init_net.Proto().op
+          if resnet.LAST_BN_SCALE.search(op.output[0])
+          and [a.f for a in op.arg if a.name == "value"] == [0.0]]
+small = model_helper.ModelHelper(name="small")
+resnet.add_forward(small, {"image_size": 32, "num_classes": 10}, train=False)
+workspace.RunNetOnce(small.param_init_net)
+print("OUT=" + json.dumps({
+    "full": sum(int(np.prod(s)) for s in shapes.values()), "tensors": len(shapes),
+    "params": len(full.GetParams()), "zeroed": len(zeroed),
+    "small": resnet.count_params(small),
+    "biases": sorted(p for p in shapes if p.endswith("_b") and "spatbn" not in p)}))
+""")
+    assert got["full"] == models.get("resnet50").params() == 25_557_032
+    assert got["tensors"] == got["params"] == 161  # 53 convs, 53 BN scale+shift pairs, fc w+b
+    assert got["zeroed"] == 16  # one per bottleneck, as the other backends initialise
+    assert got["biases"] == ["last_out_L1000_b"]  # no convolution has a bias
+    assert got["small"] == models.get("resnet50").params({"num_classes": 10})
+
+
+def test_optimizer_is_momentum_sgd_with_weight_decay_on_every_parameter(caffe2_env):
+    """The backend's optimizer on a one-FC net, three steps, against the recipe written out in
+    numpy: g += 1e-4 w (weights and bias alike); m = 0.9 m + 0.1 g; w -= m."""
+    got = run_in_env(caffe2_env, """
+import json
+import numpy as np
+from caffe2.python import brew, model_helper, workspace
+from dlperf.backends.caffe2 import resnet
+rng = np.random.RandomState(0)
+x = rng.standard_normal((4, 3)).astype(np.float32)
+y = rng.standard_normal((4, 2)).astype(np.float32)
+m = model_helper.ModelHelper(name="fc")
+out = brew.fc(m, "x", "out", 3, 2)
+dist = m.net.SquaredL2Distance([out, "y"], "dist")
+loss = m.net.AveragedLoss(dist, "loss")
+m.AddGradientOperators([loss])
+resnet.add_optimizer(m)
+workspace.FeedBlob("x", x); workspace.FeedBlob("y", y)
+workspace.RunNetOnce(m.param_init_net)
+w, b = workspace.FetchBlob("out_w").astype(np.float64), workspace.FetchBlob("out_b").astype(np.float64)
+mw, mb = np.zeros_like(w), np.zeros_like(b)
+workspace.CreateNet(m.net)
+err = 0.0
+for _ in range(3):
+    workspace.RunNet(m.net.Proto().name)
+    r = x @ w.T + b - y                       # d/dout of mean(0.5 |out - y|^2) = r / 4
+    gw, gb = r.T @ x / 4 + 1e-4 * w, r.sum(0) / 4 + 1e-4 * b
+    mw, mb = 0.9 * mw + 0.1 * gw, 0.9 * mb + 0.1 * gb
+    w, b = w - mw, b - mb
+    err = max(err, float(np.abs(workspace.FetchBlob("out_w") - w).max()),
+              float(np.abs(workspace.FetchBlob("out_b") - b).max()))
+print("OUT=" + json.dumps({"err": err, "moved": float(np.abs(mw).max())}))
+""")
+    assert got["moved"] > 1e-3
+    assert got["err"] < 1e-5, got
+
+
+def test_tiny_training_case_runs_ok(caffe2_env, tmp_path):
+    proc, result = measure(tmp_path, *TINY["resnet50"], *SHORT)
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    assert result["model"]["params"] == result["model"]["catalogue_params"]
+    assert result["model"]["params"] == models.get("resnet50").params({"image_size": 32})
+    assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
+    assert result["throughput"]["median"] > 0
+    worker = result["env"]["worker"]
+    assert str(envs.env_dir("caffe2")) in json.dumps(worker)  # ran in Caffe2's environment
+    info = worker["framework"]
+    assert info["caffe2_version"] == "1.8.1+cu102"
+    assert info["engine"] == "ideep" and info["mkldnn_built"] is True  # the default engine
+    assert info["layout"] == "NCHW" and info["compile"] is False
+    assert info["optimizer"].startswith("SGD(lr=0.1, momentum=0.9")
+    assert "weight decay 1e-4 on all parameters" in info["optimizer"]
+    assert info["omp_num_threads"] >= 1 and info["net_ops"]["built"] == info["net_ops"]["run"]
+
+
+def test_tiny_inference_compiled_has_ordered_percentiles(caffe2_env, tmp_path):
+    """Inference in test mode with Caffe2's MKL-DNN graph transform: BN folded into the
+    convolutions (fewer operators run than were built), latency percentiles in order."""
+    proc, result = measure(tmp_path, *TINY["resnet50"], "--task", "infer", "--compile",
+                           "--warmup-steps", "2", "--steps", "6", "--repeats", "1")
+    assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
+                                                              result.get("stderr_tail"))
+    info = result["env"]["worker"]["framework"]
+    assert info["task"] == "infer" and info["optimizer"] is None and info["compile"] is True
+    assert info["compile_mode"].startswith("optimizeForMKLDNN")
+    assert info["net_ops"]["run"] < info["net_ops"]["built"]  # fused
+    latency = result["latency_ms"]
+    assert latency["n"] >= 2
+    assert 0 < latency["p50"] <= latency["p90"] <= latency["p99"]
+
+
+UNSUPPORTED = [
+    (TINY["bert-base"], {}, "Caffe2 ships no transformer"),
+    (TINY["resnet50"] + ["--precision", "amp-bf16"], {}, "no bfloat16"),
+    (TINY["resnet50"] + ["--task", "infer", "--precision", "int8"], {}, "Int8 operators"),
+    (TINY["resnet50"] + ["--compile"], {"DLPERF_CAFFE2_ENGINE": "cpu"}, "needs engine ideep"),
+    (TINY["resnet50"], {"DLPERF_CAFFE2_ENGINE": "mkl"}, "DLPERF_CAFFE2_ENGINE=mkl: not a"),
+]
+
+
+@pytest.mark.parametrize("args,env,phrase", UNSUPPORTED,
+                         ids=["bert-base", "amp-bf16", "int8", "compile-cpu-engine", "bad-engine"])
+def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phrase, tmp_path):
+    proc, result = measure(tmp_path, *args, "--device", "cpu", "--warmup-steps", "1",
+                           "--steps", "2", "--repeats", "3", env=env)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert result["status"] == "unsupported"
+    assert phrase in result["error"]
+    assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+def test_not_installed_is_one_line_exit_2_nothing_stored(tmp_path):
+    empty = {"DLPERF_ENVS": str(tmp_path / "no-envs")}
+    proc = dlperf("run", "--framework", "caffe2", *TINY["resnet50"], "--repeats", "1",
+                  "--db", str(tmp_path / "r.db"), env=empty, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "dlperf run: error: framework caffe2 is not installed: run `dlperf envs install caffe2`"]
+    assert not (tmp_path / "r.db").exists()  # nothing started, nothing stored
+
+
+def test_unknown_option_is_one_line_exit_2_nothing_stored(tmp_path):
+    """The engine is chosen by a variable, not a flag: a flag for it is refused like any
+    unknown option, before anything runs."""
+    proc = dlperf("run", "--framework", "caffe2", *TINY["resnet50"], "--engine", "ideep",
+                  "--db", str(tmp_path / "r.db"), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "dlperf: error: unrecognized arguments: --engine ideep"]
+    assert not (tmp_path / "r.db").exists()
