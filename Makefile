@@ -52,7 +52,7 @@ run-more: run
 # Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
 # Two installs at a time (each framework has its own install lock; pip spends much of an install
 # byte-compiling on one core), the largest first; xargs exits non-zero if any install failed.
-TEST_ENVS ?= mindspore oneflow tensorflow tensorflow1 jax paddle mxnet
+TEST_ENVS ?= mindspore oneflow caffe2 tensorflow tensorflow1 jax paddle mxnet
 ENV_JOBS ?= 2
 envs: setup
 	printf '%s\n' $(TEST_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install
