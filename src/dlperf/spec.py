@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from dlperf import models
 from dlperf.data import imagefolder
+from dlperf.envs import registry as envs_registry
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
 from dlperf.worker.support import Support
@@ -313,6 +314,9 @@ def _validate_launcher(case: Case) -> None:
     why = support(case.framework).launcher_refusal(case.launcher)
     if why is not None:
         offered = [name for name in frameworks() if "horovod" in support(name).launchers]
+        built = envs_registry.load().get(case.framework)
+        if built is not None and built.horovod_refused:  # why Horovod is not even built for it
+            why += f" (and Horovod is not built for it: {built.horovod_refused})"
         raise SpecError(f"launcher: {why}; --launcher horovod runs: {', '.join(offered)}")
     if case.task != "train":
         raise SpecError(f"launcher: Horovod distributes training (hvd.DistributedOptimizer); "

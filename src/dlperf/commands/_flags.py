@@ -73,7 +73,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launcher", choices=LAUNCHERS, default="native",
                         help="native (default): the framework's own data parallelism; horovod: "
                              "horovodrun and hvd.DistributedOptimizer (tensorflow1, mxnet; "
-                             "`dlperf envs install FRAMEWORK+horovod`)")
+                             "`dlperf envs install FRAMEWORK --horovod`)")
     parser.add_argument("--controller", choices=CONTROLLERS, default="gloo",
                         help="with --launcher horovod: gloo (default) or mpi (Open MPI's "
                              "mpirun, in a Horovod built with MPI)")

@@ -3,8 +3,8 @@ gradients (harness side).
 
 Every repeat runs ``horovodrun -np N -H localhost:N --gloo`` (or ``--mpi``, Open MPI's mpirun
 underneath) from the ``<framework>+horovod`` environment, whose interpreter is the framework's
-own environment with Horovod built from its sdist into it (``dlperf envs install
-tensorflow1+horovod``). Each rank is ``python -m dlperf.worker --case ... --out-dir ...``, exactly
+own environment with Horovod built from its sdist into it (``dlperf envs install tensorflow1
+--horovod``). Each rank is ``python -m dlperf.worker --case ... --out-dir ...``, exactly
 as under the other launchers: it finds its rank in ``HOROVOD_RANK`` / ``HOROVOD_SIZE`` /
 ``HOROVOD_LOCAL_RANK`` (Gloo) or Open MPI's ``OMPI_COMM_WORLD_*`` (MPI), pins itself to its
 slice of the node's CPUs, and the backend's Horovod path (``backends/<fw>/horovod.py``) runs
@@ -24,10 +24,8 @@ runs under :mod:`dlperf.launchers.launchguard`, which stops every rank when the 
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,35 +35,15 @@ from dlperf.launchers import exits
 from dlperf.launchers.launch import Launch, MultiLauncher, Rendezvous, worker_argv
 from dlperf.spec import Case
 
-ENV_SUFFIX = "+horovod"
+VARIANT = "cpu"  # Horovod is built into the cpu environments only (dlperf.envs.horovod)
 # Open MPI refuses to run as root unless told twice (its flag, which horovodrun passes, and these)
 MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 MPI_PACKAGES = "apt-get install openmpi-bin libopenmpi-dev"
-CHECK_TIMEOUT_S = 120.0
 _FIRST_EXIT = re.compile(r"Process name: (\d+)\s+Exit code: (-?\d+)")
 
 
-def env_name(framework: str) -> str:
-    """The environment that holds ``framework`` with Horovod built into it."""
-    return framework + ENV_SUFFIX
-
-
-def install_hint(framework: str) -> str:
-    return f"`dlperf envs install {env_name(framework)}`"
-
-
-def interpreter(framework: str) -> str:
-    """The Python of ``<framework>+horovod``; UsageError (one line: how to install it) when that
-    environment is missing or has no horovodrun."""
-    python = envs.env_python(env_name(framework))
-    if not python.exists():
-        raise UsageError(f"--launcher horovod: {framework} with Horovod is not installed "
-                         f"({envs.env_dir(env_name(framework))} is missing): run "
-                         f"{install_hint(framework)}")
-    if not (python.parent / "horovodrun").exists():
-        raise UsageError(f"--launcher horovod: {envs.env_dir(env_name(framework))} has no "
-                         f"horovodrun: reinstall it with {install_hint(framework)}")
-    return str(python)
+def install_hint(framework: str, force: bool = False) -> str:
+    return f"`dlperf envs install {framework} --horovod{' --force' if force else ''}`"
 
 
 def horovod_version(python: str) -> str | None:
@@ -78,21 +56,7 @@ def horovod_version(python: str) -> str | None:
     return found[-1].name[len("horovod-"):-len(".dist-info")] if found else None
 
 
-@functools.lru_cache(maxsize=None)
-def controllers_built(python: str) -> tuple[str, ...]:
-    """The controllers (``gloo``, ``mpi``) this Horovod build has, as ``horovodrun
-    --check-build`` lists them."""
-    script = str(Path(python).parent / "horovodrun")
-    try:
-        text = subprocess.run([python, script, "--check-build"], capture_output=True, text=True,
-                              timeout=CHECK_TIMEOUT_S).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
-    block = text.split("Available Controllers:", 1)[-1].split("Available Tensor", 1)[0]
-    return tuple(name.lower() for name in re.findall(r"\[X\]\s+(\w+)", block))
-
-
-def check_controller(case: Case, python: str) -> None:
+def check_controller(case: Case) -> None:
     """UsageError (one line) when ``--controller mpi`` cannot run here: no mpirun on PATH, or a
     Horovod built without MPI."""
     if case.controller != "mpi":
@@ -100,12 +64,12 @@ def check_controller(case: Case, python: str) -> None:
     if shutil.which("mpirun") is None:
         raise UsageError(f"--controller mpi: mpirun is not on PATH: install Open MPI "
                          f"({MPI_PACKAGES}), then rebuild Horovod with MPI "
-                         f"({install_hint(case.framework)} --force, or `make horovod`)")
-    if "mpi" not in controllers_built(python):
-        raise UsageError(f"--controller mpi: the Horovod in {envs.env_dir(env_name(case.framework))}"
-                         f" was built without MPI (horovodrun --check-build): rebuild it now "
-                         f"that Open MPI is installed ({install_hint(case.framework)} --force, "
-                         f"or `make horovod`), or use --controller gloo")
+                         f"(`make horovod`, then {install_hint(case.framework, True)})")
+    if "mpi" not in envs.horovod_controllers(case.framework, VARIANT):
+        raise UsageError(f"--controller mpi: the Horovod for {case.framework} was built without "
+                         f"MPI (its horovodrun --check-build): rebuild it now that Open MPI is "
+                         f"installed ({install_hint(case.framework, True)}), or use "
+                         f"--controller gloo")
 
 
 class HorovodLaunch(MultiLauncher):
@@ -121,8 +85,10 @@ class HorovodLaunch(MultiLauncher):
                 f"--launcher horovod runs on one node: across nodes horovodrun starts the other "
                 f"hosts' ranks over ssh, which dlperf does not do (--nnodes {case.nnodes}); run "
                 f"horovodrun yourself, or use --launcher native")
-        self.python = python or interpreter(case.framework)
-        check_controller(case, self.python)
+        # the framework's environment with Horovod built into it (one line where it is refused
+        # or not installed, naming the reason or the install command)
+        self.python = python or envs.horovod_interpreter(case.framework, VARIANT)
+        check_controller(case)
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
         start = self.begin(case)
@@ -143,6 +109,7 @@ class HorovodLaunch(MultiLauncher):
         argv = [sys.executable, "-m", "dlperf.launchers.launchguard", "--", *horovodrun,
                 *worker_argv(python, case_file, out_dir)]
         facts = self.facts(case, start, engine="horovod", controller=case.controller,
+                           env_variant=VARIANT,
                            horovod_version=horovod_version(python),
                            hosts=f"localhost:{processes}", network_interface=ifname,
                            environment=str(Path(python).parent.parent))

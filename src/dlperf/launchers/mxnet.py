@@ -12,9 +12,11 @@ all with ``DMLC_PS_ROOT_URI`` / ``DMLC_PS_ROOT_PORT`` (one node: 127.0.0.1 on a 
 ``mx.kv.create("dist_sync")``, whose creation is the rendezvous; ``DLPERF_RDZV_TIMEOUT_S`` bounds
 it (the backend's alarm: a worker still waiting dies from SIGALRM, read here as ``timeout``).
 
-Horovod, MXNet's other documented data-parallel path, is not used: PyPI publishes it only as a
-source distribution that compiles against the framework (no wheel), and the package index here
-does not carry it (``pip download horovod --only-binary=:all:``: no matching distribution).
+Horovod, MXNet's other documented data-parallel path, is the case's other engine
+(``--launcher horovod``): :mod:`dlperf.launchers.horovod` runs horovodrun from the
+``mxnet+horovod`` environment (Horovod built from its source archive, ``dlperf envs install mxnet
+--horovod``) and the backend trains with ``hvd.DistributedTrainer``
+(``dlperf.backends.mxnet.horovod``); this launcher is the native one.
 """
 
 from __future__ import annotations
