@@ -208,37 +208,19 @@ def build(case):
     # type: (Dict[str, Any]) -> Workload
     check_built(case["model"], {"resnet50": None}, "caffe2")
     view = CaseView(case)
-    threads = _threads()
     _global_init()
-    from caffe2.python import core, model_helper, workspace
+    from caffe2.python import workspace
 
     from dlperf.backends.caffe2 import resnet
 
     cuda = select_device(view.device) == "cuda"
     chosen = engine(cuda)
-    ideep = chosen == "ideep"
-    if view.compiled and not ideep:
+    if view.compiled and chosen != "ideep":
         raise UnsupportedError("compile on is Caffe2's MKL-DNN graph optimisation "
                                "(optimizeForMKLDNN), which needs engine ideep; this run's engine "
                                "is %s" % chosen)
     check_resnet_batch(view.knobs, view.batch, view.train)
-    arg_scope = {"order": "NCHW", "use_cudnn": cuda}
-    if ideep:
-        arg_scope["training_mode"] = 1 if view.train else 0  # as imagenet_trainer --use_ideep
-    model = model_helper.ModelHelper(name="resnet50_" + view.task, arg_scope=arg_scope)
-    device = resnet.device_option(ideep, cuda, _local_gpu())
-    np.random.seed(view.seed)
-    with core.DeviceScope(device):
-        outputs = resnet.add_forward(model, view.knobs, view.train)
-        if view.train:
-            model.AddGradientOperators(outputs)
-            resnet.add_optimizer(model)
-    model.param_init_net.Proto().device_option.CopyFrom(device)
-    model.net.Proto().device_option.CopyFrom(device)
-    # the executor data_parallel_model gives a device (and so Caffe2's trainer, and the
-    # data-parallel runs of this backend): the DAG net, 4 worker threads per device
-    model.net.Proto().type = NET_TYPE
-    model.net.Proto().num_workers = NET_WORKERS
+    model, outputs, device = _train_net(view, chosen == "ideep", cuda)
 
     batch = synthetic.resnet_batch(view.batch, view.knobs["image_size"],
                                    view.knobs["num_classes"], view.seed, channels_last=False)
@@ -255,7 +237,45 @@ def build(case):
 
         optimizeForMKLDNN(model.net, training_mode=view.train)
     workspace.CreateNet(model.net, overwrite=True)
+    info = _info(view, chosen, cuda, model, ops_before)
+    output = resnet.LOSS if view.train else str(outputs[0])
+    return Caffe2Workload(model.net.Proto().name, output, view.batch, params, info, cuda)
 
+
+def _train_net(view, ideep, cuda):
+    # type: (CaseView, bool, bool) -> Any
+    """(the model helper with its nets, the forward's outputs, the device option): the forward
+    in the engine's device scope and, when training, its gradients and the optimizer."""
+    from caffe2.python import core, model_helper
+
+    from dlperf.backends.caffe2 import resnet
+
+    arg_scope = {"order": "NCHW", "use_cudnn": cuda}
+    if ideep:
+        arg_scope["training_mode"] = 1 if view.train else 0  # as imagenet_trainer --use_ideep
+    model = model_helper.ModelHelper(name="resnet50_" + view.task, arg_scope=arg_scope)
+    device = resnet.device_option(ideep, cuda, _local_gpu())
+    with core.DeviceScope(device):
+        outputs = resnet.add_forward(model, view.knobs, view.train)
+        if view.train:
+            model.AddGradientOperators(outputs)
+            resnet.add_optimizer(model)
+    model.param_init_net.Proto().device_option.CopyFrom(device)
+    model.net.Proto().device_option.CopyFrom(device)
+    # the executor data_parallel_model gives a device (and so Caffe2's trainer, and the
+    # data-parallel runs of this backend): the DAG net, 4 worker threads per device
+    model.net.Proto().type = NET_TYPE
+    model.net.Proto().num_workers = NET_WORKERS
+    return model, outputs, device
+
+
+def _info(view, chosen, cuda, model, ops_before):
+    # type: (CaseView, str, bool, Any, int) -> Dict[str, Any]
+    from caffe2.python import workspace
+
+    from dlperf.backends.caffe2 import resnet
+
+    threads = _threads()
     info = view.info({
         "caffe2_version": wheel_version(),
         "device": ("CUDA:%d" % _local_gpu()) if cuda else cpu_name(),
@@ -289,5 +309,4 @@ def build(case):
         "omp_threads_set_by": placement.threads_set_by("the environment (OMP_NUM_THREADS)"),
         "num_threads": threads,
     })
-    output = resnet.LOSS if view.train else str(outputs[0])
-    return Caffe2Workload(model.net.Proto().name, output, view.batch, params, info, cuda)
+    return info
