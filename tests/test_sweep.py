@@ -152,7 +152,7 @@ def test_shipped_sweep_files_are_valid():
     # the cross-framework table: every framework x model x precision x mode, once each
     table = sweep_mod.load(root / "frameworks-cpu.yaml")
     cells = {(c.framework, c.model, c.precision, c.compile) for c in table.cases}
-    assert len(table.cases) == len(cells) == 8 * 2 * 2 * 2
+    assert len(table.cases) == len(cells) == 9 * 2 * 2 * 2  # nine training frameworks
     assert {c.batch_size for c in table.cases} == {2} and all(c.repeats == 3 for c in table.cases)
     slow_xla = {c.model: c.timeout_s for c in table.cases
                 if c.framework == "tensorflow1" and c.compile and c.precision == "fp32"}
