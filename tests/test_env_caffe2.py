@@ -195,3 +195,27 @@ def test_unknown_option_is_one_line_exit_2_nothing_stored(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "dlperf: error: unrecognized arguments: --engine ideep"]
     assert not (tmp_path / "r.db").exists()
+
+
+def test_gpu_newer_than_the_cuda_10_2_build_is_refused_naming_its_capability(caffe2_env):
+    """The refusal itself, with Caffe2's device query answered as an H100 and a T4 would answer
+    it (no GPU here): 9.0 refused before anything is built, naming the capability; 7.5 taken."""
+    got = run_in_env(caffe2_env, """
+import json
+from caffe2.python import workspace
+from dlperf.backends.caffe2 import backend
+from dlperf.worker.workload import UnsupportedError
+answers = {0: {"name": "NVIDIA H100 80GB HBM3", "major": 9, "minor": 0, "totalGlobalMem": 8e10},
+           1: {"name": "Tesla T4", "major": 7, "minor": 5, "totalGlobalMem": 1.6e10}}
+workspace.GetDeviceProperties = lambda gpu: answers[gpu]
+out = {}
+try:
+    backend.check_gpu(0)
+except UnsupportedError as error:
+    out["h100"] = str(error)
+out["t4"] = backend.check_gpu(1)
+print("OUT=" + json.dumps(out))
+""")
+    assert got["h100"].startswith("device cuda: NVIDIA H100 80GB HBM3 has compute capability 9.0;")
+    assert "CUDA 10.2 build" in got["h100"] and "up to 7.5" in got["h100"]
+    assert got["t4"]["compute_capability"] == "7.5" and got["t4"]["gpu_name"] == "Tesla T4"

@@ -95,7 +95,7 @@ def check_gpu(gpu_id=0):
             "CUDA 10.2 build whose kernels go up to 7.5 (V100, T4); use --device cpu"
             % (props.get("name", "GPU %d" % gpu_id), capability[0], capability[1]))
     return {"gpu_name": props.get("name"), "compute_capability": "%d.%d" % capability,
-            "gpu_memory_bytes": props.get("total_global_mem")}
+            "gpu_memory_bytes": props.get("totalGlobalMem")}
 
 
 def select_device(requested):
