@@ -39,6 +39,7 @@ VARIANT = "cpu"  # Horovod is built into the cpu environments only (dlperf.envs.
 # Open MPI refuses to run as root unless told twice (its flag, which horovodrun passes, and these)
 MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 MPI_PACKAGES = "apt-get install openmpi-bin libopenmpi-dev"
+_METADATA = re.compile(r"horovod-([0-9][^-]*?)(?:-py[0-9.]+)?\.(?:dist|egg)-info")
 _FIRST_EXIT = re.compile(r"Process name: (\d+)\s+Exit code: (-?\d+)")
 
 
@@ -52,8 +53,11 @@ def horovod_version(python: str) -> str | None:
         site = envs.manage.site_packages(python)
     except UsageError:
         return None
-    found = sorted(site.glob("horovod-*.dist-info"))
-    return found[-1].name[len("horovod-"):-len(".dist-info")] if found else None
+    for meta in sorted(site.glob("horovod-*-info")):  # a wheel's dist-info, setup.py's egg-info
+        named = _METADATA.fullmatch(meta.name)
+        if named:
+            return named.group(1)
+    return None
 
 
 def check_controller(case: Case) -> None:
