@@ -13,6 +13,8 @@ horovodrun, in the `<fw>+horovod` environments (tests/test_env_horovod.py builds
 - `dlperf run --launcher horovod --devices 2` stores a result whose facts say horovod + gloo.
 - A sweep with `launcher: [native, horovod]` x `devices: [1, 2]` renders a report whose scaling
   table shows both engines, every speedup over the one 1-process native result.
+- Across nodes without ssh: two `dlperf run --node-rank` on this host meet at node 0's Horovod
+  rendezvous; under `salloc -N 2` (tests/slurm_cluster.py) a 2-node Horovod case is one job step.
 - Bad input: one line, exit 2, nothing stored.
 """
 
@@ -22,15 +24,18 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import dlperf, dlperf_main, load, pinned_env
+from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from dlperf import envs
 from dlperf.envs import horovod as horovod_env
 from dlperf.launchers import horovod as launcher
+from dlperf.launchers.launch import free_port
 from dlperf.spec import Case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,6 +176,49 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
                                                           abs=0.5 + 10 / base), row
 
 
+def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
+    horovod_python("mxnet")
+    port = str(free_port())
+    common = ["run", "--framework", "mxnet", *TINY, "--launcher", "horovod", "--nnodes", "2",
+              "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", "120"]
+    procs = [subprocess.Popen([sys.executable, "-m", "dlperf.cli", *common, "--node-rank", str(r),
+                               "--db", str(isolated / f"node{r}.db"),
+                               "--json", str(isolated / f"node{r}.json")],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in (0, 1)]
+    outputs = [proc.communicate(timeout=TIMEOUT)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    result = load(isolated / "node0.json")
+    assert result["status"] == "ok" and [r["rank"] for r in result["ranks"]] == [0, 1]
+    facts = result["launch"]
+    assert (facts["engine"], facts["controller"], facts["nnodes"]) == ("horovod", "gloo", 2)
+    assert facts["master"] == f"127.0.0.1:{port}"
+    assert result["env"]["worker"]["framework"]["world_size"] == 2
+    assert not (isolated / "node1.db").exists()  # node 0 stores the case
+
+
+SLURM_SWEEP = """
+name: hvd-slurm
+defaults: {framework: mxnet, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           warmup_steps: 2, steps: 3, repeats: 1, timeout: 300, launcher: horovod}
+include:
+  - {nnodes: 2}
+"""
+
+
+def test_two_node_horovod_case_runs_as_one_slurm_step(slurm_cluster, isolated):
+    horovod_python("mxnet")
+    (isolated / "s.yaml").write_text(SLURM_SWEEP)
+    proc = slurm_cluster.run(["salloc", "-N", "2", sys.executable, "-m", "dlperf.cli", "sweep",
+                              str(isolated / "s.yaml"), "--db", str(isolated / "s.db"),
+                              "--json", str(isolated / "out.json")],
+                             env={"DLPERF_LOCK_DIR": str(isolated)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = load(isolated / "out.json")
+    assert result["status"] == "ok" and len(result["ranks"]) == 2
+    assert result["launch"]["engine"] == "horovod" and result["launch"]["slurm"]["step_nodes"] == 2
+
+
 def test_horovod_refusals_are_one_line_and_store_nothing(isolated, monkeypatch):
     db = isolated / "results.db"
     run = ["run", "--model", "resnet50", "--batch-size", "2", "--db", str(db)]
@@ -192,8 +240,8 @@ def test_horovod_refusals_are_one_line_and_store_nothing(isolated, monkeypatch):
     assert "dlperf envs install tensorflow1 --horovod" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     proc = dlperf_main(*run, "--framework", "tensorflow1", "--launcher", "horovod",
-                       "--nnodes", "2", "--master-addr", "10.0.0.1")
-    assert proc.returncode == 2 and "runs on one node" in proc.stderr
+                       "--controller", "mpi", "--nnodes", "2", "--master-addr", "10.0.0.1")
+    assert proc.returncode == 2 and "--controller mpi runs on one node" in proc.stderr
     assert not db.exists()  # nothing measured, nothing stored
 
 

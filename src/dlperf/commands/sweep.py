@@ -230,7 +230,7 @@ def runnable(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.Sw
                                               len(sweep.cases)))
     keep = [case for case in sweep.cases if case not in fitted.refused]
     for case in keep:
-        # a launcher that cannot start here (Horovod's environment missing, across nodes, MPI
+        # a launcher that cannot start here (Horovod's environment missing, MPI across nodes or
         # without Open MPI) refuses the sweep now, in one line, not as a stored failure
         registry.launcher_for(case)
     return dataclasses.replace(sweep, cases=keep), fitted

@@ -13,10 +13,13 @@ loop times it as any other. Horovod on one process is a case of its own (``--dev
 --launcher horovod``): the optimizer wrapper with nothing to exchange.
 
 One node: Gloo's rendezvous server and every collective on loopback (``--network-interface lo``,
-or ``--socket-ifname``), nothing listens beyond it. Several nodes are refused: ``horovodrun``
-starts the other hosts' ranks over ssh, and dlperf sends nothing over ssh (nor does its Slurm
-path, whose steps run one command per node: Horovod's Gloo needs horovodrun's rendezvous, MPI an
-``srun --mpi`` build of Open MPI), so across nodes the case is refused with that reason.
+or ``--socket-ifname``), nothing listens beyond it. Several nodes (``--nnodes``, the same host
+list the other launchers take: ``--master-addr``/``--master-port``, or Slurm's): horovodrun
+would start the other hosts' ranks over ssh, which dlperf never does, so every node runs its own
+ranks through :mod:`dlperf.launchers.horovod_gloo` (``dlperf run --node-rank R`` on each node, or
+one Slurm job step), node 0 serving Horovod's own rendezvous server at the master address: the
+Gloo controller only (``--controller mpi`` across nodes is refused: mpirun, too, reaches the other
+hosts over ssh).
 
 ``horovodrun`` leaves its ranks in process groups of their own (its ``safe_shell_exec``), so it
 runs under :mod:`dlperf.launchers.launchguard`, which stops every rank when the repeat ends.
@@ -31,7 +34,7 @@ from pathlib import Path
 
 from dlperf import envs
 from dlperf.errors import UsageError
-from dlperf.launchers import exits
+from dlperf.launchers import exits, spawn
 from dlperf.launchers.launch import Launch, MultiLauncher, Rendezvous, worker_argv
 from dlperf.spec import Case
 
@@ -77,24 +80,27 @@ def check_controller(case: Case) -> None:
 
 
 class HorovodLaunch(MultiLauncher):
-    """The launcher of every ``--launcher horovod`` case (any process count, one node)."""
+    """The launcher of every ``--launcher horovod`` case (any process count)."""
 
     name = "horovodrun"
 
     def __init__(self, case: Case, rendezvous: Rendezvous | None = None,
                  python: str | None = None) -> None:
         super().__init__(rendezvous, python)
-        if case.nnodes > 1:
+        if case.nnodes > 1 and case.controller == "mpi":
             raise UsageError(
-                f"--launcher horovod runs on one node: across nodes horovodrun starts the other "
-                f"hosts' ranks over ssh, which dlperf does not do (--nnodes {case.nnodes}); run "
-                f"horovodrun yourself, or use --launcher native")
+                f"--controller mpi runs on one node: across nodes mpirun starts the other hosts' "
+                f"ranks over ssh, which dlperf does not do (--nnodes {case.nnodes}); use "
+                f"--controller gloo (Horovod's own rendezvous on node 0), or run horovodrun "
+                f"--mpi yourself")
         # the framework's environment with Horovod built into it (one line where it is refused
         # or not installed, naming the reason or the install command)
         self.python = python or envs.horovod_interpreter(case.framework, VARIANT)
         check_controller(case)
 
     def __call__(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        if case.nnodes > 1:
+            return self.across_nodes(case, case_file, out_dir)
         start = self.begin(case)
         python = start.python
         processes = case.devices
@@ -118,6 +124,27 @@ class HorovodLaunch(MultiLauncher):
                            hosts=f"localhost:{processes}", network_interface=ifname,
                            environment=str(Path(python).parent.parent))
         return Launch(argv, env=env, ranks=processes, explain=explain, facts=facts)
+
+
+    def across_nodes(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
+        """This node's ranks of a job across nodes: :mod:`dlperf.launchers.horovod_gloo` (node 0
+        serves Horovod's rendezvous at --master-addr:--master-port; no ssh)."""
+        start = self.begin(case)
+        rdzv = self.rendezvous
+        timeout = str(max(1, round(rdzv.timeout_s)))
+        argv = [start.python, "-m", "dlperf.launchers.horovod_gloo", "--nproc", str(case.devices),
+                "--nnodes", str(case.nnodes), "--node-rank", str(rdzv.node_rank),
+                "--master-addr", str(rdzv.master_addr), "--master-port", str(rdzv.master_port),
+                "--timeout", timeout, *(["--iface", rdzv.socket_ifname]
+                                        if rdzv.socket_ifname else []),
+                "--", *worker_argv(start.python, case_file, out_dir)]
+        facts = self.facts(case, start, engine="horovod", controller="gloo", env_variant=VARIANT,
+                           horovod_version=horovod_version(start.python),
+                           rendezvous="Horovod's RendezvousHTTPServer on node 0",
+                           master=rdzv.endpoint,
+                           environment=str(Path(start.python).parent.parent))
+        return Launch(argv, env=self.worker_env(start), ranks=self.ranks_here(case),
+                      explain=spawn.explain, facts=facts)
 
 
 def explain(log: str) -> tuple[str, str] | None:
