@@ -81,10 +81,10 @@ horovod:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ make \
 			libopenmpi-dev openmpi-bin; }
 
-# Horovod built into tensorflow1+horovod and mxnet+horovod (`dlperf envs install NAME --horovod`),
-# after the plain environments; cached like them (a no-op while the pins are unchanged), the
-# compiler's output in <envs>/<fw>+horovod/install.log.
-HOROVOD_ENVS ?= tensorflow1 mxnet
+# Horovod built into tensorflow1+horovod, mxnet+horovod and torch+horovod (`dlperf envs install
+# NAME --horovod`), after the plain environments; cached like them (a no-op while the pins are
+# unchanged), the compiler's output in <envs>/<fw>+horovod/install.log.
+HOROVOD_ENVS ?= tensorflow1 mxnet torch
 horovod-envs: envs horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 

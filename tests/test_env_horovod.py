@@ -46,11 +46,19 @@ line = "RANK %d SIZE %d VALUE %s" % (hvd.rank(), hvd.size(), value.asnumpy().tol
 sys.stdout.write(line + "\\n")
 sys.stdout.flush()
 """,
+    "torch": """
+import sys, torch, horovod.torch as hvd
+hvd.init()
+value = hvd.allreduce(torch.tensor([hvd.rank() + 1.0] * 3), op=hvd.Average)
+line = "RANK %d SIZE %d VALUE %s" % (hvd.rank(), hvd.size(), value.tolist())
+sys.stdout.write(line + "\\n")
+sys.stdout.flush()
+""",
 }
 
 
 def test_the_registry_says_where_horovod_builds():
-    assert BUILT == ["mxnet", "tensorflow1"]
+    assert BUILT == ["mxnet", "tensorflow1", "torch"]
     assert set(BUILT) | set(REFUSED) == set(registry.names())
     assert "4290" in registry.get("tensorflow").horovod_refused
     for name in BUILT:
@@ -58,7 +66,8 @@ def test_the_registry_says_where_horovod_builds():
         assert any(line.startswith(f"horovod=={horovod.VERSION} --hash=sha256:")
                    for line in lines), name
         assert all("--hash=sha256:" in line for line in lines), name
-        own = {line.split("==")[0] for line in registry.get(name).requirement_lines()}
+        own = {line.split("==")[0]
+               for line in horovod.pinned(registry.get(name)).requirement_lines()}
         assert not own & {line.split("==")[0] for line in lines}, f"{name}: pinned twice"
 
 
@@ -187,3 +196,11 @@ def test_the_check_build_report_is_read():
             "    [ ] MPI\n    [X] Gloo\n")
     assert horovod.parse_check_build(text) == {
         "frameworks": ["TensorFlow"], "controllers": ["Gloo"], "tensor_operations": ["Gloo"]}
+
+
+@pytest.mark.parametrize("entry", [{"with": ["HOROVOD_WITH_JAX"]}, {"with": []},
+                                   {"refused": ""}, {"with": ["HOROVOD_WITH_MXNET"], "cxx": "17"},
+                                   {"with": ["HOROVOD_WITH_MXNET"], "refused": "why"}])
+def test_a_malformed_registry_entry_is_refused(entry):
+    with pytest.raises(UsageError, match="toy: horovod:"):
+        registry._horovod("toy", entry)

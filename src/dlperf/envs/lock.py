@@ -19,7 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from dlperf.envs import interpreters, registry
@@ -73,9 +73,9 @@ def resolve(fw: Framework, say: Callable[[str], None] = print) -> list[str]:
 
 
 def resolve_source(source: Path, python: str | None, label: str,
-                   say: Callable[[str], None] = print) -> list[str]:
+                   say: Callable[[str], None] = print, options: Sequence[str] = ()) -> list[str]:
     """Resolve the requirements file ``source`` for Python ``python`` (major.minor; None: the
-    one dlperf runs on) into hashed lock lines."""
+    one dlperf runs on) into hashed lock lines; ``options`` go to pip's resolving command."""
     base, full = interpreters.find(python or "%d.%d" % sys.version_info[:2])
     with tempfile.TemporaryDirectory(prefix="dlperf-lock-") as tmp:
         venv, report = Path(tmp) / "venv", Path(tmp) / "report.json"
@@ -87,7 +87,7 @@ def resolve_source(source: Path, python: str | None, label: str,
                  # the lock names files anyone can fetch and their published hashes
                  [pip, "-m", "pip", "install", "--isolated", "--dry-run",
                   "--ignore-installed", "--quiet", "--disable-pip-version-check",
-                  "--report", str(report), "-r", str(source)]]
+                  "--report", str(report), *options, "-r", str(source)]]
         say(f"{label}: resolving {source.name} for Python {full}")
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S,

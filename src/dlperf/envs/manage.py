@@ -390,8 +390,8 @@ def framework_step(fw: Framework) -> list[str]:
 @dataclass
 class Build:
     """One environment to build: ``steps`` are pip install arguments run in order, each with
-    the variables it adds; ``check`` (given the new interpreter) returns facts for the stamp or
-    raises InstallError; ``stamp`` adds fields to it."""
+    the variables it adds; ``check`` (given the new interpreter and the log) returns facts for
+    the stamp or raises InstallError."""
 
     fw: Framework
     name: str  # the environment's directory name
@@ -401,6 +401,7 @@ class Build:
     steps: list[list[str]]
     step_env: list[dict[str, str]] | None = None
     check: Callable[[str, Path], dict[str, Any]] | None = None
+    prepare: Callable[[Path], None] | None = None  # given the new venv, before the steps
 
 
 def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -> InstallResult:
@@ -419,6 +420,8 @@ def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -
     python_new = str(staging / "bin" / "python")
     if _run_logged([job.base, "-m", "venv", str(staging)], log, verbose) != 0:
         raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
+    if job.prepare is not None:
+        job.prepare(staging)
     for i, args in enumerate(job.steps):
         say(f"{name}: pip install {' '.join(a for a in args if a == '-r' or a[0] != '-')} "
             f"(log: {log})")

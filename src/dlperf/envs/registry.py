@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ class Framework:
     sdists: tuple[str, ...] = ()  # packages of the lock that publish no wheel for its Python
     horovod: tuple[str, ...] = ()  # HOROVOD_WITH_* bindings Horovod builds for it (``horovod:``)
     horovod_refused: str | None = None  # why Horovod is not built for it
+    horovod_cxx: str | None = None  # C++ standard its binding's headers need (``cxx: c++17``)
 
     def environment(self, site_packages: str | Path, current: Mapping[str, str]
                     ) -> dict[str, str]:
@@ -140,24 +142,29 @@ def _names(name: str, value: object) -> tuple[str, ...]:
 HOROVOD_BINDINGS = ("HOROVOD_WITH_TENSORFLOW", "HOROVOD_WITH_PYTORCH", "HOROVOD_WITH_MXNET")
 
 
-def _horovod(name: str, value: object) -> tuple[tuple[str, ...], str | None]:
-    """An entry's ``horovod:``: ``{with: [HOROVOD_WITH_...]}`` (the bindings to build) or
-    ``{refused: reason}``; absent = refused, saying the registry declares no build."""
+def _horovod(name: str, value: object) -> tuple[tuple[str, ...], str | None, str | None]:
+    """An entry's ``horovod:``: ``{with: [HOROVOD_WITH_...], cxx: c++17}`` (the bindings to
+    build; optionally the C++ standard to compile them with) or ``{refused: reason}``; absent =
+    refused, saying the registry declares no build. (bindings, refusal, cxx)"""
     if value is None:
-        return (), f"frameworks.yaml declares no Horovod build for {name}"
-    if not isinstance(value, dict) or len(value) != 1 or not {"with", "refused"} & set(value):
-        raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: must be {{with: [...]}} or "
-                         f"{{refused: reason}}")
+        return (), f"frameworks.yaml declares no Horovod build for {name}", None
+    if (not isinstance(value, dict)
+            or set(value) not in ({"refused"}, {"with"}, {"with", "cxx"})):
+        raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: must be {{with: [...]}} (and "
+                         f"cxx: c++NN) or {{refused: reason}}")
     if "refused" in value:
         if not isinstance(value["refused"], str) or not value["refused"].strip():
             raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: refused: needs the reason")
-        return (), " ".join(value["refused"].split())
+        return (), " ".join(value["refused"].split()), None
     bindings = value["with"]
     if (not isinstance(bindings, list) or not bindings
             or not set(bindings) <= set(HOROVOD_BINDINGS)):
         raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: with: must list some of "
                          f"{', '.join(HOROVOD_BINDINGS)}")
-    return tuple(bindings), None
+    cxx = value.get("cxx")
+    if cxx is not None and not (isinstance(cxx, str) and re.fullmatch(r"c\+\+\d\d", cxx)):
+        raise UsageError(f"{REGISTRY_FILE}: {name}: horovod: cxx: must be like c++17")
+    return tuple(bindings), None, cxx
 
 
 @functools.lru_cache(maxsize=1)
@@ -176,7 +183,7 @@ def load_all() -> dict[tuple[str, str], Framework]:
         for variant in declared:
             over = {} if variant == "cpu" else (extra[variant] or {})
             python = over.get("python", entry.get("python"))
-            horovod, horovod_refused = _horovod(name, entry.get("horovod"))
+            horovod, horovod_refused, horovod_cxx = _horovod(name, entry.get("horovod"))
             out[(name, variant)] = Framework(
                 name=name,
                 import_name=entry.get("import", name),
@@ -190,6 +197,7 @@ def load_all() -> dict[tuple[str, str], Framework]:
                 sdists=_names(name, over.get("sdists", entry.get("sdists"))),
                 horovod=horovod,
                 horovod_refused=horovod_refused,
+                horovod_cxx=horovod_cxx,
             )
     return out
 
