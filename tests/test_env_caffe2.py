@@ -121,6 +121,36 @@ print("OUT=" + json.dumps({"err": err, "moved": float(np.abs(mw).max())}))
     assert got["err"] < 1e-5, got
 
 
+def test_ideep_training_step_is_the_cpu_engines(caffe2_env):
+    """Both engines, same seed and batch, three steps: every parameter and loss agree. Caffe2
+    1.8.1's IDEEP net as built updates conv1 with its gradient's blocked buffer read as OIHW
+    (0.51 off after one step); the filter pre-conversion every ideep training run gets fixes it."""
+    code = """
+import json, os
+import numpy as np
+os.environ["DLPERF_CAFFE2_ENGINE"] = "%s"
+from caffe2.python import workspace
+from dlperf.backends.caffe2 import backend
+w = backend.build(dict(model="resnet50", knobs={"image_size": 32, "num_classes": 10},
+                       task="train", batch_size=4, precision="fp32", device="cpu", seed=0))
+losses = [w.loss_value(w.step()) for _ in range(3)]
+names = [str(p) for p in workspace.Blobs() if p.endswith(("_w", "_s", "_b"))]
+def sample(blob):  # ~512 evenly strided elements: enough to see a permuted layout
+    flat = np.asarray(blob).ravel()
+    return flat[::max(1, flat.size // 512)].tolist()
+print("OUT=" + json.dumps({"losses": losses, "engine": w.info["engine"],
+                           "params": {n: sample(workspace.FetchBlob(n)) for n in names}}))
+"""
+    cpu, ideep = (run_in_env(caffe2_env, code % engine) for engine in ("cpu", "ideep"))
+    assert (cpu["engine"], ideep["engine"]) == ("cpu", "ideep")
+    assert set(cpu["params"]) == set(ideep["params"]) and len(cpu["params"]) == 161
+    worst = max(max(abs(a - b) for a, b in zip(cpu["params"][n], ideep["params"][n]))
+                for n in cpu["params"])
+    assert worst < 1e-3, worst
+    for a, b in zip(cpu["losses"], ideep["losses"]):
+        assert math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-3), (cpu["losses"], ideep["losses"])
+
+
 def test_tiny_training_case_runs_ok(caffe2_env, tmp_path):
     proc, result = measure(tmp_path, *TINY["resnet50"], *SHORT)
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
@@ -160,13 +190,16 @@ UNSUPPORTED = [
     (TINY["bert-base"], {}, "Caffe2 ships no transformer"),
     (TINY["resnet50"] + ["--precision", "amp-bf16"], {}, "no bfloat16"),
     (TINY["resnet50"] + ["--task", "infer", "--precision", "int8"], {}, "Int8 operators"),
-    (TINY["resnet50"] + ["--compile"], {"DLPERF_CAFFE2_ENGINE": "cpu"}, "needs engine ideep"),
+    (TINY["resnet50"] + ["--task", "infer", "--compile"], {"DLPERF_CAFFE2_ENGINE": "cpu"},
+     "needs engine ideep"),
+    (TINY["resnet50"] + ["--compile"], {}, "train with compile off"),
     (TINY["resnet50"], {"DLPERF_CAFFE2_ENGINE": "mkl"}, "DLPERF_CAFFE2_ENGINE=mkl: not a"),
 ]
 
 
 @pytest.mark.parametrize("args,env,phrase", UNSUPPORTED,
-                         ids=["bert-base", "amp-bf16", "int8", "compile-cpu-engine", "bad-engine"])
+                         ids=["bert-base", "amp-bf16", "int8", "compile-cpu-engine", "compile-train",
+                              "bad-engine"])
 def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phrase, tmp_path):
     proc, result = measure(tmp_path, *args, "--device", "cpu", "--warmup-steps", "1",
                            "--steps", "2", "--repeats", "3", env=env)

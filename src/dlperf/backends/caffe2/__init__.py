@@ -51,10 +51,11 @@ SUPPORT = Caffe2Support(
         # worker (backend.check_gpu) naming its capability
         "cuda": {"train": ("fp32",), "infer": ("fp32",)},
     },
-    # on: Caffe2's MKL-DNN graph optimisation; inference folds BN into Conv and fuses Conv+ReLU
-    # and Conv+Sum, training (training_mode) only pre-converts the filters to MKL-DNN's format
+    # on: Caffe2's MKL-DNN graph optimisation for inference (BN folded into Conv, Conv+ReLU and
+    # Conv+Sum fused); its training form (filters pre-converted) is part of every ideep training
+    # run, which is wrong without it, so a compiled training case is refused by the worker
     modes={False: "net as built (RunNet)",
-           True: "optimizeForMKLDNN net transform (ideep engine)"},
+           True: "optimizeForMKLDNN net transform (ideep engine, inference)"},
     distributed=(),
     reasons={
         "cpu/tf32": CPU_TF32,
