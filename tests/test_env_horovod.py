@@ -174,7 +174,8 @@ def test_a_missing_compiler_names_the_apt_command(tmp_path, monkeypatch):
         if shutil.which(tool):
             os.symlink(shutil.which(tool), bare / tool)
     monkeypatch.setenv("PATH", str(bare))
-    with pytest.raises(UsageError, match=r"needs g\+\+: run `make horovod \(apt-get install "):
+    with pytest.raises(UsageError, match=r"needs g\+\+: run `make horovod` \(Debian: `apt-get "
+                                         r"install cmake g\+\+ "):
         horovod.check_toolchain()
 
 

@@ -51,7 +51,8 @@ BINDINGS = {"HOROVOD_WITH_TENSORFLOW": ("horovod.tensorflow", "TensorFlow"),
             "HOROVOD_WITH_MXNET": ("horovod.mxnet", "MXNet")}
 TOOLS = ("cmake", "g++", "make")
 CMAKE_MINIMUM = (3, 13)  # below it Horovod's setup.py pip-installs a cmake of its own
-APT = "make horovod (apt-get install cmake g++ libopenmpi-dev openmpi-bin)"
+APT = ("run `make horovod` (Debian: `apt-get install cmake g++ make libopenmpi-dev "
+       "openmpi-bin`)")
 CHECK_TIMEOUT_S = 300.0
 CUDA_REFUSED = ("Horovod is built here for the cpu variant only (Gloo and MPI on host memory); "
                 "its GPU operations need NCCL and the CUDA toolkit at build time, which no "
@@ -105,12 +106,12 @@ def check_toolchain() -> None:
     """UsageError naming the apt command when cmake, g++ or make is missing or cmake is too old."""
     missing = [tool for tool in TOOLS if not shutil.which(tool)]
     if missing:
-        raise UsageError(f"building Horovod needs {', '.join(missing)}: run `{APT}`")
+        raise UsageError(f"building Horovod needs {', '.join(missing)}: {APT}")
     out = subprocess.run(["cmake", "--version"], capture_output=True, text=True).stdout
     found = re.search(r"version\s+(\d+)\.(\d+)", out)
     if not found or tuple(int(x) for x in found.groups()) < CMAKE_MINIMUM:
         raise UsageError(f"building Horovod needs cmake >= 3.13 (found: "
-                         f"{out.splitlines()[0] if out else 'none'}): run `{APT}`")
+                         f"{out.splitlines()[0] if out else 'none'}): {APT}")
 
 
 def build_variables(fw: Framework, mpi: bool) -> dict[str, str]:
