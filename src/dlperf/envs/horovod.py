@@ -143,7 +143,7 @@ def status(name: str, variant: str = "cpu") -> EnvStatus:
         return EnvStatus(label, "not installed", None, None, None,
                          f"dlperf envs install {name} --horovod", fw.variant)
     built = stamp.get("horovod") or {}
-    note = "controllers: " + ", ".join(built.get("controllers") or ["?"])
+    note = "controllers: " + ", ".join(sorted(built.get("controllers") or ["?"]))
     state = "installed"
     try:
         wanted = digest(fw, interpreters.short(stamp.get("python", "0.0")), mpi_present())
