@@ -255,3 +255,18 @@ def test_mpi_without_open_mpi_names_the_packages(isolated):
     assert proc.returncode == 2
     assert "mpirun is not on PATH" in proc.stderr and "openmpi-bin" in proc.stderr
     assert not (isolated / "results.db").exists()
+
+
+def test_the_new_fields_keep_every_earlier_case_key():
+    plain = Case(framework="mxnet", model="resnet50", batch_size=8, devices=2)
+    spelled = Case(framework="mxnet", model="resnet50", batch_size=8, devices=2,
+                   launcher="native", controller="gloo")
+    assert "launcher" not in plain.identity() and "controller" not in plain.identity()
+    # the key this case had before the fields existed (spec.py at 7bdc167 gives it)
+    assert plain.key() == spelled.key() == "565023635208461e"
+    gloo = Case(framework="mxnet", model="resnet50", batch_size=8, devices=2, launcher="horovod")
+    mpi = Case(framework="mxnet", model="resnet50", batch_size=8, devices=2, launcher="horovod",
+               controller="mpi")
+    assert len({plain.key(), gloo.key(), mpi.key()}) == 3
+    assert gloo.identity()["launcher"] == "horovod" and "controller" not in gloo.identity()
+    assert gloo.label().endswith(" horovod") and mpi.label().endswith(" horovod-mpi")
