@@ -197,6 +197,21 @@ def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
     assert not (isolated / "node1.db").exists()  # node 0 stores the case
 
 
+def test_a_lonely_node_times_out_saying_who_never_came(isolated):
+    horovod_python("mxnet")
+    port = str(free_port())
+    for rank, said in ((0, "never heard from rank(s) 1 of 2"), (1, "node 0 never answered")):
+        out = isolated / f"node{rank}.json"
+        dlperf("run", "--framework", "mxnet", *TINY, "--launcher", "horovod", "--nnodes", "2",
+               "--node-rank", str(rank), "--master-addr", "127.0.0.1", "--master-port", port,
+               "--rdzv-timeout", "8", "--db", str(isolated / "results.db"), "--json", str(out),
+               timeout=TIMEOUT)
+        result = load(out)
+        assert result["status"] == "timeout", result
+        message = result["error"] if rank == 0 else json.dumps(result)
+        assert said in message and "--rdzv-timeout" in message, message
+
+
 SLURM_SWEEP = """
 name: hvd-slurm
 defaults: {framework: mxnet, model: resnet50, device: cpu, image_size: 32, batch_size: 2,

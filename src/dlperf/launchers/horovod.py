@@ -35,7 +35,8 @@ from pathlib import Path
 from dlperf import envs
 from dlperf.errors import UsageError
 from dlperf.launchers import exits, spawn
-from dlperf.launchers.launch import Launch, MultiLauncher, Rendezvous, worker_argv
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     node_0_silent, rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 VARIANT = "cpu"  # Horovod is built into the cpu environments only (dlperf.envs.horovod)
@@ -43,6 +44,9 @@ VARIANT = "cpu"  # Horovod is built into the cpu environments only (dlperf.envs.
 MPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 MPI_PACKAGES = "apt-get install openmpi-bin libopenmpi-dev"
 _METADATA = re.compile(r"horovod-([0-9][^-]*?)(?:-py[0-9.]+)?\.(?:dist|egg)-info")
+_GLOO_WAIT = re.compile(r"Wait timeout after \d+ seconds for key\(s\): ([0-9, ]+)")
+_SILENT = re.compile(r"dlperf\.launchers\.horovod_gloo: node 0's rendezvous at \S+ never "
+                     r"answered")
 _FIRST_EXIT = re.compile(r"Process name: (\d+)\s+Exit code: (-?\d+)")
 
 
@@ -144,7 +148,23 @@ class HorovodLaunch(MultiLauncher):
                            master=rdzv.endpoint,
                            environment=str(Path(start.python).parent.parent))
         return Launch(argv, env=self.worker_env(start), ranks=self.ranks_here(case),
-                      explain=spawn.explain, facts=facts)
+                      explain=lambda log: explain_nodes(log, case, rdzv), facts=facts)
+
+
+def explain_nodes(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | None:
+    """(status, message) for a job across nodes: ``timeout`` when Gloo's rendezvous store gave up
+    waiting for ranks (Horovod aborts the rank: no result of its own), else as
+    :mod:`dlperf.launchers.spawn` reads a rank killed by a signal."""
+    if _SILENT.search(log) or (rdzv.node_rank > 0 and _GLOO_WAIT.search(log)):
+        return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))
+    found = _GLOO_WAIT.search(log)
+    if found is None:
+        return spawn.explain(log)
+    if rdzv.node_rank > 0:
+        return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))
+    return rendezvous_timeout(rdzv, f"Horovod's rendezvous at {rdzv.endpoint} never heard from "
+                                    f"rank(s) {found.group(1).strip()} of "
+                                    f"{case.devices * case.nnodes}; {START_OTHERS}")
 
 
 def explain(log: str) -> tuple[str, str] | None:

@@ -18,12 +18,17 @@ dlperf numbers them everywhere. The ranks are supervised as :mod:`dlperf.launche
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from typing import Any, Dict, List, Optional
 
 from dlperf.launchers import spawn
+
+PREFIX = "dlperf.launchers.horovod_gloo:"
+NEVER_ANSWERED = 75  # EX_TEMPFAIL: the job never formed
 
 
 def plan(nproc, nnodes):
@@ -44,6 +49,22 @@ def serve(port, slots):
     server.init(slots)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def wait_for(addr, port, timeout_s):
+    # type: (str, int, float) -> bool
+    """Whether node 0's rendezvous server accepts a connection within ``timeout_s``: Horovod's
+    own HTTP store gives up after a few quick retries, so a node started before node 0 waits
+    here first, as long as --rdzv-timeout allows."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((addr, port), timeout=2).close()
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
 
 
 def slot_env(slot, addr, port, iface, timeout):
@@ -80,6 +101,11 @@ def main(argv=None):
     slots = plan(args.nproc, args.nnodes)
     mine = [slot for slot in slots if slot.hostname == "node%d" % args.node_rank]
     server = serve(args.master_port, slots) if args.node_rank == 0 else None
+    waited = float(args.timeout or 300)
+    if server is None and not wait_for(args.master_addr, args.master_port, waited):
+        print("%s node 0's rendezvous at %s:%d never answered within %g s"
+              % (PREFIX, args.master_addr, args.master_port, waited), flush=True)
+        return NEVER_ANSWERED
     procs = []  # type: List[subprocess.Popen]
 
     def forward(signum, _frame):
