@@ -12,7 +12,7 @@ Both sides run with OMP_NUM_THREADS set to this process's usable cores unless it
 
 For caffe2, side A is Caffe2's own ``imagenet_trainer.py`` on its null input
 (``handwritten/caffe2_resnet50.py`` runs it unchanged and reads its per-iteration rates), and both
-sides run Caffe2's CPU operators (``DLPERF_CAFFE2_ENGINE=cpu``), the engine the trainer can run.
+sides run Caffe2's CPU operators (dlperf's ``--option engine=cpu``), the engine the trainer can run.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ def main() -> int:
     harness = ["run", *described, "--image-size", str(args.image_size), "--warmup-steps",
                str(args.warmup_steps), "--steps", str(args.steps),
                "--compile" if compile_flag else "--no-compile"]
+    if args.framework == "caffe2":
+        # Caffe2's trainer runs its CPU operators (its --use_ideep cannot build its net with
+        # torch 1.8.1's wheel), so dlperf's side runs the same engine
+        harness += ["--option", "engine=cpu"]
     command = [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", str(args.pairs)]
     if args.json:
         command += ["--json", args.json]
@@ -70,10 +74,6 @@ def main() -> int:
     # left to its framework's default may take fewer (MXNet 1.9 did here: 25.1 vs 38.2
     # samples/s at image 64, batch 8; with OMP_NUM_THREADS=2 the hand loop ran 38.2-38.4)
     env.setdefault("OMP_NUM_THREADS", str(launch.usable_cores()))
-    if args.framework == "caffe2":
-        # Caffe2's trainer runs its CPU operators (its --use_ideep cannot build its net with
-        # torch 1.8.1's wheel), so dlperf's side runs the same engine
-        env["DLPERF_CAFFE2_ENGINE"] = "cpu"
     env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
                                     else "")
     return subprocess.call(command + ["--", *hand, "--", *harness], env=env)

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from dlperf import envs, models
+from dlperf.spec import Case
 from conftest import dlperf, pinned_env, tiny_nets
 
 TIMEOUT = 600
@@ -128,11 +129,11 @@ def test_ideep_training_step_is_the_cpu_engines(caffe2_env):
     code = """
 import json, os
 import numpy as np
-os.environ["DLPERF_CAFFE2_ENGINE"] = "%s"
 from caffe2.python import workspace
 from dlperf.backends.caffe2 import backend
 w = backend.build(dict(model="resnet50", knobs={"image_size": 32, "num_classes": 10},
-                       task="train", batch_size=4, precision="fp32", device="cpu", seed=0))
+                       task="train", batch_size=4, precision="fp32", device="cpu", seed=0,
+                       options="engine=%s"))
 losses = [w.loss_value(w.step()) for _ in range(3)]
 names = [str(p) for p in workspace.Blobs() if p.endswith(("_w", "_s", "_b"))]
 def sample(blob):  # ~512 evenly strided elements: enough to see a permuted layout
@@ -190,16 +191,14 @@ UNSUPPORTED = [
     (TINY["bert-base"], {}, "Caffe2 ships no transformer"),
     (TINY["resnet50"] + ["--precision", "amp-bf16"], {}, "no bfloat16"),
     (TINY["resnet50"] + ["--task", "infer", "--precision", "int8"], {}, "Int8 operators"),
-    (TINY["resnet50"] + ["--task", "infer", "--compile"], {"DLPERF_CAFFE2_ENGINE": "cpu"},
+    (TINY["resnet50"] + ["--task", "infer", "--compile", "--option", "engine=cpu"], {},
      "needs engine ideep"),
     (TINY["resnet50"] + ["--compile"], {}, "train with compile off"),
-    (TINY["resnet50"], {"DLPERF_CAFFE2_ENGINE": "mkl"}, "DLPERF_CAFFE2_ENGINE=mkl: not a"),
 ]
 
 
 @pytest.mark.parametrize("args,env,phrase", UNSUPPORTED,
-                         ids=["bert-base", "amp-bf16", "int8", "compile-cpu-engine", "compile-train",
-                              "bad-engine"])
+                         ids=["bert-base", "amp-bf16", "int8", "compile-cpu-engine", "compile-train"])
 def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phrase, tmp_path):
     proc, result = measure(tmp_path, *args, "--device", "cpu", "--warmup-steps", "1",
                            "--steps", "2", "--repeats", "3", env=env)
@@ -207,6 +206,31 @@ def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phras
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+@pytest.mark.parametrize("option,phrase", [
+    ("engine=mkl", "options: engine='mkl' is not allowed for caffe2; allowed: ideep, cpu"),
+    ("threads=4", "options: 'threads' is not a caffe2 option; its options: engine"),
+    ("engine", "options: 'engine' is not NAME=VALUE"),
+])
+def test_unknown_option_is_one_line_exit_2_nothing_stored(option, phrase, tmp_path):
+    proc = dlperf("run", "--framework", "caffe2", *TINY["resnet50"], "--option", option,
+                  "--db", str(tmp_path / "r.db"), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and phrase in lines[0], proc.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_the_engine_option_is_part_of_the_case(caffe2_env, tmp_path):
+    proc, result = measure(tmp_path, *TINY["resnet50"], *SHORT, "--option", "engine=cpu")
+    assert proc.returncode == 0 and result["status"] == "ok", result["error"]
+    assert result["case"]["options"] == "engine=cpu"
+    info = result["env"]["worker"]["framework"]
+    assert info["engine"] == "cpu" and info["engine_set_by"] == "the case's option engine"
+    default = Case(framework="caffe2", model="resnet50", batch_size=2,
+                   knobs={"image_size": 32})
+    assert Case.from_dict(result["case"]).key() != default.key()  # engines never share a key
 
 
 def test_not_installed_is_one_line_exit_2_nothing_stored(tmp_path):

@@ -24,7 +24,7 @@ from dlperf.store import Store
 NO_BASELINE = "no 1-device baseline"  # the same words the report shows
 CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "device",
                  "data", "knobs", "threads", "scenario", "server", "loader_workers",
-                 "cold_cache", "loader")
+                 "cold_cache", "loader", "options")
 _DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
              for f in dataclasses.fields(Case)
              if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}

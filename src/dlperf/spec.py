@@ -22,7 +22,7 @@ from dlperf.data import imagefolder
 from dlperf.envs import registry as envs_registry
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
-from dlperf.worker.support import Support
+from dlperf.worker.support import Support, format_options, parse_options
 
 BACKENDS_DIR = Path(__file__).parent / "backends"
 
@@ -43,7 +43,7 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
                 "loader_workers": None, "data_only": False, "cold_cache": False,
                 "warmup_max_steps": steady.MAX_STEPS, "loader": "native",
-                "launcher": "native", "controller": "gloo"}
+                "launcher": "native", "controller": "gloo", "options": ""}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 
@@ -108,6 +108,9 @@ class Case:
     # parallelism) or "horovod" (horovodrun; its controller "gloo" or "mpi")
     launcher: str = "native"
     controller: str = "gloo"
+    # the framework's own settings (its backend's SUPPORT.options), "name=value,..." sorted by
+    # name: e.g. Caffe2's engine=cpu
+    options: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -118,6 +121,11 @@ class Case:
             # a data-only case runs no model: nothing to compile, whatever the framework
             object.__setattr__(self, "compile", False if self.data_only is True
                                else default_compile(self.framework))
+        if isinstance(self.options, str):
+            try:
+                object.__setattr__(self, "options", format_options(parse_options(self.options)))
+            except ValueError as error:
+                raise SpecError(f"options: {error}; write NAME=VALUE[,NAME=VALUE]") from None
         validate(self)
         try:
             resolved = models.resolve_knobs(self.model, dict(self.knobs))
@@ -168,6 +176,8 @@ class Case:
         if self.launcher != "native":
             parts.append(self.launcher if self.controller == "gloo"
                          else f"{self.launcher}-{self.controller}")
+        if self.options:
+            parts.append(self.options)
         if self.scenario != "offline":
             parts.append(self.scenario)
         if self.server:
@@ -232,6 +242,7 @@ def validate(case: Case) -> None:
     _at_least("timeout_s", case.timeout_s, 1, kind=float, high=MAX_SECONDS)
     _validate_scenario(case)
     _validate_launcher(case)
+    _validate_options(case)
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
         if value is None:
@@ -324,6 +335,17 @@ def _validate_launcher(case: Case) -> None:
     if case.data not in DATA_SOURCES:
         raise SpecError("launcher: the Horovod path trains on the synthetic batch; a dataset "
                         "directory runs with --launcher native")
+
+
+def _validate_options(case: Case) -> None:
+    """Each option a name and value the framework's backend declares (its SUPPORT.options)."""
+    if not isinstance(case.options, str):
+        raise SpecError(f"options: {case.options!r} must be text NAME=VALUE[,NAME=VALUE]")
+    declared = support(case.framework)
+    for name, value in parse_options(case.options).items():
+        why = declared.option_refusal(name, value)
+        if why is not None:
+            raise SpecError(f"options: {why}")
 
 
 def _validate_scenario(case: Case) -> None:

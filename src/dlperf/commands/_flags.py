@@ -77,6 +77,10 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--controller", choices=CONTROLLERS, default="gloo",
                         help="with --launcher horovod: gloo (default) or mpi (Open MPI's "
                              "mpirun, in a Horovod built with MPI)")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        dest="options",
+                        help="one of the framework's own settings (`dlperf envs list "
+                             "--support`), e.g. caffe2's engine=cpu; repeat for several")
     add_knob_arguments(parser, partial_fc=True)
     add_warmup_arguments(parser)
     parser.add_argument("--steps", type=positive_int, default=100,
@@ -158,6 +162,7 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 min_duration_s=getattr(args, "min_duration_s", None) or 0.0,
                 launcher=getattr(args, "launcher", "native"),
                 controller=getattr(args, "controller", "gloo"),
+                options=",".join(getattr(args, "options", None) or []),
                 **input_fields(args))
 
 
@@ -243,6 +248,10 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
                        help="every node's address in node-rank order, for frameworks whose "
                             "configuration names each worker (TensorFlow's TF_CONFIG); under "
                             "Slurm: the job's node list")
+    group.add_argument("--rdzv-dir", default=None, metavar="DIR",
+                       help="a directory every node shares (NFS, a cluster file system), for "
+                            "frameworks whose processes meet through files: Caffe2's file "
+                            "store across nodes")
 
 
 def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezvous:
@@ -257,7 +266,8 @@ def rendezvous_from_args(args: argparse.Namespace, case: Case) -> launch.Rendezv
                                    master_port=port or launch.DEFAULT_PORT,
                                    timeout_s=args.rdzv_timeout,
                                    socket_ifname=args.socket_ifname,
-                                   node_addrs=node_addrs_from_args(args, position, case.nnodes))
+                                   node_addrs=node_addrs_from_args(args, position, case.nnodes),
+                                   store_dir=args.rdzv_dir)
     rendezvous.check(case.nnodes)
     return rendezvous
 

@@ -103,12 +103,12 @@ def _variants_to_show(name: str) -> list[str | None]:
 
 def support_table() -> Table:
     """Framework x device x task: the models and precisions each backend declares, its compile
-    modes, whether it runs data-parallel and which loader reads a dataset folder (from each
-    backend's SUPPORT, no framework imported). Models and loader are a framework's, shown on
-    its first row."""
+    modes, whether it runs data-parallel, which loader reads a dataset folder and the
+    framework's own options (``--option``), from each backend's SUPPORT, no framework imported.
+    Models, loader and options are a framework's, shown on its first row."""
     table = Table(title="what each backend runs (SUPPORT declarations)")
     for column in ("framework", "models", "device", "train", "infer", "compile off / on",
-                   "data-parallel", "--data DIR"):
+                   "data-parallel", "--data DIR", "--option"):
         table.add_column(column, overflow="fold")
     for name in frameworks():
         decl = support(name)
@@ -122,9 +122,16 @@ def support_table() -> Table:
                           ", ".join(per_task.get("infer", ())) or "-",
                           f"{decl.mode(False)} / {decl.mode(True)}",
                           "yes" if device in decl.distributed else "no",
-                          (decl.data_pipeline or "synthetic only") if first else "")
+                          (decl.data_pipeline or "synthetic only") if first else "",
+                          _options(decl) if first else "")
             first = False
     return table
+
+
+def _options(decl: Any) -> str:
+    """A backend's options as NAME=VALUE|VALUE, or "-"."""
+    return "; ".join(f"{name}={'|'.join(option.values)}"
+                     for name, option in sorted(decl.options.items())) or "-"
 
 
 def _install(args: argparse.Namespace) -> int:

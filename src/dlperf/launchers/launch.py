@@ -109,6 +109,9 @@ class Rendezvous:
     # every node's address in node-rank order, for frameworks whose configuration names each
     # worker (TensorFlow's TF_CONFIG); empty: not known (--node-addrs, or Slurm's node list)
     node_addrs: tuple[str, ...] = ()
+    # a directory every node shares, for frameworks whose processes meet through files
+    # (Caffe2's file store handler); None: not given (--rdzv-dir)
+    store_dir: str | None = None
 
     def check(self, nnodes: int) -> None:
         """UsageError naming the flag when these settings cannot describe ``nnodes`` nodes."""
@@ -213,6 +216,12 @@ class MultiLauncher:
     def is_master(self, case: Case) -> bool:
         """Whether this node holds global rank 0, and so the whole job's figures."""
         return case.nnodes == 1 or self.rendezvous.node_rank == 0
+
+    def check(self, case: Case) -> None:
+        """UsageError (one line naming the flag) when this launcher cannot start ``case`` at all,
+        raised when it is picked (:func:`~dlperf.launchers.registry.launcher_for`), before any
+        repeat runs or anything is stored; nothing to check by default."""
+        return None
 
     def ranks_here(self, case: Case) -> int:
         """Rank files this node ends up with (see the class docstring)."""

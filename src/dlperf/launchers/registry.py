@@ -7,8 +7,8 @@ This is the only place a launcher is picked by framework.
 
 from __future__ import annotations
 
-from dlperf.launchers import (horovod, jax, mindspore, mxnet, oneflow, paddle, tensorflow,
-                              tensorflow1, torch)
+from dlperf.launchers import (caffe2, horovod, jax, mindspore, mxnet, oneflow, paddle,
+                              tensorflow, tensorflow1, torch)
 from dlperf.launchers.launch import Launcher, MultiLauncher, Rendezvous, local
 from dlperf.spec import Case
 
@@ -21,6 +21,7 @@ MULTI_PROCESS: dict[str, type[MultiLauncher]] = {
     "mxnet": mxnet.KVStoreLaunch,
     "mindspore": mindspore.Msrun,
     "oneflow": oneflow.OneFlowLaunch,
+    "caffe2": caffe2.Caffe2Gloo,
 }
 
 
@@ -40,4 +41,6 @@ def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
     multi = MULTI_PROCESS.get(case.framework)
     if case.devices * case.nnodes == 1 or multi is None:
         return local
-    return multi(rendezvous, python)
+    launcher = multi(rendezvous, python)
+    launcher.check(case)
+    return launcher

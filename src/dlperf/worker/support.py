@@ -16,6 +16,40 @@ DEVICE_KINDS = ("cpu", "cuda")
 TASKS = ("train", "infer")
 
 
+class Option(object):
+    """One setting of a framework's own that a case may choose: its allowed values, and why a
+    user would change it (with what the backend does where a case sets none)."""
+
+    def __init__(self, values, help):
+        # type: (Sequence[str], str) -> None
+        self.values = tuple(values)
+        self.help = help
+
+
+def parse_options(text):
+    # type: (str) -> Dict[str, str]
+    """A case's ``options`` text (``"name=value,name=value"``) as a mapping; ValueError naming
+    the first malformed item. The worker and the harness read it alike."""
+    out = {}  # type: Dict[str, str]
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name or not value:
+            raise ValueError("%r is not NAME=VALUE" % item.strip())
+        if name in out:
+            raise ValueError("%s given twice (%s and %s)" % (name, out[name], value))
+        out[name] = value
+    return out
+
+
+def format_options(options):
+    # type: (Mapping[str, str]) -> str
+    """The one text of a set of options: sorted by name, so equal sets are equal cases."""
+    return ",".join("%s=%s" % (name, options[name]) for name in sorted(options))
+
+
 class Support(object):
     """A backend's declaration: models, tasks, precisions per device and task, compile modes,
     data-parallel ability, and the reasons behind each refusal.
@@ -35,6 +69,10 @@ class Support(object):
     ``launcher``): ``"native"``, the framework's own data parallelism (always), and
     ``"horovod"`` where the backend has a Horovod training path (``hvd.DistributedOptimizer``
     under ``horovodrun``); a name not here is refused with the ``"launcher/name"`` reason.
+    ``options``: the framework's own settings a case may choose (``--option NAME=VALUE``, a
+    case's ``options``), by name: ``{"engine": Option(("ideep", "cpu"), "why it matters")}``;
+    the backend applies them and records each in the result. A name or value not declared here
+    is refused before anything runs (the harness reads this declaration).
     ``reasons``: why a combination is refused, keyed (most specific first) by
     ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
     ``"compile=off"``, ``"distributed/device"``, ``"loader/name"``, ``"launcher/name"`` or
@@ -42,8 +80,9 @@ class Support(object):
     """
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
-                 tasks=TASKS, data_pipeline=None, loaders=None, launchers=("native",)):
-        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str]) -> None
+                 tasks=TASKS, data_pipeline=None, loaders=None, launchers=("native",),
+                 options=None):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str], Optional[Mapping[str, Option]]) -> None
         self.framework = framework
         self.models = tuple(models)
         self.tasks = tuple(tasks)
@@ -54,6 +93,7 @@ class Support(object):
         self.data_pipeline = data_pipeline
         self.loaders = dict(loaders or {})
         self.launchers = tuple(launchers)
+        self.options = dict(options or {})  # type: Dict[str, Option]
         self.reasons = dict(reasons or {})
         for device in self.precisions:
             if device not in DEVICE_KINDS:
@@ -122,6 +162,19 @@ class Support(object):
             "the %s backend has no %s training path; it runs with --launcher %s"
             % (self.framework, launcher, " or ".join(self.launchers)))
 
+    def option_refusal(self, name, value):
+        # type: (str, str) -> Optional[str]
+        """Why ``--option name=value`` is not this framework's, or None."""
+        option = self.options.get(name)
+        if option is None:
+            return "%r is not a %s option; %s" % (
+                name, self.framework, ("its options: " + ", ".join(sorted(self.options)))
+                if self.options else "it has none")
+        if value not in option.values:
+            return "%s=%r is not allowed for %s; allowed: %s" % (
+                name, value, self.framework, ", ".join(option.values))
+        return None
+
     def check(self, case, device):
         # type: (Mapping[str, Any], str) -> None
         """Raise UnsupportedError with the declared reason when ``case`` cannot run."""
@@ -143,6 +196,8 @@ class Support(object):
             "data_pipeline": self.data_pipeline,
             "loaders": dict(self.loaders),
             "launchers": list(self.launchers),
+            "options": {name: {"values": list(o.values), "help": o.help}
+                        for name, o in sorted(self.options.items())},
             "reasons": dict(self.reasons),
         }
 

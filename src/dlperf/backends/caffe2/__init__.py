@@ -3,12 +3,12 @@
 
 Light to import (standard library only, valid Python 3.7): read without Caffe2.
 
-The engine is chosen per run by the variable ``DLPERF_CAFFE2_ENGINE`` (``ideep``, the default
-where the wheel has MKL-DNN, or ``cpu``) and recorded in the result; see docs/envs.md.
+The engine is a case option (``--option engine=ideep|cpu``; ideep, MKL-DNN, where the wheel has
+it when none is given), part of the case's identity and recorded in the result; see docs/envs.md.
 """
 
 from dlperf.backends.common import CPU_TF32, lazy
-from dlperf.worker.support import Support
+from dlperf.worker.support import Option, Support
 
 ONLY_FP32 = "the caffe2 backend trains and infers in fp32 only"
 NO_TRANSFORMER = (
@@ -56,7 +56,12 @@ SUPPORT = Caffe2Support(
     # run, which is wrong without it, so a compiled training case is refused by the worker
     modes={False: "net as built (RunNet)",
            True: "optimizeForMKLDNN net transform (ideep engine, inference)"},
-    distributed=(),
+    # data_parallel_model over processes (dlperf.launchers.caffe2), Gloo all-reduce; training only
+    distributed=("cpu", "cuda"),
+    options={"engine": Option(("ideep", "cpu"), (
+        "ideep: every operator on Caffe2's IDEEP device (MKL-DNN), the default where the wheel "
+        "has it (workspace.C.use_mkldnn); cpu: Caffe2's own CPU operators (im2col + MKL GEMM), "
+        "the engine imagenet_trainer.py --use_cpu runs"))},
     reasons={
         "cpu/tf32": CPU_TF32,
         "tf32": "precision tf32: Caffe2 in torch 1.8.1's CUDA 10.2 build predates TF32 (CUDA 11, "
@@ -78,3 +83,4 @@ SUPPORT = Caffe2Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.caffe2.backend:resolve_device")
 build = lazy("dlperf.backends.caffe2.backend:build")
+gather_results = lazy("dlperf.backends.caffe2.distribute:gather_results")

@@ -8,7 +8,7 @@ batch fed once into the workspace (NCHW, seeded, on the net's device), the init 
 ``--compile`` transform and ``workspace.CreateNet``. A step is one ``workspace.RunNet``, which
 returns when every operator has run: it is its own synchronisation.
 
-- engine (``DLPERF_CAFFE2_ENGINE``, read here): ``ideep`` (the default where the wheel has it,
+- engine (the case's option ``engine``, ``--option engine=...``): ``ideep`` (the default where the wheel has it,
   ``workspace.C.use_mkldnn``): every operator on the IDEEP device, Caffe2's MKL-DNN operators,
   as ``imagenet_trainer.py --use_ideep`` runs them; ``cpu``: Caffe2's own CPU operators
   (im2col + MKL GEMM). Recorded as ``engine`` in the result.
@@ -21,15 +21,16 @@ returns when every operator has run: it is its own synchronisation.
 """
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from dlperf.backends.common import (CaseView, check_built, check_device_name,
+from dlperf.backends.common import (CaseView, CollectiveRanks, check_built, check_device_name,
                                     check_resnet_batch)
 from dlperf.data import synthetic
 from dlperf.worker import fpenv, placement
-from dlperf.worker.workload import UnsupportedError, Workload, cpu_name
+from dlperf.worker.support import parse_options
+from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # Caffe2's CPU operators (im2col + GEMM, Eigen) compute subnormals at full cost, and this build
 # has no flag of its own for it (torch 1.8.1's at::set_flush_denormal is not reached from caffe2):
@@ -43,7 +44,6 @@ DENORMALS = fpenv.flush_denormals()
 # OMP_NUM_THREADS, as in a plain Caffe2 process (its own trainer sets nothing).
 MKL_THREADS_GIVEN = os.environ.pop("MKL_NUM_THREADS", None)
 
-ENGINE_VARIABLE = "DLPERF_CAFFE2_ENGINE"
 ENGINES = ("ideep", "cpu")
 #: The newest GPU architecture the wheel's CUDA 10.2 kernels are built for (Turing, sm_75).
 MAX_CAPABILITY = (7, 5)
@@ -61,6 +61,16 @@ TRAIN_TRANSFORM_ALWAYS = (
     "fused); in training its only step, optimizeForMKLDNN(training_mode=True) pre-converting the "
     "filters, is applied to every ideep training run already, because without it Caffe2 1.8.1's "
     "IDEEP update of conv1 is wrong; train with compile off")
+
+# Measured with torch 1.8.1's wheel: data_parallel_model on the IDEEP device builds and runs one
+# step, and the second step's Gloo Allreduce fails ("[enforce fail at allreduce_ops.h:43]
+# current_ == init_. Inputs/outputs have changed"): the op keeps the gradient buffers it was
+# created with, and MKL-DNN's backward hands it new ones each step.
+IDEEP_ALLREDUCE = (
+    "engine ideep with several processes: Caffe2 1.8.1's Gloo Allreduce keeps the gradient "
+    "buffers of its first step and MKL-DNN's backward gives new ones every step, so the second "
+    "step fails (allreduce_ops.h: Inputs/outputs have changed); use --option engine=cpu, and the "
+    "same option for the one-process baseline")
 
 _initialised = []  # type: list
 
@@ -140,22 +150,24 @@ def _local_gpu():
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def engine(cuda):
-    # type: (bool) -> str
-    """The CPU engine this process uses: ``DLPERF_CAFFE2_ENGINE``, else ideep where the wheel
-    has it; a GPU run has none ("cuda")."""
+def engine(cuda, chosen=None):
+    # type: (bool, Optional[str]) -> str
+    """The CPU engine this process uses: the case's ``engine`` option (``chosen``), else ideep
+    where the wheel has it; a GPU run has none ("cuda")."""
     from caffe2.python import workspace
 
     if cuda:
+        if chosen:
+            raise UnsupportedError("option engine=%s chooses a CPU engine; this run is on a GPU "
+                                   "(drop --option engine, or use --device cpu)" % chosen)
         return "cuda"
-    chosen = os.environ.get(ENGINE_VARIABLE, "").strip()
-    if chosen and chosen not in ENGINES:
-        raise UnsupportedError("%s=%s: not a Caffe2 engine; use ideep (MKL-DNN) or cpu "
-                               "(Caffe2's own CPU operators)" % (ENGINE_VARIABLE, chosen))
+    if chosen and chosen not in ENGINES:  # the harness checked it against SUPPORT already
+        raise UnsupportedError("option engine=%s: not a Caffe2 engine; use ideep (MKL-DNN) or "
+                               "cpu (Caffe2's own CPU operators)" % chosen)
     mkldnn = bool(workspace.C.use_mkldnn)
     if chosen == "ideep" and not mkldnn:
-        raise UnsupportedError("%s=ideep: this caffe2 was built without MKL-DNN "
-                               "(workspace.C.use_mkldnn is false); use cpu" % ENGINE_VARIABLE)
+        raise UnsupportedError("option engine=ideep: this caffe2 was built without MKL-DNN "
+                               "(workspace.C.use_mkldnn is false); use engine=cpu")
     return chosen or ("ideep" if mkldnn else "cpu")
 
 
@@ -177,15 +189,27 @@ def wheel_version():
     return None
 
 
-class Caffe2Workload(Workload):
-    """One ``workspace.RunNet`` per step; the loss (or the logits' mean) fetched on demand."""
+class Caffe2Workload(CollectiveRanks, Workload):
+    """One ``workspace.RunNet`` per step; the loss (or the logits' mean) fetched on demand.
+    Several processes: the net holds Gloo's all-reduce of the gradients, and ``collectives``
+    (:class:`.distribute.Collectives`) the worker's barrier, vote and probe."""
 
-    def __init__(self, net_name, output, samples_per_step, params, info, cuda):
-        # type: (str, str, int, int, Dict[str, Any], bool) -> None
+    def __init__(self, net_name, output, samples_per_step, params, info, cuda, device,
+                 param_names, collectives=None):
+        # type: (str, str, int, int, Dict[str, Any], bool, Any, List[str], Any) -> None
         super(Caffe2Workload, self).__init__(samples_per_step, params, info)
         self.net_name = net_name
         self.output = output
         self.cuda = cuda
+        self.device = device  # the device option the net's blobs live on
+        self.param_names = param_names  # the trainable parameters' blobs
+        self._collectives = collectives
+
+    def allreduce_probe(self):
+        # type: () -> Optional[float]
+        if self._collectives is None:
+            return None
+        return self._collectives.allreduce_seconds(median_seconds)
 
     def step(self):
         # type: () -> Any
@@ -224,27 +248,35 @@ def build(case):
     _global_init()
     from caffe2.python import workspace
 
-    from dlperf.backends.caffe2 import resnet
+    from dlperf.backends.caffe2 import distribute, resnet
 
     cuda = select_device(view.device) == "cuda"
-    chosen = engine(cuda)
+    chosen = engine(cuda, parse_options(case.get("options", "")).get("engine"))
     if view.compiled and chosen != "ideep":
         raise UnsupportedError("compile on is Caffe2's MKL-DNN graph optimisation "
                                "(optimizeForMKLDNN), which needs engine ideep; this run's engine "
                                "is %s" % chosen)
     if view.compiled and view.train:
         raise UnsupportedError(TRAIN_TRANSFORM_ALWAYS)
+    parallel = distribute.world_size() > 1
+    if parallel and not view.train:
+        raise UnsupportedError("caffe2 infers in one process: data_parallel_model parallelises "
+                               "training (its gradients' all-reduce); use --devices 1")
+    if parallel and chosen == "ideep":
+        raise UnsupportedError(IDEEP_ALLREDUCE)
     check_resnet_batch(view.knobs, view.batch, view.train)
-    model, outputs, device = _train_net(view, chosen == "ideep", cuda)
+    model, outputs, device, scope = _train_net(view, chosen == "ideep", cuda, parallel)
 
+    rank = distribute.rank()
     batch = synthetic.resnet_batch(view.batch, view.knobs["image_size"],
-                                   view.knobs["num_classes"], view.seed, channels_last=False)
-    workspace.FeedBlob(resnet.DATA, batch["images"], device_option=device)
+                                   view.knobs["num_classes"], view.seed + rank,
+                                   channels_last=False)  # each rank its own batch
+    workspace.FeedBlob(scope + resnet.DATA, batch["images"], device_option=device)
     if view.train:
-        workspace.FeedBlob(resnet.LABEL, batch["labels"], device_option=device)
+        workspace.FeedBlob(scope + resnet.LABEL, batch["labels"], device_option=device)
     for op in model.param_init_net.Proto().op:  # the fillers draw from the case's seed
         op.device_option.random_seed = view.seed
-    workspace.RunNetOnce(model.param_init_net)
+    workspace.RunNetOnce(model.param_init_net)  # several ranks: the common world, rank 0's weights
     params = resnet.count_params(model)
     ops_before = len(model.net.Proto().op)
     if view.compiled or (view.train and chosen == "ideep"):
@@ -253,23 +285,36 @@ def build(case):
         optimizeForMKLDNN(model.net, training_mode=view.train)
     workspace.CreateNet(model.net, overwrite=True)
     info = _info(view, chosen, cuda, model, ops_before)
-    output = resnet.LOSS if view.train else str(outputs[0])
-    return Caffe2Workload(model.net.Proto().name, output, view.batch, params, info, cuda)
+    collectives = None
+    if parallel:
+        collectives = distribute.Collectives(distribute.any_world_blob(), params)
+        distribute.activate(collectives)
+        info.update(distribute.info())
+    output = scope + resnet.LOSS if view.train else str(outputs[0])
+    return Caffe2Workload(model.net.Proto().name, output, view.batch, params, info, cuda,
+                          device, [str(p) for p in model.GetParams()], collectives)
 
 
-def _train_net(view, ideep, cuda):
-    # type: (CaseView, bool, bool) -> Any
-    """(the model helper with its nets, the forward's outputs, the device option): the forward
-    in the engine's device scope and, when training, its gradients and the optimizer."""
+def _train_net(view, ideep, cuda, parallel=False):
+    # type: (CaseView, bool, bool, bool) -> Any
+    """(the model helper with its nets, the forward's outputs, the device option, the name
+    scope of the model's blobs): the forward in the engine's device scope and, when training,
+    its gradients and the optimizer; with several processes through data_parallel_model
+    (:func:`.distribute.parallelize`), which adds the gradients' all-reduce."""
     from caffe2.python import core, model_helper
 
-    from dlperf.backends.caffe2 import resnet
+    from dlperf.backends.caffe2 import distribute, resnet
 
     arg_scope = {"order": "NCHW", "use_cudnn": cuda}
     if ideep:
         arg_scope["training_mode"] = 1 if view.train else 0  # as imagenet_trainer --use_ideep
     model = model_helper.ModelHelper(name="resnet50_" + view.task, arg_scope=arg_scope)
     device = resnet.device_option(ideep, cuda, _local_gpu())
+    if parallel:
+        scope = distribute.parallelize(
+            model, lambda m, loss_scale: resnet.add_forward(m, view.knobs, True, loss_scale),
+            resnet.add_optimizer, device, ideep, NET_TYPE, NET_WORKERS)
+        return model, [scope + resnet.LOSS], device, scope
     with core.DeviceScope(device):
         outputs = resnet.add_forward(model, view.knobs, view.train)
         if view.train:
@@ -281,7 +326,7 @@ def _train_net(view, ideep, cuda):
     # data-parallel runs of this backend): the DAG net, 4 worker threads per device
     model.net.Proto().type = NET_TYPE
     model.net.Proto().num_workers = NET_WORKERS
-    return model, outputs, device
+    return model, outputs, device, ""
 
 
 def _info(view, chosen, cuda, model, ops_before):
@@ -295,8 +340,9 @@ def _info(view, chosen, cuda, model, ops_before):
         "caffe2_version": wheel_version(),
         "device": ("CUDA:%d" % _local_gpu()) if cuda else cpu_name(),
         "engine": chosen,
-        "engine_set_by": (ENGINE_VARIABLE if os.environ.get(ENGINE_VARIABLE, "").strip()
-                          else "dlperf's default (ideep where workspace.C.use_mkldnn)"),
+        "engine_set_by": ("the case's option engine" if "engine" in parse_options(
+            view.case.get("options", "")) else "dlperf's default (ideep where "
+                                               "workspace.C.use_mkldnn)"),
         "mkldnn_built": bool(workspace.C.use_mkldnn),
         "gpu_module": bool(workspace.has_gpu_support),
     })

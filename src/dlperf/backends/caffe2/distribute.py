@@ -7,8 +7,8 @@ through Caffe2's file store handler (``FileStoreHandlerCreate``) in the director
 repeat's own on one node, a shared one (``--rdzv-dir``) across nodes (this wheel has no Redis
 store handler, and Gloo needs a store every shard can reach). ``Parallelize`` adds Gloo's
 ``Allreduce`` of every gradient after the backward pass and broadcasts the initial parameters
-from shard 0; the loss of each shard is scaled by 1 / shards, so the summed gradients are their
-mean (a step on two shards equals one on the concatenated batch). The ranks come from
+from shard 0; Parallelize scales each shard's loss by 1 / shards, so the summed gradients are
+their mean (a step on two shards equals one on the concatenated batch). The ranks come from
 :mod:`dlperf.launchers.spawn`'s variables.
 
 The worker's collectives (barrier, the warm-up vote, the results' gather, the all-reduce probe)
@@ -82,32 +82,43 @@ def timeout_s():
         return 300
 
 
-def parallelize(model, forward, update, device, ideep):
-    # type: (Any, Callable[[Any, float], List[Any]], Callable[[Any], Any], Any, bool) -> str
+def parallelize(model, forward, update, device, ideep, net_type, workers):
+    # type: (Any, Callable[[Any, float], List[Any]], Callable[[Any], Any], Any, bool, str, int) -> str
     """``Parallelize`` ``model`` over this job's shards, one device each: ``forward(model,
     loss_scale)`` builds the network and returns ``[loss]``, ``update(model)`` the optimizer
-    (called in the device's scope and name scope, as Caffe2's ``param_update_builder_fun``).
+    (once, in the device's scope: Caffe2's ``optimizer_builder_fun``, which sees every
+    parameter with its scoped name, as imagenet_trainer.py builds its SGD);
+    the net runs on ``net_type``'s executor with ``workers`` threads per device, as one process's.
     Returns the name scope of this process's device (``cpu_0/``, ``ideep_0/``, ``gpu_N/``),
     which every blob of the model carries."""
     from caffe2.proto import caffe2_pb2
     from caffe2.python import data_parallel_model as dpm
 
-    shards = world_size()
     cuda = device.device_type != caffe2_pb2.CPU and device.device_type != caffe2_pb2.IDEEP
     gpu = int(device.device_id) if cuda else 0
     dpm.Parallelize(
         model,
         input_builder_fun=lambda m: None,  # the synthetic batch is fed once, before the first step
-        forward_pass_builder_fun=lambda m, loss_scale: forward(m, loss_scale / shards),
-        param_update_builder_fun=update,
+        # loss_scale is Parallelize's 1 / (devices x shards): the summed gradients are the mean
+        forward_pass_builder_fun=forward,
+        optimizer_builder_fun=lambda m: _in_scope(device, update, m),
         devices=[gpu],
         rendezvous=rendezvous(),
         cpu_device=not cuda and not ideep,
         ideep=ideep,
-        net_type="simple",  # the one-process net's executor: the same work, in the same order
+        net_type=net_type,
+        num_threads_per_device=workers,
         barrier_net_timeout_sec=timeout_s(),
     )
     return "%s_%d/" % (model._device_prefix, gpu)
+
+
+def _in_scope(device, build, model):
+    # type: (Any, Callable[[Any], Any], Any) -> Any
+    from caffe2.python import core
+
+    with core.DeviceScope(device):
+        return build(model)
 
 
 class Collectives(object):
@@ -166,6 +177,15 @@ class Collectives(object):
             lambda: self._run("probe", lambda net: net.Allreduce(
                 [WORLD_BLOB, "dlperf_probe"], "dlperf_probe", engine="GLOO")),
             lambda: None)
+
+
+def info():
+    # type: () -> Dict[str, Any]
+    """What a data-parallel result records about the job."""
+    return {"world_size": world_size(), "rank": rank(),
+            "data_parallel": "data_parallel_model.Parallelize (one device per process, Gloo "
+                             "Allreduce of the gradients, each loss scaled by 1/%d)" % world_size(),
+            "rendezvous": "FileStoreHandler in %s" % os.environ.get(STORE_VARIABLE, "")}
 
 
 def activate(collectives):
