@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from matplotlib import ticker  # noqa: E402
 
 from dlperf.report.results import total_devices  # noqa: E402
-from dlperf.report.tables import precision_rank, variant  # noqa: E402
+from dlperf.report.tables import engine, precision_rank, variant  # noqa: E402
 
 DPI = 100
 WIDTH = 7.5
@@ -63,6 +63,8 @@ def _unit(results: list[dict[str, Any]]) -> str:
 
 def _series_name(case: dict[str, Any], *fields: str) -> str:
     parts = [case.get("framework", "?"), variant(case)]
+    if engine(case) != "native":  # Horovod's line beside the framework's own
+        parts.append(engine(case))
     for name in fields:
         value = case.get(name)
         parts.append(f"bsz {value}" if name == "batch_size" else
@@ -178,8 +180,9 @@ def setting_groups(results: list[dict[str, Any]]) -> dict[str, dict[tuple[str, b
     modes: dict[tuple[str, int, int], dict[bool, str]] = {}
     for result in _ok(results):
         case = result["case"]
-        key = (str(case.get("framework")), int(case.get("batch_size") or 0),
-               total_devices(result))
+        key = (str(case.get("framework")) + ("" if engine(case) == "native"
+                                             else f" {engine(case)}"),
+               int(case.get("batch_size") or 0), total_devices(result))
         compiled = bool(case.get("compile"))
         measured.setdefault(key, {})[(str(case.get("precision")), compiled)] = (
             result["throughput"]["median"])
@@ -260,7 +263,8 @@ def frameworks(results: list[dict[str, Any]]) -> bytes | None:
         key = (precision_rank(case.get("precision", "")), str(case.get("precision")),
                int(case.get("batch_size") or 0), devices)
         repeats = tp.get("repeats") or [tp["median"]]
-        groups.setdefault(key, {})[f"{case.get('framework')} ({variant(case)})"] = (
+        kind = variant(case) + ("" if engine(case) == "native" else f", {engine(case)}")
+        groups.setdefault(key, {})[f"{case.get('framework')} ({kind})"] = (
             tp["median"], min(repeats), max(repeats))
     if not groups:
         return None

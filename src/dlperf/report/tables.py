@@ -263,7 +263,10 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for result in results:
         case = result["case"]
-        configs.setdefault((case.get("framework", "?"), variant(case),
+        kind = variant(case)
+        if engine(case) != "native":  # Horovod's rows in a table of their own
+            kind += f" · {engine(case)}"
+        configs.setdefault((case.get("framework", "?"), kind,
                             case.get("precision", "fp32")), []).append(result)
     has_latency = any(r.get("latency_ms") for r in results)
     twins = inference.fp32_index(results)
