@@ -19,6 +19,7 @@ import pytest
 
 from dlperf import envs
 from conftest import dlperf, pinned_env
+from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
 HERE = Path(__file__).resolve().parent
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--option",
@@ -132,3 +133,36 @@ def test_sweep_report_scales_caffe2_over_its_own_engine(caffe2_env, tmp_path):
     assert rows[0].startswith("| fp32 | 2 | 1 | 1 | 1 |") and "| 1.00 | 100.0% |" in rows[0]
     assert rows[1].startswith("| fp32 | 2 | 1 | 2 | 2 |") and "%" in rows[1]
     assert "scaling of caffe2 · net as built (RunNet) · engine=ideep" not in text  # 1 device only
+
+
+SLURM_SWEEP = """
+name: caffe2-slurm
+defaults: {framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           warmup_steps: 1, steps: 2, repeats: 1, options: engine=cpu}
+include:
+  - {devices: 2}
+"""
+
+
+def test_two_processes_run_as_a_slurm_step(caffe2_env, slurm_cluster, tmp_path):
+    (tmp_path / "s.yaml").write_text(SLURM_SWEEP)
+    proc = slurm_cluster.run(["salloc", "-N", "1", sys.executable, "-m", "dlperf.cli", "sweep",
+                              str(tmp_path / "s.yaml"), "--db", str(tmp_path / "s.db"),
+                              "--json", str(tmp_path / "out.json")],
+                             env={"DLPERF_LOCK_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = json.loads((tmp_path / "out.json").read_text())
+    assert result["status"] == "ok" and len(result["ranks"]) == 2
+    assert result["launch"]["slurm"]["step_nodes"] == 1
+    assert result["launch"]["rendezvous"].startswith("Caffe2 FileStoreHandler")
+
+
+def test_two_node_sweep_without_a_shared_directory_is_refused(caffe2_env, slurm_cluster,
+                                                              tmp_path):
+    (tmp_path / "s.yaml").write_text(SLURM_SWEEP.replace("{devices: 2}", "{nnodes: 2}"))
+    proc = slurm_cluster.run(["salloc", "-N", "2", sys.executable, "-m", "dlperf.cli", "sweep",
+                              str(tmp_path / "s.yaml"), "--db", str(tmp_path / "s.db")],
+                             env={"DLPERF_LOCK_DIR": str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--rdzv-dir" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "s.db").exists()
