@@ -95,14 +95,18 @@ def knob_text(case: dict[str, Any]) -> str:
 
 def variant(case: dict[str, Any]) -> str:
     """How the framework ran: its own script (external), or the mode its backend declares for
-    the compile setting (a TF ``tf.function`` graph is not "eager", TF 1.15 runs a Session)."""
+    the compile setting (a TF ``tf.function`` graph is not "eager", TF 1.15 runs a Session),
+    with the case's framework options."""
     external = (case.get("external") or {}).get("name")
     if external:
         return f"external: {external}"
     framework = case.get("framework")
     if framework in frameworks():
-        return support(framework).mode(bool(case.get("compile")))
-    return "compiled" if case.get("compile") else "eager"
+        mode = support(framework).mode(bool(case.get("compile")))
+    else:
+        mode = "compiled" if case.get("compile") else "eager"
+    # the framework's own options (Caffe2's engine) are another way it ran: never one row
+    return f"{mode} · {case['options']}" if case.get("options") else mode
 
 
 def precision_rank(precision: str) -> int:
