@@ -55,7 +55,8 @@ def install_hint(framework: str, force: bool = False) -> str:
 
 
 def horovod_version(python: str) -> str | None:
-    """The Horovod version installed in ``python``'s environment (its dist-info), or None."""
+    """The Horovod version installed in ``python``'s environment (its dist-info or egg-info), or
+    None."""
     try:
         site = envs.manage.site_packages(python)
     except UsageError:
@@ -129,7 +130,6 @@ class HorovodLaunch(MultiLauncher):
                            environment=str(Path(python).parent.parent))
         return Launch(argv, env=env, ranks=processes, explain=explain, facts=facts)
 
-
     def across_nodes(self, case: Case, case_file: Path, out_dir: Path) -> Launch:
         """This node's ranks of a job across nodes: :mod:`dlperf.launchers.horovod_gloo` (node 0
         serves Horovod's rendezvous at --master-addr:--master-port; no ssh)."""
@@ -155,13 +155,11 @@ def explain_nodes(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | N
     """(status, message) for a job across nodes: ``timeout`` when Gloo's rendezvous store gave up
     waiting for ranks (Horovod aborts the rank: no result of its own), else as
     :mod:`dlperf.launchers.spawn` reads a rank killed by a signal."""
-    if _SILENT.search(log) or (rdzv.node_rank > 0 and _GLOO_WAIT.search(log)):
-        return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))
     found = _GLOO_WAIT.search(log)
+    if _SILENT.search(log) or (found is not None and rdzv.node_rank > 0):
+        return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))
     if found is None:
         return spawn.explain(log)
-    if rdzv.node_rank > 0:
-        return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))
     return rendezvous_timeout(rdzv, f"Horovod's rendezvous at {rdzv.endpoint} never heard from "
                                     f"rank(s) {found.group(1).strip()} of "
                                     f"{case.devices * case.nnodes}; {START_OTHERS}")
