@@ -188,7 +188,6 @@ def test_tiny_inference_compiled_has_ordered_percentiles(caffe2_env, tmp_path):
 
 
 UNSUPPORTED = [
-    (TINY["bert-base"], {}, "Caffe2 ships no transformer"),
     (TINY["resnet50"] + ["--precision", "amp-bf16"], {}, "no bfloat16"),
     (TINY["resnet50"] + ["--task", "infer", "--precision", "int8"], {}, "Int8 operators"),
     (TINY["resnet50"] + ["--task", "infer", "--compile", "--option", "engine=cpu"], {},
@@ -198,7 +197,7 @@ UNSUPPORTED = [
 
 
 @pytest.mark.parametrize("args,env,phrase", UNSUPPORTED,
-                         ids=["bert-base", "amp-bf16", "int8", "compile-cpu-engine", "compile-train"])
+                         ids=["amp-bf16", "int8", "compile-cpu-engine", "compile-train"])
 def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phrase, tmp_path):
     proc, result = measure(tmp_path, *args, "--device", "cpu", "--warmup-steps", "1",
                            "--steps", "2", "--repeats", "3", env=env)
@@ -206,6 +205,17 @@ def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phras
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+def test_a_model_caffe2_does_not_build_is_one_line_exit_2_nothing_stored(tmp_path):
+    proc = dlperf("run", "--framework", "caffe2", *TINY["bert-base"], "--db",
+                  str(tmp_path / "r.db"), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "--model: the caffe2 backend does not build model 'bert-base'" in lines[0]
+    assert "Caffe2 ships no transformer" in lines[0] and "--model resnet50" in lines[0]
+    assert not (tmp_path / "r.db").exists()
 
 
 @pytest.mark.parametrize("option,phrase", [

@@ -16,7 +16,7 @@ from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.launchers import launch, registry
 from dlperf.numbers import finite_float
-from dlperf.spec import Case
+from dlperf.spec import Case, support
 from dlperf.studies import inputbound
 
 
@@ -45,10 +45,22 @@ def check_quiet_wait(seconds: float | None) -> float | None:
     return seconds
 
 
+def refuse_unbuilt_model(case: Case) -> None:
+    """A model the framework's backend does not build is a wrong command, not a measurement:
+    one line with the backend's reason, before anything runs or is stored. (A sweep keeps such
+    a cell as an ``unsupported`` result, so its table footnotes the framework's reason.)"""
+    declared = support(case.framework)
+    if case.model not in declared.models and not case.data_only:
+        why = declared.refusal(case.to_dict(), "cpu")
+        raise UsageError(f"--model: {why}; --framework {case.framework} runs --model "
+                         f"{' or '.join(declared.models)}")
+
+
 def main(args: argparse.Namespace) -> int:
     """One case, or the input-bound study's two (compute-only, then data+compute): checked,
     launched on every node, measured and stored on node 0, shown."""
     cases = cases_from_args(args)
+    refuse_unbuilt_model(cases[-1])
     study = len(cases) == 2
     outputs.check_writable("--json", args.json)
     quiet_wait = check_quiet_wait(args.require_quiet_s)
