@@ -51,7 +51,26 @@ def mx_write(workload, weights):
         param.set_data(weights[name])
 
 
-ACCESS = {"tensorflow1": (tf1_read, tf1_write), "mxnet": (mx_read, mx_write)}
+def torch_params(workload):
+    model = getattr(workload.model, "_orig_mod", workload.model)  # under torch.compile
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+def torch_read(workload):
+    workload.sync()
+    return {name: p.detach().cpu().numpy().copy() for name, p in torch_params(workload).items()}
+
+
+def torch_write(workload, weights):
+    import torch
+
+    with torch.no_grad():
+        for name, param in torch_params(workload).items():
+            param.copy_(torch.from_numpy(weights[name]))
+
+
+ACCESS = {"tensorflow1": (tf1_read, tf1_write), "mxnet": (mx_read, mx_write),
+          "torch": (torch_read, torch_write)}
 
 
 def main():

@@ -1,5 +1,6 @@
-"""--launcher horovod (issue 31): TensorFlow 1.15's and MXNet's Horovod training paths under the real
-horovodrun, in the `<fw>+horovod` environments (tests/test_env_horovod.py builds them).
+"""--launcher horovod (issue 31): TensorFlow 1.15's, MXNet's and PyTorch's Horovod training paths
+under the real horovodrun, in the `<fw>+horovod` environments (tests/test_env_horovod.py builds
+them).
 
 - Correctness: one step on two ranks fed different batches (seed + rank) leaves equal weights on
   both ranks, equal within fp32 tolerance to the single-process reference. ResNet-50's BatchNorm
@@ -40,7 +41,7 @@ from dlperf.spec import Case
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = ROOT / "tests" / "horovod_step.py"
-FRAMEWORKS = ("tensorflow1", "mxnet")
+FRAMEWORKS = ("tensorflow1", "mxnet", "torch")
 CONTROLLERS = ("gloo", "mpi")
 TIMEOUT = 300
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "2",
@@ -119,10 +120,11 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_run_stores_horovod_facts(isolated):
-    horovod_python("tensorflow1")
+@pytest.mark.parametrize("framework", ["tensorflow1", "torch"])
+def test_run_stores_horovod_facts(framework, isolated):
+    horovod_python(framework)
     db, out = isolated / "results.db", isolated / "run.json"
-    dlperf("run", "--framework", "tensorflow1", *TINY, "--devices", "2", "--launcher", "horovod",
+    dlperf("run", "--framework", framework, *TINY, "--devices", "2", "--launcher", "horovod",
            "--db", str(db), "--json", str(out), check=True, timeout=TIMEOUT)
     result = load(out)
     assert result["status"] == "ok", result.get("error")
@@ -136,6 +138,10 @@ def test_run_stores_horovod_facts(isolated):
     assert framework["horovod_size"] == 2 and framework["horovod_controller"] == "gloo"
     assert framework["optimizer"].startswith("hvd.DistributedOptimizer(")
     assert result["label"].endswith(" horovod")
+    if result["case"]["framework"] == "torch":  # the native path's threads, no DDP beside it
+        assert framework["num_threads"] == facts["threads_per_process"] == 1  # 2 cores, 2 ranks
+        assert framework["ddp"] is False and framework["world_size"] == 2
+        assert all(min(rank["allreduce_s"]) > 0 for rank in result["ranks"])  # Horovod's probe
     stored = dlperf("results", "--db", str(db), check=True).stdout
     assert "horovod" in stored
 
@@ -237,10 +243,11 @@ def test_two_node_horovod_case_runs_as_one_slurm_step(slurm_cluster, isolated):
 def test_horovod_refusals_are_one_line_and_store_nothing(isolated, monkeypatch):
     db = isolated / "results.db"
     run = ["run", "--model", "resnet50", "--batch-size", "2", "--db", str(db)]
-    proc = dlperf_main(*run, "--framework", "torch", "--launcher", "horovod")
+    proc = dlperf_main(*run, "--framework", "jax", "--launcher", "horovod")
     assert proc.returncode == 2
-    assert "launcher: the torch backend has no horovod training path" in proc.stderr
-    assert "--launcher horovod runs: mxnet, tensorflow1" in proc.stderr
+    assert "launcher: the jax backend has no horovod training path" in proc.stderr
+    assert "Horovod has no JAX binding" in proc.stderr
+    assert "--launcher horovod runs: mxnet, tensorflow1, torch" in proc.stderr
     proc = dlperf_main(*run, "--framework", "tensorflow1", "--controller", "mpi")
     assert proc.returncode == 2 and "needs --launcher horovod" in proc.stderr
     proc = dlperf_main(*run, "--framework", "mxnet", "--launcher", "horovod", "--task", "infer")

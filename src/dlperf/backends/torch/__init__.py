@@ -20,6 +20,9 @@ SUPPORT = Support(
     },
     modes={False: "eager", True: "torch.compile"},
     distributed=("cpu", "cuda"),  # DDP through torchrun: gloo on CPUs, NCCL on GPUs
+    # --launcher horovod: horovodrun starts the ranks, hvd.DistributedOptimizer averages their
+    # gradients (:mod:`.horovod`), in the torch+horovod environment
+    launchers=("native", "horovod"),
     data_pipeline="torch.utils.data.DataLoader",
     loaders={"dali": "NVIDIA DALI: fn.readers.file, fn.decoders.image (mixed on a GPU, cpu "
                      "otherwise), random_resized_crop, crop_mirror_normalize, "
@@ -39,4 +42,4 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.torch.workload:resolve_device")
 build = lazy("dlperf.backends.torch.backend:build")
-gather_results = lazy("dlperf.backends.torch.workload:gather_results")
+gather_results = lazy("dlperf.backends.torch.horovod:gather_results")

@@ -2,7 +2,8 @@
 
 Everything expensive and one-off happens here, outside the timed window: model construction,
 moving to the device, synthetic data generation (once, on the device, seeded), optimizer,
-DDP wrapping and the ``torch.compile`` wrapper (compilation itself happens lazily in the first
+DDP wrapping (or, under ``--launcher horovod``, Horovod's optimizer: :mod:`.horovod`) and the
+``torch.compile`` wrapper (compilation itself happens lazily in the first
 step, which the timing loop times apart).
 """
 
@@ -20,7 +21,7 @@ from dlperf.backends.torch.gpt import GPT, next_token_loss
 from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
-from dlperf.backends.torch import input_pipeline, vision
+from dlperf.backends.torch import horovod, input_pipeline, vision
 from dlperf.backends.torch.workload import (COMPILE_MODE, Precision, TorchWorkload, count_params,
                                             maybe_wrap_ddp, runtime_info, select_device, world_size,
                                             rank)
@@ -255,14 +256,16 @@ BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
 def build(case):
     # type: (Dict[str, Any]) -> Workload
     view = CaseView(case)
-    _check_processes(case)
     device = _prepare_device(view.device)
+    hvd = horovod.start(case, device)  # --launcher horovod: hvd.init() instead of torchrun's
+    world, place = (horovod.size(), horovod.rank()) if hvd else (world_size(), rank())
+    _check_processes(case, world)
     precision = Precision(view.precision, device, train=view.train)
     # weights: identical on every rank (DDP broadcasts rank 0's anyway); data: a different
     # batch per rank, like a sharded loader
     torch.manual_seed(view.seed)
     gen = torch.Generator(device=device)
-    gen.manual_seed(view.seed + rank())
+    gen.manual_seed(view.seed + place)
     if view.data_only:  # the input pipeline alone: no model
         return input_pipeline.data_only(case, view.knobs, view.batch, device, view.seed)
     parts = BUILDERS[view.name](view.knobs, view.batch, device, gen, view.train)
@@ -280,7 +283,10 @@ def build(case):
     if not view.train:  # bf16/fp16 whole-model casts and int8 quantization; fp32/amp-* unchanged
         model, inference_info = inference_model(model, parts.forward_loss, view.precision,
                                                 device, view.seed, view.compiled)
-    model = maybe_wrap_ddp(model, device)
+    if hvd:  # hvd.DistributedOptimizer and rank 0's weights instead of DDP (training only)
+        optimizer = horovod.distribute(model, optimizer)
+    else:
+        model = maybe_wrap_ddp(model, device)
     if view.compiled:
         model = torch.compile(model, mode=None if COMPILE_MODE == "default" else COMPILE_MODE)
 
@@ -290,26 +296,32 @@ def build(case):
         "optimizer": view.optimizer(parts.optimizer_desc),
         "compile": view.compiled,
         "compile_mode": COMPILE_MODE if view.compiled else None,
-        "ddp": world_size() > 1,
+        "ddp": world > 1 and not hvd,
         "data": feed.info if feed is not None else "synthetic, generated once on the device",
     })
     info.update(inference_info)
+    if hvd:
+        info.update(horovod.info())
+        info["optimizer"] = "hvd.DistributedOptimizer(%s)" % parts.optimizer_desc
     if view.train and hasattr(parts.model, "classifier_info"):
         info.update(parts.model.classifier_info())
-    return TorchWorkload(model=model, optimizer=optimizer, forward_loss=parts.forward_loss,
-                         precision=precision, device=device, samples_per_step=view.batch,
-                         params=params, info=info, reduced_params=reduced,
-                         clip_grad_norm=parts.clip_grad_norm if view.train else None)
+    workload = horovod.workload_class()  # TorchWorkload, or Horovod's collectives under Horovod
+    return workload(model=model, optimizer=optimizer, forward_loss=parts.forward_loss,
+                    precision=precision, device=device, samples_per_step=view.batch,
+                    params=params, info=info, reduced_params=reduced,
+                    clip_grad_norm=parts.clip_grad_norm if view.train else None)
 
 
-def _check_processes(case):
-    # type: (Dict[str, Any]) -> None
-    """A multi-process case must run under torchrun, which sets WORLD_SIZE to its size."""
+def _check_processes(case, world):
+    # type: (Dict[str, Any], int) -> None
+    """A multi-process case must run under its launcher: torchrun, which sets WORLD_SIZE to its
+    size, or horovodrun (``hvd.size()``)."""
     processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
-    if processes != world_size():
+    if processes != world:
         raise RuntimeError(
-            "the case asks for %d processes (devices x nnodes) but WORLD_SIZE is %d; "
-            "multi-process cases must be started through torchrun" % (processes, world_size())
+            "the case asks for %d processes (devices x nnodes) but its launcher started %d; "
+            "multi-process cases must be started through torchrun or horovodrun"
+            % (processes, world)
         )
 
 

@@ -278,23 +278,31 @@ class TorchWorkload(Workload):
         if not self.train:
             with torch.inference_mode(), self.precision.autocast():
                 return self.forward_loss(self.model)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()  # set_to_none, torch's default (Horovod's takes no argument)
         with self.precision.autocast():
             loss = self.forward_loss(self.model)
         scaler = self.precision.scaler
         if scaler is not None:
             scaler.scale(loss).backward()
-            if self.clip_grad_norm is not None:
-                scaler.unscale_(self.optimizer)
-                nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
-            scaler.step(self.optimizer)  # reads found_inf on the host: inherent to fp16 AMP
+            with self.reduced():
+                if self.clip_grad_norm is not None:
+                    scaler.unscale_(self.optimizer)
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+                scaler.step(self.optimizer)  # reads found_inf on the host: inherent to fp16 AMP
             scaler.update()
         else:
             loss.backward()
-            if self.clip_grad_norm is not None:
-                nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
-            self.optimizer.step()
+            with self.reduced():
+                if self.clip_grad_norm is not None:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+                self.optimizer.step()
         return loss.detach()
+
+    def reduced(self):
+        # type: () -> Any
+        """Around the update, which reads every rank's reduced gradients: DDP all-reduced them
+        during backward, so nothing here (Horovod's workload waits for its all-reduces)."""
+        return contextlib.nullcontext()
 
     def sync(self):
         # type: () -> None
