@@ -17,51 +17,42 @@ other case.
 from typing import Any, Dict, List, Optional
 
 import mxnet as mx
-import numpy
 
-from dlperf.backends.common import gather_json
+from dlperf.backends.common import Horovod
 from dlperf.backends.mxnet.workload import MXNetWorkload
 from dlperf.backends.mxnet import workload as kvstore_path
 from dlperf.worker.workload import median_seconds
 
-_state = {}  # type: Dict[str, Any]
+JOB = Horovod("horovod.mxnet")
 
 
 def start(case):
     # type: (Dict[str, Any]) -> Optional[Any]
     """``hvd.init()`` for a Horovod case (once), the module; None for any other case."""
-    if case.get("launcher") != "horovod":
-        return None
-    if "hvd" not in _state:
-        import horovod
-        import horovod.mxnet as hvd
-
-        hvd.init()
-        _state.update(hvd=hvd, version=horovod.__version__)
-    return _state["hvd"]
+    return JOB.start(case)
 
 
 def started():
     # type: () -> bool
-    return "hvd" in _state
+    return JOB.started()
 
 
 def rank():
     # type: () -> int
-    return int(_state["hvd"].rank())
+    return JOB.rank()
 
 
 def trainer(params, optimizer, optimizer_params=None):
     # type: (Any, Any, Optional[Dict[str, Any]]) -> Any
     """Gluon's Trainer for Horovod: every rank's gradients summed in ``allreduce_grads``, the
     update on each rank from their mean."""
-    return _state["hvd"].DistributedTrainer(params, optimizer, optimizer_params)
+    return JOB.hvd.DistributedTrainer(params, optimizer, optimizer_params)
 
 
 def broadcast(params):
     # type: (Any) -> None
     """Rank 0's initial parameters to every rank (deferred ones when Gluon initialises them)."""
-    _state["hvd"].broadcast_parameters(params, root_rank=0)
+    JOB.hvd.broadcast_parameters(params, root_rank=0)
 
 
 def summed_grads(trainer_):
@@ -69,19 +60,14 @@ def summed_grads(trainer_):
     """How many ranks' gradients the trainer's ``allreduce_grads`` leaves summed (the CPU build
     sums and folds 1/size into the update; with NCCL >= 2.10 Horovod averages in the
     all-reduce): a gradient clip between the two scales its bound by it."""
-    return int(_state["hvd"].size()) if getattr(trainer_, "_average_in_framework", True) else 1
+    return JOB.size() if getattr(trainer_, "_average_in_framework", True) else 1
 
 
 def info():
     # type: () -> Dict[str, Any]
-    hvd = _state["hvd"]
-    controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else None
-    return {"data_parallel": "Horovod %s: hvd.DistributedTrainer (gradients summed over %d "
-                             "ranks, %s controller, the update from their mean), "
-                             "hvd.broadcast_parameters(root_rank=0)"
-                             % (_state["version"], hvd.size(), controller),
-            "horovod_version": _state["version"], "horovod_controller": controller,
-            "world_size": int(hvd.size()), "rank": int(hvd.rank())}
+    return JOB.facts("hvd.DistributedTrainer (gradients summed over %(size)d ranks, "
+                     "%(controller)s controller, the update from their mean), "
+                     "hvd.broadcast_parameters(root_rank=0)")
 
 
 class HorovodWorkload(MXNetWorkload):
@@ -100,37 +86,28 @@ class HorovodWorkload(MXNetWorkload):
     def barrier(self):
         # type: () -> None
         mx.nd.waitall()
-        _state["hvd"].allreduce(mx.nd.ones(1), average=False, name="dlperf_barrier").asnumpy()
+        JOB.hvd.allreduce(mx.nd.ones(1), average=False, name="dlperf_barrier").asnumpy()
 
     def all_gather_ints(self, value):
         # type: (int) -> List[int]
         """Every rank's ``value`` in rank order (``hvd.allgather`` concatenates in rank order)."""
-        out = _state["hvd"].allgather(mx.nd.array([value], dtype="int32"),
-                                      name="dlperf_vote")
+        out = JOB.hvd.allgather(mx.nd.array([value], dtype="int32"), name="dlperf_vote")
         return [int(v) for v in out.asnumpy()]
 
     def allreduce_probe(self):
         # type: () -> Optional[float]
         """One Horovod all-reduce of a float32 buffer as large as the gradients."""
-        hvd = _state["hvd"]
+        hvd = JOB.hvd
         buffer = mx.nd.zeros(self.params, dtype="float32")
         return median_seconds(lambda: hvd.allreduce_(buffer, average=False,
                                                      name="dlperf_probe"), self.sync)
-
-
-def _all_gather(vector):
-    # type: (Any) -> Any
-    """Every rank's equally long ``vector``, one row each in rank order."""
-    hvd = _state["hvd"]
-    out = hvd.allgather(mx.nd.array(vector, dtype=vector.dtype), name="dlperf_gather_%s"
-                        % vector.dtype).asnumpy()
-    return numpy.asarray(out).reshape(int(hvd.size()), -1)
 
 
 def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
     """Every rank's result at rank 0 (None elsewhere): Horovod's allgather under a Horovod case,
     else the kvstore's (:func:`.workload.gather_results`)."""
-    if "hvd" not in _state:
+    if not JOB.started():
         return kvstore_path.gather_results(payload)
-    return gather_json(payload, _all_gather, rank() == 0)
+    return JOB.gather_json(payload, lambda vector: mx.nd.array(vector, dtype=vector.dtype),
+                           lambda array: array.asnumpy())

@@ -22,11 +22,11 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from dlperf.backends.common import gather_json
+from dlperf.backends.common import Horovod, gather_json
 
 tf1 = tf.compat.v1
 
-_state = {}  # type: Dict[str, Any]
+JOB = Horovod("horovod.tensorflow")
 
 
 def active(case):
@@ -37,45 +37,31 @@ def active(case):
 def start(case):
     # type: (Dict[str, Any]) -> Optional[Any]
     """``hvd.init()`` for a Horovod case (once), the module; None for any other case."""
-    if not active(case):
-        return None
-    if "hvd" not in _state:
-        import horovod
-        import horovod.tensorflow as hvd
-
-        hvd.init()
-        _state.update(hvd=hvd, version=horovod.__version__)
-    return _state["hvd"]
+    return JOB.start(case)
 
 
 def rank_and_size():
     # type: () -> tuple
-    hvd = _state.get("hvd")
-    return (hvd.rank(), hvd.size()) if hvd is not None else (0, 1)
+    return (JOB.rank(), JOB.size()) if JOB.started() else (0, 1)
 
 
 def gpu_options(config):
     # type: (Any) -> None
     """One GPU per process: the one of this rank's local rank (Horovod's own recipe)."""
-    config.gpu_options.visible_device_list = str(_state["hvd"].local_rank())
+    config.gpu_options.visible_device_list = str(JOB.hvd.local_rank())
 
 
 def wrap(optimizer):
     # type: (Any) -> Any
     """The optimizer whose ``compute_gradients`` averages the gradients of every rank."""
-    return _state["hvd"].DistributedOptimizer(optimizer)
+    return JOB.hvd.DistributedOptimizer(optimizer)
 
 
 def info():
     # type: () -> Dict[str, Any]
-    hvd = _state["hvd"]
-    controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else None
-    return {"data_parallel": "Horovod %s: hvd.DistributedOptimizer (gradients averaged over %d "
-                             "ranks, %s controller) in the Session graph, "
-                             "hvd.broadcast_global_variables(0) after the initialisers"
-                             % (_state["version"], hvd.size(), controller),
-            "horovod_version": _state["version"], "horovod_controller": controller,
-            "horovod_rank": hvd.rank(), "horovod_size": hvd.size()}
+    return JOB.facts("hvd.DistributedOptimizer (gradients averaged over %(size)d ranks, "
+                     "%(controller)s controller) in the Session graph, "
+                     "hvd.broadcast_global_variables(0) after the initialisers")
 
 
 class Collectives(object):
@@ -83,7 +69,7 @@ class Collectives(object):
 
     def __init__(self, params):
         # type: (int) -> None
-        hvd = _state["hvd"]
+        hvd = JOB.hvd
         self.broadcast = hvd.broadcast_global_variables(0)
         self._barrier = hvd.allreduce(tf.ones([1], tf.float32), op=hvd.Sum,
                                       name="dlperf_barrier")
@@ -119,11 +105,11 @@ class Collectives(object):
             out = self.session.run(self._gather_sizes, {self.sizes: vector})
         else:
             out = self.session.run(self._gather_bytes, {self.bytes: vector})
-        return np.asarray(out).reshape(_state["hvd"].size(), -1)
+        return np.asarray(out).reshape(JOB.size(), -1)
 
     def gather_json(self, payload):
         # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
-        return gather_json(payload, self._all_gather, _state["hvd"].rank() == 0)
+        return gather_json(payload, self._all_gather, JOB.rank() == 0)
 
 
 _active = []  # type: List[Collectives]
