@@ -162,6 +162,7 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
     sweep.write_text(SWEEP.format())
     dlperf("sweep", str(sweep), "--db", str(db), check=True, timeout=2 * TIMEOUT)
     dlperf("report", "--db", str(db), "-o", str(isolated / "report.md"), check=True)
+    dlperf("report", "--db", str(db), "-o", str(isolated / "report.json"), check=True)
     text = (isolated / "report.md").read_text()
     title = "### resnet50 (image_size=32): scaling of mxnet · imperative (Gluon, not hybridized)"
     assert text.count(title) == 1, text
@@ -172,14 +173,15 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
     assert lines[6] == ""
     assert [(row[4], row[5]) for row in rows] == [("1", "horovod · gloo"), ("1", "native"),
                                                   ("2", "horovod · gloo"), ("2", "native")]
-    throughput = {(row[4], row[5]): float(row[6].replace(",", "")) for row in rows}
-    base = throughput[("1", "native")]
-    for row in rows:  # the table shows rounded figures: compare within their rounding
-        n, tp = int(row[4]), throughput[(row[4], row[5])]
+    results = {(str(r["case"]["devices"]), "native" if r["case"]["launcher"] == "native"
+                else "horovod · gloo"): r for r in load(isolated / "report.json")}
+    base = results[("1", "native")]["throughput"]["median"]
+    for row in rows:
+        result = results[(row[4], row[5])]
+        tp = result["throughput"]["median"]
         speedup = tp / base  # over the native 1-process result, for both engines
-        assert float(row[7]) == pytest.approx(speedup, abs=0.01 + 0.1 / base), row
-        assert float(row[8].rstrip("%")) == pytest.approx(100 * speedup / n,
-                                                          abs=0.5 + 10 / base), row
+        assert result["speedup"] == pytest.approx(speedup, rel=1e-9), row
+        assert row[6:] == [f"{tp:,.1f}", f"{speedup:.2f}", f"{speedup / int(row[4]):.1%}"]
 
 
 def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
