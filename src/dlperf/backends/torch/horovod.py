@@ -33,9 +33,8 @@ REFUSED = {
                      "(model-parallel Partial FC), which --launcher horovod does not create; it "
                      "runs with --launcher native (torchrun)",
     "wide-deep": "wide-deep's optimizer is a pair (SparseAdam on the embeddings, Adam on the "
-                 "MLP), not one torch.optim.Optimizer that hvd.DistributedOptimizer can wrap, "
-                 "and Horovod all-reduces sparse gradients as dense ones; it runs with "
-                 "--launcher native (torchrun)",
+                 "MLP), not one torch.optim.Optimizer that hvd.DistributedOptimizer can wrap; "
+                 "it runs with --launcher native (torchrun)",
 }
 
 
