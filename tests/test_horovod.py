@@ -146,6 +146,18 @@ def test_run_stores_horovod_facts(framework, isolated):
     assert "horovod" in stored
 
 
+def test_torch_refuses_a_model_horovod_cannot_wrap(isolated):
+    horovod_python("torch")
+    out = isolated / "run.json"
+    proc = dlperf("run", "--framework", "torch", "--model", "wide-deep", "--batch-size", "2",
+                  "--steps", "2", "--repeats", "1", "--device", "cpu", "--launcher", "horovod",
+                  "--db", str(isolated / "results.db"), "--json", str(out), timeout=TIMEOUT)
+    result = load(out)
+    assert result["status"] == "unsupported", proc.stdout[-2000:]
+    assert "not one torch.optim.Optimizer that hvd.DistributedOptimizer can wrap" in \
+        result["error"] and "--launcher native" in result["error"]
+
+
 SWEEP = """
 name: engines
 defaults: {{framework: mxnet, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
