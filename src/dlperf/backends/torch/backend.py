@@ -22,7 +22,7 @@ from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
 from dlperf.backends.torch import horovod, input_pipeline, vision
-from dlperf.backends.torch.workload import (COMPILE_MODE, Precision, TorchWorkload, count_params,
+from dlperf.backends.torch.workload import (COMPILE_MODE, Precision, count_params,
                                             maybe_wrap_ddp, runtime_info, select_device, world_size,
                                             rank)
 from dlperf.worker.workload import UnsupportedError, Workload
