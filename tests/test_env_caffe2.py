@@ -253,9 +253,9 @@ def test_not_installed_is_one_line_exit_2_nothing_stored(tmp_path):
     assert not (tmp_path / "r.db").exists()  # nothing started, nothing stored
 
 
-def test_unknown_option_is_one_line_exit_2_nothing_stored(tmp_path):
-    """The engine is chosen by a variable, not a flag: a flag for it is refused like any
-    unknown option, before anything runs."""
+def test_an_unknown_flag_is_one_line_exit_2_nothing_stored(tmp_path):
+    """The engine is an option (--option engine=...), not a flag of its own: a flag for it is
+    refused like any unknown argument, before anything runs."""
     proc = dlperf("run", "--framework", "caffe2", *TINY["resnet50"], "--engine", "ideep",
                   "--db", str(tmp_path / "r.db"), timeout=120)
     assert proc.returncode == 2
