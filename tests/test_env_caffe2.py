@@ -135,12 +135,13 @@ w = backend.build(dict(model="resnet50", knobs={"image_size": 32, "num_classes":
                        task="train", batch_size=4, precision="fp32", device="cpu", seed=0,
                        options="engine=%s"))
 losses = [w.loss_value(w.step()) for _ in range(3)]
-names = [str(p) for p in workspace.Blobs() if p.endswith(("_w", "_s", "_b"))]
+names = [str(p) for p in w.param_names]
 def sample(blob):  # ~512 evenly strided elements: enough to see a permuted layout
     flat = np.asarray(blob).ravel()
     return flat[::max(1, flat.size // 512)].tolist()
 print("OUT=" + json.dumps({"losses": losses, "engine": w.info["engine"],
-                           "params": {n: sample(workspace.FetchBlob(n)) for n in names}}))
+                           "params": {n.split("/", 1)[-1]: sample(workspace.FetchBlob(n))
+                                      for n in names}}))
 """
     cpu, ideep = (run_in_env(caffe2_env, code % engine) for engine in ("cpu", "ideep"))
     assert (cpu["engine"], ideep["engine"]) == ("cpu", "ideep")

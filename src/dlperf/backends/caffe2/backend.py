@@ -265,7 +265,7 @@ def build(case):
     if parallel and chosen == "ideep":
         raise UnsupportedError(IDEEP_ALLREDUCE)
     check_resnet_batch(view.knobs, view.batch, view.train)
-    model, outputs, device, scope = _train_net(view, chosen == "ideep", cuda, parallel)
+    model, outputs, device, scope = _train_net(view, chosen == "ideep", cuda)
 
     rank = distribute.rank()
     batch = synthetic.resnet_batch(view.batch, view.knobs["image_size"],
@@ -295,12 +295,13 @@ def build(case):
                           device, [str(p) for p in model.GetParams()], collectives)
 
 
-def _train_net(view, ideep, cuda, parallel=False):
-    # type: (CaseView, bool, bool, bool) -> Any
+def _train_net(view, ideep, cuda):
+    # type: (CaseView, bool, bool) -> Any
     """(the model helper with its nets, the forward's outputs, the device option, the name
-    scope of the model's blobs): the forward in the engine's device scope and, when training,
-    its gradients and the optimizer; with several processes through data_parallel_model
-    (:func:`.distribute.parallelize`), which adds the gradients' all-reduce."""
+    scope of the model's blobs). Training, on one process or several, goes through
+    data_parallel_model (:func:`.distribute.parallelize`) as Caffe2's imagenet_trainer.py builds
+    it (with several processes it adds the gradients' all-reduce); inference is the forward
+    alone in the engine's device scope."""
     from caffe2.python import core, model_helper
 
     from dlperf.backends.caffe2 import distribute, resnet
@@ -310,7 +311,7 @@ def _train_net(view, ideep, cuda, parallel=False):
         arg_scope["training_mode"] = 1 if view.train else 0  # as imagenet_trainer --use_ideep
     model = model_helper.ModelHelper(name="resnet50_" + view.task, arg_scope=arg_scope)
     device = resnet.device_option(ideep, cuda, _local_gpu())
-    if parallel:
+    if view.train:  # one process or several: data_parallel_model, as Caffe2's trainer builds it
         scope = distribute.parallelize(
             model, lambda m, loss_scale: resnet.add_forward(m, view.knobs, True, loss_scale),
             resnet.add_optimizer, device, ideep, NET_TYPE, NET_WORKERS)

@@ -96,6 +96,7 @@ def parallelize(model, forward, update, device, ideep, net_type, workers):
 
     cuda = device.device_type != caffe2_pb2.CPU and device.device_type != caffe2_pb2.IDEEP
     gpu = int(device.device_id) if cuda else 0
+    cpu = not cuda and not ideep
     dpm.Parallelize(
         model,
         input_builder_fun=lambda m: None,  # the synthetic batch is fed once, before the first step
@@ -104,12 +105,16 @@ def parallelize(model, forward, update, device, ideep, net_type, workers):
         optimizer_builder_fun=lambda m: _in_scope(device, update, m),
         devices=[gpu],
         rendezvous=rendezvous(),
-        cpu_device=not cuda and not ideep,
+        cpu_device=cpu,
         ideep=ideep,
         net_type=net_type,
         num_threads_per_device=workers,
         barrier_net_timeout_sec=timeout_s(),
+        # as imagenet_trainer.py --use_cpu: one set of parameters, BatchNorm over the device
+        shared_model=cpu, combine_spatial_bn=cpu,
     )
+    # the trainer's next call: gradients share buffers where their lifetimes allow (memonger)
+    dpm.OptimizeGradientMemory(model, {}, set(), False)
     return "%s_%d/" % (model._device_prefix, gpu)
 
 
