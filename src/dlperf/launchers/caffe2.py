@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dlperf.backends.caffe2 import STORE_VARIABLE
 from dlperf.errors import UsageError
 from dlperf.launchers import spawn
 from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher,
                                      rendezvous_timeout)
 from dlperf.spec import Case
 
-STORE_VARIABLE = "DLPERF_CAFFE2_STORE"
 # Gloo's own line when a shard waited for the others' keys in the store past its timeout
 _NOT_JOINED = re.compile(r"Wait timeout for key|Timed out waiting \d+ms for|"
                          r"Timed out after \d+ seconds waiting for")

@@ -10,6 +10,10 @@ it when none is given), part of the case's identity and recorded in the result; 
 from dlperf.backends.common import CPU_TF32, lazy
 from dlperf.worker.support import Option, Support
 
+#: Where the processes of a data-parallel run meet: the directory of Caffe2's file store handler,
+#: set by the launcher (dlperf.launchers.caffe2) and read by the worker (.distribute).
+STORE_VARIABLE = "DLPERF_CAFFE2_STORE"
+
 ONLY_FP32 = "the caffe2 backend trains and infers in fp32 only"
 NO_TRANSFORMER = (
     "Caffe2 ships no transformer: caffe2.python has no multi-head self-attention block and no "

@@ -22,10 +22,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from dlperf.backends.caffe2 import STORE_VARIABLE
 from dlperf.backends.common import gather_json
 from dlperf.worker.workload import UnsupportedError
 
-STORE_VARIABLE = "DLPERF_CAFFE2_STORE"
 STORE_BLOB = "dlperf_store_handler"
 WORLD_BLOB = "dlperf_common_world"
 TIMEOUT_VARIABLE = "DLPERF_RDZV_TIMEOUT_S"
