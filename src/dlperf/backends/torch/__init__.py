@@ -16,7 +16,8 @@ SUPPORT = Support(
         "cpu": {"train": ("fp32", "amp-bf16", "amp-fp16"),
                 "infer": ("fp32", "amp-bf16", "amp-fp16") + LOW_PRECISION_INFERENCE},
         "cuda": {"train": ("fp32", "tf32", "amp-bf16", "amp-fp16"),
-                 "infer": ("fp32", "tf32", "amp-bf16", "amp-fp16") + LOW_PRECISION_INFERENCE},
+                 # no int8: the backend's int8 is FX static quantization on x86 CPU kernels
+                 "infer": ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16")},
     },
     modes={False: "eager", True: "torch.compile"},
     distributed=("cpu", "cuda"),  # DDP through torchrun: gloo on CPUs, NCCL on GPUs
@@ -33,6 +34,10 @@ SUPPORT = Support(
                       "model cast); for training use amp-bf16",
         "train/fp16": "precision fp16 is an inference precision in the torch backend (the whole "
                       "model cast); for training use amp-fp16",
+        "cuda/int8": "precision int8 on cuda: the torch backend's int8 is FX graph-mode static "
+                     "quantization, whose quantized kernels (fbgemm, oneDNN) run on x86 CPUs "
+                     "only; for int8 on a GPU use --framework onnxruntime (CUDA or TensorRT "
+                     "execution provider)",
         "train/int8": "precision int8 is an inference precision in the torch backend "
                       "(post-training quantization); there is no int8 training",
     },
