@@ -4,9 +4,11 @@ validation that never gets past the command line, through its `main` in this pro
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,32 @@ from typing import Any
 
 import psutil
 import pytest
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The host's measurement lock (host/measurelock.py) moves to a directory of this test run,
+    inherited by every process a test starts: a benchmark or another test run elsewhere on the
+    machine neither holds these tests up nor is held up by them. The tests of the lock itself
+    give it a directory of their own."""
+    if "DLPERF_LOCK_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["DLPERF_LOCK_DIR"] = tempfile.mkdtemp(prefix="dlperf-test-lock-")
+
+
+@functools.lru_cache(maxsize=1)
+def gpus_listed() -> tuple[str, ...]:
+    """The GPUs `nvidia-smi -L` lists (none where it is missing or fails): what a test of a
+    host-dependent reading expects to see."""
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    try:
+        proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if proc.returncode != 0:
+        return ()
+    return tuple(line for line in proc.stdout.splitlines() if line.startswith("GPU "))
+
 
 # Smallest real cases: seconds per repeat on a 2-core CPU.
 TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32",
@@ -85,6 +113,9 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
                 for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
     saved = {name: os.environ.get(name) for name in env or {}}
     os.environ.update(env or {})
+    # pytest-timeout's per-test limit is the same interval timer: saved, and given back after
+    outer = signal.getitimer(signal.ITIMER_REAL)[0]
+    started = time.monotonic()
     signal.signal(signal.SIGALRM, _still_running)
     signal.alarm(timeout)
     try:
@@ -109,6 +140,8 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
         signal.alarm(0)
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+        if outer > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -48,7 +48,8 @@ def test_arrivals_are_seeded_poisson_and_cover_both_minimums() -> None:
 
 
 def test_light_load_latency_is_the_service_time() -> None:
-    out = serve(SleepWorkload(0.002), server_case(20.0, 100.0, 15), time.perf_counter)
+    # a target no scheduling stall reaches: what is checked is the latency, not the verdict
+    out = serve(SleepWorkload(0.002), server_case(20.0, 10_000.0, 15), time.perf_counter)
     server = out["server"]
     assert server["completed"] == server["scheduled"] == 15
     assert server["valid"] and not server["early_stop"]

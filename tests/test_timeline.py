@@ -10,7 +10,7 @@ import json
 import random
 
 import pytest
-from conftest import TINY_RESNET, dlperf, load
+from conftest import TINY_RESNET, dlperf, gpus_listed, load
 
 from dlperf.host import timeline
 from dlperf.store import Store
@@ -80,7 +80,10 @@ def test_csv_exports_window_means(run):
     assert float(row["window_cpu_tree_pct"]) == pytest.approx(summary["cpu_tree_pct"])
     assert float(row["window_rss_bytes"]) == pytest.approx(summary["rss_bytes"])
     assert float(row["window_cpu_steal_pct"]) == pytest.approx(summary["cpu_steal_pct"])
-    assert row["window_gpu_util_pct"] == ""  # no GPU on this machine: empty, never zero
+    if gpus_listed():  # the worker's GPU as NVML sampled it
+        assert 0.0 <= float(row["window_gpu_util_pct"]) <= 100.0
+    else:  # no GPU: empty, never zero
+        assert row["window_gpu_util_pct"] == ""
 
 
 def _long_raw(samples: int, seed: int = 0) -> tuple[dict, dict]:
