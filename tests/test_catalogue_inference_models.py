@@ -19,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from dlperf.backends.torch import vision  # noqa: E402
 from dlperf.backends.torch.backend import BUILDERS, build  # noqa: E402
 from dlperf.worker.workload import UnsupportedError  # noqa: E402
+from declared import covers
 
 #: torchvision's parameter counts (1000 classes; GoogLeNet without the auxiliary heads).
 REFERENCE_PARAMS = {
@@ -96,6 +97,8 @@ def test_smallest_image_size_is_the_real_networks(name):
     ("googlenet", {"image_size": 32, "num_classes": 10}),
     ("alexnet", {"image_size": 64, "num_classes": 10}),
 ])
+@covers("torch", ("resnet101", "resnet152", "vgg16", "vgg19", "googlenet", "alexnet"),
+        ("train", "infer"), "fp32")
 def test_built_workloads_match_catalogue_and_step(name, knobs):
     assert name in BUILDERS
     workload = build(case(name, knobs, task="train"))

@@ -17,6 +17,7 @@ import pytest
 from dlperf import envs, models
 from dlperf.spec import Case
 from conftest import dlperf, pinned_env, tiny_nets
+from declared import covers
 
 TIMEOUT = 600
 TINY = tiny_nets(bert_layers=2)
@@ -153,6 +154,7 @@ print("OUT=" + json.dumps({"losses": losses, "engine": w.info["engine"],
         assert math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-3), (cpu["losses"], ideep["losses"])
 
 
+@covers("caffe2", "resnet50", "train", "fp32")
 def test_tiny_training_case_runs_ok(caffe2_env, tmp_path):
     proc, result = measure(tmp_path, *TINY["resnet50"], *SHORT)
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
@@ -172,6 +174,7 @@ def test_tiny_training_case_runs_ok(caffe2_env, tmp_path):
     assert info["omp_num_threads"] >= 1 and info["net_ops"]["built"] == info["net_ops"]["run"]
 
 
+@covers("caffe2", "resnet50", "infer", "fp32")
 def test_tiny_inference_compiled_has_ordered_percentiles(caffe2_env, tmp_path):
     """Inference in test mode with Caffe2's MKL-DNN graph transform: BN folded into the
     convolutions (fewer operators run than were built), latency percentiles in order."""

@@ -15,6 +15,7 @@ import pytest
 
 from dlperf import envs, models
 from conftest import dlperf, pinned_env, tiny_nets
+from declared import covers
 
 TIMEOUT = 1200
 VERSIONS = {"jax": "0.10.2", "paddle": "3.3.1"}
@@ -91,6 +92,9 @@ CASES = [
 ]
 
 
+@covers("jax", "resnet50", "train", "fp32")
+@covers("jax", "bert-base", "train", "amp-bf16")
+@covers("paddle", ("resnet50", "bert-base"), "train", "fp32")
 @pytest.mark.parametrize("framework,model,extra", CASES, indirect=["framework"],
                          ids=[f"{f}-{m}" for f, m, e in CASES])
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):

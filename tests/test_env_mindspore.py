@@ -22,6 +22,7 @@ import pytest
 from dlperf import envs, models
 from dlperf.backends.mindspore import SUPPORT
 from conftest import pinned_env, tiny_nets
+from declared import covers
 
 TIMEOUT = 1200
 VERSION = "2.10.0"
@@ -101,6 +102,7 @@ CASES = [
 ]
 
 
+@covers("mindspore", ("resnet50", "bert-base"), "train", "fp32")
 @pytest.mark.parametrize("model,extra", CASES,
                          ids=[f"{m}-{'-'.join(e) or 'pynative'}" for m, e in CASES])
 def test_tiny_training_case_runs_ok(mindspore_env, model, extra, tmp_path):
@@ -125,6 +127,7 @@ def test_tiny_training_case_runs_ok(mindspore_env, model, extra, tmp_path):
     assert {p.name for p in tmp_path.iterdir()} <= {"r.db", "r.db-shm", "r.db-wal", "result.json"}
 
 
+@covers("mindspore", "bert-base", "infer", "fp32")
 def test_inference_honours_the_threads_the_harness_sets(mindspore_env, tmp_path):
     """--threads-per-process sets OMP_NUM_THREADS for the worker; the backend hands it to
     MindSpore's own CPU thread setting and records it."""

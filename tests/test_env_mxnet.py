@@ -16,6 +16,7 @@ import pytest
 
 from dlperf import envs, models
 from conftest import dlperf, pinned_env, tiny_nets
+from declared import covers
 
 TIMEOUT = 1200
 TINY = tiny_nets(bert_layers=2)
@@ -195,6 +196,7 @@ CASES = [
 ]
 
 
+@covers("mxnet", ("resnet50", "bert-base"), "train", ("fp32", "amp-bf16"))
 @pytest.mark.parametrize("model,extra", CASES, ids=[f"{m}-{'-'.join(e) or 'imperative'}"
                                                    for m, e in CASES])
 def test_tiny_training_case_runs_ok(mxnet_env, bf16_refusal, model, extra, tmp_path):
@@ -228,6 +230,8 @@ def test_tiny_training_case_runs_ok(mxnet_env, bf16_refusal, model, extra, tmp_p
         assert info["optimizer"].startswith("AdamW") and "global-norm clip 1" in info["optimizer"]
 
 
+@covers("mxnet", "resnet50", "infer", "fp32")
+@covers("mxnet", "bert-base", "infer", "amp-bf16")
 @pytest.mark.parametrize("model,extra", [("resnet50", []),
                                          ("bert-base", ["--compile", "--precision", "amp-bf16"])],
                          ids=["resnet50-fp32", "bert-base-compile-amp-bf16"])

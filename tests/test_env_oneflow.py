@@ -21,6 +21,7 @@ from dlperf.launchers import launch
 from dlperf.backends.oneflow import SUPPORT
 from dlperf.envs import manage
 from conftest import pinned_env, tiny_nets
+from declared import covers
 
 TIMEOUT = 900
 VERSION = "0.9.0"
@@ -159,6 +160,8 @@ def _run_case(model, extra, threads, tmp_path):
     return proc, json.loads(out.read_text())
 
 
+@covers("oneflow", ("resnet50", "bert-base"), "train", "fp32")
+@covers("oneflow", "resnet50", "infer", "fp32")
 @pytest.mark.parametrize("model,extra,threads", CASES,
                          ids=["-".join([m] + [e.strip("-") for e in x]) for m, x, _ in CASES])
 def test_tiny_case_runs_ok(oneflow_env, model, extra, threads, tmp_path):

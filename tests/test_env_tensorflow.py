@@ -17,6 +17,7 @@ import pytest
 
 from dlperf import envs, models
 from conftest import dlperf, pinned_env
+from declared import covers
 
 TIMEOUT = 1200
 TF_VERSIONS = {"tensorflow": "2.21.", "tensorflow1": "1.15."}
@@ -93,6 +94,9 @@ CASES = [
 ]
 
 
+@covers("tensorflow", "resnet50", "train", "fp32")
+@covers("tensorflow", "bert-base", "train", "amp-bf16")
+@covers("tensorflow1", "bert-base", "train", "fp32")
 @pytest.mark.parametrize("framework,model,extra", CASES, indirect=["framework"],
                          ids=[f"{f}-{m}" for f, m, e in CASES])
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
@@ -149,6 +153,7 @@ def test_envs_list_shows_the_installed_environment(framework):
     assert "installed" in row and TF_VERSIONS[framework] in row
 
 
+@covers("tensorflow1", "resnet50", "train", "fp32")  # `envs check`: a tiny training step
 def test_envs_check_runs_a_real_step(framework):
     if framework != "tensorflow1":
         pytest.skip("one end-to-end `envs check` is enough (tensorflow1: the Python 3.7 env)")

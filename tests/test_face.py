@@ -10,6 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from dlperf import models
 from dlperf.backends.torch.face import IResNet50, FaceModel, arcface_logits, sample_classes
+from declared import covers
 
 
 def test_backbone_is_insightfaces_r50():
@@ -56,6 +57,7 @@ def test_arcface_adds_the_angular_margin_at_the_label_only():
     assert abs(logits[0, 1].item() - 64 * 0.0) < 1e-4
 
 
+@covers("torch", "face-resnet50", "train", "fp32")
 def test_a_tiny_face_model_trains_with_partial_fc(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.run(

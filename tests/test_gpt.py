@@ -9,6 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from dlperf import models
 from dlperf.backends.torch.gpt import GPT, next_token_loss
+from declared import covers
 
 SMALL = {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 1000, "seq_len": 16}
 
@@ -54,6 +55,7 @@ def test_torch_build_matches_the_catalogue_and_flop_counter():
     assert counter.get_total_flops() == 3 * models.get("gpt").flops_per_sample(k) - attention
 
 
+@covers("torch", "gpt", "train", "fp32")
 def test_a_tiny_gpt_trains_and_reports_its_achieved_flops(tmp_path):
     out = tmp_path / "r.json"
     args = [sys.executable, "-m", "dlperf.cli", "run", "--framework", "torch", "--model", "gpt",

@@ -23,6 +23,7 @@ from conftest import pinned_env
 from dlperf import envs
 from dlperf import models
 from dlperf.backends.torch.gpt import GPT, next_token_loss
+from declared import covers
 
 TINY = {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 1000, "seq_len": 16}
 
@@ -113,6 +114,7 @@ def test_same_weights_give_torchs_logits_and_loss(built):
     assert abs(loss.item() - math.log(k["vocab_size"])) < 0.1  # 0.02-std init: near uniform
 
 
+@covers("jax", "gpt", "train", "amp-bf16")
 def test_a_tiny_jax_gpt_trains_and_reports_its_achieved_flops(jax_env, tmp_path):
     out = tmp_path / "r.json"
     args = [sys.executable, "-m", "dlperf.cli", "run", "--framework", "jax", "--model", "gpt",

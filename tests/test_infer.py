@@ -16,6 +16,7 @@ from conftest import dlperf, dlperf_main, load
 from dlperf import stats
 from dlperf.spec import Case, SpecError
 from dlperf.worker.loop import allowed_late
+from declared import covers
 
 TINY = ["--model", "resnet50", "--image-size", "32", "--warmup-steps", "2", "--steps", "5"]
 PERCENTILES = ("p50", "p90", "p95", "p99", "p99_9")
@@ -48,6 +49,7 @@ def check_latency(result: dict, batch: int) -> None:
         assert throughput == pytest.approx(batch / (mean_ms / 1000.0), rel=0.02)
 
 
+@covers("torch", "resnet50", "infer", "fp32")
 def test_torch_eager_sweep(tmp_path: Path, db: Path) -> None:
     results = infer(tmp_path, db, "--framework", "torch", "--batch-sizes", "1,2",
                     "--repeats", "2")
@@ -69,6 +71,7 @@ def test_torch_compile_sweep(tmp_path: Path, db: Path) -> None:
     assert results[0]["env"]["worker"]["framework"]["compile"] is True
 
 
+@covers("onnxruntime", "resnet50", "infer", ("fp32", "int8"))
 def test_onnxruntime_fp32_and_int8(tmp_path: Path, db: Path) -> None:
     results = infer(tmp_path, db, "--framework", "onnxruntime", "--precision", "int8,fp32",
                     "--batch-sizes", "1,2", "--repeats", "1")
@@ -105,6 +108,7 @@ def test_min_duration_extends_the_window(tmp_path: Path, db: Path) -> None:
     assert result["latency_ms"]["n"] > 2
 
 
+@covers("torch", "resnet50", "infer", ("bf16", "int8"))
 def test_torch_bf16_and_int8_without_baseline(tmp_path: Path, db: Path) -> None:
     out = tmp_path / "lowp.json"
     proc = dlperf("infer", *TINY, "--framework", "torch", "--precision", "bf16,int8",

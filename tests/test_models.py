@@ -20,6 +20,7 @@ from dlperf.backends.torch import SUPPORT, build  # noqa: E402
 from dlperf.backends.torch.bert import BertForPreTraining  # noqa: E402
 from dlperf.backends.torch.resnet import ResNet50  # noqa: E402
 from dlperf.worker.workload import UnsupportedError  # noqa: E402
+from declared import covers
 
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "dlperf"
 
@@ -155,6 +156,7 @@ def test_bert_decoder_is_tied_to_word_embeddings():
 
 @pytest.mark.parametrize("precision", ["fp32", "amp-bf16"])
 @pytest.mark.parametrize("model,knobs", [("resnet50", SMALL_RESNET), ("bert-base", SMALL_BERT)])
+@covers("torch", ("resnet50", "bert-base"), "train", ("fp32", "amp-bf16"))
 def test_training_steps_give_finite_changing_loss(model, knobs, precision):
     workload = build(make_case(model, knobs, precision=precision))
     assert workload.samples_per_step == 2
@@ -176,6 +178,7 @@ def test_resnet_runs_channels_last():
 
 
 @pytest.mark.parametrize("model,knobs", [("resnet50", SMALL_RESNET), ("bert-base", SMALL_BERT)])
+@covers("torch", ("resnet50", "bert-base"), "infer", "fp32")
 def test_inference_step_is_finite_and_keeps_weights(model, knobs):
     workload = build(make_case(model, knobs, task="infer"))
     before = [p.clone() for p in workload.model.parameters()]

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import TINY_BERT, TINY_RESNET, dlperf, load
 from dlperf import models
+from declared import covers
 
 CONTRACT = {"schema", "case", "model", "status", "error", "unit", "throughput", "latency_ms",
             "timings", "memory", "flops", "monitor", "env"}
@@ -22,6 +23,7 @@ def resnet_run(tmp_path_factory):
     return proc, load(tmp / "r.json"), tmp / "r.db"
 
 
+@covers("torch", "resnet50", "train", "fp32")
 def test_resnet_result_follows_the_contract(resnet_run):
     proc, result, _ = resnet_run
     assert CONTRACT <= set(result)
@@ -66,6 +68,7 @@ def test_every_repeat_is_a_row_in_sqlite(resnet_run):
     assert sorted(r[2] for r in rows) == pytest.approx(sorted(result["throughput"]["repeats"]))
 
 
+@covers("torch", "bert-base", "train", "amp-bf16")
 def test_bert_runs_with_catalogue_parameter_count(tmp_path):
     out = tmp_path / "b.json"
     # the full BERT-Base (the parameter count is the catalogue's) under CPU autocast takes ~1 s

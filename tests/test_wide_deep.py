@@ -10,6 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from dlperf import models
 from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
+from declared import covers
 
 SMALL = {"vocab_size": 1000, "deep_embedding_size": 4, "hidden_units": 2, "hidden_size": 32}
 
@@ -56,6 +57,7 @@ def test_the_optimizer_updates_only_the_rows_a_batch_looked_up():
     assert changed == [3, 7]
 
 
+@covers("torch", "wide-deep", "train", "fp32")
 def test_a_tiny_wide_deep_trains_with_latency_and_memory(tmp_path):
     out = tmp_path / "r.json"
     args = [sys.executable, "-m", "dlperf.cli", "run", "--framework", "torch", "--model",

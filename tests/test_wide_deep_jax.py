@@ -22,6 +22,7 @@ import torch
 from conftest import pinned_env
 from dlperf import envs
 from dlperf import models
+from declared import covers
 
 TINY = {"vocab_size": 1000, "hidden_units": 2, "hidden_size": 32, "deep_embedding_size": 8}
 
@@ -147,6 +148,7 @@ def knob_args(knobs: dict) -> list[str]:
     return [a for name, value in knobs.items() for a in ("--knob", "%s=%d" % (name, value))]
 
 
+@covers("jax", "wide-deep", ("train", "infer"), "fp32")
 @pytest.mark.parametrize("task", ["train", "infer"])
 def test_a_tiny_jax_wide_deep_runs_with_the_catalogues_count(jax_env, tmp_path, task):
     out = tmp_path / "r.json"
