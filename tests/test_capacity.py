@@ -64,6 +64,18 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
         lo, hi = (value, hi) if status == "ok" else (lo, value)
     assert (lo, hi) == (low, high)
     assert "largest vocab_size that fits: %d" % low in proc.stdout
+    # the real bisection rendered: the Markdown and HTML reports state the boundary it found
+    # and list every probe it ran
+    answer_line = "largest vocab_size that fits: %d (%d runs out of memory; resolution" % (
+        low, high)
+    for fmt, marker in (("md", "**Answer:** "), ("html", "<strong>Answer:</strong> ")):
+        rendered = dlperf("report", "--db", str(tmp_path / "c.db"), "--format", fmt,
+                          timeout=300)
+        assert rendered.returncode == 0, rendered.stderr[-2000:]
+        assert marker + answer_line in rendered.stdout, rendered.stdout[-3000:]
+        for value, status in probes:
+            assert (f"| {value} | {status}" if fmt == "md" else
+                    f'<tr><td class="r">{value}</td><td class="l">{status}') in rendered.stdout
     # sizes one resolution either side, probed again directly in fresh workers, agree (the
     # boundary itself moves a little from process to process: allocators differ)
     below, above = low - RESOLUTION, high + RESOLUTION
