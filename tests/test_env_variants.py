@@ -1,9 +1,12 @@
-"""GPU variants of the framework environments, on a machine without a GPU.
+"""GPU variants of the framework environments, on a machine without a GPU, and installs off
+this machine.
 
-Every package of every cuda lock must exist in the package index with the very file hash the
-lock pins (checked against the index's simple pages: metadata only, nothing is downloaded); asking for a cuda
-build where no NVIDIA driver is loaded is one line and exit 2; results and `envs list` say which
-build ran.
+Every package of every cuda lock, and of dlperf's own lock, must exist in the package index with
+the very file hash the lock pins (checked against the index's simple pages: metadata only,
+nothing is downloaded; torch's +cpu build against PyTorch's CPU index, which `make setup
+TORCH_INDEX_URL=...` names): those tests read the index at run time and skip with one line when it
+cannot be reached (tests/package_index.py). Asking for a cuda build where no NVIDIA driver is
+loaded is one line and exit 2; results and `envs list` say which build ran.
 """
 
 from __future__ import annotations
@@ -13,16 +16,20 @@ import re
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import conftest
+import package_index
 import pytest
+from package_index import needs_pypi
 
 from dlperf.envs import lock, manage, registry
 
-SIMPLE_INDEX = "https://pypi.org/simple/{name}/"
+SIMPLE_INDEX = package_index.PYPI + "{name}/"
+ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r'href="[^"]*/([^/"#]+)#sha256=([0-9a-f]{64})"')
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s]+) --hash=sha256:([0-9a-f]{64})$")
 NO_DRIVER = not manage.driver_present()
@@ -52,10 +59,10 @@ def test_every_framework_declares_a_cuda_variant():
         assert fw.refused or (fw.requirements_file and fw.requirements_file.is_file()), name
 
 
-def published_sha256(name: str, version: str) -> set[str]:
+def published_sha256(name: str, version: str, index: str = SIMPLE_INDEX) -> set[str]:
     """The sha256 of every file the index publishes for ``name`` ``version``, read from its
     simple index page (PEP 503: each link ends in #sha256=...)."""
-    url = SIMPLE_INDEX.format(name=re.sub(r"[-_.]+", "-", name).lower())
+    url = index.format(name=re.sub(r"[-_.]+", "-", name).lower())
     for attempt in range(3):
         try:
             with urllib.request.urlopen(url, timeout=60) as response:
@@ -72,13 +79,15 @@ def published_sha256(name: str, version: str) -> set[str]:
     stem = re.sub(r"[-_.]+", "_", name).lower()
     out = set()
     for filename, digest in LINK.findall(page):
-        normal = re.sub(r"[-_.]+", "_", filename).lower()
+        # PyTorch's index quotes the local version's "+" in its links (torch-2.13.0%2Bcpu-...)
+        normal = re.sub(r"[-_.]+", "_", urllib.parse.unquote(filename)).lower()
         if normal.startswith(f"{stem}_{re.sub(r'[-_.]+', '_', version).lower()}_") or \
                 normal.startswith(f"{stem}_{re.sub(r'[-_.]+', '_', version).lower()}_tar"):
             out.add(digest)
     return out
 
 
+@needs_pypi
 @pytest.mark.parametrize("fw", locked_sets(), ids=lambda fw: fw.env_name)
 def test_lock_pins_exist_in_the_index_with_their_hashes(fw):
     lines = fw.requirement_lines()
@@ -147,6 +156,7 @@ def test_support_matrix_is_printed_from_the_declarations():
     assert by_key[("torch", "cuda")][1] == by_key[("torch", "cuda")][7] == ""
 
 
+@needs_pypi
 def test_lock_lines_from_a_real_resolution(tmp_path: Path):
     """What `dlperf envs lock` writes, from pip's real report of a tiny pure-Python set."""
     report = tmp_path / "r.json"
@@ -175,3 +185,63 @@ def test_locked_sets_install_only_wheels_except_the_declared_sdists():
         assert options[2:] == (["--no-binary=gast"] if fw.name == "tensorflow1" else [])
         pinned = {line.split("==")[0] for line in fw.requirement_lines() if "==" in line}
         assert set(fw.sdists) <= pinned, fw.env_name
+
+
+def own_pins() -> list[re.Match[str]]:
+    lines = [line for line in lock.OWN.requirement_lines() if not line.startswith("--")]
+    pins = [PIN.match(line) for line in lines]
+    assert pins and all(pins), [line for line, m in zip(lines, pins) if not m]
+    return [m for m in pins if m is not None]
+
+
+@needs_pypi
+def test_own_lock_installs_from_the_public_index_and_pytorchs():
+    """`make setup` off this machine: every pin of dlperf's own lock but PyTorch's local +cpu
+    builds is on the public index with its pinned hash (those are checked below)."""
+    public = [m for m in own_pins() if "+" not in m.group(2)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(lambda m: published_sha256(m.group(1), m.group(2)), public))
+    missing = [f"{m.group(1)}=={m.group(2)}" for m, digests in zip(public, found)
+               if m.group(3) not in digests]
+    assert not missing, f"dlperf.txt: not in the index with the pinned hash: {missing}"
+
+
+def test_own_lock_cpu_builds_are_on_pytorchs_cpu_index():
+    """The lock's torch==X+cpu is the very file PyTorch's CPU index serves (the index
+    TORCH_INDEX_URL names), so `make setup` with only that index and the public one installs it."""
+    local = [m for m in own_pins() if "+" in m.group(2)]
+    assert [m.group(1) for m in local] == ["torch"], [m.group(0) for m in local]
+    package_index.reachable_or_skip(package_index.TORCH_CPU)
+    for m in local:
+        digests = published_sha256(m.group(1), m.group(2), package_index.TORCH_CPU + "{name}/")
+        assert m.group(3) in digests, f"{m.group(0)}: not on {package_index.TORCH_CPU}"
+
+
+def make_n_setup(*variables: str) -> list[str]:
+    """The lock's pip line `make setup` would run (the lock made newer than the stamp)."""
+    lock_path = registry.REQUIREMENTS_DIR.joinpath("dlperf.txt").relative_to(ROOT).as_posix()
+    done = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), "-W", lock_path,
+                           *variables, "setup"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.replace("\\\n", " ")
+    return [line for line in text.splitlines() if f"-r {lock_path}" in line]
+
+
+@pytest.mark.parallel
+def test_make_setup_names_pytorchs_index_only_when_asked():
+    """Unset, pip's own configuration decides (no index option: a machine with a mirror never
+    waits on an index it cannot reach); TORCH_INDEX_URL adds exactly one --extra-index-url."""
+    (plain,) = make_n_setup()
+    assert "index-url" not in plain, plain
+    url = "https://download.pytorch.org/whl/cpu"
+    (named,) = make_n_setup(f"TORCH_INDEX_URL={url}")
+    assert named.split().count("--extra-index-url") == 1, named
+    assert f"--extra-index-url {url} " in named and "--require-hashes" in named, named
+
+
+@pytest.mark.parallel
+def test_an_unreachable_index_is_one_line_quickly():
+    """The probe the registry tests skip on: a closed port answers at once, in one line."""
+    reason = package_index.probe("http://127.0.0.1:9/simple/", timeout_s=2)
+    assert reason is not None and "\n" not in reason, reason
+    assert reason.startswith("http://127.0.0.1:9/simple/ cannot be reached within 2 s ("), reason
