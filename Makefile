@@ -7,7 +7,16 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup envs horovod horovod-envs browser slurm run run-more test clean cuda-locks
+.PHONY: setup envs horovod horovod-envs browser slurm run run-more test clean cuda-locks fidelity
+
+# PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
+# The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
+# only a warning); elsewhere name the index, e.g.
+#   make setup TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Unset, pip's own configuration decides, so a machine with a mirror never waits on an index it
+# cannot reach. The lock's hashes are checked either way: the same file from either place.
+TORCH_INDEX_URL ?=
+TORCH_INDEX := $(if $(strip $(TORCH_INDEX_URL)),--extra-index-url $(strip $(TORCH_INDEX_URL)))
 
 setup: $(STAMP)
 
@@ -15,7 +24,7 @@ setup: $(STAMP)
 # itself, editable, with the lock's setuptools and without touching the dependencies.
 $(STAMP): pyproject.toml $(OWN_LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --require-hashes --only-binary=:all: -r $(OWN_LOCK)
+	$(BIN)/python -m pip install --quiet --require-hashes --only-binary=:all: $(TORCH_INDEX) -r $(OWN_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -90,6 +99,25 @@ horovod-envs: envs horovod
 
 test: setup envs horovod-envs browser slurm
 	$(BIN)/python -m pytest -q
+
+# dlperf against each framework's hand-written loop (benchmarks/fidelity.py): every framework
+# whose environment is installed (the others are listed as skipped), interleaved pairs in fresh
+# processes, one table printed and written as JSON and Markdown. Not part of `make test`: it
+# measures, so run it alone on a quiet machine. Empty FIDELITY_IMAGE / FIDELITY_BATCH: image 64,
+# batch 8 (MindSpore 32, 4); FIDELITY_FRAMEWORKS: a subset, e.g. "torch jax".
+FIDELITY_PAIRS ?= 4
+FIDELITY_FRAMEWORKS ?=
+FIDELITY_IMAGE ?=
+FIDELITY_BATCH ?=
+FIDELITY_JSON ?= fidelity.json
+FIDELITY_MD ?= fidelity.md
+FIDELITY_ARGS ?=
+fidelity: setup
+	$(BIN)/python benchmarks/fidelity.py --pairs $(FIDELITY_PAIRS) \
+		$(foreach fw,$(FIDELITY_FRAMEWORKS),--framework $(fw)) \
+		$(if $(strip $(FIDELITY_IMAGE)),--image-size $(FIDELITY_IMAGE)) \
+		$(if $(strip $(FIDELITY_BATCH)),--batch-size $(FIDELITY_BATCH)) \
+		--json $(FIDELITY_JSON) --markdown $(FIDELITY_MD) $(FIDELITY_ARGS)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

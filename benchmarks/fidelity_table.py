@@ -1,0 +1,178 @@
+"""The fidelity table: one row per framework, dlperf's rate against a reference loop's.
+
+`make fidelity` (benchmarks/fidelity.py) measures each installed framework with `dlperf ab`
+(reference loop A, `dlperf run` B, interleaved pairs in fresh processes); this module turns the
+pairs into the numbers a reader checks and writes them as a terminal table, JSON and Markdown.
+
+The ratio is dlperf / loop per pair, summed up as the geometric mean of the pair ratios, with a
+Student-t 95 % interval over the log pair ratios (scipy). Pairs, not the two sides' medians, carry
+the comparison: a drift of the host moves both turns of a pair, and a ratio of rates is judged on
+the log scale (0.5 and 2 are equally far from 1). With few pairs the t interval is wide, as it
+should be (2 pairs: 12.7 standard errors each side); `dlperf ab`'s own bootstrap of the ratio of
+medians is kept beside it in the JSON.
+
+A row holds one entry per *reference loop kind* (``LOOP_KINDS``): today ``same-recipe``, the
+hand-written loops in benchmarks/handwritten/ that share the network module with dlperf's backend.
+A second kind (loops that share nothing with dlperf, issue 32) adds its own column group, drawn
+only when some row measured it: no column is shown for what was not measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+SCHEMA = 1
+LEVEL = 0.95
+# (key in a row's "loops", the column heading): the order of the column groups
+LOOP_KINDS = (("same-recipe", "hand loop"), ("independent", "independent loop"))
+QUIET_IDLE = 0.90  # the whole machine idle at least this share before a framework's pairs ...
+QUIET_OTHERS = 0.05  # ... and other processes under this share of its CPU time during them
+METHOD = ("ratio: geometric mean of the pair ratios dlperf/loop; 95 % interval: Student t over "
+          "the log pair ratios (scipy.stats.ttest_1samp), pairs interleaved in fresh processes")
+
+
+def pair_ratios(loop: Sequence[float], dlperf: Sequence[float]) -> np.ndarray:
+    """dlperf / loop of each complete pair (A is the loop, B dlperf, in `dlperf ab`'s order)."""
+    a, b = np.asarray(loop, dtype=float), np.asarray(dlperf, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"pairs: {a.size} loop values against {b.size} dlperf values")
+    if a.size and not (np.all(a > 0) and np.all(b > 0)):
+        raise ValueError("pairs: every rate must be positive")
+    return b / a
+
+
+def ratio_interval(ratios: Sequence[float], level: float = LEVEL
+                   ) -> tuple[float | None, tuple[float, float] | None]:
+    """(geometric mean, its t interval) of pair ratios; (None, None) without a pair, and no
+    interval from one pair (no spread to scale it by)."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    if logs.size == 0:
+        return None, None
+    centre = float(math.exp(logs.mean()))
+    if logs.size < 2:
+        return centre, None
+    if np.ptp(logs) == 0.0:  # identical ratios: scipy's t statistic is undefined, the spread 0
+        return centre, (centre, centre)
+    ci = stats.ttest_1samp(logs, 0.0).confidence_interval(confidence_level=level)
+    return centre, (float(math.exp(ci.low)), float(math.exp(ci.high)))
+
+
+def loop_entry(loop: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """One reference loop's figures from `dlperf ab --json`'s summary (A = loop, B = dlperf)."""
+    a, b = summary["a"]["values"], summary["b"]["values"]
+    ratios = pair_ratios(a, b)
+    ratio, ci = ratio_interval(ratios)
+    return {"loop": loop, "pairs": int(ratios.size), "pairs_asked": summary.get("pairs_asked"),
+            "dlperf": summary["b"]["median"], "loop_rate": summary["a"]["median"],
+            # where each side ran, as `dlperf ab` read it from the results (resolved device)
+            "device": ", ".join(summary["b"].get("devices") or []) or None,
+            "loop_device": ", ".join(summary["a"].get("devices") or []) or None,
+            "ratio": ratio, "ci95": list(ci) if ci else None,
+            "pair_ratios": ratios.tolist(), "dlperf_values": list(b), "loop_values": list(a),
+            "ab": {k: summary.get(k) for k in ("ratio", "ci95", "verdict", "method")}}
+
+
+def host_cell(host: dict[str, Any] | None) -> str:
+    """Host state in a few words: quiet or busy, load before->after, idle before->after, and
+    what other processes took of the machine while the pairs ran."""
+    if not host:
+        return "—"
+    before, after = host.get("before") or {}, host.get("after") or {}
+    parts = []
+
+    def pair(key: str, fmt: str) -> str:
+        def one(value: Any) -> str:
+            return "?" if value is None else format(value, fmt)
+        return f"{one(before.get(key))}→{one(after.get(key))}"
+
+    parts.append(f"load {pair('load1', '.2f')}")
+    parts.append(f"idle {pair('idle', '.0%')}")
+    others = (host.get("others") or {}).get("other_cpu_share")
+    if others is not None:
+        parts.append(f"others {others:.0%}")
+    return f"{'quiet' if quiet(host) else 'busy'}: " + ", ".join(parts)
+
+
+def quiet(host: dict[str, Any]) -> bool:
+    """Idle enough before the pairs, and no neighbour took a noticeable share during them."""
+    idle = (host.get("before") or {}).get("idle")
+    others = (host.get("others") or {}).get("other_cpu_share")
+    return (idle is not None and idle >= QUIET_IDLE
+            and (others is None or others <= QUIET_OTHERS))
+
+
+def kinds_measured(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The loop kinds some row measured, in ``LOOP_KINDS`` order: the table's column groups."""
+    seen = {kind for row in rows for kind in (row.get("loops") or {})}
+    return [(key, title) for key, title in LOOP_KINDS if key in seen] or [LOOP_KINDS[0]]
+
+
+def header(rows: Sequence[dict[str, Any]]) -> list[str]:
+    cells = ["framework", "shape", "device", "dlperf samples/s"]
+    for _, title in kinds_measured(rows):
+        cells += [f"{title} samples/s", f"ratio vs {title}", "95 % interval"]
+    return cells + ["pairs", "host state"]
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.2f}"
+
+
+def cells(row: dict[str, Any], kinds: Sequence[tuple[str, str]]) -> list[str]:
+    """One framework's cells; a skipped or failed row says so (``notes`` says why)."""
+    case = row.get("case") or {}
+    shape = (f"image {case['image_size']}, batch {case['batch_size']}"
+             if "image_size" in case else "—")
+    loops = row.get("loops") or {}
+    first = next((loops[key] for key, _ in kinds if key in loops), {})
+    dlperf = _rate(first.get("dlperf")) if first else row["status"]
+    out = [row["framework"], shape, first.get("device") or "—", dlperf]
+    for key, _ in kinds:
+        entry = loops.get(key)
+        if entry is None:
+            out += ["—", "—", "—"]
+            continue
+        ci = entry.get("ci95")
+        out += [_rate(entry.get("loop_rate")),
+                "—" if entry.get("ratio") is None else f"{entry['ratio']:.3f}",
+                f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else "—"]
+    pairs = "—" if not first else str(first.get("pairs"))
+    if first and row["status"] == "failed":
+        pairs += f" of {first.get('pairs_asked')}, failed"
+    return out + [pairs, host_cell(row.get("host"))]
+
+
+def notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Why a framework was skipped or failed, one line each, for under the table."""
+    return [f"{row['framework']} {row['status']}: {row.get('reason')}" for row in rows
+            if row["status"] != "measured"]
+
+
+def document(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """The JSON file's content: how it was measured, then the rows as measured."""
+    return {"schema": SCHEMA, "method": METHOD, "settings": dict(settings), "rows": list(rows)}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table as Markdown, with the method and the settings under it."""
+    rows = doc["rows"]
+    kinds = kinds_measured(rows)
+    lines = ["# dlperf fidelity", "",
+             "| " + " | ".join(header(rows)) + " |",
+             "|" + "|".join(" --- " for _ in header(rows)) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(row, kinds)) + " |")
+    if notes(rows):
+        lines += [""] + [f"- {line}" for line in notes(rows)]
+    settings = ", ".join(f"{k} {v}" for k, v in doc["settings"].items())
+    lines += ["", f"{doc['method']}. A ratio within 0.97–1.03 means the harness neither costs "
+              f"nor inflates. Host state: load average (1 min) and whole-machine idle share "
+              f"before→after each framework's pairs, and other processes' share of the CPU "
+              f"during them (quiet: idle ≥ {QUIET_IDLE:.0%} before, others ≤ "
+              f"{QUIET_OTHERS:.0%}).", "", f"Settings: {settings}.", ""]
+    return "\n".join(lines)
