@@ -9,7 +9,8 @@ writes the files of the ranks on other nodes too: the node holding rank 0 sees t
 A rank that failed skips the gather and exits; the launcher then stops the others.
 
 A backend package (``dlperf.backends.<framework>``) is light to import and exposes ``SUPPORT``
-(a :class:`dlperf.worker.support.Support`), ``resolve_device(requested) -> "cpu" | "cuda"``,
+(a :class:`dlperf.worker.support.Support`), ``resolve_device(requested)`` -> the
+:func:`dlperf.worker.support.resolved_device` record (kind, GPU index and name, why the CPU),
 ``build(case) -> Workload`` and, when it runs data-parallel, ``gather_results(result)`` and
 (where its launcher does not set torchrun's RANK / WORLD_SIZE / LOCAL_RANK)
 ``process_place() -> (rank, world_size, local_rank)``; the framework itself is imported by
@@ -132,8 +133,12 @@ def run(case):
         result["placement"] = placement.apply(case)  # before any framework sizes its pools
         backend = importlib.import_module("dlperf.backends." + case["framework"])
         result["rank"], result["world_size"], result["local_rank"] = place(backend)
+        # where this rank runs, recorded even when the case is then refused: results show it
+        result["device"] = backend.resolve_device(case.get("device", "auto"))
+        if case.get("device") == "cpu":  # asked for: the backend's why matters under auto only
+            result["device"]["reason"] = "--device cpu"
         # The backend's own declaration decides, before anything is built (see worker.support).
-        backend.SUPPORT.check(case, backend.resolve_device(case.get("device", "auto")))
+        backend.SUPPORT.check(case, result["device"]["kind"])
         if case.get("data", "synthetic") != "synthetic":
             # after the framework's libraries are loaded, before anything reads the dataset
             result["page_cache"] = page_cache(case)

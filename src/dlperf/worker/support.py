@@ -208,3 +208,46 @@ def device_kind(device_name):
     lowered = str(device_name).lower()
     return "cuda" if lowered.startswith(("cuda", "gpu")) else "cpu"
 
+
+
+# The device a worker resolved: the one shared piece every backend's ``resolve_device`` returns,
+# the rank file records (``device``) and the harness turns into the label results show.
+
+#: Why a backend ran ``--device auto`` on the CPU when its framework has a GPU build dlperf pins:
+#: the environment holds the CPU build (fill in the framework's name twice).
+CPU_BUILD = ("the %s environment has the CPU build; install its GPU build with "
+             "`dlperf envs install %s --variant cuda`")
+
+#: Why a backend whose framework has no pinned GPU build runs on the CPU (framework, its name).
+CPU_ONLY = ("the %s backend runs %s's CPU build only: dlperf pins no GPU build of it "
+            "(`dlperf envs list` says why)")
+
+
+def resolved_device(kind, index=None, name=None, reason=None):
+    # type: (str, Optional[int], Optional[str], Optional[str]) -> Dict[str, Any]
+    """What ``resolve_device(requested)`` returns in every backend: the device kind ("cpu" or
+    "cuda"), on a GPU its index in this process and the GPU's name (None where the framework
+    cannot tell), and on the CPU, why (``reason``: the framework has no GPU build here, or sees
+    no GPU), so that a ``--device auto`` run that lands on the CPU of a GPU host can say why.
+    Plain JSON data: the worker writes it into the rank file as it is."""
+    if kind not in DEVICE_KINDS:
+        raise ValueError("device kind %r; allowed: %s" % (kind, ", ".join(DEVICE_KINDS)))
+    gpu = kind == "cuda"
+    return {"kind": kind, "index": int(index) if gpu and index is not None else None,
+            "name": str(name).strip() or None if gpu and name else None,
+            "reason": None if gpu else reason}
+
+
+def device_label(device, gpu_names=()):
+    # type: (Mapping[str, Any], Sequence[str]) -> str
+    """``cpu``, or ``cuda:0 NVIDIA H100 80GB HBM3`` (kind, index, GPU name) for a
+    :func:`resolved_device` record; a GPU whose framework gave no name takes it from
+    ``gpu_names`` (the host's GPUs, by index) when the index is there."""
+    if device.get("kind") != "cuda":
+        return "cpu"
+    index = device.get("index")
+    label = "cuda" if index is None else "cuda:%d" % index
+    name = device.get("name")
+    if not name and index is not None and 0 <= index < len(gpu_names):
+        name = gpu_names[index]
+    return label + (" " + " ".join(str(name).split()) if name else "")

@@ -29,7 +29,7 @@ from dlperf.backends.common import (CaseView, CollectiveRanks, check_built, chec
                                     check_resnet_batch)
 from dlperf.data import synthetic
 from dlperf.worker import fpenv, placement
-from dlperf.worker.support import parse_options
+from dlperf.worker.support import parse_options, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # Caffe2's CPU operators (im2col + GEMM, Eigen) compute subnormals at full cost, and this build
@@ -141,8 +141,17 @@ def select_device(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    return select_device(requested)
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the GPU's index
+    and name (``workspace.GetDeviceProperties``), or why the CPU."""
+    if select_device(requested) == "cuda":
+        return resolved_device("cuda", _local_gpu(), check_gpu(_local_gpu()).get("gpu_name"))
+    from caffe2.python import workspace
+
+    return resolved_device("cpu", reason=(
+        "caffe2 sees no CUDA device (its GPU module loaded, NumCudaDevices() is 0)"
+        if workspace.has_gpu_support else
+        "caffe2_pybind11_state_gpu did not load (no NVIDIA driver, or no GPU)"))
 
 
 def _local_gpu():

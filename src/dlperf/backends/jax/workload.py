@@ -10,6 +10,7 @@ execution model, and the idiomatic fastest loop. There is no uncompiled mode wor
 is rejected as unsupported instead of silently measuring the same program twice.
 """
 
+import importlib.util
 import os
 from typing import Any, Callable, Dict, List, Optional
 
@@ -20,6 +21,7 @@ import optax
 
 from dlperf.backends.common import check_device_name
 from dlperf.backends.jax import distributed
+from dlperf.worker.support import CPU_BUILD, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # Dynamic loss scaling for amp-fp16, as in NVIDIA's and PyTorch's GradScaler.
@@ -59,9 +61,17 @@ def select_device(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
-    return "cuda" if select_device(requested).platform == "gpu" else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the GPU's index
+    and name, or why the CPU."""
+    device = select_device(requested)
+    if device.platform == "gpu":
+        return resolved_device("cuda", device.local_hardware_id if getattr(
+            device, "local_hardware_id", None) is not None else device.id, device.device_kind)
+    if importlib.util.find_spec("jax_cuda12_plugin") is None:  # what jax[cuda12] adds
+        return resolved_device("cpu", reason=CPU_BUILD % ("jax", "jax"))
+    return resolved_device("cpu", reason="jax %s (with its CUDA plugin) sees no GPU (driver, "
+                                         "CUDA_VISIBLE_DEVICES)" % jax.__version__)
 
 
 class Precision(object):

@@ -69,6 +69,6 @@ def process_place():
 
 
 # the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.mindspore.workload:select_device")
+resolve_device = lazy("dlperf.backends.mindspore.workload:resolve_device")
 build = lazy("dlperf.backends.mindspore.backend:build")
 gather_results = lazy("dlperf.backends.mindspore.workload:gather_results")

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dlperf.backends.common import available_cpus, check_device_name, element_count, gather_json
 from dlperf.backends.mindspore import NO_GPU
+from dlperf.worker.support import CPU_ONLY, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # precision -> (mindspore.amp.auto_mixed_precision level, dtype name). amp-*: level "auto", per
@@ -178,6 +179,12 @@ def select_device(requested):
         raise UnsupportedError("device cuda: " + NO_GPU)
     ms.set_device("CPU")
     return "cpu"
+
+
+def resolve_device(requested):
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the CPU, and why."""
+    return resolved_device(select_device(requested), reason=CPU_ONLY % ("mindspore", "MindSpore"))
 
 
 def set_threads():

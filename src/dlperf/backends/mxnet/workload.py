@@ -25,6 +25,7 @@ from mxnet.contrib.amp.amp import bfloat16  # numpy's view of MXNet's bfloat16
 from mxnet.gluon.utils import clip_global_norm
 
 from dlperf.backends.common import check_device_name, element_count, gather_json, summed_rows
+from dlperf.worker.support import CPU_ONLY, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 # MXNet's engine settings and their documented defaults (read by libmxnet at load)
@@ -170,9 +171,13 @@ def select_context(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where :func:`select_context` puts this process, as the worker names it: "cuda" or "cpu"."""
-    return "cuda" if select_context(requested).device_type == "gpu" else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_context` puts this process (:func:`resolved_device`): the GPU's index
+    (MXNet has no call for its name: the harness takes it from the host's GPUs), or why the CPU."""
+    ctx = select_context(requested)
+    if ctx.device_type == "gpu":
+        return resolved_device("cuda", ctx.device_id)
+    return resolved_device("cpu", reason=CPU_ONLY % ("mxnet", "MXNet"))
 
 
 def dtype_name(dtype):

@@ -59,6 +59,6 @@ SUPPORT = Support(
 
 
 # the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.oneflow.workload:select_device")
+resolve_device = lazy("dlperf.backends.oneflow.workload:resolve_device")
 build = lazy("dlperf.backends.oneflow.backend:build")
 gather_results = lazy("dlperf.backends.oneflow.workload:gather_results")

@@ -63,6 +63,7 @@ import oneflow.sysconfig  # noqa: E402  (not imported by the package itself)
 if _deadline:
     signal.alarm(0)  # every rank joined
 
+from dlperf.worker.support import CPU_ONLY, resolved_device  # noqa: E402
 from dlperf.worker.workload import (  # noqa: E402
     UnsupportedError, Workload, cpu_name, median_seconds)
 
@@ -133,6 +134,16 @@ def select_device(requested):
                 "only" % flow.__version__)
         return "cuda"  # refused by SUPPORT with its reason (the build has no Hopper kernels)
     return "cpu"
+
+
+def resolve_device(requested):
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`); ``auto`` is the
+    CPU, and why."""
+    kind = select_device(requested)
+    if kind == "cuda":
+        return resolved_device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return resolved_device("cpu", reason=CPU_ONLY % ("oneflow", "OneFlow"))
 
 
 def count_params(model):

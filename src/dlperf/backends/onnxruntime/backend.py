@@ -21,6 +21,7 @@ import numpy as np
 
 from dlperf.backends.common import CaseView
 from dlperf.backends.onnxruntime import export
+from dlperf.worker.support import resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload
 
 GPU_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
@@ -52,10 +53,17 @@ def select_providers(ort, device):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where the first of :func:`select_providers` runs: "cuda" or "cpu"."""
-    providers = select_providers(_import_ort(), requested)
-    return "cuda" if providers[0] != "CPUExecutionProvider" else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where the first of :func:`select_providers` runs (:func:`resolved_device`): GPU 0 (the
+    providers' default ``device_id``; ONNX Runtime names no GPU: the harness takes the name
+    from the host's GPUs), or why the CPU."""
+    ort = _import_ort()
+    providers = select_providers(ort, requested)
+    if providers[0] != "CPUExecutionProvider":
+        return resolved_device("cuda", 0)
+    return resolved_device("cpu", reason=(
+        "onnxruntime %s has no CUDA or TensorRT execution provider (the CPU package); install "
+        "onnxruntime-gpu with `dlperf envs install onnxruntime --variant cuda`" % ort.__version__))
 
 
 def probe_dtype(ort, providers, dtype_name):

@@ -51,6 +51,7 @@ prepare_process()
 import numpy  # noqa: E402
 import paddle  # noqa: E402  (after prepare_process, on purpose)
 
+from dlperf.worker.support import CPU_BUILD, resolved_device  # noqa: E402
 from dlperf.worker.workload import (  # noqa: E402
     UnsupportedError, Workload, cpu_name, median_seconds)
 
@@ -180,9 +181,17 @@ def select_device(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
-    return "cuda" if select_device(requested).startswith("gpu") else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the GPU's index
+    and name, or why the CPU."""
+    name = select_device(requested)
+    if name.startswith("gpu"):
+        index = int(name.partition(":")[2] or 0)
+        return resolved_device("cuda", index, paddle.device.cuda.get_device_name(index))
+    if not paddle.is_compiled_with_cuda():
+        return resolved_device("cpu", reason=CPU_BUILD % ("paddle", "paddle"))
+    return resolved_device("cpu", reason="paddle %s (a CUDA build) sees no CUDA device (driver, "
+                                         "CUDA_VISIBLE_DEVICES)" % paddle.__version__)
 
 
 class Precision(object):

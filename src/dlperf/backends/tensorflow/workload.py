@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 
 from dlperf.backends.common import CollectiveRanks, check_device_name
+from dlperf.worker.support import CPU_BUILD, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "amp-bf16": "mixed_bfloat16",
@@ -38,9 +39,17 @@ def select_device(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
-    return "cuda" if select_device(requested).startswith("/GPU") else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the GPU's index
+    and name, or why the CPU."""
+    if select_device(requested).startswith("/GPU"):
+        gpu = tf.config.list_physical_devices("GPU")[0]
+        details = tf.config.experimental.get_device_details(gpu)
+        return resolved_device("cuda", 0, details.get("device_name"))
+    if not tf.test.is_built_with_cuda():
+        return resolved_device("cpu", reason=CPU_BUILD % ("tensorflow", "tensorflow"))
+    return resolved_device("cpu", reason="tensorflow %s (a CUDA build) sees no GPU (driver, "
+                                         "CUDA_VISIBLE_DEVICES)" % tf.__version__)
 
 
 def _size_thread_pools():

@@ -38,6 +38,7 @@ from dlperf.backends.tensorflow import cluster  # noqa: E402
 from dlperf.backends.tensorflow1 import distribute, horovod  # noqa: E402
 from dlperf.backends.tensorflow1.bert import bert_pretraining, pretraining_loss  # noqa: E402
 from dlperf.backends.tensorflow1.resnet import resnet50  # noqa: E402
+from dlperf.worker.support import CPU_BUILD, resolved_device  # noqa: E402
 from dlperf.worker.workload import UnsupportedError, Workload, median_seconds  # noqa: E402
 
 tf1 = tf.compat.v1
@@ -65,9 +66,21 @@ def select_device(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
-    return "cuda" if select_device(requested) else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the GPU's index
+    and name (from the description TensorFlow 1.15 gives its first GPU), or why the CPU."""
+    if select_device(requested):
+        from tensorflow.python.client import device_lib
+
+        gpus = [d for d in device_lib.list_local_devices() if d.device_type == "GPU"]
+        described = gpus[0].physical_device_desc if gpus else ""
+        fields = dict(part.strip().split(": ", 1) for part in described.split(",")
+                      if ": " in part)
+        return resolved_device("cuda", int(fields.get("device", 0)), fields.get("name"))
+    if not tf.test.is_built_with_cuda():
+        return resolved_device("cpu", reason=CPU_BUILD % ("tensorflow1", "tensorflow1"))
+    return resolved_device("cpu", reason="tensorflow %s (a CUDA build) sees no GPU (driver, "
+                                         "CUDA_VISIBLE_DEVICES)" % tf.__version__)
 
 
 def _data_variable(name, array, feeds):

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from dlperf.backends.common import check_device_name, gather_json
+from dlperf.worker.support import CPU_BUILD, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
 
 COMPILE_MODE = "default"
@@ -46,9 +47,17 @@ def select_device(requested):
 
 
 def resolve_device(requested):
-    # type: (str) -> str
-    """Where :func:`select_device` puts this process, as the worker names it: "cuda" or "cpu"."""
-    return "cuda" if select_device(requested).type == "cuda" else "cpu"
+    # type: (str) -> Dict[str, Any]
+    """Where :func:`select_device` puts this process (:func:`resolved_device`): the GPU's index
+    and name, or why the CPU."""
+    device = select_device(requested)
+    if device.type == "cuda":
+        return resolved_device("cuda", device.index, torch.cuda.get_device_name(device))
+    if torch.version.cuda is None:
+        return resolved_device("cpu", reason=CPU_BUILD % ("torch", "torch"))
+    return resolved_device("cpu", reason="torch %s (CUDA %s) sees no usable CUDA device (driver, "
+                                         "CUDA_VISIBLE_DEVICES)" % (torch.__version__,
+                                                                    torch.version.cuda))
 
 
 def maybe_wrap_ddp(model, device):
