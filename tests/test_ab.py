@@ -78,6 +78,10 @@ def test_two_real_tiny_cases(tmp_path: Path):
              if line.startswith("pair ")]
     assert turns == ["A", "B", "B", "A"]
     assert f"B/A = {data['ratio']:.3f}" in proc.stdout
+    # each side names the device its turns ran on, in the JSON and on the B/A line
+    assert data["a"]["devices"] == data["b"]["devices"] == ["cpu"]
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("B/A = "))
+    assert line.endswith(f"pairs: {data['verdict']} (A on cpu, B on cpu)")
     assert not (tmp_path / "dlperf.db").exists()  # the turns use ab's own scratch database
 
 

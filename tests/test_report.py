@@ -51,7 +51,7 @@ def test_markdown_has_dlperf_summary_and_detail_tables(fixture_db, reports):
     assert f"## {TINY}" in text and "## resnet50 (image_size=32)" in text
     section = text.split(f"## {TINY}")[1].split("\n## ")[0]
     header = next(line for line in section.splitlines() if line.startswith("| framework"))
-    assert header == ("| framework | variant | FP32 throughput (samples/s) | FP32 speedup | "
+    assert header == ("| framework | variant | device | FP32 throughput (samples/s) | FP32 speedup | "
                       "TF32 throughput (samples/s) | TF32 speedup | AMP-BF16 throughput "
                       "(samples/s) | AMP-BF16 speedup |")
     # AMP cell: the best 1-device amp-bf16 result, at its batch size

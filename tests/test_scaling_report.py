@@ -58,7 +58,7 @@ def test_markdown_scaling_table_per_framework(measured):
     work, one, two, alone = measured
     assert one["status"] == "ok" and two["status"] == "ok" and len(two["ranks"]) == 2
     text = (work / "report.md").read_text()
-    title = f"### {SECTION}: scaling of torch · eager"
+    title = f"### {SECTION}: scaling of torch · eager · cpu"
     assert text.count(title) == 1
     lines = text.split(title)[1].strip().splitlines()
     assert lines[0] == HEADER
@@ -98,7 +98,7 @@ def test_scaling_table_without_a_baseline_says_so(measured, tmp_path):
 def test_html_has_the_table_and_the_speedup_plot_with_the_ideal_line(measured):
     work, _, _, _ = measured
     html = (work / "report.html").read_text()
-    assert "<h3>scaling of torch · eager</h3><table>" in html
+    assert "<h3>scaling of torch · eager · cpu</h3><table>" in html
     images = pngs(html)
     plot = images[f"{SECTION}: Speedup vs devices"]
     picture = Image.open(io.BytesIO(plot))
@@ -130,7 +130,7 @@ def test_html_renders_in_headless_chromium(measured, tmp_path):
                                         timeout=180), runs)))
     dom, proc = done["dom"], done["shot"]
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<h3>scaling of torch · eager</h3>" in dom.stdout
+    assert "<h3>scaling of torch · eager · cpu</h3>" in dom.stdout
     assert f'alt="{SECTION}: Speedup vs devices"' in dom.stdout
     assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=int)

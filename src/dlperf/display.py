@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 from rich.text import Text
 
+from dlperf.result import device_of
 from dlperf.spec import Case
 
 # Piped output (CI logs, `| tee`) has no terminal width; a table wrapped to 80 columns is unreadable.
@@ -88,10 +89,11 @@ def new_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:
 
 
 def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -> None:
-    """One row per result: the median and the spread beside it, memory, and any failure."""
+    """One row per result: the device it ran on (resolved: ``cpu``, ``cuda:0 NVIDIA ...``), the
+    median and the spread beside it, memory, and any failure."""
     table = new_table(title, (
         ("framework", "left"), ("model", "left"), ("task", "left"), ("precision", "left"),
-        ("compile", "left"), ("devices", "right"), ("batch", "right"),
+        ("compile", "left"), ("device", "left"), ("devices", "right"), ("batch", "right"),
         ("samples/s (median)", "right"), ("95% CI", "right"), ("CV", "right"), ("n", "right"),
         ("TFLOP/s", "right"), ("MFU", "right"), ("peak mem", "right"), ("status", "left")))
     notes: list[str] = []
@@ -106,7 +108,8 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
             notes.append(f"{result['label']}: {warning}")
         table.add_row(
             case["framework"], case["model"], case["task"], case["precision"],
-            "yes" if case["compile"] else "no", str(case["devices"] * case["nnodes"]),
+            "yes" if case["compile"] else "no", Text(device_of(result)),
+            str(case["devices"] * case["nnodes"]),
             str(case["batch_size"]), number(tp["median"]),
             f"{number(ci[0])}–{number(ci[1])}" if ci else "-", percent(tp.get("cv")),
             str(tp.get("n", 0)), number(achieved / 1e12, 2) if achieved else "-",

@@ -13,6 +13,7 @@ from dlperf import models, stats
 from dlperf.host import hoststate, timeline
 from dlperf.host.peak import PRECISION_DTYPE, ceiling
 from dlperf.spec import Case
+from dlperf.worker.support import device_label
 
 SCHEMA = 1
 UNIT = "samples/s"
@@ -130,13 +131,74 @@ def _server(repeats: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the first rank of the first repeat saw inside the framework's environment."""
+    """What the first rank of the first repeat saw inside the framework's environment, with the
+    device it resolved (``device``: the backend's :func:`~dlperf.worker.support.resolved_device`
+    record)."""
     for record in repeats:
         for rank in record.get("ranks", []):
             if rank.get("env"):
                 return {**rank["env"], "framework": rank.get("info") or {},
-                        "placement": rank.get("placement")}
+                        "placement": rank.get("placement"), "device": rank.get("device")}
     return {}
+
+
+def _old_device(result: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The resolved-device record of a result stored before workers reported one: from what the
+    backend put in its info (``device``: "cuda:0", "/GPU:0", "gpu(0)", "CUDA:0"...; the GPU's
+    ``device_name``), None when it says nothing."""
+    info = ((result.get("env") or {}).get("worker") or {}).get("framework") or {}
+    text = str(info.get("device") or "").lower()
+    if not text:
+        return None
+    if not gpus or not any(word in text for word in ("cuda", "gpu")):
+        return {"kind": "cpu", "index": None, "name": None, "reason": None}
+    digits = "".join(c if c.isdigit() else " " for c in text).split()
+    name = info.get("device_name")  # MXNet's was "gpu:0", no name
+    return {"kind": "cuda", "index": int(digits[-1]) if digits else 0,
+            "name": None if str(name or "").lower().startswith(("gpu", "cuda")) else name,
+            "reason": None}
+
+
+def device_of(result: dict[str, Any]) -> str:
+    """The device a result ran on, as every table, report row and comparison shows it: ``cpu``,
+    or ``cuda:0 NVIDIA H100 80GB HBM3`` (kind, index, GPU name), from rank 0's resolved device.
+
+    A result stored before that was recorded gets it from the backend's ``device`` info and the
+    host's GPUs (``env.gpus``): ``cpu`` when the host had none or the case asked for the CPU;
+    ``cuda`` when a GPU host's result says nothing (an external script, a failure before the
+    worker reported)."""
+    if result.get("device"):
+        return str(result["device"])
+    env = result.get("env") or {}
+    gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
+    names = [str(g.get("name") or "") for g in gpus]
+    record = (env.get("worker") or {}).get("device") or _old_device(result, gpus)
+    if record:
+        return device_label(record, names)
+    requested = (result.get("case") or {}).get("device") or "auto"
+    return "cpu" if not gpus or requested == "cpu" else "cuda"
+
+
+def auto_cpu_note(framework: str, requested: str, env: dict[str, Any],
+                  device: dict[str, Any] | None) -> str | None:
+    """One line when ``--device auto`` put ``framework`` on the CPU of a host that has a GPU
+    (``env["gpus"]``, from NVML: :mod:`dlperf.host.sysinfo`), with the backend's reason
+    (``device``: the worker's resolved-device record); None otherwise. A CPU figure beside GPU
+    ones must never pass as the framework's GPU speed."""
+    gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
+    if requested != "auto" or not gpus or not device or device.get("kind") != "cpu":
+        return None
+    names = sorted({str(g.get("name") or "GPU") for g in gpus})
+    why = device.get("reason") or "the backend gave no reason"
+    return (f"--device auto ran {framework} on the cpu although this host has "
+            f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''} ({', '.join(names)}): {why}")
+
+
+def device_kind_name(label: str) -> str:
+    """A device label without its index (``cuda NVIDIA H100 80GB HBM3``, ``cpu``): what a
+    1-device baseline must share with an N-device result, whose rank 0 may sit on any GPU."""
+    kind, _, rest = label.partition(" ")
+    return " ".join([kind.partition(":")[0], rest]).strip()
 
 
 def _passes(rank: dict[str, Any], per_epoch: int, global_batch: int) -> dict[str, Any]:
@@ -279,12 +341,17 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
                         f"{spec.params(dict(case.knobs)):,}")
     if interrupted:
         warnings.append(f"interrupted: {len(ok)} of {case.repeats} repeats finished")
-    return {
+    worker = worker_env(repeats)
+    note = auto_cpu_note(case.framework, case.device, env, worker.get("device"))
+    if note:
+        warnings.insert(0, note)
+    result = {
         "schema": SCHEMA,
         "run_id": run_id,
         "case_key": case.key(),
         "label": case.label(),
         "case": case.to_dict(),
+        "device": None,  # the resolved device: filled in below, from the worker's record
         "model": {"params": built_params, "catalogue_params": spec.params(dict(case.knobs)),
                   "flops_per_sample": per_sample},
         "status": status,
@@ -314,10 +381,13 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "repeats_done": len(repeats),
         "interrupted": interrupted,
         "stderr_tail": failed[0].get("stderr_tail") if failed else None,
-        "env": {**env, "worker": worker_env(repeats)},
+        "env": {**env, "worker": worker},
         "ranks": rank_figures(ok),
         "launch": next((r["launch"] for r in repeats if r.get("launch")), None),
         # per repeat: load, frequency, throttling, memory pressure before/after; others' CPU,
         # the hypervisor's steal and I/O wait over the repeat
         "host": [r.get("host") for r in repeats],
     }
+    # the resolved device (rank 0's), beside the requested one in ``case``
+    result["device"] = device_of(result)
+    return result

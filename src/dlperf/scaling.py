@@ -3,7 +3,9 @@
 speedup = throughput(N devices) / throughput(1 device of the same configuration), and scaling
 efficiency = speedup / N (DESIGN.md). The baseline is the newest successful 1-device result in the
 database whose configuration matches: same framework, model, task, precision, compile, batch size
-per device, device kind, data, model knobs and threads per process (plus the inference scenario).
+per device, resolved device (kind and GPU name: a CPU result is never the baseline of a GPU one,
+whatever ``--device`` asked for), data, model knobs and threads per process (plus the inference
+scenario).
 Steps, warm-up and seed may differ: they change how long we measure, not what. The baseline is
 always the framework's own (``launcher`` native): a Horovod result, at 1 process too, is scaled
 over the same 1-device native result as the native ones, so both engines' rows compare.
@@ -17,13 +19,13 @@ import dataclasses
 import json
 from typing import Any
 
-from dlperf.result import throughput_median
+from dlperf.result import device_kind_name, device_of, throughput_median
 from dlperf.spec import Case
 from dlperf.store import Store
 
 NO_BASELINE = "no 1-device baseline"  # the same words the report shows
-CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "device",
-                 "data", "knobs", "threads", "scenario", "server", "loader_workers",
+# the requested device ("auto") is not among them: the resolved one is (see config)
+CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "data", "knobs", "threads", "scenario", "server", "loader_workers",
                  "cold_cache", "loader", "options")
 _DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
              for f in dataclasses.fields(Case)
@@ -34,30 +36,36 @@ def total_devices(case: dict[str, Any]) -> int:
     return int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
 
 
-def config(case: dict[str, Any]) -> dict[str, Any]:
-    """The fields a baseline must share with ``case`` (missing ones: older results, defaults)."""
+def config(result: dict[str, Any]) -> dict[str, Any]:
+    """The fields a baseline must share with ``result``'s case (missing ones: older results,
+    defaults), and the device it resolved to, without the GPU's index (:func:`device_of`)."""
+    case = result["case"]
     out = {}
     for name in CONFIG_FIELDS:
         value = case.get(name, _DEFAULTS.get(name))
         out[name] = dict(value) if isinstance(value, dict) else value
+    out["device"] = device_kind_name(device_of(result))
     return out
 
 
-def find_baseline(store: Store, case: dict[str, Any]) -> dict[str, Any] | None:
-    """The newest successful 1-device native result of ``case``'s configuration, or None."""
-    wanted = json.dumps(config(case), sort_keys=True)
+def find_baseline(store: Store, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest successful 1-device native result of ``result``'s configuration on the same
+    resolved device, or None."""
+    wanted = json.dumps(config(result), sort_keys=True)
     best: dict[str, Any] | None = None
     rows = store.runs("result_json IS NOT NULL AND status = 'ok'")
     for row in rows:
         stored = json.loads(row["case_json"])
-        if total_devices(stored) != 1 or json.dumps(config(stored), sort_keys=True) != wanted:
+        if total_devices(stored) != 1:
             continue
         if (stored.get("launcher") or "native") != "native":
             continue  # the one baseline of every engine is the framework's own 1-device run
-        result = json.loads(row["result_json"])
-        if throughput_median(result):
-            result.setdefault("run_id", row["id"])
-            best = result  # rows come oldest first: the last match is the newest
+        candidate = store.decode(row)
+        if json.dumps(config(candidate), sort_keys=True) != wanted:
+            continue
+        if throughput_median(candidate):
+            candidate.setdefault("run_id", row["id"])
+            best = candidate  # rows come oldest first: the last match is the newest
     return best
 
 
@@ -75,13 +83,14 @@ def scaling(result: dict[str, Any], store: Store | None) -> dict[str, Any]:
     elif store is None:
         out["speedup_note"] = f"{NO_BASELINE}: no results database to look in"
     else:
-        base = find_baseline(store, result["case"])
+        base = find_baseline(store, result)
         if base is None:
             out["speedup_note"] = NO_BASELINE
         else:
             speedup = value / base["throughput"]["median"]
             out.update(speedup=speedup, scaling_efficiency=speedup / n,
                        speedup_baseline={"run_id": base.get("run_id"), "label": base.get("label"),
+                                         "device": base.get("device"),
                                          "throughput": base["throughput"]["median"]})
     return out
 

@@ -200,6 +200,11 @@ class Store:
             raise StoreError(f"{self.flag}: {self.path}: {what} {row['id']} has an unreadable "
                              f"{column} ({value}); delete that {what} (DELETE FROM {table} WHERE "
                              f"id={row['id']}) or restore the file from a copy")
+        if table == "runs" and column == "result_json" and not value.get("device"):
+            # a result stored before the resolved device was recorded: derived, never a KeyError
+            from dlperf.result import device_of  # result imports the catalogue: only when needed
+
+            value["device"] = device_of(value)
         return value
 
     def close(self) -> None:

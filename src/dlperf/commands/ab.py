@@ -32,6 +32,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def devices_text(summary: dict[str, Any]) -> str:
+    """``A on cpu, B on cpu``; sides on different devices say so (the ratio is then the
+    devices' as much as the code's)."""
+    a = ", ".join(summary["a"]["devices"]) or "?"
+    b = ", ".join(summary["b"]["devices"]) or "?"
+    text = f"A on {a}, B on {b}"
+    return text if a == b else text + ": different devices"
+
+
 def main(args: argparse.Namespace) -> int:
     if not 2 <= args.pairs <= 1000:
         raise UsageError(f"--pairs: {args.pairs} must be between 2 and 1000")
@@ -52,11 +61,12 @@ def main(args: argparse.Namespace) -> int:
     summary = result.summary()
     summary["sides"] = {"A": sides[0], "B": sides[1]}
     table = Table(title="dlperf ab: interleaved, fresh processes")
-    for column in ("side", "command", "median", "values"):
+    for column in ("side", "command", "device", "median", "values"):
         table.add_column(column, overflow="fold")
     for name, side in (("A", "a"), ("B", "b")):
         values = summary[side]["values"]
         table.add_row(name, Text(" ".join(summary["sides"][name])),
+                      Text(", ".join(summary[side]["devices"]) or "-"),
                       f"{summary[side]['median']:,.2f}" if values else "-",
                       Text(", ".join(f"{v:,.2f}" for v in values)))
     display.out.print(table)
@@ -64,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
         ci = summary["ci95"]
         ci_text = f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else " (too few pairs for a CI)"
         display.out.print(Text(f"B/A = {summary['ratio']:.3f}{ci_text} over {summary['pairs']} "
-                               f"pairs: {summary['verdict']}"))
+                               f"pairs: {summary['verdict']} ({devices_text(summary)})"))
     for failed in summary.get("failed", []):
         display.out.print(Text(f"side {failed['side']} failed in pair {failed['pair']}: "
                                f"{failed['status']}: {failed['error']}"))

@@ -76,6 +76,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a case got slower beyond the threshold or failed, or "
                              "an accuracy row lost more top-1 than --accuracy-threshold")
+    parser.add_argument("--across-devices", action="store_true",
+                        help="compare cases whose sides ran on different devices (cpu and a GPU, "
+                             "two GPU models); refused without it")
     parser.add_argument("--json", type=Path, help="also write the comparison as JSON")
     return parser
 
@@ -232,7 +235,8 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
     table = display.new_table(
         f"{base_name} → {cand_name} (threshold {result.threshold:.0%}, {result.test}, "
         f"alpha {result.alpha:g})",
-        (("case", "left"), ("baseline (median)", "right"), ("candidate (median)", "right"),
+        (("case", "left"), ("device", "left"), ("baseline (median)", "right"),
+         ("candidate (median)", "right"),
          ("change", "right"), ("significance", "left"), ("verdict", "left")))
     notes = []
     for item in result.cases:
@@ -241,7 +245,7 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
         style = VERDICT_STYLE.get(item.verdict, "")
         verdict = Text(item.verdict, style=style)
         table.add_row(
-            item.label,
+            item.label, Text(item.device_text()),
             _value(base.get("median")) if (item.baseline or {}).get("status") == "ok"
             else (item.baseline or {}).get("status", "—"),
             _value(cand.get("median")) if (item.candidate or {}).get("status") == "ok"
@@ -254,6 +258,10 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
         if item.differs:
             display.out.print(Text(f"different cases, compared as asked: "
                                    f"{'; '.join(item.differs)}"))
+    for item in result.across_devices:
+        base, cand = item.devices
+        display.out.print(Text(f"different devices, compared as asked (--across-devices): "
+                               f"{item.label}: baseline on {base}, candidate on {cand}"))
     for note in notes:
         display.warn(note)
     mean = result.geometric_mean
@@ -263,6 +271,18 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
                        ("faster", "slower", "same", "failed", "fixed", "only in baseline",
                         "only in candidate") if result.count(v))
     display.out.print(f"{summary}; {counts}", highlight=False)
+
+
+def check_devices(result: "Comparison", across: bool) -> None:
+    """One line, exit 2, when a case's two sides ran on different devices and ``--across-devices``
+    was not given: a CPU figure against a GPU one is no regression and no speedup of the code."""
+    mixed = result.across_devices
+    if mixed and not across:
+        base, cand = mixed[0].devices
+        more = f" (and {len(mixed) - 1} more case(s))" if len(mixed) > 1 else ""
+        raise UsageError(f"BASELINE/CANDIDATE: {mixed[0].label} ran on {base} in the baseline "
+                         f"and on {cand} in the candidate{more}; pass --across-devices to "
+                         f"compare results from different devices")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -275,6 +295,7 @@ def main(args: argparse.Namespace) -> int:
     baseline = resolve(args.baseline, "BASELINE", args.db)
     candidate = resolve(args.candidate, "CANDIDATE", args.db)
     result = compare(baseline, candidate, args.threshold, args.alpha, args.test)
+    check_devices(result, args.across_devices)
     mean = result.geometric_mean
     if mean is not None and not math.isfinite(mean):  # shape checks make this unreachable
         raise UsageError(f"BASELINE/CANDIDATE: the geometric mean came out {mean}; a stored "

@@ -5,6 +5,10 @@ two-sided test on the per-repeat throughputs (Mann–Whitney U by default, Welch
 and a verdict that respects a threshold. A test that cannot be computed, or that cannot reach
 significance with so few repeats, is reported as such ("n/a: ...") and never as significant; the
 verdict then rests on the threshold alone and says so.
+
+Each side names the device it ran on (the result's resolved device, :func:`dlperf.result.device_of`):
+a case whose sides ran on different devices is in ``Comparison.across_devices``, which
+``dlperf compare`` refuses unless asked (``--across-devices``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from dlperf.result import throughput_median
+from dlperf.result import device_of, throughput_median
 
 TESTS = ("mannwhitney", "welch")
 DEFAULT_ALPHA = 0.05
@@ -98,6 +102,19 @@ class CaseComparison:
     def regressed(self) -> bool:
         return self.verdict in ("slower", "failed")
 
+    @property
+    def devices(self) -> tuple[str | None, str | None]:
+        """The device each side ran on (None for a side that has no result)."""
+        return (None if self.baseline is None else device_of(self.baseline),
+                None if self.candidate is None else device_of(self.candidate))
+
+    def device_text(self) -> str:
+        """``cpu``, or ``cpu → cuda:0 NVIDIA H100 ...`` when the sides ran on different ones."""
+        base, cand = self.devices
+        if base is None or cand is None or base == cand:
+            return base or cand or "—"
+        return f"{base} → {cand}"
+
 
 @dataclass
 class Comparison:
@@ -123,6 +140,11 @@ class Comparison:
     def regressions(self) -> list[CaseComparison]:
         return [c for c in self.cases if c.regressed]
 
+    @property
+    def across_devices(self) -> list[CaseComparison]:
+        """The cases whose two sides ran on different devices."""
+        return [c for c in self.cases if None not in c.devices and len(set(c.devices)) == 2]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "threshold": self.threshold, "alpha": self.alpha, "test": self.test,
@@ -135,6 +157,7 @@ class Comparison:
                 "candidate_median": throughput_median(c.candidate),
                 "baseline_repeats": _repeats(c.baseline),
                 "candidate_repeats": _repeats(c.candidate),
+                "baseline_device": c.devices[0], "candidate_device": c.devices[1],
                 "baseline_run_id": (c.baseline or {}).get("run_id"),
                 "candidate_run_id": (c.candidate or {}).get("run_id"),
                 "p_value": c.test.p_value if c.test else None,

@@ -1,4 +1,7 @@
-"""CSV (one row per case, every case field and statistic) and JSON (the result contract) export."""
+"""CSV (one row per case, every case field and statistic) and JSON (the result contract) export.
+
+The CSV's ``device`` is the device the case ran on (``cpu``, ``cuda:0 NVIDIA H100 ...``: the
+result's resolved device), ``device_requested`` what ``--device`` asked for (``auto``)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,10 @@ from typing import Any
 
 from dlperf import numbers
 from dlperf.host import timeline
+from dlperf.result import device_of
 from dlperf.stats import median_or_none
 
-CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "device",
-                "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats",
+CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats",
                 "seed", "timeout_s")
 STAT_COLUMNS = ("median", "mean", "min", "max", "iqr", "cv", "n")
 TIMING_COLUMNS = ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")
@@ -43,6 +46,8 @@ def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
         "status": result.get("status"), "error": result.get("error"),
         "source": (case.get("external") or {}).get("name") or "dlperf",
     }
+    out["device"] = device_of(result) if case else None
+    out["device_requested"] = case.get("device")
     out.update({name: case.get(name) for name in CASE_COLUMNS})
     out.update({f"knob_{name}": (case.get("knobs") or {}).get(name) for name in knobs})
     out["global_batch"] = result.get("global_batch")

@@ -3,7 +3,8 @@
 Stored ``dlperf infer`` results do not carry their speedup (it is attached after storing, from
 the invocation or the database), so the report recomputes it the same way: the fp32 twin is the
 result whose case differs only in precision (``dlperf.studies.infer.fp32_twin``), looked up among the
-results the report shows. A latency speedup is fp32's latency at a percentile over this
+results the report shows, on the same resolved device (a GPU result is never a CPU one's twin).
+A latency speedup is fp32's latency at a percentile over this
 precision's at the same percentile (> 1: faster), so each percentile of the tail gets its own.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dlperf.result import device_of
 from dlperf.spec import Case, SpecError
 from dlperf.studies.infer import BASELINE, fp32_twin
 
@@ -39,7 +41,7 @@ def fp32_index(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 and result["case"].get("precision") == BASELINE:
             key = _key(result["case"])
             if key is not None:
-                index[key] = result
+                index[f"{key} {device_of(result)}"] = result
     return index
 
 
@@ -47,7 +49,7 @@ def baseline(result: dict[str, Any], index: dict[str, dict[str, Any]]) -> dict[s
     if not is_inference(result) or result.get("status") != "ok":
         return None
     key = _key(result["case"], twin=True)
-    return None if key is None else index.get(key)
+    return None if key is None else index.get(f"{key} {device_of(result)}")
 
 
 def throughput_speedup(result: dict[str, Any],

@@ -28,7 +28,7 @@ def _series(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per framework, mode, precision and device count: results by batch size."""
     series: dict[str, list[dict[str, Any]]] = {}
     for result in _measured(results):
-        series.setdefault(_series_name(result["case"], "precision", "devices"), []).append(result)
+        series.setdefault(_series_name(result, "precision", "devices"), []).append(result)
     for members in series.values():
         members.sort(key=lambda r: int(r["case"].get("batch_size") or 0))
     return dict(sorted(series.items(), key=lambda item: (

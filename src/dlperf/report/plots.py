@@ -21,6 +21,7 @@ from matplotlib import ticker  # noqa: E402
 
 from dlperf.report.results import total_devices  # noqa: E402
 from dlperf.report.tables import engine, precision_rank, variant  # noqa: E402
+from dlperf.result import device_of  # noqa: E402
 
 DPI = 100
 WIDTH = 7.5
@@ -61,10 +62,14 @@ def _unit(results: list[dict[str, Any]]) -> str:
     return results[0].get("unit", "samples/s") if results else "samples/s"
 
 
-def _series_name(case: dict[str, Any], *fields: str) -> str:
+def _series_name(result: dict[str, Any], *fields: str) -> str:
+    """A line's name: framework, mode, engine, the device it ran on (a CPU and a GPU line of one
+    case are two lines), then ``fields`` of the case."""
+    case = result["case"]
     parts = [case.get("framework", "?"), variant(case)]
     if engine(case) != "native":  # Horovod's line beside the framework's own
         parts.append(engine(case))
+    parts.append(f"[{device_of(result)}]")
     for name in fields:
         value = case.get(name)
         parts.append(f"bsz {value}" if name == "batch_size" else
@@ -76,7 +81,7 @@ def scaling(results: list[dict[str, Any]]) -> bytes | None:
     """Throughput against device count per configuration, with the ideal-scaling line."""
     series: dict[str, dict[int, float]] = {}
     for result in _ok(results):
-        name = _series_name(result["case"], "precision", "batch_size")
+        name = _series_name(result, "precision", "batch_size")
         series.setdefault(name, {})[total_devices(result)] = result["throughput"]["median"]
     series = {name: points for name, points in series.items() if len(points) > 1}
     if not series:
@@ -105,7 +110,7 @@ def speedup(results: list[dict[str, Any]]) -> bytes | None:
     for result in _ok(results):
         if result.get("speedup") is None:
             continue
-        name = _series_name(result["case"], "precision", "batch_size")
+        name = _series_name(result, "precision", "batch_size")
         series.setdefault(name, []).append(
             (total_devices(result), int(result["case"].get("nnodes") or 1), result["speedup"]))
     series = {name: points for name, points in series.items()
@@ -146,7 +151,7 @@ def batch_size(results: list[dict[str, Any]]) -> bytes | None:
     series: dict[str, dict[int, tuple[float, float, float]]] = {}
     for result in _ok(results):
         tp = result["throughput"]
-        name = _series_name(result["case"], "precision", "devices")
+        name = _series_name(result, "precision", "devices")
         series.setdefault(name, {})[result["case"]["batch_size"]] = (
             tp["median"], tp["min"], tp["max"])
     if not any(len(points) > 1 for points in series.values()):
@@ -181,7 +186,7 @@ def setting_groups(results: list[dict[str, Any]]) -> dict[str, dict[tuple[str, b
     for result in _ok(results):
         case = result["case"]
         key = (str(case.get("framework")) + ("" if engine(case) == "native"
-                                             else f" {engine(case)}"),
+                                             else f" {engine(case)}") + f" [{device_of(result)}]",
                int(case.get("batch_size") or 0), total_devices(result))
         compiled = bool(case.get("compile"))
         measured.setdefault(key, {})[(str(case.get("precision")), compiled)] = (
@@ -256,12 +261,13 @@ def frameworks(results: list[dict[str, Any]]) -> bytes | None:
     """DLPerf's main figure: every framework (and mode) side by side for each precision at the
     same batch and device count, bars at the median with min–max whiskers. Nothing is left out
     for having been measured in one setting only."""
-    groups: dict[tuple[int, str, int, int], dict[str, tuple[float, float, float]]] = {}
+    groups: dict[tuple[int, str, int, int, str], dict[str, tuple[float, float, float]]] = {}
     for result in _ok(results):
         case, tp = result["case"], result["throughput"]
         devices = total_devices(result)
+        # one bar group per device a case ran on: a CPU bar never stands beside a GPU one
         key = (precision_rank(case.get("precision", "")), str(case.get("precision")),
-               int(case.get("batch_size") or 0), devices)
+               int(case.get("batch_size") or 0), devices, device_of(result))
         repeats = tp.get("repeats") or [tp["median"]]
         kind = variant(case) + ("" if engine(case) == "native" else f", {engine(case)}")
         groups.setdefault(key, {})[f"{case.get('framework')} ({kind})"] = (
@@ -286,8 +292,8 @@ def frameworks(results: list[dict[str, Any]]) -> bytes | None:
         axes.bar(xs, heights, width=width, yerr=[low, high], capsize=2, label=name,
                  color=color, hatch=hatch, edgecolor="white", linewidth=0)
     axes.set_xticks(range(len(keys)))
-    axes.set_xticklabels([f"{p} bsz {b}" + (f" {d} dev" if d > 1 else "")
-                          for _, p, b, d in keys], rotation=15, ha="right", fontsize=8)
+    axes.set_xticklabels([f"{p} bsz {b}" + (f" {d} dev" if d > 1 else "") + f"\n{where}"
+                          for _, p, b, d, where in keys], rotation=15, ha="right", fontsize=8)
     axes.set_ylabel(f"throughput ({_unit(results)}, median)")
     axes.set_title("Frameworks side by side (whiskers: min–max over repeats)")
     axes.grid(True, axis="y", alpha=0.3)

@@ -48,7 +48,7 @@ def config_key(result: dict[str, Any]) -> str:
     """What must be equal for a 1-device result to be the baseline of an N-device one."""
     case = result["case"]
     source = (case.get("external") or {}).get("name")
-    return json.dumps([config(case), source], sort_keys=True)
+    return json.dumps([config(result), source], sort_keys=True)
 
 
 def native(result: dict[str, Any]) -> bool:

@@ -1,7 +1,9 @@
 """The report's content as plain tables, shared by the Markdown and HTML renderers.
 
-Like DLPerf's summary: per model, one row per framework (and variant), a throughput and a speedup
-column per precision, failed or fallback cells footnoted with the reason. Then DLPerf's scaling
+Like DLPerf's summary: per model, one row per framework (and variant) and resolved device, a
+throughput and a speedup column per precision, failed or fallback cells footnoted with the reason.
+A case measured on the CPU and on a GPU is two rows, two scaling tables, two detail tables, each
+naming its device: never one figure, never one speedup. Then DLPerf's scaling
 table per framework (and variant): for every precision and batch size measured on more than one
 device, a row per topology — nodes | devices per node | devices → throughput | speedup | scaling
 efficiency. Under it, one detail table per configuration: nodes | devices | batch/device |
@@ -16,6 +18,7 @@ from typing import Any
 from dlperf import models
 from dlperf.report import inference
 from dlperf.report.results import NO_BASELINE, total_devices
+from dlperf.result import device_of
 from dlperf.spec import frameworks, support
 
 PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
@@ -169,20 +172,21 @@ def fallback_note(result: dict[str, Any]) -> str | None:
 def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
     precisions = sorted({r["case"].get("precision", "fp32") for r in results},
                         key=precision_rank)
-    headers, align = ["framework", "variant"], ["l", "l"]
+    headers, align = ["framework", "variant", "device"], ["l", "l", "l"]
     for precision in precisions:
         headers += [f"{precision.upper()} throughput ({results[0].get('unit', 'samples/s')})",
                     f"{precision.upper()} speedup"]
         align += ["r", "r"]
     table = Table("summary", headers, align)
-    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    rows: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for result in results:
         kind = variant(result["case"])
         if engine(result["case"]) != "native":  # Horovod's rows beside the framework's own
             kind += f" · {engine(result['case'])}"
-        rows.setdefault((result["case"].get("framework", "?"), kind), []).append(result)
-    for (framework, kind), members in sorted(rows.items()):
-        row = [Cell(framework), Cell(kind)]
+        rows.setdefault((result["case"].get("framework", "?"), kind, device_of(result)),
+                        []).append(result)
+    for (framework, kind, where), members in sorted(rows.items()):
+        row = [Cell(framework), Cell(kind), Cell(where)]
         for precision in precisions:
             cell_results = [r for r in members if r["case"].get("precision") == precision]
             ok = [r for r in cell_results if r.get("status") == "ok"
@@ -223,13 +227,14 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     per device) measured on more than one device, a row per nodes × devices per node; where
     Horovod ran too, an engine column and its rows beside the native ones, every speedup over
     the same 1-device native result (:mod:`dlperf.scaling`)."""
-    groups: dict[tuple[str, str], dict[tuple[str, int], list[dict[str, Any]]]] = {}
+    groups: dict[tuple[str, str, str], dict[tuple[str, int], list[dict[str, Any]]]] = {}
     for result in results:
         case = result["case"]
-        groups.setdefault((case.get("framework", "?"), variant(case)), {}).setdefault(
+        groups.setdefault((case.get("framework", "?"), variant(case), device_of(result)),
+                          {}).setdefault(
             (case.get("precision", "fp32"), int(case.get("batch_size") or 0)), []).append(result)
     tables = []
-    for (framework, kind), configs in sorted(groups.items()):
+    for (framework, kind, where), configs in sorted(groups.items()):
         scaled = {key: members for key, members in configs.items()
                   if any(total_devices(r) > 1 for r in members)}
         if not scaled:
@@ -237,7 +242,7 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
         unit = next(iter(scaled.values()))[0].get("unit", "samples/s")
         engines = any(engine(r["case"]) != "native" for members in scaled.values()
                       for r in members)
-        table = Table(f"scaling of {framework} · {kind}",
+        table = Table(f"scaling of {framework} · {kind} · {where}",
                       ["precision", "batch/device", "nodes", "devices/node", "devices",
                        *(["engine"] if engines else []),
                        f"throughput ({unit}, median)", "speedup", "scaling efficiency"],
@@ -264,19 +269,19 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
 
 
 def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
-    configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    configs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for result in results:
         case = result["case"]
         kind = variant(case)
         if engine(case) != "native":  # Horovod's rows in a table of their own
             kind += f" · {engine(case)}"
-        configs.setdefault((case.get("framework", "?"), kind,
+        configs.setdefault((case.get("framework", "?"), kind, device_of(result),
                             case.get("precision", "fp32")), []).append(result)
     has_latency = any(r.get("latency_ms") for r in results)
     twins = inference.fp32_index(results)
     tables = []
-    for (framework, kind, precision), members in sorted(
-            configs.items(), key=lambda item: (item[0][0], item[0][1], precision_rank(item[0][2]))):
+    for (framework, kind, where, precision), members in sorted(
+            configs.items(), key=lambda item: (*item[0][:3], precision_rank(item[0][3]))):
         headers = ["nodes", "devices", "batch/device", "global batch",
                    f"throughput ({members[0].get('unit', 'samples/s')}, median)", "spread",
                    "speedup", "scaling efficiency", "TFLOP/s", "MFU"]
@@ -287,7 +292,7 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
             align += ["r"] * (3 + len(inference.PERCENTILES))
         headers.append("status")
         align.append("l")
-        table = Table(f"{framework} · {kind} · {precision}", headers, align)
+        table = Table(f"{framework} · {kind} · {where} · {precision}", headers, align)
         members.sort(key=lambda r: (r["case"].get("nnodes", 1), r["case"].get("devices", 1),
                                     r["case"].get("batch_size", 0)))
         for result in members:

@@ -6,7 +6,8 @@ measuring command (``run ...`` or ``external ... -- COMMAND``) run with one repe
 answer is each side's median, the ratio of medians B / A with a percentile-bootstrap 95% interval
 over *pairs* (pairs are resampled together, so drift shared by a pair cancels), and a verdict:
 ``same`` when the interval includes 1 or the ratio is within the threshold, else B ``faster`` /
-``slower``.
+``slower``. Each side names the device its turns ran on (the results' resolved device), so a
+ratio of a CPU and a GPU side never passes for a code change.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from dlperf.errors import UsageError
-from dlperf.result import throughput_median
+from dlperf.result import device_of, throughput_median
 from dlperf.stats import median_or_none
 
 MEASURING = ("run", "external")
@@ -64,6 +65,7 @@ class Turn:
     throughput: float | None
     status: str
     error: str | None = None
+    device: str | None = None  # where the turn ran (resolved), None when it wrote no result
 
 
 @dataclass
@@ -76,6 +78,14 @@ class Comparison:
     def values(self, side: str) -> list[float]:
         return [t.throughput for t in sorted(self.turns, key=lambda t: t.pair)
                 if t.side == side and t.throughput is not None]
+
+    def devices(self, side: str) -> list[str]:
+        """The devices ``side``'s turns ran on, in order of first use (one, unless it moved)."""
+        seen: list[str] = []
+        for turn in self.turns:
+            if turn.side == side and turn.device and turn.device not in seen:
+                seen.append(turn.device)
+        return seen
 
     def complete_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         by_pair: dict[int, dict[str, float]] = {}
@@ -90,7 +100,8 @@ class Comparison:
         a, b = self.complete_pairs()
         out: dict[str, Any] = {"pairs": int(a.size), "pairs_asked": self.pairs,
                                "threshold": self.threshold,
-                               "a": _side(a), "b": _side(b),
+                               "a": {**_side(a), "devices": self.devices("A")},
+                               "b": {**_side(b), "devices": self.devices("B")},
                                "ratio": None, "ci95": None, "verdict": "n/a",
                                "method": "ratio of medians B/A; percentile bootstrap over pairs "
                                          f"({BOOTSTRAP_SAMPLES} resamples, seed {self.seed})"}
@@ -143,8 +154,9 @@ def order(pairs: int) -> list[tuple[int, str]]:
 
 
 def run_side(argv: list[str], workdir: Path, tag: str, timeout_s: float | None = None
-             ) -> tuple[float | None, str, str | None]:
-    """One turn: the side's dlperf command with one repeat, in a fresh process."""
+             ) -> tuple[float | None, str, str | None, str | None]:
+    """One turn: the side's dlperf command with one repeat, in a fresh process: its throughput,
+    status, error and the device it ran on."""
     out = workdir / f"{tag}.json"
     command = [sys.executable, "-m", "dlperf.cli", argv[0], "--repeats", "1",
                "--db", str(workdir / "ab.db"), "--json", str(out), *argv[1:]]
@@ -155,14 +167,14 @@ def run_side(argv: list[str], workdir: Path, tag: str, timeout_s: float | None =
         raise UsageError(f"side {tag[0]}: {line}")
     if not out.exists():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, "crash", f"exit {done.returncode}: {tail}"
+        return None, "crash", f"exit {done.returncode}: {tail}", None
     result = json.loads(out.read_text())
     if isinstance(result, list):  # a command that writes a list of results
         result = result[0]
     value = throughput_median(result)
     if value is None or not math.isfinite(value):
-        return None, result.get("status") or "crash", result.get("error")
-    return float(value), "ok", None
+        return None, result.get("status") or "crash", result.get("error"), device_of(result)
+    return float(value), "ok", None, device_of(result)
 
 
 def compare(sides: list[list[str]], pairs: int, threshold: float = DEFAULT_THRESHOLD,
@@ -171,9 +183,9 @@ def compare(sides: list[list[str]], pairs: int, threshold: float = DEFAULT_THRES
     result = Comparison(pairs=pairs, threshold=threshold)
     with tempfile.TemporaryDirectory(prefix="dlperf-ab-") as tmp:
         for pair, side in order(pairs):
-            value, status, error = run_side(sides[0 if side == "A" else 1], Path(tmp),
-                                            f"{side}{pair}")
-            turn = Turn(side, pair, value, status, error)
+            value, status, error, device = run_side(sides[0 if side == "A" else 1], Path(tmp),
+                                                    f"{side}{pair}")
+            turn = Turn(side, pair, value, status, error, device)
             result.turns.append(turn)
             if say:
                 say(turn)
