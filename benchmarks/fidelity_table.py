@@ -123,6 +123,11 @@ def _rate(value: float | None) -> str:
     return "—" if value is None else f"{value:,.2f}"
 
 
+def _ratio(value: float) -> str:
+    """Three decimals near 1; three significant digits for the far bounds few pairs give."""
+    return f"{value:.3f}" if 0.001 <= value < 1000 else f"{value:.3g}"
+
+
 def cells(row: dict[str, Any], kinds: Sequence[tuple[str, str]]) -> list[str]:
     """One framework's cells; a skipped or failed row says so (``notes`` says why)."""
     case = row.get("case") or {}
@@ -139,8 +144,8 @@ def cells(row: dict[str, Any], kinds: Sequence[tuple[str, str]]) -> list[str]:
             continue
         ci = entry.get("ci95")
         out += [_rate(entry.get("loop_rate")),
-                "—" if entry.get("ratio") is None else f"{entry['ratio']:.3f}",
-                f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else "—"]
+                "—" if entry.get("ratio") is None else _ratio(entry["ratio"]),
+                f"{_ratio(ci[0])}–{_ratio(ci[1])}" if ci else "—"]
     pairs = "—" if not first else str(first.get("pairs"))
     if first and row["status"] == "failed":
         pairs += f" of {first.get('pairs_asked')}, failed"
