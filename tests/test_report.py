@@ -284,8 +284,8 @@ def test_precision_compile_groups_name_each_frameworks_modes_and_share_four_sett
     assert len(groups) == 8
     assert {s for bars in groups.values() for s in bars} == {
         ("fp32", False), ("fp32", True), ("amp-bf16", False), ("amp-bf16", True)}
-    assert groups["tensorflow bsz 2\noff: tf.function graph\non: XLA"][("fp32", True)] == 12.0
-    assert groups["jax bsz 2\non: jax.jit"][("amp-bf16", True)] == 14.0
-    assert "torch bsz 2\noff: eager\non: torch.compile" in groups
+    assert groups["tensorflow [cpu] bsz 2\noff: tf.function graph\non: XLA"][("fp32", True)] == 12.0
+    assert groups["jax [cpu] bsz 2\non: jax.jit"][("amp-bf16", True)] == 14.0
+    assert "torch [cpu] bsz 2\noff: eager\non: torch.compile" in groups
     png = precision_compile(results)
     assert png is not None and png.startswith(b"\x89PNG")
