@@ -217,15 +217,15 @@ def _face(knobs, batch, device, gen, train):
 
     def infer_out(m):
         # type: (nn.Module) -> torch.Tensor
-        inner = getattr(m, "module", m)
-        return inner.backbone(images).float().mean()
+        return m(images).float().mean()
 
     def make_optimizer(params):
         # type: (Any) -> torch.optim.Optimizer
         return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=5e-4)
 
-    return Parts(model, train_loss if train else infer_out, make_optimizer, None,
-                 "channels_last", "SGD(lr=0.1, momentum=0.9, weight_decay=5e-4) (InsightFace's)")
+    return Parts(model if train else model.embedder(), train_loss if train else infer_out,
+                 make_optimizer, None, "channels_last",
+                 "SGD(lr=0.1, momentum=0.9, weight_decay=5e-4) (InsightFace's)")
 
 
 def _image_classifier(name):

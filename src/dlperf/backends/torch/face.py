@@ -101,6 +101,11 @@ class FaceModel(nn.Module):
         # type: (torch.Tensor, torch.Tensor) -> torch.Tensor
         return self.head(self.backbone(images), labels)
 
+    def embedder(self):
+        # type: () -> FaceEmbedder
+        """The model as inference serves it: images in, embeddings out."""
+        return FaceEmbedder(self)
+
     def ddp_ignored(self):
         # type: () -> list
         """Names of the parameters DDP must leave alone: a sharded classifier's own centres."""
@@ -119,3 +124,22 @@ class FaceModel(nn.Module):
         if not getattr(head, "sharded", False):
             return {"classifier": "whole, %d classes" % self.num_classes}
         return head.info()
+
+
+class FaceEmbedder(nn.Module):
+    """Inference of a face model: the backbone's embeddings, what a face recogniser serves (the
+    classifier is training's). Its own ``forward``, so that the inference wrappers (the whole
+    model cast to bf16/fp16, int8 quantization's tracing) see the same call as the loop."""
+
+    def __init__(self, model):
+        # type: (FaceModel) -> None
+        super(FaceEmbedder, self).__init__()
+        self.model = model
+
+    def forward(self, images):
+        # type: (torch.Tensor) -> torch.Tensor
+        return self.model.backbone(images)
+
+    def whole_params(self):
+        # type: () -> int
+        return self.model.whole_params()
