@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from dlperf.envs import manage, registry
+from package_index import needs_pypi
 
 
 @pytest.fixture
@@ -27,6 +28,7 @@ def six_version(python: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+@needs_pypi  # pip installs six from the package index, three times
 def test_failed_rebuild_keeps_the_working_environment(toy):
     toy.write_text("six==1.16.0\n")
     done = manage.install("toy", say=lambda line: None)
