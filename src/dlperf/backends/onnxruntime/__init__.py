@@ -16,7 +16,8 @@ SUPPORT = Support(
             "bert-base"),
     tasks=("infer",),
     precisions={
-        "cpu": {"infer": ("fp32", "fp16", "bf16", "int8")},
+        # bf16: the CPU execution provider has no bfloat16 Conv/MatMul kernels (1.31)
+        "cpu": {"infer": ("fp32", "fp16", "int8")},
         "cuda": {"infer": ("fp32", "fp16", "bf16", "int8")},
     },
     modes={False: "InferenceSession (graph optimisations always on)"},
@@ -26,6 +27,8 @@ SUPPORT = Support(
                       "always on); run without --compile",
         "amp-bf16": "precision amp-bf16 is PyTorch autocast; " + ONE_PRECISION,
         "amp-fp16": "precision amp-fp16 is PyTorch autocast; " + ONE_PRECISION,
+        "cpu/bf16": "precision bf16: onnxruntime's CPUExecutionProvider has no bfloat16 "
+                    "Conv/MatMul kernels; use fp16 or int8 on a CPU, bf16 on cuda",
         "tf32": "precision tf32 is a CUDA matmul mode of PyTorch, not an onnxruntime precision",
         "distributed/cpu": "the onnxruntime backend runs one process on one device",
         "distributed/cuda": "the onnxruntime backend runs one process on one device",

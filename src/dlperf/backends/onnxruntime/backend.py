@@ -112,6 +112,37 @@ def torch_network(view):
     return model, tuple(a.contiguous() for a in args), count_params(model)
 
 
+def cast_network(model, example, dtype_name):
+    # type: (Any, Tuple[Any, ...], str) -> Any
+    """The whole network in ``dtype_name``, taking the same inputs as the fp32 one (the feeds
+    stay float32: numpy has no bfloat16), a floating input cast inside the graph. The exporter
+    keeps the batch axis dynamic only for a module whose forward names its inputs (the torch
+    backend's CastInputs takes ``*args``), hence a one-input wrapper of its own."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    cast = model.to(dtype)
+    floating = [a for a in example if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if not floating:  # token ids and masks: integers, as they are
+        return cast
+    if len(example) != 1:
+        raise UnsupportedError("precision %s: the export casts one floating input; this model "
+                               "takes %d inputs" % (dtype_name, len(example)))
+
+    class CastInput(torch.nn.Module):
+        """``model(x.to(dtype))``: one input, named."""
+
+        def __init__(self):
+            # type: () -> None
+            super(CastInput, self).__init__()
+            self.model = cast
+
+        def forward(self, x):  # type: ignore[override]
+            return self.model(x.to(dtype))
+
+    return CastInput()
+
+
 def _feeds(names, args):
     # type: (List[str], Sequence[Any]) -> Dict[str, np.ndarray]
     return {n: np.ascontiguousarray(a.detach().cpu().numpy()) for n, a in zip(names, args)}
@@ -133,9 +164,8 @@ def onnx_file(view, model, args):
     def make_float(path):
         # type: (str) -> Dict[str, Any]
         if precision in CAST_PRECISIONS:
-            from dlperf.backends.torch.inference import cast_model
-            dtype = getattr(torch, CAST_PRECISIONS[precision])
-            return export.export(cast_model(model, dtype), example, path)
+            return export.export(cast_network(model, example, CAST_PRECISIONS[precision]),
+                                 example, path)
         return export.export(model, example, path)
 
     float_path = export.artefact_path("fp32" if precision == "int8" else precision, identity)
