@@ -100,15 +100,20 @@ horovod-envs: envs horovod
 test: setup envs horovod-envs browser slurm
 	$(BIN)/python -m pytest -q
 
-# dlperf against each framework's hand-written loop (benchmarks/fidelity.py): every framework
-# whose environment is installed (the others are listed as skipped), interleaved pairs in fresh
-# processes, one table printed and written as JSON and Markdown. Not part of `make test`: it
-# measures, so run it alone on a quiet machine. Empty FIDELITY_IMAGE / FIDELITY_BATCH: image 64,
-# batch 8 (MindSpore 32, 4); FIDELITY_FRAMEWORKS: a subset, e.g. "torch jax".
+# dlperf against each framework's reference loops (benchmarks/fidelity.py): every framework
+# whose environment is installed (the others are listed as skipped), its same-recipe loop
+# (benchmarks/handwritten/) and its independent loop (benchmarks/independent/), interleaved pairs
+# in fresh processes, one table printed and written as JSON and Markdown. Not part of `make
+# test`: it measures, so run it alone on a quiet machine. Empty FIDELITY_IMAGE / FIDELITY_BATCH:
+# image 64, batch 8 (MindSpore 32, 4); FIDELITY_FRAMEWORKS: a subset, e.g. "torch jax";
+# FIDELITY_LOOPS: same-recipe, independent or both (empty: both); FIDELITY_MIN_SECONDS: every
+# side's timed window at least this long (empty: 0).
 FIDELITY_PAIRS ?= 4
 FIDELITY_FRAMEWORKS ?=
 FIDELITY_IMAGE ?=
 FIDELITY_BATCH ?=
+FIDELITY_LOOPS ?=
+FIDELITY_MIN_SECONDS ?=
 FIDELITY_JSON ?= fidelity.json
 FIDELITY_MD ?= fidelity.md
 FIDELITY_ARGS ?=
@@ -117,6 +122,8 @@ fidelity: setup
 		$(foreach fw,$(FIDELITY_FRAMEWORKS),--framework $(fw)) \
 		$(if $(strip $(FIDELITY_IMAGE)),--image-size $(FIDELITY_IMAGE)) \
 		$(if $(strip $(FIDELITY_BATCH)),--batch-size $(FIDELITY_BATCH)) \
+		$(if $(strip $(FIDELITY_LOOPS)),--loops $(strip $(FIDELITY_LOOPS))) \
+		$(if $(strip $(FIDELITY_MIN_SECONDS)),--min-seconds $(FIDELITY_MIN_SECONDS)) \
 		--json $(FIDELITY_JSON) --markdown $(FIDELITY_MD) $(FIDELITY_ARGS)
 
 clean:

@@ -1,25 +1,43 @@
-"""Fidelity of every backend: dlperf's throughput / a hand-written loop's, through `dlperf ab`.
+"""Fidelity of every backend: dlperf's throughput / a reference loop's, through `dlperf ab`.
 
-Side A is the framework's idiomatic hand-written ResNet-50 v1.5 loop (benchmarks/handwritten/,
-same network module, same recipe), wrapped by `dlperf external`; side B is `dlperf run` of the
-same case. `dlperf ab` runs them alternately in fresh processes; this script does that for each
-framework asked (default: every framework with a loop; one whose environment is not installed is
-listed as skipped, with the reason), records the host's state before and after each, and prints
-one table: dlperf and loop samples/s, the ratio dlperf/loop with a 95 % interval over the pair
-ratios (fidelity_table.py says how), host state. A ratio within 0.97-1.03 means the harness
-neither costs nor inflates. Both sides run with OMP_NUM_THREADS set to this process's usable
-cores unless it is set. `make fidelity` runs it (FIDELITY_PAIRS=4 ...; see the Makefile).
+Two kinds of reference loop (``--loops``, default both), each a `dlperf ab` of its own per
+framework: side A the loop, wrapped by `dlperf external` and run by the framework environment's
+interpreter (with the variables its registry entry declares, as dlperf's worker gets them); side
+B `dlperf run` of the same case. `dlperf ab` runs the two alternately in fresh processes.
+
+* ``same-recipe`` (benchmarks/handwritten/): the framework's idiomatic loop around dlperf's own
+  network module and recipe. dlperf / loop near 1 says the *harness* neither costs nor inflates.
+* ``independent`` (benchmarks/independent/): a loop that shares nothing with dlperf, written as
+  the framework's documentation and model zoo write ResNet-50 v1.5 training, in the framework's
+  default mode. dlperf / loop near 1 says dlperf's *backend* is as fast as what that framework's
+  users write (issue 32). dlperf runs in the loop's mode (``INDEPENDENT``: jax jitted, MXNet
+  hybridized, the others eager / graph as their default), fp32 only.
+
+For each framework asked (default: every framework with a loop; one whose environment is not
+installed is listed as skipped, with the reason) the host's state is recorded before and after
+its pairs, and one table is printed: per loop kind, dlperf and loop samples/s, the ratio
+dlperf/loop with a 95 % interval over the pair ratios (fidelity_table.py says how) and the pairs;
+host state. A ratio within 0.97-1.03 is the target. Both sides run with OMP_NUM_THREADS set to
+this process's usable cores unless it is set. `make fidelity` runs it (FIDELITY_PAIRS=4 ...; see
+the Makefile).
 
     python benchmarks/fidelity.py --pairs 4 --json fidelity.json --markdown fidelity.md
-    python benchmarks/fidelity.py --framework jax --precision amp-bf16 --pairs 6
+    python benchmarks/fidelity.py --framework jax --loops independent --min-seconds 5 --pairs 6
+    python benchmarks/fidelity.py --framework jax --precision amp-bf16 --loops same-recipe
     python benchmarks/fidelity.py --framework torch --image-size 112 --batch-size 16 \\
         --warmup-steps 8 --steps 20 --json fidelity-torch.json
+
+``--min-seconds S`` makes every side's timed window last at least S seconds: dlperf gets
+``--min-duration S``, the independent loops ``--min-seconds S``, the same-recipe loops their
+optional ``--min-seconds S`` (each extends its window by whole steps, closed by its usual
+synchronisation).
 
 Shapes default to image 64, batch 8 (MindSpore image 32, batch 4: its CPU kernels make a step at
 64 several times slower than the others'); --image-size / --batch-size set them for all.
 
-For caffe2, side A is Caffe2's own ``imagenet_trainer.py`` on its null input
-(``handwritten/caffe2_resnet50.py`` runs it unchanged and reads its per-iteration rates), and both
+For caffe2 the reference is Caffe2's own ``imagenet_trainer.py`` on its null input
+(``handwritten/caffe2_resnet50.py`` runs it unchanged and reads its per-iteration rates). It shares
+nothing with dlperf, so it is caffe2's *independent* loop; caffe2 has no same-recipe loop. Both
 sides run Caffe2's CPU operators (dlperf's ``--option engine=cpu``), the engine the trainer can run.
 
 Exit status: 0 when every framework asked was measured or skipped, 1 when one failed, 2 for bad
@@ -34,6 +52,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +68,50 @@ from dlperf.launchers import launch
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
+# same-recipe loops: benchmarks/handwritten/, around dlperf's own network modules
 LOOPS = {"torch": "torch_resnet50.py", "tensorflow": "tf2_resnet50.py",
          "tensorflow1": "tf1_resnet50.py", "jax": "jax_resnet50.py",
          "paddle": "paddle_resnet50.py", "mxnet": "mxnet_resnet50.py",
-         "mindspore": "mindspore_resnet50.py", "oneflow": "oneflow_resnet50.py",
-         # not hand-written: Caffe2's own imagenet_trainer.py on its null input, run unchanged
-         "caffe2": "caffe2_resnet50.py"}
+         "mindspore": "mindspore_resnet50.py", "oneflow": "oneflow_resnet50.py"}
+
+
+@dataclass(frozen=True)
+class Independent:
+    """A loop sharing nothing with dlperf, and the dlperf mode it is compared with (its own)."""
+
+    path: str  # under benchmarks/
+    compile: bool  # dlperf's --compile (on) or --no-compile (off): the loop's own mode
+    mode: str  # the loop's mode in words
+    rate: str = r'"samples_per_s": ([0-9.eE+-]+)'  # its one JSON line
+    cli: bool = True  # --image-size ... flags (else the positional BATCH IMAGE ... of caffe2's)
+
+
+INDEPENDENT = {
+    "torch": Independent("independent/torch_resnet50.py", False, "eager"),
+    "tensorflow": Independent("independent/tensorflow_resnet50.py", False,
+                              "tf.function graph, no XLA"),
+    "tensorflow1": Independent("independent/tensorflow1_resnet50.py", False,
+                               "graph + Session, no XLA"),
+    "jax": Independent("independent/jax_resnet50.py", True, "jax.jit step"),
+    "paddle": Independent("independent/paddle_resnet50.py", False, "dygraph"),
+    "mxnet": Independent("independent/mxnet_resnet50.py", True,
+                         "hybridized, static_alloc + static_shape"),
+    "mindspore": Independent("independent/mindspore_resnet50.py", False, "PyNative"),
+    "oneflow": Independent("independent/oneflow_resnet50.py", False, "eager, no nn.Graph"),
+    # not hand-written: Caffe2's own imagenet_trainer.py on its null input, run unchanged
+    "caffe2": Independent("handwritten/caffe2_resnet50.py", False,
+                          "Caffe2's imagenet_trainer.py, net as built, CPU operators "
+                          "(dlperf --option engine=cpu)",
+                          rate=r'"throughput": ([0-9.eE+-]+)', cli=False),
+}
+FRAMEWORKS = list(dict.fromkeys([*LOOPS, *INDEPENDENT]))
+KINDS = tuple(key for key, _ in table.LOOP_KINDS)  # same-recipe, independent
+NO_LOOP = {("caffe2", "same-recipe"): "no same-recipe loop: its reference, Caffe2's own "
+                                      "imagenet_trainer.py, shares nothing with dlperf and is "
+                                      "reported as caffe2's independent loop"}
+# what dlperf's backends set when unset (they only quieten stderr); the loops get the same
+QUIET = {"tensorflow": {"TF_CPP_MIN_LOG_LEVEL": "2"}, "tensorflow1": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+         "paddle": {"GLOG_minloglevel": "2"}, "oneflow": {"GLOG_minloglevel": "2"}}
 RATE = r'"throughput": ([0-9.eE+-]+)'
 SHAPE = (64, 8)  # image size, batch size
 SHAPES = {"mindspore": (32, 4)}
@@ -64,16 +121,22 @@ PROG = "fidelity.py"
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = Parser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--framework", action="append", choices=list(LOOPS),
+    parser.add_argument("--framework", action="append", choices=FRAMEWORKS,
                         help="repeatable; default: every framework with a loop")
+    parser.add_argument("--loops", default=",".join(KINDS),
+                        help=f"loop kinds, comma-separated (default {','.join(KINDS)})")
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--compile", action="store_true")
+    parser.add_argument("--compile", action="store_true",
+                        help="same-recipe loops and dlperf compiled (independent loops run "
+                             "their own mode)")
     parser.add_argument("--batch-size", type=int, help="default 8 (mindspore 4)")
     parser.add_argument("--image-size", type=int, help="default 64 (mindspore 32)")
     parser.add_argument("--warmup-steps", type=int, default=8,
                         help="both sides' warm-up, the first step included")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--min-seconds", type=float, default=0.0,
+                        help="every side's timed window lasts at least this long (default 0)")
     parser.add_argument("--json", type=Path, help="write the table (and every pair) here")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown here")
     args = parser.parse_args(argv)
@@ -86,11 +149,18 @@ def check(args: argparse.Namespace) -> None:
     bounds = {"--pairs": (args.pairs, 2, 1000), "--warmup-steps": (args.warmup_steps, 1, None),
               "--steps": (args.steps, 1, None), "--batch-size": (args.batch_size, 1, None),
               "--image-size": (args.image_size, MIN_IMAGE, None)}
+    bounds["--min-seconds"] = (args.min_seconds, 0, None)
     for flag, (value, low, high) in bounds.items():
         if value is None or (value >= low and (high is None or value <= high)):
             continue
         allowed = f"between {low} and {high}" if high else f"at least {low}"
-        raise UsageError(f"{flag}: {value} must be {allowed}")
+        raise UsageError(f"{flag}: {value:g} must be {allowed}")
+    asked = [kind.strip() for kind in args.loops.split(",")]
+    for kind in asked:
+        if kind not in KINDS:
+            raise UsageError(f"--loops: {kind!r} is not a loop kind; give a comma-separated "
+                             f"subset of {','.join(KINDS)}")
+    args.loops = [kind for kind in KINDS if kind in asked]
     outputs.check_writable("--json", args.json)
     outputs.check_writable("--markdown", args.markdown)
     if args.json and args.markdown and args.json.resolve() == args.markdown.resolve():
@@ -102,26 +172,76 @@ def shape(framework: str, args: argparse.Namespace) -> tuple[int, int]:
     return args.image_size or image, args.batch_size or batch
 
 
-def ab_command(framework: str, args: argparse.Namespace, out: Path) -> list[str]:
-    """`dlperf ab` of the framework's loop (A) against `dlperf run` of the same case (B)."""
+def compiled(framework: str, kind: str, args: argparse.Namespace) -> bool:
+    """dlperf's mode for this comparison: an independent loop's own; else --compile (jax always
+    compiles its step)."""
+    if kind == "independent":
+        return INDEPENDENT[framework].compile
+    return args.compile or framework == "jax"
+
+
+def loop_path(framework: str, kind: str) -> Path:
+    return (HERE / INDEPENDENT[framework].path if kind == "independent"
+            else HERE / "handwritten" / LOOPS[framework])
+
+
+def loop_variables(framework: str, python: str) -> dict[str, str]:
+    """What the loop's process gets on top of ours: the registry's `env:` for the framework
+    (e.g. OneFlow's LD_LIBRARY_PATH), expanded as dlperf's worker gets it, and the log levels
+    dlperf's backends set when unset."""
+    quiet = {k: v for k, v in QUIET.get(framework, {}).items() if k not in os.environ}
+    return {**quiet, **envs.worker_variables(framework, python)}
+
+
+def ab_command(framework: str, kind: str, args: argparse.Namespace, out: Path) -> list[str]:
+    """`dlperf ab` of the framework's loop of this kind (A) against `dlperf run` of the same
+    case (B), in the same mode."""
     image, batch = shape(framework, args)
-    compile_flag = args.compile or framework == "jax"  # jax always compiles its step
-    loop = [envs.interpreter(framework), str(HERE / "handwritten" / LOOPS[framework]),
-            str(batch), str(image), str(args.warmup_steps), str(args.steps),
-            args.precision, "1" if compile_flag else "0"]
+    compile_flag = compiled(framework, kind, args)
+    python = envs.interpreter(framework)
+    variables = loop_variables(framework, python)
+    script = str(loop_path(framework, kind))
+    independent = INDEPENDENT.get(framework) if kind == "independent" else None
+    if independent and independent.cli:
+        loop = [python, script, "--image-size", str(image), "--batch-size", str(batch),
+                "--warmup", str(args.warmup_steps), "--steps", str(args.steps),
+                "--min-seconds", format(args.min_seconds, "g")]
+    else:
+        loop = [python, script, str(batch), str(image), str(args.warmup_steps),
+                str(args.steps), args.precision, "1" if compile_flag else "0"]
+        if args.min_seconds > 0:
+            loop += ["--min-seconds", format(args.min_seconds, "g")]
+    if variables:
+        loop = ["env", *(f"{k}={v}" for k, v in variables.items()), *loop]
     described = ["--framework", framework, "--model", "resnet50", "--batch-size", str(batch),
                  "--precision", args.precision]
-    hand = ["external", "--name", f"hand-{framework}", "--metric", RATE, "--warmup", "0",
+    name = f"{'independent' if kind == 'independent' else 'hand'}-{framework}"
+    rate = independent.rate if independent else RATE
+    hand = ["external", "--name", name, "--metric", rate, "--warmup", "0",
             *described, "--", *loop]
     harness = ["run", *described, "--image-size", str(image), "--warmup-steps",
                str(args.warmup_steps), "--steps", str(args.steps),
                "--compile" if compile_flag else "--no-compile"]
+    if args.min_seconds > 0:
+        harness += ["--min-duration", format(args.min_seconds, "g")]
     if framework == "caffe2":
         # Caffe2's trainer runs its CPU operators (its --use_ideep cannot build its net with
         # torch 1.8.1's wheel), so dlperf's side runs the same engine
         harness += ["--option", "engine=cpu"]
     return [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", str(args.pairs),
             "--json", str(out), "--", *hand, "--", *harness]
+
+
+def unavailable(framework: str, kind: str, args: argparse.Namespace) -> str | None:
+    """Why this framework has no comparison of this kind, or None."""
+    if kind == "same-recipe" and framework not in LOOPS:
+        return NO_LOOP.get((framework, kind), "no same-recipe loop")
+    if kind == "independent":
+        if framework not in INDEPENDENT:
+            return "no independent loop"
+        if args.precision != "fp32":
+            return f"the independent loops train fp32 only (--precision {args.precision})"
+    return None
 
 
 def ab_env() -> dict[str, str]:
@@ -145,47 +265,81 @@ def host_now() -> dict[str, Any]:
     return state
 
 
+def run_ab(framework: str, kind: str, args: argparse.Namespace
+           ) -> tuple[dict[str, Any] | None, str | None]:
+    """One `dlperf ab` of this kind: (the table's entry, None) or, when it failed, (the entry
+    of the pairs that completed or None, the reason)."""
+    image, batch = shape(framework, args)
+    loop = loop_path(framework, kind).relative_to(HERE.parent).as_posix()
+    mode = "compiled" if compiled(framework, kind, args) else "not compiled"
+    print(f"{framework}, {kind}: {args.pairs} pairs at image {image}, batch {batch} ({loop} vs "
+          f"dlperf run, {mode})", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="dlperf-fidelity-") as tmp:
+        out = Path(tmp) / "ab.json"
+        done = subprocess.run(ab_command(framework, kind, args, out), env=ab_env(), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL)
+        sys.stderr.write(done.stderr)
+        summary = json.loads(out.read_text()) if out.exists() else None
+    if summary is None:
+        lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
+        return None, f"dlperf ab exit {done.returncode}: {lines[-1]}"
+    entry = table.loop_entry(loop, summary)
+    entry["compile"] = compiled(framework, kind, args)
+    if kind == "independent":
+        entry["mode"] = INDEPENDENT[framework].mode
+    failed = summary.get("failed") or []
+    if failed or done.returncode != 0:
+        first = failed[0] if failed else {"side": "?", "status": f"exit {done.returncode}",
+                                          "error": None}
+        side = {"A": "loop", "B": "dlperf"}.get(first["side"], first["side"])
+        reason = f"{side} side, {first['status']}: {first['error']}"
+        entry["failed"] = reason
+        return entry, reason
+    return entry, None
+
+
 def measure(framework: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One framework's row: skipped (not installed), failed (with the reason) or measured."""
+    """One framework's row: skipped (not installed), failed (with the reason) or measured; one
+    entry in ``loops`` per loop kind measured, and in ``missing`` why a kind asked has none."""
     image, batch = shape(framework, args)
     row: dict[str, Any] = {"framework": framework, "status": "measured", "reason": None,
                            "case": {"image_size": image, "batch_size": batch,
                                     "precision": args.precision,
-                                    "compile": args.compile or framework == "jax",
-                                    "warmup_steps": args.warmup_steps, "steps": args.steps},
-                           "loops": {}, "host": None}
+                                    "compile": {kind: compiled(framework, kind, args)
+                                                for kind in args.loops},
+                                    "warmup_steps": args.warmup_steps, "steps": args.steps,
+                                    "min_seconds": args.min_seconds},
+                           "asked": list(args.loops), "loops": {}, "missing": {}, "host": None}
+    for kind in args.loops:
+        reason = unavailable(framework, kind, args)
+        if reason:
+            row["missing"][kind] = reason
+    kinds = [kind for kind in args.loops if kind not in row["missing"]]
+    if not kinds:
+        return {**row, "status": "skipped", "reason": "; ".join(
+            f"{kind}: {why}" for kind, why in row["missing"].items())}
     status = envs.status(framework)
     if not status.usable:
         reason = status.note or (f"not installed (`dlperf envs install {framework}`"
                                  + (f" --variant {status.variant}" if status.variant != "cpu"
                                     else "") + ")")
         return {**row, "status": "skipped", "reason": reason}
-    loop = (HERE / "handwritten" / LOOPS[framework]).relative_to(HERE.parent).as_posix()
-    print(f"{framework}: {args.pairs} pairs at image {image}, batch {batch} ({loop} vs dlperf "
-          f"run)", file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(prefix="dlperf-fidelity-") as tmp:
-        out = Path(tmp) / "ab.json"
-        before = host_now()
-        others = hoststate.OtherProcesses()
-        others.start()
-        done = subprocess.run(ab_command(framework, args, out), env=ab_env(), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL)
-        row["host"] = {"before": before, "others": others.stop(tree_root=os.getpid()),
-                       "after": host_now()}
-        sys.stderr.write(done.stderr)
-        summary = json.loads(out.read_text()) if out.exists() else None
-    if summary is None:
-        lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
-        return {**row, "status": "failed", "reason": f"dlperf ab exit {done.returncode}: "
-                                                    f"{lines[-1]}"}
-    row["loops"]["same-recipe"] = table.loop_entry(loop, summary)
-    failed = summary.get("failed") or []
-    if failed or done.returncode != 0:
-        first = failed[0] if failed else {"side": "?", "status": f"exit {done.returncode}",
-                                          "error": None}
-        side = {"A": "loop", "B": "dlperf"}.get(first["side"], first["side"])
-        row.update(status="failed", reason=f"{side} side, {first['status']}: {first['error']}")
+    before = host_now()
+    others = hoststate.OtherProcesses()
+    others.start()
+    failures = []
+    for kind in kinds:
+        entry, reason = run_ab(framework, kind, args)
+        if entry is not None:
+            row["loops"][kind] = entry
+        if reason:
+            failures.append(f"{kind}: {reason}")
+    # one span over the framework's pairs, both kinds
+    row["host"] = {"before": before, "others": others.stop(tree_root=os.getpid()),
+                   "after": host_now()}
+    if failures:
+        row.update(status="failed", reason="; ".join(failures))
     return row
 
 
@@ -209,11 +363,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"{PROG}: error: {one_line(error)}", file=sys.stderr)
         return 2
-    frameworks = args.framework or list(LOOPS)
+    frameworks = args.framework or FRAMEWORKS
     rows = [measure(framework, args) for framework in dict.fromkeys(frameworks)]
-    settings = {"pairs": args.pairs, "precision": args.precision, "compile": args.compile,
+    settings = {"loops": ",".join(args.loops), "pairs": args.pairs,
+                "precision": args.precision, "compile": args.compile,
                 "image_size": args.image_size or "default", "batch_size": args.batch_size
                 or "default", "warmup_steps": args.warmup_steps, "steps": args.steps,
+                "min_seconds": args.min_seconds,
                 "OMP_NUM_THREADS": ab_env()["OMP_NUM_THREADS"]}
     doc = table.document(rows, settings)
     show(rows)

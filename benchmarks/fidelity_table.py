@@ -11,10 +11,13 @@ the log scale (0.5 and 2 are equally far from 1). With few pairs the t interval 
 should be (2 pairs: 12.7 standard errors each side); `dlperf ab`'s own bootstrap of the ratio of
 medians is kept beside it in the JSON.
 
-A row holds one entry per *reference loop kind* (``LOOP_KINDS``): today ``same-recipe``, the
-hand-written loops in benchmarks/handwritten/ that share the network module with dlperf's backend.
-A second kind (loops that share nothing with dlperf, issue 32) adds its own column group, drawn
-only when some row measured it: no column is shown for what was not measured.
+A row holds one entry per *reference loop kind* (``LOOP_KINDS``), each from its own `dlperf ab`:
+``same-recipe``, the hand-written loops in benchmarks/handwritten/ that share the network module
+and recipe with dlperf's backend (dlperf / loop: the harness's cost), and ``independent``, loops
+that share nothing with dlperf (benchmarks/independent/, and Caffe2's own trainer; dlperf / loop:
+the backend against what the framework's users write, issue 32). Each kind asked gets its own
+column group (dlperf and loop samples/s, ratio, interval, pairs); a framework without one shows
+"—" there, and ``missing`` in its row says why (a note under the table).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from scipy import stats
 SCHEMA = 1
 LEVEL = 0.95
 # (key in a row's "loops", the column heading): the order of the column groups
-LOOP_KINDS = (("same-recipe", "hand loop"), ("independent", "independent loop"))
+LOOP_KINDS = (("same-recipe", "same-recipe loop"), ("independent", "independent loop"))
 QUIET_IDLE = 0.90  # the whole machine idle at least this share before a framework's pairs ...
 QUIET_OTHERS = 0.05  # ... and other processes under this share of its CPU time during them
 METHOD = ("ratio: geometric mean of the pair ratios dlperf/loop; 95 % interval: Student t over "
@@ -107,16 +110,20 @@ def quiet(host: dict[str, Any]) -> bool:
 
 
 def kinds_measured(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The loop kinds some row measured, in ``LOOP_KINDS`` order: the table's column groups."""
-    seen = {kind for row in rows for kind in (row.get("loops") or {})}
+    """The loop kinds asked (``asked``), measured or missing in some row, in ``LOOP_KINDS``
+    order: the table's column groups."""
+    seen = {kind for row in rows
+            for kind in [*(row.get("asked") or []), *(row.get("loops") or {}),
+                         *(row.get("missing") or {})]}
     return [(key, title) for key, title in LOOP_KINDS if key in seen] or [LOOP_KINDS[0]]
 
 
 def header(rows: Sequence[dict[str, Any]]) -> list[str]:
-    cells = ["framework", "shape", "device", "dlperf samples/s"]
-    for _, title in kinds_measured(rows):
-        cells += [f"{title} samples/s", f"ratio vs {title}", "95 % interval"]
-    return cells + ["pairs", "host state"]
+    cells = ["framework", "shape", "device"]
+    for key, title in kinds_measured(rows):
+        cells += [f"dlperf samples/s ({key})", f"{title} samples/s", f"ratio vs {title}",
+                  "95 % interval", "pairs"]
+    return cells + ["host state"]
 
 
 def _rate(value: float | None) -> str:
@@ -129,33 +136,45 @@ def _ratio(value: float) -> str:
 
 
 def cells(row: dict[str, Any], kinds: Sequence[tuple[str, str]]) -> list[str]:
-    """One framework's cells; a skipped or failed row says so (``notes`` says why)."""
+    """One framework's cells; a skipped row says so in its first rate cell, a kind it lacks or
+    that failed before a pair shows "—" (``notes`` says why)."""
     case = row.get("case") or {}
     shape = (f"image {case['image_size']}, batch {case['batch_size']}"
              if "image_size" in case else "—")
     loops = row.get("loops") or {}
     first = next((loops[key] for key, _ in kinds if key in loops), {})
-    dlperf = _rate(first.get("dlperf")) if first else row["status"]
-    out = [row["framework"], shape, first.get("device") or "—", dlperf]
-    for key, _ in kinds:
+    out = [row["framework"], shape, first.get("device") or "—"]
+    for index, (key, _) in enumerate(kinds):
         entry = loops.get(key)
         if entry is None:
-            out += ["—", "—", "—"]
+            shown = row["status"] if not loops and index == 0 else "—"
+            out += [shown, "—", "—", "—", "—"]
             continue
         ci = entry.get("ci95")
-        out += [_rate(entry.get("loop_rate")),
+        pairs = str(entry.get("pairs"))
+        if entry.get("failed"):
+            pairs += f" of {entry.get('pairs_asked')}, failed"
+        out += [_rate(entry.get("dlperf")), _rate(entry.get("loop_rate")),
                 "—" if entry.get("ratio") is None else _ratio(entry["ratio"]),
-                f"{_ratio(ci[0])}–{_ratio(ci[1])}" if ci else "—"]
-    pairs = "—" if not first else str(first.get("pairs"))
-    if first and row["status"] == "failed":
-        pairs += f" of {first.get('pairs_asked')}, failed"
-    return out + [pairs, host_cell(row.get("host"))]
+                f"{_ratio(ci[0])}–{_ratio(ci[1])}" if ci else "—", pairs]
+    return out + [host_cell(row.get("host"))]
 
 
 def notes(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Why a framework was skipped or failed, one line each, for under the table."""
-    return [f"{row['framework']} {row['status']}: {row.get('reason')}" for row in rows
-            if row["status"] != "measured"]
+    """For under the table, one line each: why a framework was skipped or failed, why it lacks
+    a loop kind, and the dlperf mode each independent loop was compared against."""
+    lines = [f"{row['framework']} {row['status']}: {row.get('reason')}" for row in rows
+             if row["status"] != "measured"]
+    for row in rows:
+        for kind, reason in (row.get("missing") or {}).items():
+            lines.append(f"{row['framework']}, {kind}: {reason}")
+    modes = [f"{row['framework']} {entry.get('mode')} (dlperf "
+             f"{'--compile' if entry.get('compile') else '--no-compile'})"
+             for row in rows if (entry := (row.get("loops") or {}).get("independent"))]
+    if modes:
+        lines.append("independent loops run their framework's default mode, dlperf the same: "
+                     + "; ".join(modes))
+    return lines
 
 
 def document(rows: Sequence[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
@@ -175,9 +194,13 @@ def markdown(doc: dict[str, Any]) -> str:
     if notes(rows):
         lines += [""] + [f"- {line}" for line in notes(rows)]
     settings = ", ".join(f"{k} {v}" for k, v in doc["settings"].items())
-    lines += ["", f"{doc['method']}. A ratio within 0.97–1.03 means the harness neither costs "
-              f"nor inflates. Host state: load average (1 min) and whole-machine idle share "
-              f"before→after each framework's pairs, and other processes' share of the CPU "
+    lines += ["", f"{doc['method']}. Ratio vs the same-recipe loop (dlperf's own network "
+              f"module and recipe in the framework's idiomatic loop): within 0.97–1.03 the "
+              f"harness neither costs nor inflates. Ratio vs the independent loop (one that "
+              f"shares nothing with dlperf, written as the framework's users write it): within "
+              f"0.97–1.03 dlperf's backend is as fast as that framework's own code. Host "
+              f"state: load average (1 min) and whole-machine idle share before→after each "
+              f"framework's pairs (all its loop kinds), and other processes' share of the CPU "
               f"during them (quiet: idle ≥ {QUIET_IDLE:.0%} before, others ≤ "
               f"{QUIET_OTHERS:.0%}).", "", f"Settings: {settings}.", ""]
     return "\n".join(lines)

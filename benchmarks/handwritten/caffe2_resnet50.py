@@ -5,7 +5,7 @@ trainer's own ``Train(args)`` runs unchanged, and its own per-iteration timing (
 iteration i/n of epoch 0 (X images/sec)``, ``batch / dt`` around each ``workspace.RunNet``) is
 read from its log.
 
-    python caffe2_resnet50.py BATCH IMAGE WARMUP STEPS fp32 0   (prints JSON)
+    python caffe2_resnet50.py BATCH IMAGE WARMUP STEPS fp32 0 [--min-seconds S]  (prints JSON)
 
 One epoch of WARMUP + STEPS iterations (``--epoch_size`` = BATCH x that), ``--train_data null``
 (a GaussianFill batch and constant labels, made once by its init net), ``--use_cpu``, one
@@ -19,6 +19,10 @@ implementation), so benchmarks/fidelity.py runs dlperf with ``--option engine=cp
 starts a thread. The trainer ends its epoch with ``assert loss < 40, "Exploded gradients"``; on
 the null input's constant labels at lr 0.1 its loss may be NaN by then, after every timed
 iteration was logged: that assertion alone is reported on stderr, not treated as a failure.
+
+``--min-seconds S``: the epoch is made long enough for any window, and the log handler leaves it
+(an exception raised out of ``log.info``, between two iterations) once at least STEPS timed
+iterations have lasted S seconds in the trainer's own timing; without it the run is as above.
 """
 import json
 import logging
@@ -28,6 +32,11 @@ import shutil
 import sys
 import tempfile
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 assert precision == "fp32", "Caffe2's trainer is measured in fp32 here (its fp16 is GPU-only)"
@@ -43,11 +52,21 @@ RATE = re.compile(r"Finished iteration (\d+)/\d+ of epoch \d+ \(([0-9.]+) images
 rates = []
 
 
+class WindowFilled(Exception):
+    """--min-seconds: the timed iterations (at least STEPS) have lasted long enough."""
+
+
 class Rates(logging.Handler):
     def emit(self, record):
         found = RATE.search(record.getMessage())
         if found:
             rates.append(float(found.group(2)))
+            timed = rates[warmup:]
+            # logged after an iteration's RunNet, outside the trainer's timing: leaving the
+            # epoch here ends the window after a whole iteration (batch / rate is its time)
+            if (min_seconds > 0 and len(timed) >= steps
+                    and sum(batch / rate for rate in timed) >= min_seconds):
+                raise WindowFilled()
 
 
 imagenet_trainer.log.addHandler(Rates())
@@ -55,11 +74,15 @@ store = tempfile.mkdtemp(prefix="caffe2-trainer-")  # its rendezvous/model direc
 os.chdir(store)  # it also writes an experiment log into the working directory
 sys.argv = ["imagenet_trainer.py", "--train_data", "null", "--use_cpu", "--num_gpus", "1",
             "--batch_size", str(batch), "--image_size", str(size), "--num_labels", "1000",
-            "--epoch_size", str(batch * (warmup + steps)), "--num_epochs", "1",
+            # with --min-seconds the epoch is long enough for any window; the handler ends it
+            "--epoch_size", str(batch * (warmup + steps + (10 ** 7 if min_seconds > 0 else 0))),
+            "--num_epochs", "1",
             "--base_learning_rate", "0.1", "--weight_decay", "1e-4",
             "--file_store_path", store]
 try:
     imagenet_trainer.main()
+except WindowFilled:
+    pass
 except AssertionError as error:
     if "Exploded gradients" not in str(error) or len(rates) < warmup + steps:
         raise
@@ -68,6 +91,7 @@ except AssertionError as error:
 finally:
     shutil.rmtree(store, ignore_errors=True)
 measured = rates[warmup:]
-assert len(measured) == steps, "expected %d timed iterations, the trainer logged %d after %d" % (
+enough = len(measured) >= steps if min_seconds > 0 else len(measured) == steps
+assert enough, "expected %d timed iterations, the trainer logged %d after %d" % (
     steps, len(measured), warmup)
 print(json.dumps({"throughput": len(measured) / sum(1.0 / r for r in measured)}))

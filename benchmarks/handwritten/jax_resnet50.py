@@ -4,7 +4,8 @@ What a JAX user writes for speed: one jax.jit-compiled step with the training st
 data made once on the device, a timed loop closed by block_until_ready. Same network as the
 backend (the project's Flax module), same SGD settings.
 
-    python jax_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE   (COMPILE must be 1)
+    python jax_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE [--min-seconds S]
+    (COMPILE must be 1)
 
 Prints {"throughput": samples/s} on its last line.
 """
@@ -19,6 +20,11 @@ import optax
 
 from dlperf.backends.jax.resnet import ResNet50
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 assert compiled, "JAX always compiles its step"
@@ -52,9 +58,15 @@ for _ in range(warmup):
     params, stats, opt_state, loss = train_step(params, stats, opt_state, x, y)
 jax.block_until_ready(params)
 start = time.perf_counter()
-for _ in range(steps):
-    params, stats, opt_state, loss = train_step(params, stats, opt_state, x, y)
-jax.block_until_ready((params, loss))
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        params, stats, opt_state, loss = train_step(params, stats, opt_state, x, y)
+    jax.block_until_ready((params, loss))
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 assert bool(jnp.isfinite(loss))
-print(json.dumps({"throughput": batch * steps / elapsed}))
+print(json.dumps({"throughput": batch * done / elapsed}))

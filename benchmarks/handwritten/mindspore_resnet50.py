@@ -9,7 +9,7 @@ GRAPH_MODE compiles whole), the CPU kernel threads set with
 backend (the project's nn.Cell module), same Momentum settings; dlperf's own step is written
 differently (``value_and_grad`` under ``mindspore.jit``), so this is an independent check.
 
-    python mindspore_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE
+    python mindspore_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE [--min-seconds S]
 
 PRECISION is fp32: MindSpore 2.10's CPU backend has no bfloat16 kernels and runs float16
 convolutions as float32 kernels between casts. Prints {"throughput": samples/s} on its last line.
@@ -28,6 +28,11 @@ from mindspore import nn  # noqa: E402
 
 from dlperf.backends.mindspore.resnet import ResNet50  # noqa: E402
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 assert precision == "fp32", "MindSpore's CPU backend has no bf16 kernels and no fp16 ones"
@@ -52,9 +57,15 @@ for _ in range(warmup):
 if loss is not None:
     loss.asnumpy()  # wait for the warm-up steps
 start = time.perf_counter()
-for _ in range(steps):
-    loss = train(x, y)
-value = float(loss.asnumpy())  # waits for the last step; also checks the result
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        loss = train(x, y)
+    value = float(loss.asnumpy())  # waits for the last step; also checks the result
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 assert value == value and abs(value) != float("inf")
-print(json.dumps({"throughput": batch * steps / elapsed}))
+print(json.dumps({"throughput": batch * done / elapsed}))

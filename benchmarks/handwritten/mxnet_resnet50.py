@@ -8,7 +8,7 @@ momentum through the Trainer, data made once, and ``mx.nd.waitall()`` around the
 (MXNet's engine is asynchronous). Threads are MXNet's own (OMP_NUM_THREADS when set). Same
 network module as the backend, NCHW (MXNet's CPU convolutions refuse NHWC).
 
-    python mxnet_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE
+    python mxnet_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE [--min-seconds S]
 
 Prints {"throughput": samples/s} on its last line.
 """
@@ -21,6 +21,11 @@ import mxnet as mx
 from mxnet import autograd, gluon
 from mxnet.contrib import amp
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 assert precision in ("fp32", "amp-bf16"), "MXNet has no float16 kernels on a CPU"
@@ -59,10 +64,16 @@ for _ in range(warmup):
     step()
 mx.nd.waitall()
 start = time.perf_counter()
-for _ in range(steps):
-    loss = step()
-mx.nd.waitall()
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        loss = step()
+    mx.nd.waitall()
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 value = float(loss.mean().asscalar())
 assert value == value and abs(value) != float("inf")
-print(json.dumps({"throughput": batch * steps / elapsed}))
+print(json.dumps({"throughput": batch * done / elapsed}))

@@ -8,7 +8,7 @@ COMPILE=1, the ``nn.Graph`` OneFlow recommends for speed, holding forward, backw
 update in one graph. Same network as the backend (the project's oneflow.nn module), same SGD
 settings; timed from one loss read to the next (``.numpy()`` waits for OneFlow's queue).
 
-    python oneflow_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE
+    python oneflow_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE [--min-seconds S]
 
 Prints {"throughput": samples/s} on its last line.
 """
@@ -26,6 +26,11 @@ import oneflow.nn.functional as F  # noqa: E402
 
 from dlperf.backends.oneflow.resnet import ResNet50  # noqa: E402
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 assert precision == "fp32", "oneflow 0.9.0 has no mixed precision on a CPU (autocast is disabled)"
@@ -65,9 +70,15 @@ for _ in range(warmup):
 if loss is not None:
     loss.numpy()  # the warm-up has finished
 start = time.perf_counter()
-for _ in range(steps):
-    loss = step(x, y)
-value = float(loss.numpy())
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        loss = step(x, y)
+    value = float(loss.numpy())
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 assert value == value and abs(value) != float("inf")
-print(json.dumps({"throughput": batch * steps / elapsed}))
+print(json.dumps({"throughput": batch * done / elapsed}))

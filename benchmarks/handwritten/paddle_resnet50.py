@@ -7,6 +7,7 @@ opt.clear_grad()), optionally ``paddle.jit.to_static`` on the network, data made
 network as the backend (the project's paddle.nn module), same Momentum settings.
 
     python paddle_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE [NCHW|NHWC]
+        [--min-seconds S]
 
 Prints {"throughput": samples/s} on its last line.
 """
@@ -26,6 +27,11 @@ import paddle.nn.functional as F  # noqa: E402
 
 from dlperf.backends.paddle.resnet import ResNet50  # noqa: E402
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 layout = sys.argv[7] if len(sys.argv) > 7 else "NCHW"
@@ -54,9 +60,15 @@ def step():
 for _ in range(warmup):
     step()
 start = time.perf_counter()
-for _ in range(steps):
-    loss = step()
-value = float(loss)  # CPU kernels are synchronous; this also checks the result
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        loss = step()
+    value = float(loss)  # CPU kernels are synchronous; this also checks the result
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 assert value == value and abs(value) != float("inf")
-print(json.dumps({"throughput": batch * steps / elapsed}))
+print(json.dumps({"throughput": batch * done / elapsed}))

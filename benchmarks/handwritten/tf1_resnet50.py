@@ -3,7 +3,7 @@ NVIDIA's TF1 scripts): the baseline dlperf's tensorflow1 backend must match. The
 project's graph builder; the loop runs only the train op per step (the loss is fetched once,
 after the window), XLA by the session config when asked.
 
-    python tf1_resnet50.py BATCH IMAGE WARMUP STEPS fp32 {0,1}   (prints JSON)
+    python tf1_resnet50.py BATCH IMAGE WARMUP STEPS fp32 {0,1} [--min-seconds S]  (prints JSON)
 """
 import json
 import os
@@ -11,6 +11,11 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 compiled = sys.argv[6] == "1"
 if compiled:
@@ -46,9 +51,15 @@ with tf1.Session(config=config) as sess:
     for _ in range(warmup):
         sess.run(train_op)
     start = time.perf_counter()
-    for _ in range(steps):
-        sess.run(train_op)
-    elapsed = time.perf_counter() - start
+    done, chunk = 0, steps
+    while True:
+        for _ in range(chunk):
+            sess.run(train_op)
+        done += chunk
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+            break
+        chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
     value = float(sess.run(loss))
 assert np.isfinite(value)
-print(json.dumps({"throughput": batch * steps / elapsed, "loss": value}))
+print(json.dumps({"throughput": batch * done / elapsed, "loss": value}))

@@ -4,7 +4,8 @@ count); the loop is what a TF user writes: a tf.function step (XLA with jit_comp
 Keras mixed precision, SGD momentum + L2 in the loss, one synthetic batch held on the device,
 warm-up, then one timed window closed by fetching the last loss.
 
-    python tf2_resnet50.py BATCH IMAGE WARMUP STEPS {fp32,amp-bf16} {0,1}   (prints JSON)
+    python tf2_resnet50.py BATCH IMAGE WARMUP STEPS {fp32,amp-bf16} {0,1} [--min-seconds S]
+    (prints JSON)
 """
 import json
 import os
@@ -18,6 +19,11 @@ import tensorflow as tf  # noqa: E402
 
 from dlperf.backends.tensorflow.resnet import resnet50  # noqa: E402
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps = (int(a) for a in sys.argv[1:5])
 precision, compiled = sys.argv[5], sys.argv[6] == "1"
 keras.mixed_precision.set_global_policy({"amp-bf16": "mixed_bfloat16"}.get(precision, "float32"))
@@ -45,9 +51,15 @@ for _ in range(warmup):
     loss = train_step()
 loss.numpy()
 start = time.perf_counter()
-for _ in range(steps):
-    loss = train_step()
-value = float(loss.numpy())
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        loss = train_step()
+    value = float(loss.numpy())
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 assert np.isfinite(value)
-print(json.dumps({"throughput": batch * steps / elapsed, "loss": value}))
+print(json.dumps({"throughput": batch * done / elapsed, "loss": value}))

@@ -5,7 +5,7 @@ What a PyTorch user writes for speed on a CPU: channels_last, autocast when aske
 synthetic data made once, torch.compile when asked, subnormals flushed (as dlperf's torch backend
 does on CPU). Same network module as the backend.
 
-    python torch_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE
+    python torch_resnet50.py BATCH IMAGE_SIZE WARMUP STEPS PRECISION COMPILE [--min-seconds S]
 
 Prints {"throughput": samples/s} on its last line.
 """
@@ -14,6 +14,11 @@ import torch
 import torch.nn.functional as F
 from dlperf.backends.torch.resnet import ResNet50
 
+min_seconds = 0.0
+if "--min-seconds" in sys.argv:  # anywhere, default 0: the timed window lasts at least this long
+    _at = sys.argv.index("--min-seconds")
+    min_seconds = float(sys.argv[_at + 1])
+    del sys.argv[_at:_at + 2]
 batch, size, warmup, steps, precision, compiled = sys.argv[1:7]
 batch, size, warmup, steps = int(batch), int(size), int(warmup), int(steps)
 torch.manual_seed(0)
@@ -37,8 +42,14 @@ def step():
 for _ in range(warmup):
     step()
 start = time.perf_counter()
-for _ in range(steps):
-    loss = step()
-elapsed = time.perf_counter() - start
+done, chunk = 0, steps
+while True:
+    for _ in range(chunk):
+        loss = step()
+    done += chunk
+    elapsed = time.perf_counter() - start
+    if elapsed >= min_seconds:  # one pass unless --min-seconds asks for more
+        break
+    chunk = max(1, int((min_seconds - elapsed) * done / elapsed) + 1)  # whole steps
 assert torch.isfinite(loss)
-print(json.dumps({"throughput": batch * steps / elapsed}))
+print(json.dumps({"throughput": batch * done / elapsed}))
