@@ -97,8 +97,17 @@ HOROVOD_ENVS ?= tensorflow1 mxnet torch
 horovod-envs: envs horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 
+# The tests in two phases: those marked `parallel` (they measure nothing and assert nothing about
+# time) on TEST_JOBS processes (pytest-xdist), then the rest one at a time, so that no measuring
+# test shares the CPUs with another test. Both phases always run; either failing fails `make
+# test`. PYTEST_ARGS goes to both (e.g. PYTEST_ARGS="-k report"). pytest-timeout fails a test
+# that runs past 10 minutes (pyproject.toml), and each phase lists its 30 slowest tests.
+TEST_JOBS ?= 2
+PYTEST_ARGS ?=
 test: setup envs horovod-envs browser slurm
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/python -m pytest -q -m "not parallel" $(PYTEST_ARGS); serial=$$?; \
+	test $$parallel -eq 0 && test $$serial -eq 0
 
 # dlperf against each framework's reference loops (benchmarks/fidelity.py): every framework
 # whose environment is installed (the others are listed as skipped), its same-recipe loop

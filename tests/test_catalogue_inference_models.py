@@ -21,6 +21,9 @@ from dlperf.backends.torch.backend import BUILDERS, build  # noqa: E402
 from dlperf.worker.workload import UnsupportedError  # noqa: E402
 from declared import covers
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 #: torchvision's parameter counts (1000 classes; GoogLeNet without the auxiliary heads).
 REFERENCE_PARAMS = {
     "resnet50": 25557032,

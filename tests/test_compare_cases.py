@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 
 from conftest import dlperf_main
+import pytest
+
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
 
 
 def result(precision: str, repeats: list[float], batch_size: int = 16) -> dict:

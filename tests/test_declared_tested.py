@@ -19,6 +19,9 @@ import pytest
 import declared
 from declared import Combo, Unreadable, all_claims, claims_in, combos
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -20,6 +20,9 @@ import pytest
 
 from dlperf import cli
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"

@@ -11,6 +11,9 @@ import sys
 
 import pytest
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 SCRIPT = """
 import sys, threading
 import numpy as np

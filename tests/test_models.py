@@ -22,6 +22,9 @@ from dlperf.backends.torch.resnet import ResNet50  # noqa: E402
 from dlperf.worker.workload import UnsupportedError  # noqa: E402
 from declared import covers
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "dlperf"
 
 SMALL_BERT = {"layers": 2, "hidden": 128, "heads": 2, "intermediate": 256, "seq_len": 16}

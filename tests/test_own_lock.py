@@ -18,6 +18,10 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from dlperf.envs import lock, manage, registry
+import pytest
+
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = registry.REQUIREMENTS_DIR / "dlperf.txt"

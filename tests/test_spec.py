@@ -4,6 +4,9 @@ import pytest
 
 from dlperf.spec import Case, SpecError
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 
 def test_defaults_follow_dlperf_methodology():
     case = Case(framework="torch", model="resnet50", batch_size=16)

@@ -6,6 +6,9 @@ import pytest
 
 from dlperf import stats
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 
 def test_throughput_is_window_samples_over_window_time():
     assert stats.throughput(300, 1.5) == 200.0

@@ -82,6 +82,8 @@ def test_real_tiny_run_records_its_warm_up(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, "-m", "dlperf.cli", "run", "--framework", "torch", "--model", "resnet50",
          "--image-size", "32", "--num-classes", "10", "--batch-size", "2", "--steps", "3",
+         # bounded: on a busy host the rule may never call it steady (200 steps by default)
+         "--warmup-max-steps", str(2 * steady.WINDOW + 2),
          "--repeats", "1", "--db", str(tmp_path / "r.db"), "--json", str(out)],
         capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -91,6 +93,7 @@ def test_real_tiny_run_records_its_warm_up(tmp_path: Path):
     (done,) = result["warmup"]["steps"]
     assert stop in ("steady", "max_steps", "max_seconds")
     assert done >= 1 + steady.WINDOW  # the first step, then at least one judged window
+    assert done <= 1 + 2 * steady.WINDOW + 2
     if stop != "steady":
         assert any(w.startswith("warm-up never became steady") for w in result["warnings"])
 

@@ -14,6 +14,9 @@ import pytest
 
 from conftest import dlperf
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 READERS = (("results", "--db", "{db}"), ("report", "--db", "{db}"), ("compare", "{db}", "{db}"),
            ("compare", "1", "1", "--db", "{db}"))
 RATE = ["--metric", r"imgs_per_sec : ([\d.]+)"]

@@ -17,6 +17,9 @@ import pytest
 
 import dlperf
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 ROOT = Path(dlperf.__file__).resolve().parent
 WORKER_SIDE = ("dlperf.worker", "dlperf.backends", "dlperf.models", "dlperf.data")
 MAX_TOP_LEVEL = 15

@@ -13,6 +13,9 @@ from dlperf.studies import sweep
 from dlperf.studies.sweep_runner import AUTO_WARMUP_GUESS, Estimator
 from dlperf.worker import steady
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 
 def test_auto_warmup_estimate_honours_warmup_max_steps(tmp_path: Path):
     path = tmp_path / "capped.yaml"

@@ -13,6 +13,9 @@ import pytest
 from conftest import dlperf
 from dlperf.studies import sweep as sweep_mod
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-sweepfiles-test-")}
 HEAD = b"defaults: {framework: torch, batch_size: 2}\nmatrix:\n"
 ALIASED = b"""defaults: {framework: torch, model: resnet50}

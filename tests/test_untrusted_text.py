@@ -13,6 +13,9 @@ import pytest
 
 from conftest import dlperf
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 ERROR = "see [/opt/data] for details"
 NAME = "=HYPERLINK(x) <script>alert(1)</script> [bold]"

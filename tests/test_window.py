@@ -11,6 +11,9 @@ from dlperf import stats
 from dlperf.worker.loop import timed_window
 from dlperf.worker.workload import Workload
 
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
 
 class QueuedDevice(Workload):
     """``step`` only queues work (costing the host ``dispatch_s``); ``sync`` waits until the
