@@ -80,6 +80,17 @@ def import_version(site: Path) -> tuple[bool, str]:
     return False, lines[-1] if lines else f"exit code {done.returncode}"
 
 
+def current_stamp() -> dict | None:
+    """The overlay's stamp when the overlay is installed from the current lock (installing
+    would be a no-op, nothing fetched), else None."""
+    python = "%d.%d.%d" % sys.version_info[:3]
+    stamp = read_stamp()
+    digest = LOCK.requirements_hash(interpreters.short(python))
+    if stamp and stamp.get("hash") == digest and (overlay() / "site").is_dir():
+        return stamp
+    return None
+
+
 def install(force: bool = False, verbose: bool = False,
             say: Callable[[str], None] = print) -> InstallResult:
     """DALI for ``--loader dali``: torch's CUDA build has it; elsewhere the hashed overlay."""
@@ -91,8 +102,8 @@ def install(force: bool = False, verbose: bool = False,
     digest = LOCK.requirements_hash(interpreters.short(python))
     target = overlay()
     with manage._locked(dali_site.OVERLAY):
-        stamp = read_stamp()
-        if not force and stamp and stamp.get("hash") == digest and (target / "site").is_dir():
+        stamp = current_stamp()
+        if not force and stamp:
             return InstallResult(NAME, "up to date", str(target), python,
                                  stamp.get("framework_version"), time.monotonic() - start)
         wanted, present = missing_lines(LOCK.requirement_lines())
