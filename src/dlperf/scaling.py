@@ -25,8 +25,9 @@ from dlperf.store import Store
 
 NO_BASELINE = "no 1-device baseline"  # the same words the report shows
 # the requested device ("auto") is not among them: the resolved one is (see config)
-CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "data", "knobs", "threads", "scenario", "server", "loader_workers",
-                 "cold_cache", "loader", "options")
+CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "data",
+                 "knobs", "threads", "scenario", "server", "loader_workers", "cold_cache",
+                 "loader", "options")
 _DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
              for f in dataclasses.fields(Case)
              if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}

@@ -14,8 +14,9 @@ from dlperf.host import timeline
 from dlperf.result import device_of
 from dlperf.stats import median_or_none
 
-CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "devices", "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats",
-                "seed", "timeout_s")
+CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "devices",
+                "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats", "seed",
+                "timeout_s")
 STAT_COLUMNS = ("median", "mean", "min", "max", "iqr", "cv", "n")
 TIMING_COLUMNS = ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p95", "p99")
