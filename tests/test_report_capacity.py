@@ -79,6 +79,7 @@ def test_markdown_lists_every_probe_ascending_with_the_answer(stored):
     real, bisect = section.split("\n### ")[1:]
     assert real.startswith("torch wide-deep: vocab_size\n")
     assert "batch size 8" in real and "hidden_size=16" in real and "memory limit none" in real
+    assert ", on cpu," in real  # the device the probes ran on
     rows = md_rows(real)
     assert [r[:2] for r in rows] == [["1000", "ok"], ["2000", "ok"]]
     for row, probe in zip(rows, answer["probes"]):  # the numbers `dlperf capacity` printed

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import display
+from dlperf.result import device_of
 from dlperf.report.tables import Cell, Report, Table, knob_text, number, short, variant
 from dlperf.store import Store
 from dlperf.studies.capacity import SWEEP_NAME
@@ -100,13 +101,18 @@ class Search:
         knob_words = knob_text({**case, "knobs": knobs})
         if knob_words:
             parts.append(knob_words)
-        if case.get("device") not in (None, "auto"):
-            parts.append(f"device {case.get('device')}")
+        parts.append("on " + " / ".join(self.devices()))
         parts.append(f"{case.get('warmup_steps')} warm-up + {case.get('steps')} steps, "
                      f"{case.get('repeats')} repeat(s) per probe")
         parts.append("memory limit " + (display.human_bytes(self.memory_limit_bytes)
                                         if self.memory_limit_bytes else "none (the machine's)"))
         return ", ".join(parts)
+
+    def devices(self) -> list[str]:
+        """The devices the probes ran on (result.device_of): one, unless the search crossed
+        devices; the probes that ran say it, else every probe's record."""
+        ran = [r for r in self.results if r.get("status") == "ok"] or self.results
+        return list(dict.fromkeys(device_of(r) for r in ran)) or ["?"]
 
     def answer(self) -> str:
         """The search's answer, as `dlperf capacity` words it."""
