@@ -112,7 +112,7 @@ def test_report_shows_accuracy_beside_the_inference_speedup(stored):
     # the inference table: p90 and a latency speedup per percentile, against the fp32 twin
     header = next(l for l in text.splitlines() if "p90 speedup vs fp32" in l)
     names = [c.strip() for c in header.strip("|").split("|")]
-    section = text[text.index("torch · eager · int8"):]
+    section = text[text.index("torch · eager · cpu · int8"):]
     first = next(l for l in section.splitlines() if l.startswith("| 1 | 1 | 1 |"))
     values = dict(zip(names, (c.strip() for c in first.strip("|").split("|"))))
     for p in ("p50", "p90", "p99"):

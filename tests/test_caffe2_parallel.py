@@ -127,7 +127,7 @@ def test_sweep_report_scales_caffe2_over_its_own_engine(caffe2_env, tmp_path):
     report = tmp_path / "report.md"
     dlperf("report", "--db", db, "-o", str(report), check=True)
     text = report.read_text()
-    title = "scaling of caffe2 · net as built (RunNet) · engine=cpu"
+    title = "scaling of caffe2 · net as built (RunNet) · engine=cpu · cpu"  # the device last
     assert text.count(title) == 1, text
     rows = [line for line in text.split(title)[1].strip().splitlines()[2:4]]
     assert rows[0].startswith("| fp32 | 2 | 1 | 1 | 1 |") and "| 1.00 | 100.0% |" in rows[0]

@@ -176,7 +176,8 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
     dlperf("report", "--db", str(db), "-o", str(isolated / "report.md"), check=True)
     dlperf("report", "--db", str(db), "-o", str(isolated / "report.json"), check=True)
     text = (isolated / "report.md").read_text()
-    title = "### resnet50 (image_size=32): scaling of mxnet · imperative (Gluon, not hybridized)"
+    title = ("### resnet50 (image_size=32): scaling of mxnet · imperative (Gluon, not hybridized) "
+             "· cpu")
     assert text.count(title) == 1, text
     lines = text.split(title)[1].strip().splitlines()
     assert lines[0] == ("| precision | batch/device | nodes | devices/node | devices | engine | "
