@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, dlperf_main
 from dlperf.studies import capacity
 from dlperf.errors import UsageError
 
@@ -19,9 +19,11 @@ TINY_WIDE_DEEP = ["--framework", "torch", "--model", "wide-deep", "--batch-size"
                   "--knob", "hidden_units=1", "--knob", "hidden_size=16"]
 LIMIT = "1200MiB"
 # 2M rows fit with room to spare (~0.7 GiB resident of the 1.2 GiB address space; the boundary
-# is near 4.7M): growth 2M, 4M, 8M reaches it a probe sooner than from 1M
+# is near 4.7M): growth 2M, 4M, 8M reaches it a probe sooner than from 1M. A resolution of 1M
+# bisects 4M..8M in two probes (6M, 5M) instead of three (the third, 4.5M, was ~4 s)
 START = 2_000_000
-RESOLUTION = 524_288
+RESOLUTION = 1_000_000
+SEARCH_LIMIT = int(1.8 * 2**30)  # the on_oom: search sweep's address-space limit
 
 
 def run_capacity(tmp_path, *args):
@@ -69,8 +71,10 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
     answer_line = "largest vocab_size that fits: %d (%d runs out of memory; resolution" % (
         low, high)
     for fmt, marker in (("md", "**Answer:** "), ("html", "<strong>Answer:</strong> ")):
-        rendered = dlperf("report", "--db", str(tmp_path / "c.db"), "--format", fmt,
-                          timeout=300)
+        # through dlperf's main in this process: the rendering is what is checked, not a fresh
+        # interpreter (test_fuzz_cli checks that the two answer the same)
+        rendered = dlperf_main("report", "--db", str(tmp_path / "c.db"), "--format", fmt,
+                               timeout=300)
         assert rendered.returncode == 0, rendered.stderr[-2000:]
         assert marker + answer_line in rendered.stdout, rendered.stdout[-3000:]
         for value, status in probes:
@@ -86,9 +90,10 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
 
 
 def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp_path):
-    # each size doubles the step time; a short --timeout ends the growth with `timeout`
-    proc, answer = run_capacity(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "64",
-                          "--timeout", "8")
+    # each size doubles the step time; a short --timeout ends the growth with `timeout` (the
+    # sizes before it, if any on this machine, ran ok): at most ~2 x 5 s of probes, not 3 x 8
+    proc, answer = run_capacity(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "32",
+                          "--timeout", "5")
     assert proc.returncode == 1, proc.stderr[-2000:]
     statuses = [p["status"] for p in answer["probes"]]
     assert statuses[-1] == "timeout" and set(statuses[:-1]) <= {"ok"}
@@ -97,10 +102,11 @@ def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp
 
 
 def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
-    # BERT's position table has 512 rows: seq_len 1024 is refused by the model, not a memory bound
-    proc, answer = run_capacity(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "256")
+    # BERT's position table has 512 rows: seq_len 1024 is refused by the model, not a memory
+    # bound (one probe that runs, at the table's own size, then the refusal)
+    proc, answer = run_capacity(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "512")
     assert proc.returncode == 1
-    assert [(p["value"], p["status"]) for p in answer["probes"]] == [(256, "ok"), (512, "ok")]
+    assert [(p["value"], p["status"]) for p in answer["probes"]] == [(512, "ok")]
     assert answer["stopped"] == ("probe 1024: refused: knobs: seq_len (1024) exceeds "
                                  "max_positions (512)")
     assert "Traceback" not in proc.stderr
@@ -121,25 +127,38 @@ def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_path):
-    """The sweep library under the session's 3 GiB address-space launcher: the 100k-vocabulary
-    BERT runs out of memory at batch 8 of 256 tokens; `on_oom: search` halves to a size that
-    fits, bisects between it and 8 with short probes, and measures the case at the largest.
+    """The sweep library under a 1.8 GiB address-space launcher (the session's oom-halve
+    launcher, its limit lowered): a 50k-vocabulary BERT runs out of memory at batch 8 of 256
+    tokens; `on_oom: search` halves to a size that fits, bisects between it and 8 with short
+    probes, and measures the case at the largest.
 
-    The session's oom-halve sweep at 32 x 64 tokens, in 8 x 256: the same 2048 tokens a batch,
-    so the same bytes (the [tokens, vocabulary] logits are nearly all of it) and the same
-    distance from the limit at 8 and at 4, but the bisection from 4 to 8 takes two probes where
-    16 to 32 took four, each of them seconds of 100k-wide softmax (the last two beside the
-    boundary)."""
-    from sweep_session import OOM_SWEEP, limited_launcher
+    The session's oom-halve sweep (100k vocabulary, 32 x 64 tokens, 3 GiB) in 8 x 256 tokens:
+    the bisection from 4 to 8 takes two probes where 16 to 32 took four. The [tokens, vocabulary]
+    logits are nearly all of a step's bytes and time: half the vocabulary under a limit ~1.2 GiB
+    lower (a torch worker's own address space is ~0.85 GiB) keeps the boundary between 6 and 7,
+    with about the same margin below 8 (~0.25 GiB) and ~0.35 GiB above 4, and halves each
+    probe's seconds of softmax (measured 85 s -> 46 s for the whole search, loaded 2-core)."""
+    from sweep_session import LIMITED_WORKER, ADDRESS_SPACE_LIMIT, OOM_SWEEP
 
+    from dlperf.launchers import launch
     from dlperf.store import Store
     from dlperf.studies.sweep import load as load_sweep
     from dlperf.studies.sweep_runner import SweepRun
 
+    worker = LIMITED_WORKER.replace(f"limit = {ADDRESS_SPACE_LIMIT};",
+                                    f"limit = {SEARCH_LIMIT};")
+    assert worker != LIMITED_WORKER
+
+    def limited_launcher(case, case_file, out_dir):
+        argv = launch.worker_argv(sys.executable, case_file, out_dir)
+        assert argv[1:3] == ["-m", "dlperf.worker"]
+        return launch.Launch([sys.executable, "-c", worker, *argv[3:]])
+
     sweep_file = tmp_path / "search.yaml"
     text = (OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
             .replace("name: oom-halve", "name: oom-search"))
-    for old, new in (("seq_len: 64", "seq_len: 256"), ("batch_size: [32]", "batch_size: [8]")):
+    for old, new in (("seq_len: 64", "seq_len: 256"), ("batch_size: [32]", "batch_size: [8]"),
+                     ("vocab_size: 100000", "vocab_size: 50000")):
         assert old in text
         text = text.replace(old, new)
     sweep_file.write_text(text)
