@@ -196,12 +196,12 @@ def test_oneflow_lonely_node_times_out(tmp_path, tagged):
     start = time.monotonic()
     proc = dlperf("run", "--framework", "oneflow", *TINY, "--nnodes", "2", "--node-rank", "0",
                   "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
-                  "--rdzv-timeout", "8", "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                  "--rdzv-timeout", "4", "--repeats", "3", "--db", str(tmp_path / "t.db"),
                   "--json", str(tmp_path / "m.json"))
     assert proc.returncode == 1 and time.monotonic() - start < 90, proc.stderr
     master = load(tmp_path / "m.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
-    assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
+    assert master["error"].startswith("rendezvous timed out after 4 s (--rdzv-timeout): the 2 "
                                       "nodes never all joined at 127.0.0.1:")
 
 
@@ -249,12 +249,12 @@ def test_mindspore_lonely_node_times_out(tmp_path, tagged):
     start = time.monotonic()
     proc = dlperf("run", "--framework", "mindspore", *TINY, "--nnodes", "2", "--node-rank", "0",
                   "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
-                  "--rdzv-timeout", "8", "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                  "--rdzv-timeout", "4", "--repeats", "3", "--db", str(tmp_path / "t.db"),
                   "--json", str(tmp_path / "m.json"))
     assert proc.returncode == 1 and time.monotonic() - start < 120, proc.stderr
     master = load(tmp_path / "m.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
-    assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
+    assert master["error"].startswith("rendezvous timed out after 4 s (--rdzv-timeout): the 2 "
                                       "nodes never all joined at 127.0.0.1:")
     assert "(MindSpore: Failed to initialize distributed job cluster" in master["error"]
 
@@ -278,10 +278,10 @@ def test_mxnet_lonely_node_times_out(tmp_path, tagged):
     start = time.monotonic()
     proc = dlperf("run", "--framework", "mxnet", *TINY, "--nnodes", "2", "--node-rank", "0",
                   "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
-                  "--rdzv-timeout", "8", "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                  "--rdzv-timeout", "4", "--repeats", "3", "--db", str(tmp_path / "t.db"),
                   "--json", str(tmp_path / "m.json"))
     assert proc.returncode == 1 and time.monotonic() - start < 90, proc.stderr
     master = load(tmp_path / "m.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
-    assert master["error"].startswith("rendezvous timed out after 8 s (--rdzv-timeout): the 2 "
+    assert master["error"].startswith("rendezvous timed out after 4 s (--rdzv-timeout): the 2 "
                                       "nodes' kvstore (scheduler at 127.0.0.1:")

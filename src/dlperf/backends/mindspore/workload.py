@@ -71,6 +71,19 @@ def launched():
 RDZV_FAILED = "dlperf.mindspore: the cluster did not form:"  # read by launch.explain
 
 
+def _leave_unformed(error):
+    # type: (BaseException) -> None
+    """The cluster never formed: one line for the launcher's explain, then exit 1 at once.
+    os._exit skips MindSpore's teardown, whose heartbeat thread (started when this process
+    registered with a scheduler that has since given up) keeps retrying the gone scheduler for
+    MS_HEARTBEAT_RETRY_TIMEOUT s (40 at --rdzv-timeout 60 and below) before the process can end:
+    the node would report its timeout that much after --rdzv-timeout."""
+    sys.stdout.write("%s %s\n" % (RDZV_FAILED, str(error).strip().splitlines()[0]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def serve_if_scheduler():
     # type: () -> None
     """msrun runs the same command as its scheduler (MS_ROLE=MS_SCHED), whose init() serves the
@@ -82,9 +95,7 @@ def serve_if_scheduler():
     try:
         init()
     except Exception as error:  # the cluster never formed: msrun reports it
-        sys.stdout.write("%s %s\n" % (RDZV_FAILED, str(error).strip().splitlines()[0]))
-        sys.stdout.flush()
-        sys.exit(1)
+        _leave_unformed(error)
     sys.exit(0)
 
 
@@ -99,9 +110,7 @@ def init_distributed():
     try:
         init()
     except RuntimeError as error:
-        sys.stdout.write("%s %s\n" % (RDZV_FAILED, str(error).strip().splitlines()[0]))
-        sys.stdout.flush()
-        sys.exit(1)
+        _leave_unformed(error)
     ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
                                  gradients_mean=True)
     return True

@@ -94,7 +94,9 @@ def main(argv=None):
                 stop(everything)
                 return 1
         time.sleep(POLL_S)
-    deadline = time.monotonic() + LEAVE_S
+    # workers that failed (a rank's error, the rendezvous alarm) never finalized with the
+    # scheduler and servers, which would wait for them forever: no grace then
+    deadline = time.monotonic() + (LEAVE_S if workers.returncode == 0 else 0.0)
     while any(p.poll() is None for p in infrastructure.values()) and time.monotonic() < deadline:
         time.sleep(POLL_S)
     left = [name for name, p in infrastructure.items() if p.poll() is None]
