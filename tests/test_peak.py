@@ -9,14 +9,23 @@ import pytest
 from conftest import TINY_RESNET, dlperf, load
 
 
-def test_probe_is_cached_and_used_for_mfu(tmp_path):
-    env = {"DLPERF_CACHE": str(tmp_path / "cache")}
-    out = tmp_path / "before.json"
-    proc = dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp_path / "a.db"),
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """The first measuring command on a machine never probed (an empty DLPERF_CACHE): it probes
+    once. Shared by the two tests below, so the module pays for that probe once, not twice."""
+    tmp = tmp_path_factory.mktemp("peak")
+    env = {"DLPERF_CACHE": str(tmp / "cache")}
+    out = tmp / "before.json"
+    proc = dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp / "a.db"),
                   "--json", str(out), env=env, check=True)
+    return tmp, env, proc, load(out)
+
+
+def test_probe_is_cached_and_used_for_mfu(first_run):
+    tmp_path, env, proc, before = first_run
     # a machine never probed is probed once by the first measuring command, so MFU is there
     assert "probing this machine's matmul peaks once" in proc.stderr
-    before = load(out)["flops"]
+    before = before["flops"]
     assert before["peak_per_s"] > 1e8 and before["mfu"] == pytest.approx(
         before["achieved_per_s"] / before["peak_per_s"])
 
@@ -36,17 +45,21 @@ def test_probe_is_cached_and_used_for_mfu(tmp_path):
     assert flops["mfu"] == pytest.approx(flops["achieved_per_s"] / fp32_peak)
 
 
-def test_the_first_measuring_command_probes_once_and_then_reuses_it(tmp_path, monkeypatch):
+def test_the_first_measuring_command_probes_once_and_then_reuses_it(first_run, monkeypatch):
+    """`peak.ensure` (what every measuring command calls): the first command's probe said so
+    exactly once and cached every dtype; ensure in this process then reuses the cache (the
+    same peaks, nothing said, no second probe)."""
     from dlperf.host import peak, sysinfo
 
-    monkeypatch.setenv("DLPERF_CACHE", str(tmp_path))
+    _, env_vars, proc, _ = first_run
+    monkeypatch.setenv("DLPERF_CACHE", env_vars["DLPERF_CACHE"])
+    assert proc.stderr.count("probing this machine's matmul peaks once") == 1
     env = sysinfo.capture()
-    said = []
-    first = peak.ensure(env, say=said.append)
-    assert len(said) == 1 and "probing this machine's matmul peaks once" in said[0]
+    first = peak.cached(env)  # this machine's probe: the first command's, or --probe's since
     assert first["flops_per_s"]["float32"] > 0 and first["flops_per_s"]["int8"] > 0
+    said = []
     again = peak.ensure(env, say=said.append)
-    assert again == first and len(said) == 1  # cached: no second probe
+    assert again == first and said == []  # cached: no second probe
 
 
 def test_gpu_datasheet_peaks_are_found_by_nvml_name():
