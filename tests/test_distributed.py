@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
+from conftest import (TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS, check_voted_warmup, dlperf,
+                      dlperf_main, load)
 from dlperf.launchers import launch, slurm
 from dlperf import runner
 from dlperf.launchers import torch as torchrun
@@ -156,7 +157,7 @@ def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     # for a node 0 that never starts. Both: status timeout soon after --rdzv-timeout.
     port0, port1 = free_port(), free_port()
     common = [sys.executable, "-m", "dlperf.cli", "run", *TINY_RESNET, "--device", "cpu",
-              "--repeats", "3", "--rdzv-timeout", "5", "--db", str(tmp_path / "t.db")]
+              "--repeats", "3", "--rdzv-timeout", "2", "--db", str(tmp_path / "t.db")]
     slurm_env = {**os.environ, "SLURM_JOB_ID": "4242", "SLURM_NNODES": "2", "SLURM_NODEID": "1",
                  "SLURM_JOB_NODELIST": "127.0.0.[1]"}
     start = time.monotonic()
@@ -172,7 +173,7 @@ def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     assert [p.returncode for p in (lonely_master, lonely_peer)] == [1, 1], outputs
     master, peer = load(tmp_path / "m.json"), load(tmp_path / "p.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
-    assert "rendezvous timed out after 5 s" in master["error"]
+    assert "rendezvous timed out after 2 s" in master["error"]
     assert "1 of 2 nodes joined" in master["error"]
     assert peer["status"] == "timeout" and peer["node_rank"] == 1
     assert "node 0 never answered at 127.0.0.1:" in peer["error"]
@@ -206,7 +207,7 @@ def test_slurm_placement():
      "--rdzv-timeout: 0.0 must be seconds in (0, 86400]"),
 ])
 def test_bad_distributed_flags_are_one_line_and_exit_2(args, message, tmp_path):
-    proc = dlperf("run", *TINY_RESNET, *args, "--db", str(tmp_path / "x.db"))
+    proc = dlperf_main("run", *TINY_RESNET, *args, "--db", str(tmp_path / "x.db"))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
