@@ -1,6 +1,6 @@
-"""Cached ONNX exports under a test-private DLPERF_CACHE: the first run exports, the second
-reuses, a file changed since it was cached is exported again (never loaded), and the cache
-directories are private."""
+"""Cached ONNX exports under a test-private DLPERF_CACHE: the first worker exports, the second
+(another process, another batch size: the batch axis is dynamic) reuses, a file changed since it
+was cached is exported again (never loaded), and the cache directories are private."""
 
 from __future__ import annotations
 
@@ -16,35 +16,40 @@ from dlperf.worker import cache
 # a 1-layer BERT: exported in a fraction of ResNet-50's time; the cache does not care what it holds
 TINY = ["--framework", "onnxruntime", "--model", "bert-base", "--seq-len", "16", "--knob",
         "layers=1", "--knob", "hidden=32", "--knob", "heads=2", "--knob", "intermediate=64",
-        "--knob", "vocab_size=500", "--batch-sizes", "2", "--warmup-steps", "2", "--steps", "3",
-        "--repeats", "1"]
+        "--knob", "vocab_size=500", "--warmup-steps", "2", "--steps", "3", "--repeats", "1"]
 
 
-def infer(tmp_path: Path, name: str) -> dict:
+def infer(tmp_path: Path, name: str, batch_sizes: str = "2") -> list[dict]:
+    """`dlperf infer` at ``batch_sizes`` (a fresh worker each): each worker's ONNX facts."""
     out = tmp_path / f"{name}.json"
-    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "infer", *TINY, "--db",
-                           str(tmp_path / "r.db"), "--json", str(out)], capture_output=True,
-                          text=True, timeout=900,
+    proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "infer", *TINY, "--batch-sizes",
+                           batch_sizes, "--db", str(tmp_path / "r.db"), "--json", str(out)],
+                          capture_output=True, text=True, timeout=900,
                           env=dict(os.environ, DLPERF_CACHE=str(tmp_path / "cache")))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    (result,) = json.loads(out.read_text())
-    return result["env"]["worker"]["framework"]["onnx"]
+    results = json.loads(out.read_text())
+    assert [r["case"]["batch_size"] for r in results] == [
+        int(b) for b in batch_sizes.split(",")]
+    return [result["env"]["worker"]["framework"]["onnx"] for result in results]
 
 
 def test_export_cached_then_reused_then_remade_when_changed(tmp_path):
-    first = infer(tmp_path, "first")
+    # one command, two workers one after the other (a CLI start fewer than two commands)
+    first, second = infer(tmp_path, "first", "1,2")
     assert first["cached"] is False
     path = Path(first["path"])
     assert first["sha256"] == cache.file_sha256(str(path))
     for directory in (tmp_path / "cache", path.parent):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
 
-    second = infer(tmp_path, "second")
     assert second["cached"] is True and second["sha256"] == first["sha256"]
+    assert second["path"] == first["path"]
 
     with open(path, "ab") as handle:  # the file changes behind dlperf's back
         handle.write(b"tampered")
-    third = infer(tmp_path, "third")
+    # at the first worker's batch size: the export's example inputs come from the batch timed
+    # (a batch of 1 is repeated to 2), and its bytes follow them
+    (third,) = infer(tmp_path, "third", "1")
     assert third["cached"] is False
     assert cache.file_sha256(str(path)) == third["sha256"] == first["sha256"]
 
