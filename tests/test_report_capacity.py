@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, dlperf_main
 from dlperf.report import capacity
 from dlperf.store import Store
 
@@ -62,7 +62,10 @@ def stored(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def report(db: Path, fmt: str, *args: str) -> str:
-    proc = dlperf("report", "--db", str(db), "--format", fmt, *args, timeout=120)
+    """`dlperf report` through dlperf's main in this process: what is checked is the rendering,
+    not a fresh interpreter (each would pay its imports again; test_capacity.py renders a real
+    bisection the same way)."""
+    proc = dlperf_main("report", "--db", str(db), "--format", fmt, *args, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
