@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, load
+from conftest import dlperf, dlperf_main, load
 from dlperf.worker.loop import poisson_arrivals, serve
 from dlperf.worker.workload import Workload
 
@@ -105,14 +105,19 @@ def test_search_finds_a_rate_under_the_bound(tmp_path: Path, db: Path) -> None:
     assert f"{peaks[0]['server']['rate_qps']:g} queries/s" in proc.stdout
 
 
-@pytest.mark.parametrize("args, field", [
+BAD_INPUT = [
     (["--target-latency-ms", "50", "--batch-sizes", "1,2"], "--batch-sizes"),
     (["--target-latency-ms", "50", "--precision", "fp32,int8"], "--precision"),
     (["--target-latency-ms", "0"], "--target-latency-ms"),
     (["--target-latency-ms", "50", "--rate", "-3"], "--rate"),
-])
-def test_bad_server_input(args: list[str], field: str, db: Path) -> None:
-    proc = dlperf(*TINY_SERVER, *args, "--db", str(db), timeout=120)
+]
+
+
+# the first as a real process, the rest through dlperf's main in this process
+@pytest.mark.parametrize("args, field, run", [
+    (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_INPUT)])
+def test_bad_server_input(args: list[str], field: str, run, db: Path) -> None:
+    proc = run(*TINY_SERVER, *args, "--db", str(db), timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and field in lines[0], proc.stderr
