@@ -162,7 +162,8 @@ def test_sweep_names_database_files_and_run_ids(fixture_db, tmp_path):
     assert result["geometric_mean_ratio"] == pytest.approx(1.0)
     assert "geometric mean" in proc.stdout
     run_ids = sorted(r["run_id"] for r in fixture_db.sweep_json if r["status"] == "ok")
-    proc = dlperf("compare", str(run_ids[0]), f"run:{run_ids[1]}", "--db", db, check=True)
+    # run ids, bare and prefixed: through dlperf's main in this process (SciPy imported once)
+    proc = dlperf_main("compare", str(run_ids[0]), f"run:{run_ids[1]}", "--db", db, check=True)
     assert "different cases" in proc.stdout
 
 
