@@ -112,7 +112,9 @@ def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
     assert str(envs.env_dir(framework)) in json.dumps(worker)  # ran in the framework's env
     info = worker["framework"]
     if framework == "jax":
-        assert info["compile"].startswith("jax.jit") and info["buffer_donation"] is True
+        # the state is donated on an accelerator only: on the CPU it slowed ResNet-50's step
+        assert info["compile"].startswith("jax.jit")
+        assert info["buffer_donation"] is (result["device"] != "cpu")
         assert info["compute_dtype"] == ("bfloat16" if "amp-bf16" in extra else "float32")
     else:
         assert info["compile"] == ("--compile" in extra)

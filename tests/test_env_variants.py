@@ -142,7 +142,7 @@ def test_support_matrix_is_printed_from_the_declarations():
         elif rows:  # a folded cell continues on the next line
             rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
     by_key = {(r[0], r[2]): r for r in rows}
-    assert by_key[("jax", "cpu")][5] == "no eager mode / jax.jit (XLA), whole step, state donated"
+    assert by_key[("jax", "cpu")][5] == "no eager mode / jax.jit (XLA), whole step, state donated on a GPU"
     assert by_key[("tensorflow", "cpu")][5].startswith("tf.function graph / XLA")
     assert by_key[("torch", "cuda")][6] == "yes"
     assert "tf32" not in by_key[("paddle", "cpu")][3]

@@ -15,7 +15,7 @@ SUPPORT = Support(
                  "infer": ("fp32", "tf32", "amp-bf16", "amp-fp16")},
     },
     # no eager mode: the whole step exists only as one jax.jit program
-    modes={True: "jax.jit (XLA), whole step, state donated"},
+    modes={True: "jax.jit (XLA), whole step, state donated on a GPU"},
     # jax.distributed over the processes dlperf.launchers.spawn starts, jax.shard_map over every device
     # of the job, gradients averaged by lax.pmean: gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),

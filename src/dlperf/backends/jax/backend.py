@@ -3,8 +3,11 @@
 Everything one-off happens here, outside the timed window: picking the device, initialising
 parameters, generating the synthetic batch (once, on the device, seeded), building the optimizer
 and wrapping the step in ``jax.jit`` (XLA compiles lazily in the first step, which the timing loop
-times apart). The training state is donated to the jitted step, so parameters and optimizer
-state are updated in place as a hand-written JAX loop would.
+times apart). On a GPU the training state is donated to the jitted step, so parameters and
+optimizer state are updated in place (half the state's memory); on the CPU only where a model's
+step needs it (wide-deep's row-sparse table updates), since XLA's CPU backend ran ResNet-50's
+step 6-7 % slower with the state donated than without (issue 32, docs/fidelity.md), as the Flax
+ImageNet example leaves it.
 
 With several processes (:mod:`.distributed`) the same step runs under ``jax.shard_map`` on a
 mesh over every device of the job: the state is replicated, each device holds its own
@@ -50,9 +53,18 @@ Parts = NamedTuple(
         ("layout", str),
         ("optimizer_desc", str),
         ("make_step", Optional[Callable[..., Any]]),
+        ("donate_on_cpu", bool),
     ],
 )
-Parts.__new__.__defaults__ = (None,)  # make_step
+Parts.__new__.__defaults__ = (None, False)  # make_step, donate_on_cpu
+
+
+def donates(parts, device):
+    # type: (Parts, Any) -> bool
+    """Whether the training step is given the state's buffers (``donate_argnums``): always on an
+    accelerator, where it halves the state's memory; on the CPU only where the model asks
+    (``donate_on_cpu``: an update that would otherwise copy a whole table per step)."""
+    return device.platform != "cpu" or parts.donate_on_cpu
 
 
 def _resnet50(knobs, batch, dtype, key, seed):
@@ -198,7 +210,7 @@ def _wide_deep(knobs, batch, dtype, key, seed):
 
     # no dense-gradient loss: training is make_step's row-sparse step only
     return Parts(variables, data, None, infer, tx, "batch-major (B, fields)",
-                 wide_deep_model.OPTIMIZER_DESC, make_step)
+                 wide_deep_model.OPTIMIZER_DESC, make_step, donate_on_cpu=True)
 
 
 BUILDERS = {
@@ -223,6 +235,7 @@ def build(case):
     axis = distributed.AXIS if parallel else None
     with jax.default_device(device):
         parts = BUILDERS[name](knobs, batch, precision.compute_dtype, key, seed)
+        donate = train and donates(parts, device)
         params = parts.variables["params"]
         stats = parts.variables.get("batch_stats", {})
         if train:
@@ -246,11 +259,11 @@ def build(case):
                 return infer(st["params"], st["stats"], b)
         if parallel:
             mesh = distributed.mesh()
-            step_fn = distributed.data_parallel(body, mesh, donate=train)
+            step_fn = distributed.data_parallel(body, mesh, train, donate)
             state = distributed.replicated(state, mesh)
             data = distributed.sharded(parts.batch, mesh)  # this rank's own samples
         else:
-            step_fn = jax.jit(body, donate_argnums=(0,) if train else ())
+            step_fn = jax.jit(body, donate_argnums=(0,) if donate else ())
             state = jax.device_put(state, device)
             data = jax.device_put(parts.batch, device)
 
@@ -259,7 +272,7 @@ def build(case):
         "layout": parts.layout,
         "optimizer": view.optimizer(parts.optimizer_desc),
         "compile": "jax.jit (inherent: the whole step is one XLA program)",
-        "buffer_donation": train,
+        "buffer_donation": donate,
         "flax_api": "linen",
         "init": "numpy on the host (the model's initialisers), then device_put",
         "data": "synthetic, generated once on the device",

@@ -113,13 +113,14 @@ def sharded(tree, the_mesh):
         lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), tree)
 
 
-def data_parallel(fn, the_mesh, donate):
-    # type: (Any, Any, bool) -> Any
+def data_parallel(fn, the_mesh, train, donate):
+    # type: (Any, Any, bool, bool) -> Any
     """``fn(state, batch) -> (state, loss)`` (or ``-> value`` for inference) run on every
     device's shard, jitted: state replicated, batch split along ``data``, the per-device loss
-    returned as a ``(devices,)`` array."""
+    returned as a ``(devices,)`` array. ``donate``: the state's buffers are given to the step
+    (training only; see ``backend.donates``)."""
     spec = jax.sharding.PartitionSpec
-    if donate:
+    if train:
         def body(state, batch):
             new_state, loss = fn(state, batch)
             return new_state, loss[None]
@@ -130,7 +131,7 @@ def data_parallel(fn, the_mesh, donate):
         out_specs = spec(AXIS)
     mapped = jax.shard_map(body, mesh=the_mesh, in_specs=(spec(), spec(AXIS)),
                            out_specs=out_specs)
-    return jax.jit(mapped, donate_argnums=(0,) if donate else ())
+    return jax.jit(mapped, donate_argnums=(0,) if train and donate else ())
 
 
 def local_value(array):

@@ -4,7 +4,9 @@ Gluon's model zoo ``resnet50_v1`` is v1 (the stride sits on the first 1x1 of a d
 bottleneck), so the network is built here: v1.5 strides on the 3x3 convolution. The layer shapes
 follow :func:`dlperf.models.resnet50_convs` and every layer is given its input size, so the
 parameters exist (and can be counted) before the first forward. Layout NCHW: MXNet 1.9.1's CPU
-convolutions refuse NHWC (see ``backend.LAYOUT``).
+convolutions refuse NHWC (see ``backend.LAYOUT``). ReLU is ``F.Activation(act_type="relu")``,
+the operator MXNet's CPU build runs through oneDNN, as GluonCV writes it: ``F.relu`` is MXNet's
+own element-wise kernel, which made the training step 7-8 % slower (issue 32; docs/fidelity.md).
 """
 
 from typing import Any, List
@@ -57,10 +59,10 @@ class Bottleneck(HybridBlock):
     def hybrid_forward(self, F, x):
         # type: (Any, Any) -> Any
         identity = x if self.downsample is None else self.downsample(x)
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = F.relu(self.bn2(self.conv2(out)))
+        out = F.Activation(self.bn1(self.conv1(x)), act_type="relu")
+        out = F.Activation(self.bn2(self.conv2(out)), act_type="relu")
         out = self.bn3(self.conv3(out))
-        return F.relu(out + identity)
+        return F.Activation(out + identity, act_type="relu")
 
 
 class ResNet50(HybridBlock):
@@ -91,6 +93,6 @@ class ResNet50(HybridBlock):
 
     def hybrid_forward(self, F, x):
         # type: (Any, Any) -> Any
-        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        x = self.maxpool(F.Activation(self.bn1(self.conv1(x)), act_type="relu"))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(self.avgpool(x))  # Dense flattens (B, C, 1, 1) to (B, C)
