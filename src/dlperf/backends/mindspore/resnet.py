@@ -4,6 +4,11 @@ v1.5: a downsampling bottleneck strides on its 3x3 convolution, not the first 1x
 shapes follow :func:`dlperf.models.resnet50_convs`, so the parameter count matches the catalogue.
 NCHW throughout: MindSpore's CPU ``Conv2d`` refuses ``data_format="NHWC"`` ("the NHWC format
 only support in GPU target").
+
+The stem's max pool pads one pixel on every side, as every other backend does, but as an explicit
+zero pad before a ``valid`` pool (:class:`_PaddedMaxPool`): ``MaxPool2d(pad_mode="pad")`` made a
+PyNative training step about 5 % slower (issue 32, docs/fidelity.md). After the ReLU every value
+is >= 0, so a zero border gives the same maxima as an infinite one.
 """
 
 from typing import Any, List
@@ -30,6 +35,20 @@ def _bn(channels, zero=False):
     # type: (int, bool) -> nn.BatchNorm2d
     return nn.BatchNorm2d(channels, eps=BN_EPS, momentum=BN_MOMENTUM,
                           gamma_init="zeros" if zero else "ones")
+
+
+class _PaddedMaxPool(nn.Cell):
+    """3x3 max pool, stride 2, one pixel of padding on each side (PyTorch's ``padding=1``), for
+    non-negative inputs: a zero pad, then an unpadded pool."""
+
+    def __init__(self):
+        # type: () -> None
+        super(_PaddedMaxPool, self).__init__()
+        self.pool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="valid")
+
+    def construct(self, x):
+        # type: (ms.Tensor) -> ms.Tensor
+        return self.pool(ops.pad(x, (1, 1, 1, 1)))
 
 
 class Bottleneck(nn.Cell):
@@ -69,7 +88,7 @@ class ResNet50(nn.Cell):
         self.conv1 = _conv(3, 64, 7, 2)
         self.bn1 = _bn(64)
         self.relu = nn.ReLU()
-        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="pad", padding=1)
+        self.maxpool = _PaddedMaxPool()  # after the ReLU: inputs >= 0
         stages = []  # type: List[nn.Cell]
         c_in = 64
         for index, (width, blocks) in enumerate(RESNET50_STAGES):

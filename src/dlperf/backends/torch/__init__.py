@@ -4,7 +4,7 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without t
 """
 
 from dlperf.backends.common import lazy
-from dlperf.worker.support import Support
+from dlperf.worker.support import Option, Support
 
 VISION = ("resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "alexnet", "googlenet")
 LOW_PRECISION_INFERENCE = ("bf16", "fp16", "int8")  # whole-model casts and quantization
@@ -28,6 +28,11 @@ SUPPORT = Support(
     loaders={"dali": "NVIDIA DALI: fn.readers.file, fn.decoders.image (mixed on a GPU, cpu "
                      "otherwise), random_resized_crop, crop_mirror_normalize, "
                      "DALIGenericIterator"},
+    options={"memory_format": Option(("channels_last", "contiguous"), (
+        "the layout of a convolutional network's weights and images: channels_last (NHWC in "
+        "memory; the default, on a GPU and on a CPU) or contiguous (NCHW, PyTorch's own "
+        "default and the torchvision reference recipe's); which is faster depends on the "
+        "device, the threads and the shapes (docs/fidelity.md)"))},
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "train/bf16": "precision bf16 is an inference precision in the torch backend (the whole "

@@ -25,11 +25,18 @@ from dlperf.backends.torch import horovod, input_pipeline, vision
 from dlperf.backends.torch.workload import (COMPILE_MODE, Precision, count_params,
                                             maybe_wrap_ddp, runtime_info, select_device, world_size,
                                             rank)
+from dlperf.worker.support import parse_options
 from dlperf.worker.workload import UnsupportedError, Workload
 
 __all__ = ["build", "BUILDERS"]
 
 MLM_FRACTION = 0.15
+MEMORY_FORMATS = {"channels_last": torch.channels_last, "contiguous": torch.contiguous_format}
+# a convolutional network's layout where the case sets no ``memory_format`` option, by device
+# kind: channels-last on a GPU (NVIDIA's and PyTorch's advice for tensor cores under AMP)
+# and on a CPU (oneDNN's native NHWC convolutions); docs/fidelity.md has what each costs
+DEFAULT_MEMORY_FORMAT = {"cuda": "channels_last", "cpu": "channels_last"}
+CONV_MODELS = frozenset(vision.NETWORKS) | {"resnet50", "face-resnet50"}
 
 # What a model builder hands back: the bare network (for counting and the optimizer), how to
 # compute the step's scalar from a (possibly wrapped) model, and the optimizer settings.
@@ -46,14 +53,14 @@ Parts = NamedTuple(
 )
 
 
-def _image_parts(model, knobs, batch, device, gen, train, lr):
-    # type: (nn.Module, Dict[str, int], int, torch.device, torch.Generator, bool, float) -> Parts
+def _image_parts(model, knobs, batch, device, gen, train, lr, fmt):
+    # type: (nn.Module, Dict[str, int], int, torch.device, torch.Generator, bool, float, str) -> Parts
     """An image classifier's parts: synthetic images and labels, cross-entropy, SGD with
-    momentum 0.9 and weight decay 1e-4 at ``lr``, channels-last."""
+    momentum 0.9 and weight decay 1e-4 at ``lr``, weights and images in ``fmt``."""
     size, classes = knobs["image_size"], knobs["num_classes"]
-    model = model.to(device, memory_format=torch.channels_last)
+    model = model.to(device, memory_format=MEMORY_FORMATS[fmt])
     images = torch.randn(batch, 3, size, size, device=device, generator=gen)
-    images = images.contiguous(memory_format=torch.channels_last)
+    images = images.contiguous(memory_format=MEMORY_FORMATS[fmt])
     labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
 
     def train_loss(m):
@@ -69,17 +76,18 @@ def _image_parts(model, knobs, batch, device, gen, train, lr):
         return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=1e-4)
 
     return Parts(model, train_loss if train else infer_out, make_optimizer, None,
-                 "channels_last", "SGD(lr=%g, momentum=0.9, weight_decay=1e-4)" % lr)
+                 fmt, "SGD(lr=%g, momentum=0.9, weight_decay=1e-4)" % lr)
 
 
-def _resnet50(knobs, batch, device, gen, train):
-    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+def _resnet50(knobs, batch, device, gen, train, fmt):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
     check_resnet_batch(knobs, batch, train)
-    return _image_parts(ResNet50(knobs["num_classes"]), knobs, batch, device, gen, train, 0.1)
+    return _image_parts(ResNet50(knobs["num_classes"]), knobs, batch, device, gen, train, 0.1,
+                        fmt)
 
 
-def _bert(knobs, batch, device, gen, train):
-    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+def _bert(knobs, batch, device, gen, train, fmt):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
     s, v = knobs["seq_len"], knobs["vocab_size"]
     model = BertForPreTraining(
         vocab_size=v,
@@ -131,8 +139,8 @@ def _bert(knobs, batch, device, gen, train):
     )
 
 
-def _gpt(knobs, batch, device, gen, train):
-    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+def _gpt(knobs, batch, device, gen, train, fmt):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
     s, v = knobs["seq_len"], knobs["vocab_size"]
     model = GPT(vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"],
                 heads=knobs["heads"], max_positions=knobs["max_positions"]).to(device)
@@ -156,8 +164,8 @@ def _gpt(knobs, batch, device, gen, train):
                  "AdamW(lr=1e-4, weight_decay=0.01), " + clip_desc)
 
 
-def _wide_deep(knobs, batch, device, gen, train):
-    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+def _wide_deep(knobs, batch, device, gen, train, fmt):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
     v = knobs["vocab_size"]
     model = WideAndDeep(v, knobs["deep_embedding_size"], knobs["hidden_units"],
                         knobs["hidden_size"], models.WIDE_DEEP_DENSE_FIELDS,
@@ -185,8 +193,8 @@ def _wide_deep(knobs, batch, device, gen, train):
                  "Adam(lr=1e-3), lazy (SparseAdam) on the embeddings")
 
 
-def _face(knobs, batch, device, gen, train):
-    # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+def _face(knobs, batch, device, gen, train, fmt):
+    # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     if train and batch < 2:
         raise UnsupportedError("face-resnet50 training needs batch >= 2 (BatchNorm1d on the "
@@ -201,14 +209,14 @@ def _face(knobs, batch, device, gen, train):
     sampler.manual_seed(int(gen.initial_seed()) + 1)  # gen's seed differs per rank
     model = FaceModel(size, knobs["embedding_size"], classes, knobs["partial_fc"],
                       sampler, world=world, rank=rank()).to(device,
-                                                            memory_format=torch.channels_last)
+                                                            memory_format=MEMORY_FORMATS[fmt])
     if model.ddp_ignored():  # each rank's own centres: never all-reduced nor broadcast by DDP
         from torch.nn.parallel import DistributedDataParallel
 
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
             model, model.ddp_ignored())
     images = torch.randn(batch, 3, size, size, device=device, generator=gen)
-    images = images.contiguous(memory_format=torch.channels_last)
+    images = images.contiguous(memory_format=MEMORY_FORMATS[fmt])
     labels = torch.randint(0, classes, (batch,), device=device, generator=gen)
 
     def train_loss(m):
@@ -224,7 +232,7 @@ def _face(knobs, batch, device, gen, train):
         return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=5e-4)
 
     return Parts(model if train else model.embedder(), train_loss if train else infer_out,
-                 make_optimizer, None, "channels_last",
+                 make_optimizer, None, fmt,
                  "SGD(lr=0.1, momentum=0.9, weight_decay=5e-4) (InsightFace's)")
 
 
@@ -233,11 +241,11 @@ def _image_classifier(name):
     """Builder of one of the INT8 study's other CNNs (ResNet-101/152, VGG-16/19, GoogLeNet,
     AlexNet): as ResNet-50's, at the network's own learning rate."""
 
-    def builder(knobs, batch, device, gen, train):
-        # type: (Dict[str, int], int, torch.device, torch.Generator, bool) -> Parts
+    def builder(knobs, batch, device, gen, train, fmt):
+        # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
         vision.check_batch(name, knobs, batch, train)
         return _image_parts(vision.network(name, knobs["num_classes"]), knobs, batch, device,
-                            gen, train, vision.SGD_LR[name])
+                            gen, train, vision.SGD_LR[name], fmt)
 
     return builder
 
@@ -251,6 +259,23 @@ BUILDERS = {
 }  # type: Dict[str, Callable[..., Parts]]
 BUILDERS.update((name, _image_classifier(name)) for name in vision.NETWORKS
                 if name not in BUILDERS)
+
+
+def memory_format(view, device):
+    # type: (CaseView, torch.device) -> Tuple[str, str]
+    """The layout of a convolutional network's weights and images (``--option memory_format``,
+    else :data:`DEFAULT_MEMORY_FORMAT` for the device), and what chose it. Other models are
+    contiguous; the option is refused for them."""
+    chosen = parse_options(view.case.get("options", "")).get("memory_format")
+    if view.name not in CONV_MODELS:
+        if chosen is not None:
+            raise UnsupportedError("option memory_format=%s: %s is not a convolutional network; "
+                                   "the option applies to %s" % (
+                                       chosen, view.name, ", ".join(sorted(CONV_MODELS))))
+        return "contiguous", "not a convolutional network"
+    if chosen is not None:
+        return chosen, "the case's option memory_format"
+    return DEFAULT_MEMORY_FORMAT[device.type], "dlperf's default on %s" % device.type
 
 
 def build(case):
@@ -268,7 +293,8 @@ def build(case):
     gen.manual_seed(view.seed + place)
     if view.data_only:  # the input pipeline alone: no model
         return input_pipeline.data_only(case, view.knobs, view.batch, device, view.seed)
-    parts = BUILDERS[view.name](view.knobs, view.batch, device, gen, view.train)
+    fmt, fmt_source = memory_format(view, device)
+    parts = BUILDERS[view.name](view.knobs, view.batch, device, gen, view.train, fmt)
     feed = None  # type: Any
     if view.dataset:  # a dataset folder: the next batch per step
         feed = input_pipeline.make_feed(case, view.knobs["image_size"], view.batch, device,
@@ -293,6 +319,7 @@ def build(case):
     info = view.info(runtime_info(device), precision.info())
     info.update({
         "memory_format": parts.memory_format,
+        "memory_format_set_by": fmt_source,
         "optimizer": view.optimizer(parts.optimizer_desc),
         "compile": view.compiled,
         "compile_mode": COMPILE_MODE if view.compiled else None,
