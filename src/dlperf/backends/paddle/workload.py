@@ -307,7 +307,10 @@ class PaddleWorkload(Workload):
         else:
             loss.backward()
             self.optimizer.step()
-        self.optimizer.clear_grad(set_to_zero=False)
+        # Paddle's default, as its tutorials write it: the gradients are zeroed in place. Freeing
+        # them (set_to_zero=False) made every step allocate them anew: ~2 % of a ResNet-50 step
+        # on a CPU (issue 32, docs/fidelity.md)
+        self.optimizer.clear_grad()
         return loss
 
     def sync(self):
