@@ -160,12 +160,27 @@ def _run_case(model, extra, threads, tmp_path):
     return proc, json.loads(out.read_text())
 
 
+@pytest.fixture(scope="module")
+def case_runs(oneflow_env, tmp_path_factory):
+    """Each (model, flags, threads) measured once by a real `dlperf run`, read by every test
+    that checks it: the graph-mode ResNet-50 of CASES is also the one the eager-versus-graph
+    test compares."""
+    done = {}
+
+    def run(model, extra, threads):
+        key = (model, tuple(extra), threads)
+        if key not in done:
+            done[key] = _run_case(model, extra, threads, tmp_path_factory.mktemp("case"))
+        return done[key]
+    return run
+
+
 @covers("oneflow", ("resnet50", "bert-base"), "train", "fp32")
 @covers("oneflow", "resnet50", "infer", "fp32")
 @pytest.mark.parametrize("model,extra,threads", CASES,
                          ids=["-".join([m] + [e.strip("-") for e in x]) for m, x, _ in CASES])
-def test_tiny_case_runs_ok(oneflow_env, model, extra, threads, tmp_path):
-    proc, result = _run_case(model, extra, threads, tmp_path)
+def test_tiny_case_runs_ok(oneflow_env, case_runs, model, extra, threads):
+    proc, result = case_runs(model, extra, threads)
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
                                                               result.get("stderr_tail"))
     assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
@@ -214,11 +229,11 @@ def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env
     assert result["env"]["worker"]["framework"]["loss"].startswith("cross-entropy in float64")
 
 
-def test_eager_and_graph_train_the_same_network(oneflow_env, tmp_path):
+def test_eager_and_graph_train_the_same_network(case_runs):
     """Same seed, same data, no dropout in ResNet: the nn.Graph step computes what eager does."""
     losses = []
     for flag in ("--no-compile", "--compile"):
-        proc, result = _run_case("resnet50", [flag], None, tmp_path)
+        proc, result = case_runs("resnet50", [flag], None)
         assert result["status"] == "ok", result["error"]
         losses.append(result["loss"]["first"][0])
     assert losses[0] == pytest.approx(losses[1], rel=1e-4)
