@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import dlperf, load
+from conftest import dlperf, dlperf_main, load
 from dlperf.spec import Case
 from dlperf.worker import pagecache
 
@@ -229,7 +229,7 @@ def test_synthetic_case_keys_are_unchanged():
                 knobs={"seq_len": 16}).key() == "4b6309b237b1c198"
 
 
-@pytest.mark.parametrize("args, expected", [
+BAD_INPUT = [
     (["data", "make-images", "{tmp}/a", "--size", "64by48"], "--size"),
     (["data", "make-images", "{tmp}/a", "--count", "3", "--classes", "4"], "--classes"),
     (["data", "make-images", "{tmp}/a", "--count", "0"], "--count"),
@@ -247,8 +247,14 @@ def test_synthetic_case_keys_are_unchanged():
     (["run", *TINY, "--data", "{data}", "--data-only", "--compile"], "compile:"),
     (["run", *TINY, "--data", "both"], "both:DIR"),
     (["run", *TINY, "--data", "{data}", "--batch-size", "65"], "batch_size:"),
-])
-def test_bad_input_is_one_line_and_exit_2(dataset, tmp_path, args, expected):
+]
+
+
+# the first of each command as a real process, the rest through dlperf's main in this process:
+# validation only, refused before any worker starts (test_fuzz_cli checks both answer alike)
+@pytest.mark.parametrize("args, expected, run", [
+    (*case, dlperf if index in (0, 4) else dlperf_main) for index, case in enumerate(BAD_INPUT)])
+def test_bad_input_is_one_line_and_exit_2(dataset, tmp_path, args, expected, run):
     filled = [a.format(tmp=tmp_path, data=dataset) for a in args]
-    assert expected in one_error_line(dlperf(*filled, "--db", str(tmp_path / "r.db"))
-                                      if filled[0] == "run" else dlperf(*filled))
+    assert expected in one_error_line(run(*filled, "--db", str(tmp_path / "r.db"))
+                                      if filled[0] == "run" else run(*filled))
