@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, dlperf_main
 
 LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-outputs-test-")}
 RUN = ["run", "--framework", "torch", "--model", "resnet50", "--batch-size", "2", "--steps", "3",
@@ -21,8 +21,10 @@ SWEEP = "defaults: {framework: torch, batch_size: 2, steps: 3, repeats: 1}\n" \
         "matrix:\n  model: [resnet50]\n"
 
 
-def refused(args: list[str], says: str, cwd: Path) -> None:
-    proc = dlperf(*args, timeout=120, env=LOCK, cwd=cwd)
+def refused(args: list[str], says: str, cwd: Path, run=dlperf_main) -> None:
+    """Refused when the command starts: through dlperf's main in this process, or, where
+    ``run`` is ``dlperf``, as a real process (test_fuzz_cli checks both answer alike)."""
+    proc = run(*args, timeout=120, env=LOCK, cwd=cwd)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -50,7 +52,8 @@ def test_measuring_commands_check_json_first(target, says, tmp_path):
                  ["accuracy", "--model", "resnet50", "--json", target],
                  ["sweep", "s.yaml", "--db", "m.db", "--json", target],
                  ["ab", "--pairs", "2", "--json", target, "--", *RUN[:-2], "--", *RUN[:-2]]):
-        refused(args, says, tmp_path)
+        # the missing directory as real processes, the directory through dlperf's main
+        refused(args, says, tmp_path, run=dlperf if target.startswith("missing") else dlperf_main)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # no db, no marker
 
 
@@ -72,11 +75,11 @@ def test_report_to_a_directory_or_missing_directory(stored, tmp_path):
     db = tmp_path / "r.db"
     shutil.copy(stored, db)
     refused(["report", "--db", str(db), "-o", str(tmp_path)], f"-o: {tmp_path} is a directory",
-            tmp_path)
+            tmp_path, run=dlperf)
     refused(["report", "--db", str(db), "-o", "gone/r.md"], "-o: directory gone does not exist",
             tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db"]  # no r.md.tmp, no stray file
-    proc = dlperf("report", "--db", str(db), "-o", str(tmp_path / "r.md"))
+    proc = dlperf_main("report", "--db", str(db), "-o", str(tmp_path / "r.md"), timeout=300)
     assert proc.returncode == 0 and (tmp_path / "r.md").read_text().startswith("# dlperf")
     assert not (tmp_path / "r.md.tmp").exists()
 
