@@ -103,17 +103,19 @@ def test_report_shows_accuracy_beside_the_inference_speedup(stored):
     before = fingerprint(stored)
     text = dlperf_main("report", "--db", str(stored), check=True).stdout
     assert fingerprint(stored) == before  # read-only
-    line = next(l for l in text.splitlines() if l.startswith(f"| {MODEL} | torch | int8 |"))
+    # the device the engine evaluated on, then the precision
+    line = next(l for l in text.splitlines() if l.startswith(f"| {MODEL} | torch | cpu | int8 |"))
     row = rows(stored)[0]
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[3:6] == [f"{row['fp32_top1']:.2f}%", f"{row['top1']:.2f}%",
+    assert cells[4:7] == [f"{row['fp32_top1']:.2f}%", f"{row['top1']:.2f}%",
                           f"{row['diff_top1']:+.2f}"]
-    assert cells[9] == str(row["changed_top1"])
+    assert cells[10] == str(row["changed_top1"])
     results = {(r["case"]["precision"], r["case"]["batch_size"]): r
                for r in infer_results(stored)}
     expected = (results[("int8", 1)]["throughput"]["median"]
                 / results[("fp32", 1)]["throughput"]["median"])
-    assert cells[12] == f"bsz 1: {expected:.2f}× (image 32)"
+    # each speedup names the device its timings ran on
+    assert cells[13] == f"bsz 1: {expected:.2f}× (image 32, cpu)"
     # the inference table: p90 and a latency speedup per percentile, against the fp32 twin
     header = next(l for l in text.splitlines() if "p90 speedup vs fp32" in l)
     names = [c.strip() for c in header.strip("|").split("|")]
@@ -131,7 +133,8 @@ def test_html_report_has_the_accuracy_table_and_inference_plots(stored, tmp_path
     dlperf_main("report", "--db", str(stored), "-o", str(out), check=True)
     html = out.read_text()
     assert '<h2 id="accuracy">' in html and 'href="#accuracy"' in html
-    assert f"<td class=\"l\">{MODEL}</td><td class=\"l\">torch</td><td class=\"l\">int8</td>" \
+    assert (f"<td class=\"l\">{MODEL}</td><td class=\"l\">torch</td><td class=\"l\">cpu</td>"
+            f"<td class=\"l\">int8</td>") \
         in html
     images = dict(re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', html))
     for title in ("Latency percentiles vs batch size", "Throughput vs latency per precision"):

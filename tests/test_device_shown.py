@@ -199,3 +199,15 @@ def test_compare_names_devices_and_refuses_across_them(measured, tmp_path):
     (case,) = load(tmp_path / "c.json")["cases"]
     assert (case["baseline_device"], case["candidate_device"]) == ("cpu", GPU)
 
+
+
+def test_the_scaling_line_names_the_device():
+    from dlperf import scaling
+
+    result = {"case": {"devices": 2, "nnodes": 1}, "speedup": 1.8, "scaling_efficiency": 0.9,
+              "speedup_baseline": {"throughput": 10.0, "run_id": 3},
+              "device": "cuda:0 NVIDIA H100 80GB HBM3"}
+    line = scaling.describe(result)
+    assert line.startswith("speedup 1.80x on 2 devices (cuda NVIDIA H100 80GB HBM3) over 1 device")
+    assert scaling.describe(dict(result, device="cpu")).startswith(
+        "speedup 1.80x on 2 devices (cpu) over 1 device")

@@ -101,7 +101,8 @@ def describe(result: dict[str, Any], db: str | None = None) -> str:
     n = total_devices(result["case"])
     if result.get("speedup") is not None and n > 1:
         base = result.get("speedup_baseline") or {}
-        return (f"speedup {result['speedup']:.2f}x on {n} devices over 1 device "
+        where = device_kind_name(device_of(result))
+        return (f"speedup {result['speedup']:.2f}x on {n} devices ({where}) over 1 device "
                 f"({base.get('throughput', 0):,.1f} samples/s, run {base.get('run_id')}); "
                 f"scaling efficiency {result['scaling_efficiency']:.1%}")
     if result.get("speedup_note", "").startswith(NO_BASELINE):

@@ -91,20 +91,22 @@ def _pct(value: float | None) -> str:
 def table(rows: list[dict[str, Any]], title: str) -> Table:
     """The study's table: model | fp32 top-1 | int8 top-1 | difference (and top-5)."""
     table = Table(title=title)
-    for column in ("model", "engine", "precision", "fp32 top-1", "top-1", "difference",
+    for column in ("model", "engine", "device", "precision", "fp32 top-1", "top-1", "difference",
                    "fp32 top-5", "top-5", "difference", "changed top-1", "held out"):
         table.add_column(column, no_wrap=column in ("model", "engine"))
     for row in rows:
         if row["status"] != "ok":
-            table.add_row(row["model"], row["framework"], row["precision"],
-                          _pct(row.get("fp32_top1")),
+            table.add_row(row["model"], row["framework"], row.get("device", "-"),
+                          row["precision"], _pct(row.get("fp32_top1")),
                           Text(row["status"], style="red"), "", "", "", "", "", "")
             continue
         if row["precision"] == "fp32":
-            table.add_row(row["model"], row["framework"], "fp32", _pct(row["fp32_top1"]),
+            table.add_row(row["model"], row["framework"], row["device"], "fp32",
+                          _pct(row["fp32_top1"]),
                           "", "", _pct(row["fp32_top5"]), "", "", "", str(row["samples"]))
             continue
-        table.add_row(row["model"], row["framework"], row["precision"], _pct(row["fp32_top1"]),
+        table.add_row(row["model"], row["framework"], row["device"], row["precision"],
+                      _pct(row["fp32_top1"]),
                       _pct(row.get("top1")), _points(row.get("diff_top1")),
                       _pct(row["fp32_top5"]), _pct(row.get("top5")),
                       _points(row.get("diff_top5")),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlperf.result import device_kind_name, device_of
 from dlperf.report import inference
 from dlperf.report.tables import Cell, Report, Table, short
 
@@ -48,6 +49,13 @@ def dataset_text(row: dict[str, Any]) -> str:
     return f"{name} (image {data.get('image_size', '?')}, seed {data.get('split_seed', '?')})"
 
 
+def _device(row: dict[str, Any]) -> str:
+    from dlperf.studies.accuracy import row_device
+
+    device = row_device(row)
+    return "—" if device == "-" else device
+
+
 def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
     """Stored inference speedups of this model, engine and precision over fp32, per batch."""
     if row["precision"] == "fp32":
@@ -65,9 +73,12 @@ def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
             continue
         mode = " compile" if case.get("compile") else ""
         size = (case.get("knobs") or {}).get("image_size")
+        # the device the timing ran on: the accuracy row's own may differ (a CPU study beside
+        # GPU timings), so every speedup names its own
         parts.append((int(case.get("batch_size") or 0),
                       f"bsz {case.get('batch_size')}{mode}: {value:.2f}×"
-                      + (f" (image {size})" if size else "")))
+                      + (f" (image {size}, {device_kind_name(device_of(result))})" if size
+                         else f" ({device_kind_name(device_of(result))})")))
     if not parts:
         return "no stored infer result with an fp32 twin"
     return "; ".join(text for _, text in sorted(parts))
@@ -76,17 +87,18 @@ def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
 def table(report: Report, rows: list[dict[str, Any]], results: list[dict[str, Any]]) -> Table:
     """One row per model, engine and lower precision; failures footnoted."""
     out = Table("Accuracy: fp32 vs lower precision (INT8 …), with the inference speedup",
-                ["model", "engine", "precision", "fp32 top-1", "top-1", "Δ top-1 (points)",
-                 "fp32 top-5", "top-5", "Δ top-5 (points)", "changed top-1", "held out",
-                 "data", "inference speedup vs fp32 (stored infer)"],
-                ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l", "l"])
+                ["model", "engine", "device", "precision", "fp32 top-1", "top-1",
+                 "Δ top-1 (points)", "fp32 top-5", "top-5", "Δ top-5 (points)", "changed top-1",
+                 "held out", "data", "inference speedup vs fp32 (stored infer)"],
+                ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "l", "l"])
     for row in latest(rows):
         ok = row["status"] == "ok"
         notes = [] if ok else [report.note(short(
             f"accuracy {row['model']} {row['framework']} {row['precision']}: {row['status']}"
             f" — {row.get('error')}"))]
         out.rows.append([
-            Cell(row["model"]), Cell(row["framework"]), Cell(row["precision"]),
+            Cell(row["model"]), Cell(row["framework"]), Cell(_device(row)),
+            Cell(row["precision"]),
             Cell(_pct(row.get("fp32_top1"))),
             Cell(_pct(row.get("top1")) if ok else row["status"], notes),
             Cell(_points(row.get("diff_top1"))), Cell(_pct(row.get("fp32_top5"))),

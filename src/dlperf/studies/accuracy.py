@@ -435,6 +435,22 @@ def run_model(options: Options, model: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------- rows
 
 
+def _cell_device(cell: dict[str, Any] | None) -> str:
+    """Where a cell's engine evaluated (its ``engine`` facts' ``device``); "-" for a cell that
+    failed before saying, or one stored before the device was recorded."""
+    return str(((cell or {}).get("engine") or {}).get("device") or "-")
+
+
+def row_device(row: dict[str, Any]) -> str:
+    """A table row's device: its own, or, for a row read from the store (whose columns predate
+    it), from the engine facts of its cells in the stored detail; "-" where none says."""
+    if row.get("device"):
+        return str(row["device"])
+    cells = (row.get("detail") or {}).get("cells") or []
+    mine = [c for c in cells if c.get("precision") == row.get("precision")] or cells
+    return _cell_device(mine[0]) if mine else "-"
+
+
 def comparison_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The study's table: per model, engine and lower precision, fp32 vs it and the difference.
 
@@ -456,7 +472,8 @@ def comparison_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             for cell in others:
                 row = dict(base, framework=framework,
                            precision=cell["precision"] if cell else "fp32",
-                           samples=(fp32 or cell or {}).get("samples"))
+                           samples=(fp32 or cell or {}).get("samples"),
+                           device=_cell_device(cell or fp32))
                 ok32 = fp32 is not None and fp32["status"] == "ok"
                 row["fp32_top1"] = fp32["top1"] if ok32 else None
                 row["fp32_top5"] = fp32["top5"] if ok32 else None

@@ -75,6 +75,9 @@ def _copy(model):
     return copy.deepcopy(model)
 
 
+GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+
+
 def predict(trained, precision, data, request, facts):
     # type: (Any, str, Any, Dict[str, Any], Dict[str, Any]) -> Iterator[np.ndarray]
     """Logits of the held-out split, batch by batch, from ONNX Runtime at ``precision``."""
@@ -100,6 +103,8 @@ def predict(trained, precision, data, request, facts):
                                            text.strip().splitlines()[0][:300]))
         raise
     facts.update({"onnxruntime_version": ort.__version__, "providers": session.get_providers()})
+    # the device of the provider that runs the model: CUDA's and TensorRT's are GPUs
+    facts["device"] = "cuda" if session.get_providers()[0] in GPU_PROVIDERS else "cpu"
     name = session.get_inputs()[0].name
     dtype = np.float16 if precision == "fp16" else np.float32
     for images, _ in data.test.batches(int(request["eval_batch"])):

@@ -253,6 +253,7 @@ def predict(trained, precision, data, request, facts):
     model = trained.model
     autocast = None
     facts["torch_version"] = torch.__version__
+    facts["device"] = "cpu"  # the study's torch engine evaluates on the CPU (x86 int8 kernels)
     if precision == "fp32":
         pass
     elif precision in AUTOCAST:
