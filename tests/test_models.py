@@ -174,10 +174,22 @@ def test_training_steps_give_finite_changing_loss(model, knobs, precision):
     assert workload.peak_device_bytes() is None  # CPU
 
 
-def test_resnet_runs_channels_last():
-    workload = build(make_case("resnet50", SMALL_RESNET))
-    assert workload.info["memory_format"] == "channels_last"
-    assert workload.model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+def test_resnet_runs_in_its_memory_format():
+    from dlperf.backends.torch.backend import DEFAULT_MEMORY_FORMAT
+
+    layouts = {"channels_last": torch.channels_last, "contiguous": torch.contiguous_format}
+    workload = build(make_case("resnet50", SMALL_RESNET))  # no option: the CPU's default
+    default = DEFAULT_MEMORY_FORMAT["cpu"]
+    assert workload.info["memory_format"] == default
+    assert workload.info["memory_format_set_by"] == "dlperf's default on cpu"
+    assert workload.model.conv1.weight.is_contiguous(memory_format=layouts[default])
+    for name, layout in layouts.items():
+        case = dict(make_case("resnet50", SMALL_RESNET), options=f"memory_format={name}")
+        workload = build(case)
+        assert workload.info["memory_format"] == name
+        assert workload.model.conv1.weight.is_contiguous(memory_format=layout)
+        if name == "channels_last":  # a 4-D tensor that is both only when C or H*W is 1
+            assert not workload.model.conv1.weight.is_contiguous()
 
 
 @pytest.mark.parametrize("model,knobs", [("resnet50", SMALL_RESNET), ("bert-base", SMALL_BERT)])
