@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, dlperf_main
 from dlperf.studies import sweep as sweep_mod
 from dlperf.spec import SpecError
 from sweep_session import TINY_BERT_KNOBS
@@ -129,7 +129,8 @@ def test_bad_sweep_file_exits_2_before_anything_runs(tmp_path):
 def test_dry_run_lists_cases_and_an_estimate_and_measures_nothing(tmp_path):
     path = write(tmp_path, ISSUE_EXAMPLE)
     db = tmp_path / "dry.db"
-    proc = dlperf("sweep", str(path), "--db", str(db), "--dry-run", check=True)
+    # measures nothing: through dlperf's main in this process
+    proc = dlperf_main("sweep", str(path), "--db", str(db), "--dry-run", check=True)
     assert "7 case(s)" in proc.stdout and "estimated time:" in proc.stdout
     assert "torch resnet50 train bs32 amp-bf16 compile" in proc.stdout
     assert not db.exists()
@@ -326,10 +327,11 @@ def test_sigkill_at_any_moment_then_resume_stores_every_repeat_exactly_once(tmp_
         assert result["status"] == "ok" and result["repeats_done"] == 2
         assert len(result["throughput"]["repeats"]) == 2 and not result["interrupted"]
 
-    # a second plain run refuses to mix sessions; --resume has nothing left to do
-    again = dlperf("sweep", str(path), "--db", str(db))
+    # a second plain run refuses to mix sessions; --resume has nothing left to do (neither
+    # starts a worker: through dlperf's main in this process; test_fuzz_cli checks both alike)
+    again = dlperf_main("sweep", str(path), "--db", str(db))
     assert again.returncode == 2 and "--resume" in again.stderr
-    resumed = dlperf("sweep", str(path), "--db", str(db), "--resume", check=True)
+    resumed = dlperf_main("sweep", str(path), "--db", str(db), "--resume", check=True)
     assert "0 case(s) measured now" in resumed.stdout
     assert "2 taken from the database" in resumed.stdout
 
@@ -342,8 +344,10 @@ def test_force_measures_again_and_keeps_the_old_run(tmp_path):
     dlperf("sweep", str(path), "--db", str(db), "--force", check=True)
     runs, repeats = _db_state(db)
     assert len(runs) == 2 and runs[0][1] == runs[1][1] and len(repeats) == 2
-    # a resume after --force continues the new session: nothing to do
-    proc = dlperf("sweep", str(path), "--db", str(db), "--resume", check=True)
+    # a resume after --force continues the new session: nothing to do (it and the report start
+    # no worker: through dlperf's main in this process)
+    proc = dlperf_main("sweep", str(path), "--db", str(db), "--resume", check=True)
     assert "1 taken from the database" in proc.stdout
-    report = json.loads(dlperf("report", "--db", str(db), "--format", "json", check=True).stdout)
+    report = json.loads(dlperf_main("report", "--db", str(db), "--format", "json",
+                                    check=True).stdout)
     assert [r["run_id"] for r in report] == [runs[1][0]]  # the newest measurement is reported
