@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
