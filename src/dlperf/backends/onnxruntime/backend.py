@@ -103,7 +103,9 @@ def torch_network(view):
     torch.manual_seed(view.seed)  # the same weights the torch backend times
     gen = torch.Generator(device="cpu")
     gen.manual_seed(view.seed)
-    parts = torch_backend.BUILDERS[name](view.knobs, view.batch, torch.device("cpu"), gen, False)
+    # NCHW: the exported graph fixes no memory layout (ONNX Runtime chooses its own)
+    parts = torch_backend.BUILDERS[name](view.knobs, view.batch, torch.device("cpu"), gen, False,
+                                         "contiguous")
     model = parts.model.eval()
     args, kwargs = capture_inputs(parts.forward_loss)
     if kwargs:
