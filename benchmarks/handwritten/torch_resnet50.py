@@ -1,7 +1,8 @@
 """A hand-written PyTorch training loop for ResNet-50 v1.5: the reference dlperf is checked
 against.
 
-What a PyTorch user writes for speed on a CPU: channels_last, autocast when asked, SGD momentum,
+What a PyTorch user writes on a CPU: NCHW (PyTorch's default and dlperf's on a CPU; see
+docs/fidelity.md for channels_last), autocast when asked, SGD momentum,
 synthetic data made once, torch.compile when asked, subnormals flushed (as dlperf's torch backend
 does on CPU). Same network module as the backend.
 
@@ -23,11 +24,11 @@ batch, size, warmup, steps, precision, compiled = sys.argv[1:7]
 batch, size, warmup, steps = int(batch), int(size), int(warmup), int(steps)
 torch.manual_seed(0)
 torch.set_flush_denormal(True)  # as dlperf's torch backend does on CPU (see its build())
-model = ResNet50(1000).to(memory_format=torch.channels_last).train()
+model = ResNet50(1000).train()
 if compiled == "1":
     model = torch.compile(model)
 opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-x = torch.randn(batch, 3, size, size).contiguous(memory_format=torch.channels_last)
+x = torch.randn(batch, 3, size, size)
 y = torch.randint(0, 1000, (batch,))
 dtype = {"amp-bf16": torch.bfloat16}.get(precision)
 
