@@ -95,17 +95,18 @@ def table(rows: list[dict[str, Any]], title: str) -> Table:
                    "fp32 top-5", "top-5", "difference", "changed top-1", "held out"):
         table.add_column(column, no_wrap=column in ("model", "engine"))
     for row in rows:
+        device = accuracy.row_device(row)
         if row["status"] != "ok":
-            table.add_row(row["model"], row["framework"], row.get("device", "-"),
-                          row["precision"], _pct(row.get("fp32_top1")),
+            table.add_row(row["model"], row["framework"], device, row["precision"],
+                          _pct(row.get("fp32_top1")),
                           Text(row["status"], style="red"), "", "", "", "", "", "")
             continue
         if row["precision"] == "fp32":
-            table.add_row(row["model"], row["framework"], row["device"], "fp32",
+            table.add_row(row["model"], row["framework"], device, "fp32",
                           _pct(row["fp32_top1"]),
                           "", "", _pct(row["fp32_top5"]), "", "", "", str(row["samples"]))
             continue
-        table.add_row(row["model"], row["framework"], row["device"], row["precision"],
+        table.add_row(row["model"], row["framework"], device, row["precision"],
                       _pct(row["fp32_top1"]),
                       _pct(row.get("top1")), _points(row.get("diff_top1")),
                       _pct(row["fp32_top5"]), _pct(row.get("top5")),

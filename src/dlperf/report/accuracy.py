@@ -75,10 +75,10 @@ def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
         size = (case.get("knobs") or {}).get("image_size")
         # the device the timing ran on: the accuracy row's own may differ (a CPU study beside
         # GPU timings), so every speedup names its own
+        where = device_kind_name(device_of(result))
         parts.append((int(case.get("batch_size") or 0),
-                      f"bsz {case.get('batch_size')}{mode}: {value:.2f}×"
-                      + (f" (image {size}, {device_kind_name(device_of(result))})" if size
-                         else f" ({device_kind_name(device_of(result))})")))
+                      f"bsz {case.get('batch_size')}{mode}: {value:.2f}× "
+                      + (f"(image {size}, {where})" if size else f"({where})")))
     if not parts:
         return "no stored infer result with an fp32 twin"
     return "; ".join(text for _, text in sorted(parts))

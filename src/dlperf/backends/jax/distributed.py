@@ -117,8 +117,8 @@ def data_parallel(fn, the_mesh, train, donate):
     # type: (Any, Any, bool, bool) -> Any
     """``fn(state, batch) -> (state, loss)`` (or ``-> value`` for inference) run on every
     device's shard, jitted: state replicated, batch split along ``data``, the per-device loss
-    returned as a ``(devices,)`` array. ``donate``: the state's buffers are given to the step
-    (training only; see ``backend.donates``)."""
+    returned as a ``(devices,)`` array. ``donate`` (training only): the state's buffers are given to
+    the step (see ``backend.donates``)."""
     spec = jax.sharding.PartitionSpec
     if train:
         def body(state, batch):
@@ -131,7 +131,7 @@ def data_parallel(fn, the_mesh, train, donate):
         out_specs = spec(AXIS)
     mapped = jax.shard_map(body, mesh=the_mesh, in_specs=(spec(), spec(AXIS)),
                            out_specs=out_specs)
-    return jax.jit(mapped, donate_argnums=(0,) if train and donate else ())
+    return jax.jit(mapped, donate_argnums=(0,) if donate else ())
 
 
 def local_value(array):

@@ -104,7 +104,7 @@ def predict(trained, precision, data, request, facts):
         raise
     facts.update({"onnxruntime_version": ort.__version__, "providers": session.get_providers()})
     # the device of the provider that runs the model: CUDA's and TensorRT's are GPUs
-    facts["device"] = "cuda" if session.get_providers()[0] in GPU_PROVIDERS else "cpu"
+    facts["device"] = "cuda" if facts["providers"][0] in GPU_PROVIDERS else "cpu"
     name = session.get_inputs()[0].name
     dtype = np.float16 if precision == "fp16" else np.float32
     for images, _ in data.test.batches(int(request["eval_batch"])):
