@@ -83,16 +83,25 @@ LIMITED_WORKER = (
     "resource.setrlimit(resource.RLIMIT_AS, (limit, limit)); "
     "sys.argv = ['dlperf.worker'] + sys.argv[1:]; "
     "runpy.run_module('dlperf.worker', run_name='__main__', alter_sys=True)"
-).format(limit=ADDRESS_SPACE_LIMIT)
+)
 
 
-def limited_launcher(case: Any, case_file: Path, out_dir: Path) -> Any:
-    """The real worker under a 3 GiB address-space limit: large batches really run out."""
-    from dlperf.launchers import launch
+def limited_launcher_for(limit: int) -> Any:
+    """A launcher of the real worker under an address-space limit of ``limit`` bytes: large
+    batches really run out."""
 
-    argv = launch.worker_argv(sys.executable, case_file, out_dir)
-    assert argv[1:3] == ["-m", "dlperf.worker"]
-    return launch.Launch([sys.executable, "-c", LIMITED_WORKER, *argv[3:]])
+    def launcher(case: Any, case_file: Path, out_dir: Path) -> Any:
+        from dlperf.launchers import launch
+
+        argv = launch.worker_argv(sys.executable, case_file, out_dir)
+        assert argv[1:3] == ["-m", "dlperf.worker"]
+        return launch.Launch([sys.executable, "-c", LIMITED_WORKER.format(limit=limit),
+                              *argv[3:]])
+
+    return launcher
+
+
+limited_launcher = limited_launcher_for(ADDRESS_SPACE_LIMIT)  # the session's 3 GiB
 
 
 @dataclass

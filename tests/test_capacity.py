@@ -138,21 +138,13 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     lower (a torch worker's own address space is ~0.85 GiB) keeps the boundary between 6 and 7,
     with about the same margin below 8 (~0.25 GiB) and ~0.35 GiB above 4, and halves each
     probe's seconds of softmax (measured 85 s -> 46 s for the whole search, loaded 2-core)."""
-    from sweep_session import LIMITED_WORKER, ADDRESS_SPACE_LIMIT, OOM_SWEEP
+    from sweep_session import OOM_SWEEP, limited_launcher_for
 
-    from dlperf.launchers import launch
     from dlperf.store import Store
     from dlperf.studies.sweep import load as load_sweep
     from dlperf.studies.sweep_runner import SweepRun
 
-    worker = LIMITED_WORKER.replace(f"limit = {ADDRESS_SPACE_LIMIT};",
-                                    f"limit = {SEARCH_LIMIT};")
-    assert worker != LIMITED_WORKER
-
-    def limited_launcher(case, case_file, out_dir):
-        argv = launch.worker_argv(sys.executable, case_file, out_dir)
-        assert argv[1:3] == ["-m", "dlperf.worker"]
-        return launch.Launch([sys.executable, "-c", worker, *argv[3:]])
+    limited_launcher = limited_launcher_for(SEARCH_LIMIT)
 
     sweep_file = tmp_path / "search.yaml"
     text = (OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
