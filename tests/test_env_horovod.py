@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,24 @@ def test_the_build_lands(built):
     assert st.version.endswith(f"horovod {horovod.VERSION}") and "gloo" in st.note
     again = horovod.install(name, say=lambda line: None)
     assert again.action == "up to date" and again.seconds < 10
+
+
+def test_a_cache_built_by_another_checkout_reads_this_one():
+    """The environment cache outlives the checkout that built torch+horovod (CI clones main
+    afresh beside a kept cache): its .pth must name the site-packages of the dlperf running now,
+    or horovodrun cannot import PyYAML and the workers cannot import torch."""
+    assert horovod.install("torch", say=lambda line: None).action in ("installed", "up to date")
+    python = envs.horovod_interpreter("torch")
+    overlay = manage.site_packages(python) / horovod.OVERLAY_NAME
+    overlay.write_text("/gone/with/the/checkout/that/built/it/site-packages\n")
+    broken = subprocess.run([python, "-c", "import yaml"], capture_output=True, text=True)
+    assert broken.returncode != 0 and "yaml" in broken.stderr  # the failure being guarded
+    assert envs.horovod_interpreter("torch") == python
+    assert overlay.read_text().strip() == str(manage.site_packages(sys.executable))
+    assert horovodrun(python, "--check-build").returncode == 0
+    overlay.write_text("/gone/again/site-packages\n")
+    assert horovod.install("torch", say=lambda line: None).action == "up to date"
+    assert overlay.read_text().strip() == str(manage.site_packages(sys.executable))
 
 
 def allreduce(name: str, python: str, tmp_path: Path, controller: str) -> list[str]:

@@ -169,6 +169,8 @@ def interpreter(name: str, variant: str = "cpu") -> str:
     if manage.read_stamp(env) is None or not manage.env_python(env).exists():
         raise UsageError(f"Horovod is not installed for {name}: run "
                          f"`dlperf envs install {name} --horovod`")
+    if fw.main:
+        _point_at_own_environment(manage.env_dir(env))
     return str(manage.env_python(env))
 
 
@@ -254,6 +256,8 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
         wanted = digest(fw, interpreters.short(full), mpi)
         current = manage.up_to_date(fw, env, wanted, base if python else None, force, start)
         if current is not None:
+            if fw.main:
+                _point_at_own_environment(manage.env_dir(env))
             return current
         check_toolchain()
         say(f"{env}: Horovod {VERSION} from source, controllers gloo"
@@ -293,11 +297,26 @@ def _compiler(folder: Path, standard: str) -> Path:
     return path
 
 
+OVERLAY_NAME = "dlperf-own-environment.pth"
+
+
 def _overlay(venv: Path) -> None:
     """Make dlperf's own site-packages (torch) importable in ``venv``, after its own packages."""
     site = sorted(venv.glob("lib/python*/site-packages"))[0]
-    (site / "dlperf-own-environment.pth").write_text(
-        manage.site_packages(sys.executable).as_posix() + "\n")
+    staged = site / (OVERLAY_NAME + ".tmp")  # whole or absent for a worker starting meanwhile
+    staged.write_text(manage.site_packages(sys.executable).as_posix() + "\n")
+    staged.replace(site / OVERLAY_NAME)
+
+
+def _point_at_own_environment(venv: Path) -> None:
+    """Re-point a built venv's overlay at the dlperf now running. The environment cache
+    outlives the checkout that built it (another clone, a recreated .venv); the stamp's hash
+    holds dlperf's pins, so any checkout with the same hash has the torch Horovod was compiled
+    against, and only the path in the .pth is stale."""
+    overlay = sorted(venv.glob("lib/python*/site-packages"))[0] / OVERLAY_NAME
+    own = manage.site_packages(sys.executable).as_posix() + "\n"
+    if not overlay.exists() or overlay.read_text() != own:
+        _overlay(venv)
 
 
 def _cpus() -> int:
