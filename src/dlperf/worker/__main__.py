@@ -26,7 +26,7 @@ import resource
 import socket
 import sys
 import traceback
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from dlperf.worker import limits, placement
 from dlperf.worker.lifeline import tie_to_harness
@@ -39,6 +39,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
                     "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_PROC_BIND", "XLA_FLAGS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
                     "CUDA_VISIBLE_DEVICES")
+TRACE_NAME = "trace.json.gz"  # rank 0's profiled steps, beside its rank file
 
 
 def classify(error):
@@ -124,8 +125,10 @@ def page_cache(case):
     return pagecache.make_cold(paths) if case.get("cold_cache") else pagecache.observe(paths)
 
 
-def run(case):
-    # type: (Dict[str, Any]) -> Dict[str, Any]
+def run(case, out_dir=None):
+    # type: (Dict[str, Any], Optional[str]) -> Dict[str, Any]
+    """Measure ``case`` on this rank; with ``case["profile_steps"]``, rank 0 profiles after the
+    window and writes its trace to ``out_dir`` (:data:`TRACE_NAME`)."""
     result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
               "status": "ok", "error": None}  # type: Dict[str, Any]
     try:
@@ -142,7 +145,8 @@ def run(case):
         if case.get("data", "synthetic") != "synthetic":
             # after the framework's libraries are loaded, before anything reads the dataset
             result["page_cache"] = page_cache(case)
-        result.update(measure(backend.build, case))
+        trace = os.path.join(out_dir, TRACE_NAME) if out_dir else None
+        result.update(measure(backend.build, case, trace, profiling=result["rank"] == 0))
     except NonFiniteLoss as error:
         result.update(status="crash", error=str(error))
     except Exception as error:  # a failure is a result: classify it and keep the message
@@ -170,7 +174,7 @@ def main(argv=None):
     tie_to_harness()  # a killed harness takes this rank with it, under any launcher
     with open(args.case) as handle:
         case = json.load(handle)
-    result = run(case)
+    result = run(case, args.out_dir)
     write_atomic(rank_file(args.out_dir, result["rank"]), result)
     if result["status"] != "ok":
         return 1

@@ -27,11 +27,10 @@ samples in the window over the window's time.
 import math
 import random
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
-from dlperf.worker import steady
+from dlperf.worker import profile, steady
 from dlperf.worker.workload import Workload
-
 
 
 class NonFiniteLoss(Exception):
@@ -45,9 +44,12 @@ def _finite(value, where):
     return value
 
 
-def measure(build, case):
-    # type: (Any, Dict[str, Any]) -> Dict[str, Any]
-    """Build a workload with ``build(case)`` and time it; return the per-process figures."""
+def measure(build, case, trace_path=None, profiling=True):
+    # type: (Any, Dict[str, Any], Optional[str], bool) -> Dict[str, Any]
+    """Build a workload with ``build(case)`` and time it; return the per-process figures. With
+    ``case["profile_steps"]``, that many more steps after the window under the framework's
+    profiler (``profiling``: this rank records them, its trace to ``trace_path``; the other
+    ranks of a job step along, so every collective has its peers)."""
     clock = time.perf_counter
     steps = int(case["steps"])
     # wall-clock start of each phase, so the harness can place its monitor samples in them
@@ -117,6 +119,17 @@ def measure(build, case):
         "info": workload.info,
         "phase_starts": phase_starts,
     }  # type: Dict[str, Any]
+    profile_steps = int(case.get("profile_steps") or 0)
+    if profile_steps:
+        measured_step_s = window["window_s"] / window["window_steps"]
+        if profiling:
+            result["profile"] = profile.profile(workload, profile_steps, measured_step_s,
+                                                trace_path)
+        else:
+            for _ in range(profile_steps):
+                workload.step()
+            workload.sync()
+        workload.barrier()
     result.update(window)
     result["window_samples"] = result["window_steps"] * workload.samples_per_step
     return result

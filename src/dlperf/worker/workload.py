@@ -77,6 +77,16 @@ class Workload(object):
         """Peak device memory allocated by this process, or None on a host-only device."""
         return None
 
+    def profiler(self):
+        # type: () -> Any
+        """The framework's own profiler with the backend's mapping table, for a few steps after
+        the window (:class:`dlperf.worker.profile.Profiler`); raises
+        :class:`dlperf.worker.profile.ProfileUnavailable` with the reason where it has none
+        that sees operators here."""
+        from dlperf.worker.profile import ProfileUnavailable
+
+        raise ProfileUnavailable("this backend has no profiler wired in")
+
 
 PROBE_REPEATS = 3
 

@@ -347,6 +347,12 @@ class TorchWorkload(Workload):
             return int(torch.cuda.max_memory_allocated(self.device))
         return None
 
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.torch.profiling import TorchProfiler
+
+        return TorchProfiler(self.device)
+
 
 def runtime_info(device):
     # type: (torch.device) -> Dict[str, Any]
