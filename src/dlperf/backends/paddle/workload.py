@@ -347,6 +347,12 @@ class PaddleWorkload(Workload):
             return int(paddle.device.cuda.max_memory_allocated())
         return None
 
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.paddle.profiling import PaddleProfiler
+
+        return PaddleProfiler(self.device)
+
 
 def count_params(model):
     # type: (Any) -> int

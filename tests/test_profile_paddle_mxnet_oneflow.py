@@ -1,0 +1,20 @@
+"""The profilers of Paddle, MXNet and OneFlow in the worker (issue 27): each framework's
+ResNet-50 (and Paddle's BERT), tiny, in one worker process of its environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profile_checks import case, check_profile, profiled
+
+
+def test_paddle_profiles_resnet_and_bert(tmp_path: Path) -> None:
+    resnet, bert = profiled("paddle", [case("paddle"), case("paddle", "bert-base")], tmp_path)
+    block = check_profile(resnet)
+    assert block["tool"]["name"] == "paddle.profiler"
+    assert block["unmapped_count"] == 0, block["unmapped"]
+    block = check_profile(bert, nonzero=("matmul",))
+    categories = block["categories"]
+    assert categories["convolution"] == 0
+    assert categories["matmul"] == max(v for k, v in categories.items()
+                                       if k != "unattributed")  # BERT: matmul dominant
