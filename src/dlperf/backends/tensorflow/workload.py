@@ -178,6 +178,12 @@ class TFWorkload(CollectiveRanks, Workload):
         # type: (Any) -> float
         return float(handle.numpy())
 
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.tensorflow.profiling import TFProfiler
+
+        return TFProfiler(self.gpu)
+
     def peak_device_bytes(self):
         # type: () -> Optional[int]
         """The highest peak among this process's GPUs (several with MirroredStrategy)."""
