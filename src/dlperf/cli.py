@@ -16,7 +16,7 @@ from dlperf.spec import SpecError
 from dlperf.store import StoreError
 
 COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
-            "sweep", "report", "compare", "ab", "external", "infer", "accuracy", "capacity",
+            "sweep", "report", "compare", "explain", "ab", "external", "infer", "accuracy", "capacity",
             "data")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from dlperf import models, stats
+from dlperf.explain import roofline
 from dlperf.host import hoststate, timeline
 from dlperf.host.peak import PRECISION_DTYPE, ceiling
 from dlperf.spec import Case
@@ -51,6 +52,8 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_device_bytes": max(device_peaks) if device_peaks else None,
         # wall-clock phase starts of the rank that set the window (places monitor samples)
         "phase_starts": slowest.get("phase_starts"),
+        # rank 0's profiled steps after the window (dlperf.worker.profile), when asked for
+        "profile": ranks[0].get("profile"),
     }
 
 
@@ -313,6 +316,19 @@ def measurement_warnings(ok: list[dict[str, Any]], throughput: dict[str, Any]) -
     return warnings
 
 
+def profile_block(ok: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The profile of the repeat whose profiled step time is the median of those that
+    profiled (its categories, top operators and trace belong together), with every repeat's
+    profiled step time; else the first repeat's reason (unavailable, or the profiler's error)."""
+    blocks = [r["profile"] for r in ok if r.get("profile")]
+    if not blocks:
+        return None
+    done = sorted((b for b in blocks if b.get("categories")), key=lambda b: b["step_s"])
+    if not done:
+        return blocks[0]
+    return {**done[(len(done) - 1) // 2], "repeats_step_s": [b["step_s"] for b in done]}
+
+
 def repeat_status(repeats: list[dict[str, Any]]
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, str | None]:
     """The successful repeats, the failed ones, and the run's status and error: the first
@@ -372,10 +388,12 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "memory": {"peak_host_bytes": _peak(repeats, "peak_host_bytes"),
                    "peak_device_bytes": _peak(ok, "peak_device_bytes")},
         "flops": flops_block(per_sample, achieved, case, env),
+        "roofline": None,  # below, from the flops block
         "monitor": monitor_means(repeats),
         # per repeat: means over the window's monitor samples; the median repeat's samples
         "timeline": timeline.summarize(ok),
         "server": _server(ok) if case.scenario == "server" else None,
+        "profile": profile_block(ok) if case.profile_steps else None,
         "data": data_block(case, repeats),
         "warnings": warnings,
         "repeats_done": len(repeats),
@@ -388,6 +406,8 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         # the hypervisor's steal and I/O wait over the repeat
         "host": [r.get("host") for r in repeats],
     }
+    result["roofline"] = roofline.block(case, result["flops"], env, throughput["median"],
+                                        peak_units(case, env))
     # the resolved device (rank 0's), beside the requested one in ``case``
     result["device"] = device_of(result)
     return result

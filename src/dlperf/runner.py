@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -202,10 +203,33 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
     return record
 
 
+def traces_dir(db: Path) -> Path:
+    """Where the profiled repeats' traces of a results file are kept: beside it."""
+    return db.parent / f"{db.stem}-traces"
+
+
+def keep_trace(record: dict[str, Any], folder: Path | None, name: str) -> None:
+    """Move a repeat's profile trace out of its worker folder, which is deleted, into
+    ``folder`` as ``name``; without a folder (no results file) the trace is not kept."""
+    trace = (record.get("profile") or {}).get("trace") or {}
+    source = trace.get("path")
+    if not source:
+        return
+    if folder is None:
+        trace.update(path=None, note="not kept: no results file to keep it beside")
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    shutil.move(source, target)
+    trace["path"] = str(target.resolve())
+
+
 def run_repeat(case: Case, index: int, launcher: Launcher,
-               require_quiet_s: float | None = None) -> dict[str, Any]:
+               require_quiet_s: float | None = None, trace_dir: Path | None = None,
+               trace_name: str = "") -> dict[str, Any]:
     """One repeat in fresh worker processes; with ``require_quiet_s``, only once the host has
-    been idle (waiting at most that long; a host that never quiets fails the case as busy)."""
+    been idle (waiting at most that long; a host that never quiets fails the case as busy).
+    A profiled repeat's trace goes to ``trace_dir``, named ``trace_name``-r<repeat>."""
     if require_quiet_s is not None:
         quiet, how = hoststate.wait_for_quiet(require_quiet_s)
         if not quiet:
@@ -220,6 +244,7 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
         record = collect(case, index, work, outcome, spec.ranks, spec.explain,
                          spec.facts.get("memory_limit_bytes"))
         record["launch"] = spec.facts
+        keep_trace(record, trace_dir, f"{trace_name or case.key()}-r{index + 1}.trace.json.gz")
         return record
 
 
@@ -244,9 +269,11 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
     repeats = list(done or [])
     if store is not None and run_id is None:
         run_id = store.start_run(case.key(), case.label(), case.to_dict(), env, sweep)
+    trace_dir = traces_dir(store.path) if store is not None and case.profile_steps else None
+    trace_name = f"run{run_id}-{case.key()}"
     try:
         for index in range(len(repeats), case.repeats):
-            record = run_repeat(case, index, launcher, require_quiet_s)
+            record = run_repeat(case, index, launcher, require_quiet_s, trace_dir, trace_name)
             repeats.append(record)
             if store is not None and run_id is not None:
                 store.add_repeat(run_id, index, record)

@@ -46,6 +46,7 @@ LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
                 "launcher": "native", "controller": "gloo", "options": ""}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
+MAX_PROFILE_STEPS = 100
 
 
 
@@ -111,6 +112,9 @@ class Case:
     # the framework's own settings (its backend's SUPPORT.options), "name=value,..." sorted by
     # name: e.g. Caffe2's engine=cpu
     options: str = ""
+    # steps run after the timed window under the framework's own profiler (0: none); like
+    # repeats, not part of the experiment: the window is over before the profiler starts
+    profile_steps: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -146,7 +150,7 @@ class Case:
     def identity(self) -> dict[str, Any]:
         """The fields that define the experiment: not how many times or how long we wait."""
         out = self.to_dict()
-        for field in ("repeats", "timeout_s"):
+        for field in ("repeats", "timeout_s", "profile_steps"):
             out.pop(field)
         if out["threads"] is None:  # added later: earlier cases keep their keys
             out.pop("threads")
@@ -240,6 +244,7 @@ def validate(case: Case) -> None:
     _at_least("repeats", case.repeats, 1)
     _at_least("seed", case.seed, 0)
     _at_least("timeout_s", case.timeout_s, 1, kind=float, high=MAX_SECONDS)
+    _at_least("profile_steps", case.profile_steps, 0, high=MAX_PROFILE_STEPS)
     _validate_scenario(case)
     _validate_launcher(case)
     _validate_options(case)

@@ -92,6 +92,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh worker processes (default 7)")
     parser.add_argument("--seed", type=positive_int, default=0)
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
+    add_profile_arguments(parser)
 
 
 def add_knob_arguments(parser: argparse.ArgumentParser, partial_fc: bool) -> None:
@@ -119,6 +120,25 @@ def add_warmup_arguments(parser: argparse.ArgumentParser, step: str = "step") ->
                         metavar="N",
                         help=f"the {step} bound of --warmup-steps auto: stop warming up after N "
                              f"{step}s even if not steady (default {steady.MAX_STEPS})")
+
+
+PROFILE_STEPS = 3
+
+
+def add_profile_arguments(parser: argparse.ArgumentParser, step: str = "step") -> None:
+    """--profile and --profile-steps (the case's profile_steps), for every command that
+    measures a case."""
+    parser.add_argument("--profile", action="store_true",
+                        help=f"after the timed window, run --profile-steps more {step}s under "
+                             "the framework's own profiler: where the time goes by category, "
+                             "the top operators, a Chrome trace (`dlperf explain`)")
+    parser.add_argument("--profile-steps", type=positive_int, default=PROFILE_STEPS,
+                        metavar="N", help=f"{step}s profiled with --profile "
+                                          f"(default {PROFILE_STEPS})")
+
+
+def profile_steps_from_args(args: argparse.Namespace) -> int:
+    return args.profile_steps if getattr(args, "profile", False) else 0
 
 
 KNOB_FLAGS = {"image_size": "--image-size", "num_classes": "--num-classes",
@@ -163,7 +183,7 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 launcher=getattr(args, "launcher", "native"),
                 controller=getattr(args, "controller", "gloo"),
                 options=",".join(getattr(args, "options", None) or []),
-                **input_fields(args))
+                profile_steps=profile_steps_from_args(args), **input_fields(args))
 
 
 def nnodes_from_args(args: argparse.Namespace) -> int:

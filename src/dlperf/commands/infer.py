@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
-from dlperf.commands._flags import (add_db_argument, add_knob_arguments, add_timeout_argument,
+from dlperf.commands._flags import (add_db_argument, add_knob_arguments, add_profile_arguments,
+                                    add_timeout_argument, profile_steps_from_args,
                                     add_warmup_arguments, knobs_from_args, positive_int)
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
@@ -93,6 +94,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=positive_int, default=0,
                         help="weights, data and the Poisson arrivals")
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
+    add_profile_arguments(parser, step="iteration")
     group = parser.add_argument_group("server scenario")
     group.add_argument("--target-latency-ms", type=positive_float,
                        help="the p99 bound (required for --scenario server)")
@@ -121,7 +123,7 @@ def base_case(args: argparse.Namespace, batch_size: int) -> Case:
                 warmup_max_steps=args.warmup_max_steps, steps=args.steps, repeats=args.repeats,
                 seed=args.seed, timeout_s=args.timeout_s,
                 scenario="offline" if args.scenario == "server" else args.scenario,
-                min_duration_s=float(min_duration))
+                min_duration_s=float(min_duration), profile_steps=profile_steps_from_args(args))
 
 
 def check_args(args: argparse.Namespace) -> None:

@@ -13,6 +13,7 @@ from dlperf import display, envs, outputs, runner, scaling, session
 from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_input_arguments,
                                     add_rendezvous_arguments, cases_from_args, rendezvous_from_args)
 from dlperf.errors import UsageError
+from dlperf.explain import findings
 from dlperf.host import measurelock
 from dlperf.launchers import launch, registry
 from dlperf.numbers import finite_float
@@ -123,6 +124,25 @@ def show(result: dict[str, Any], db: str) -> None:
         display.ranks_table(result)
     if scaling.total_devices(result["case"]) > 1:
         display.out.print(scaling.describe(result, db))
+    if result.get("profile"):
+        show_profile(result)
+
+
+def show_profile(result: dict[str, Any]) -> None:
+    """Where the profiled step's time went, in one line, and the findings
+    (`dlperf explain` shows the whole table)."""
+    block = result["profile"]
+    if not block.get("categories"):
+        display.warn(f"profile: {block.get('unavailable') or block.get('error')}")
+        return
+    step = block["step_s"]
+    parts = [f"{name} {seconds * 1e3:.1f} ({seconds / step:.0%})"
+             for name, seconds in sorted(block["categories"].items(), key=lambda kv: -kv[1])
+             if seconds / step >= 0.01]
+    display.out.print(f"where the time goes (ms/step of {step * 1e3:.1f} profiled): "
+                      + ", ".join(parts))
+    for finding in findings.of_result(result):
+        display.out.print(f"  - {finding.text}")
 
 
 def run_peers(cases: list[Case], launchers: list[launch.MultiLauncher],

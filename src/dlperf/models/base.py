@@ -115,6 +115,7 @@ class ModelSpec(object):
         flops_fn,  # type: Callable[[Mapping[str, int]], float]
         check_fn,  # type: Callable[[Mapping[str, int]], None]
         inputs_fn,  # type: Callable[[Mapping[str, int]], Dict[str, Tuple[int, ...]]]
+        activations_fn=None,  # type: Optional[Callable[[Mapping[str, int]], float]]
     ):
         # type: (...) -> None
         self.name = name
@@ -127,6 +128,7 @@ class ModelSpec(object):
         self._flops_fn = flops_fn
         self._check_fn = check_fn
         self._inputs_fn = inputs_fn
+        self._activations_fn = activations_fn
 
     def resolve(self, overrides=None):
         # type: (Optional[Mapping[str, Any]]) -> Knobs
@@ -161,6 +163,15 @@ class ModelSpec(object):
         forward = self._flops_fn(self.resolve(knobs))
         return 3.0 * forward if train else forward
 
+    def activations_per_sample(self, knobs=None):
+        # type: (Optional[Mapping[str, Any]]) -> Optional[float]
+        """Elements of the forward pass's layer outputs for one sample (what a training step
+        keeps for backward), for the roofline's estimate of bytes moved; None where the
+        catalogue does not count them."""
+        if self._activations_fn is None:
+            return None
+        return self._activations_fn(self.resolve(knobs))
+
     def input_shapes(self, knobs=None):
         # type: (Optional[Mapping[str, Any]]) -> Dict[str, Tuple[int, ...]]
         """Per-sample shape of each synthetic input, so every backend feeds the same data."""
@@ -175,4 +186,20 @@ def vision_spec(name, description, params_fn, flops_fn, convs_fn=None):
     # type: (str, str, Callable[[Mapping[str, int]], int], Callable[[Mapping[str, int]], float], Optional[Callable[[int], List[Conv]]]) -> ModelSpec
     """An image classifier's entry; ``convs_fn`` where the network has a smallest image."""
     return ModelSpec(name, "vision", description, IMAGE_DEFAULTS, params_fn, flops_fn,
-                     vision_check(convs_fn, name), image_inputs)
+                     vision_check(convs_fn, name), image_inputs,
+                     conv_activations(convs_fn) if convs_fn is not None else None)
+
+
+#: tensors a convolution's output becomes on its way forward: itself, normalised, activated
+CONV_OUTPUT_TENSORS = 3
+
+
+def conv_activations(convs_fn):
+    # type: (Callable[[int], List[Conv]]) -> Callable[[Mapping[str, int]], float]
+    """Activation elements per sample of a convolutional network: each convolution's output
+    map, as convolved, normalised and activated."""
+    def activations(k):
+        # type: (Mapping[str, int]) -> float
+        return float(CONV_OUTPUT_TENSORS * sum(c.c_out * c.size_out * c.size_out
+                                               for c in convs_fn(k["image_size"])))
+    return activations

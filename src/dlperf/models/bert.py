@@ -58,6 +58,23 @@ def _bert_flops(k):
     return 2.0 * (k["layers"] * per_layer + heads)
 
 
+def encoder_activations(s, h, i, heads, layers):
+    # type: (int, int, int, int, int) -> float
+    """Activation elements of ``layers`` post-LN encoder layers over ``s`` tokens: Q, K, V,
+    the scores and probabilities of every head, the context, the attention output and its
+    normalised sum, the feed-forward's up projection and activation, its down projection and
+    normalised sum."""
+    per_layer = s * (4 * h + 2 * h) + 2 * heads * s * s + s * (2 * i + 2 * h)
+    return float(layers * per_layer)
+
+
+def _bert_activations(k):
+    # type: (Mapping[str, int]) -> float
+    s, h, v = k["seq_len"], k["hidden"], k["vocab_size"]
+    heads = 2 * s * h + s * v  # MLM transform and its norm, the vocabulary scores
+    return encoder_activations(s, h, k["intermediate"], k["heads"], k["layers"]) + heads
+
+
 def _bert_check(k):
     # type: (Mapping[str, int]) -> None
     check_transformer(k, ("seq_len", "vocab_size", "hidden", "layers", "heads", "intermediate",
@@ -74,4 +91,4 @@ def _bert_inputs(k):
 BERT_BASE = ModelSpec(
     "bert-base", "language",
     "BERT-Base pre-training (MLM + NSP heads, tied decoder), post-LN encoder",
-    DEFAULTS, _bert_params, _bert_flops, _bert_check, _bert_inputs)
+    DEFAULTS, _bert_params, _bert_flops, _bert_check, _bert_inputs, _bert_activations)

@@ -9,6 +9,7 @@ embeddings. The defaults are GPT-2 small (124,439,808 parameters at vocabulary 5
 from typing import Dict, Mapping, Tuple
 
 from .base import ModelSpec, check_transformer
+from .bert import encoder_activations
 
 GPT_MLP_RATIO = 4
 
@@ -62,6 +63,13 @@ def _gpt_check(k):
                       "seq_len must be at least 2 (a token and the next one to predict)")
 
 
+def _gpt_activations(k):
+    # type: (Mapping[str, int]) -> float
+    s, h = k["seq_len"], k["hidden"]
+    return (encoder_activations(s, h, GPT_MLP_RATIO * h, k["heads"], k["layers"])
+            + s * (h + k["vocab_size"]))  # the final norm, the vocabulary scores
+
+
 def _gpt_inputs(k):
     # type: (Mapping[str, int]) -> Dict[str, Tuple[int, ...]]
     return {"input_ids": (k["seq_len"],), "labels": (k["seq_len"],)}
@@ -70,4 +78,4 @@ def _gpt_inputs(k):
 GPT = ModelSpec(
     "gpt", "language", "GPT-2 style decoder (pre-LN, causal attention, tied LM head), next-token "
     "training; defaults are GPT-2 small",
-    DEFAULTS, _gpt_params, _gpt_flops, _gpt_check, _gpt_inputs)
+    DEFAULTS, _gpt_params, _gpt_flops, _gpt_check, _gpt_inputs, _gpt_activations)

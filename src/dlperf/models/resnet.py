@@ -2,7 +2,8 @@
 
 from typing import Callable, List, Mapping, Tuple
 
-from .base import Conv, IMAGE_DEFAULTS, ModelSpec, conv_out, image_inputs, vision_spec
+from .base import (Conv, IMAGE_DEFAULTS, ModelSpec, conv_activations, conv_out, image_inputs,
+                   vision_spec)
 
 #: Bottleneck widths of the four stages; output channels are 4 x width.
 RESNET_WIDTHS = (64, 128, 256, 512)
@@ -95,7 +96,8 @@ def _resnet50_check(k):
 
 RESNET50 = ModelSpec(
     "resnet50", "vision", "ResNet-50 v1.5 (stride 2 on the 3x3 conv), image classification",
-    IMAGE_DEFAULTS, _resnet_params_fn(50), _resnet_flops_fn(50), _resnet50_check, image_inputs)
+    IMAGE_DEFAULTS, _resnet_params_fn(50), _resnet_flops_fn(50), _resnet50_check, image_inputs,
+    conv_activations(resnet50_convs))
 
 
 def deeper_resnet(depth):
@@ -103,4 +105,5 @@ def deeper_resnet(depth):
     """ResNet-101 or -152, the inference models of the Dell EMC V100 study (TensorRT INT8 vs
     FP32 accuracy and speed)."""
     return vision_spec("resnet%d" % depth, "ResNet-%d v1.5 (stride 2 on the 3x3 conv), image "
-                       "classification" % depth, _resnet_params_fn(depth), _resnet_flops_fn(depth))
+                       "classification" % depth, _resnet_params_fn(depth), _resnet_flops_fn(depth),
+                       lambda size: resnet_convs(size, depth))

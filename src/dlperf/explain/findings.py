@@ -1,0 +1,202 @@
+"""Findings in words: a small set of rules that turn a profile, a roofline and a comparison into
+sentences, each carrying the figures it cites. No rule fires without its numbers, and a finding
+about a result flagged noisy says so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf import stats
+from dlperf.explain.diff import Difference, differ
+from dlperf.worker.profile import UNATTRIBUTED
+
+# shares of the profiled step above which a category is worth a sentence
+UNATTRIBUTED_SHARE = 0.30
+LAYOUT_SHARE = 0.15
+COMMUNICATION_SHARE = 0.20
+OPTIMIZER_SHARE = 0.20
+INPUT_SHARE = 0.10
+UNMAPPED_SHARE = 0.05
+PROFILE_OVERHEAD = 0.20  # profiled steps this much slower than measured ones
+FAR_FROM_ROOF = 0.30
+SAME_SPEED = 0.02  # two step times within this are the same speed: no "why"
+
+
+@dataclass
+class Finding:
+    rule: str
+    text: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms/step"
+
+
+def _pct(share: float) -> str:
+    return f"{share:.0%}"
+
+
+def noisy_note(result: dict[str, Any]) -> str | None:
+    """The caveat every finding of a result flagged noisy carries."""
+    summary = result.get("throughput") or {}
+    if summary.get("median") and stats.noisy(summary):
+        return f"{result.get('label', 'the result')} was flagged noisy (CV {summary['cv']:.1%})"
+    return None
+
+
+def _with_caveats(found: list[Finding], *results: dict[str, Any]) -> list[Finding]:
+    notes = [note for note in (noisy_note(r) for r in results) if note]
+    if notes:
+        for finding in found:
+            finding.text += f" [{'; '.join(notes)}: read with care]"
+            finding.figures["noisy"] = notes
+    return found
+
+
+def of_result(result: dict[str, Any]) -> list[Finding]:
+    """What one profiled result's numbers say."""
+    block = result.get("profile") or {}
+    found: list[Finding] = []
+    cats = block.get("categories")
+    if cats:
+        step = block["step_s"]
+        case = result.get("case") or {}
+
+        def share(name: str) -> float:
+            return cats.get(name, 0.0) / step if step else 0.0
+
+        if share(UNATTRIBUTED) >= UNATTRIBUTED_SHARE:
+            why = ("the profiler cannot see inside compiled code" if case.get("compile") else
+                   f"dispatch-bound at batch {case.get('batch_size')}: compile, or a larger "
+                   f"batch")
+            found.append(Finding("unattributed", (
+                f"{_pct(share(UNATTRIBUTED))} of the step is unattributed "
+                f"({_ms(cats[UNATTRIBUTED])} of {_ms(step)}): time no operator covers "
+                f"(framework dispatch, Python, idle); {why}"),
+                {"share": share(UNATTRIBUTED), "s_per_step": cats[UNATTRIBUTED],
+                 "step_s": step}))
+        if share("layout") >= LAYOUT_SHARE:
+            found.append(Finding("layout", (
+                f"{_pct(share('layout'))} of the step is layout conversion "
+                f"({_ms(cats['layout'])}: reorders, transposes, casts between operators that "
+                f"want different formats or precisions)"),
+                {"share": share("layout"), "s_per_step": cats["layout"]}))
+        devices = int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
+        if devices > 1 and share("communication") >= COMMUNICATION_SHARE:
+            found.append(Finding("communication", (
+                f"{devices} processes: {_pct(share('communication'))} of the step in "
+                f"collective communication ({_ms(cats['communication'])})"),
+                {"share": share("communication"), "devices": devices}))
+        if share("optimizer") >= OPTIMIZER_SHARE:
+            found.append(Finding("optimizer", (
+                f"the optimizer update takes {_pct(share('optimizer'))} of the step "
+                f"({_ms(cats['optimizer'])}) for {result.get('model', {}).get('params') or '?'} "
+                f"parameters at batch {case.get('batch_size')}: a larger batch spreads it"),
+                {"share": share("optimizer")}))
+        if share("input_pipeline") >= INPUT_SHARE:
+            found.append(Finding("input", (
+                f"{_pct(share('input_pipeline'))} of the step waits for the input pipeline "
+                f"({_ms(cats['input_pipeline'])})"), {"share": share("input_pipeline")}))
+        if share("other") >= UNMAPPED_SHARE and block.get("unmapped"):
+            names = ", ".join(op["name"] for op in block["unmapped"][:3])
+            found.append(Finding("unmapped", (
+                f"{_pct(share('other'))} of the step is in operators the backend's table does "
+                f"not map ({names}...): counted as other"), {"share": share("other")}))
+        overhead = block.get("overhead")
+        if overhead is not None and overhead >= PROFILE_OVERHEAD:
+            found.append(Finding("overhead", (
+                f"profiled steps took {_pct(overhead)} longer than measured ones "
+                f"({_ms(block['step_s'])} against {_ms(block['measured_step_s'])}): the "
+                f"categories describe a slowed step"), {"overhead": overhead}))
+    found += _roofline(result)
+    for finding in found:
+        finding.text = f"{result.get('label')}: {finding.text}"
+    return _with_caveats(found, result)
+
+
+def _roofline(result: dict[str, Any]) -> list[Finding]:
+    roof = result.get("roofline") or {}
+    if not roof.get("bound") or roof.get("of_roof") is None:
+        return []
+    figures = {k: roof[k] for k in ("intensity", "ridge", "bound", "of_roof")}
+    text = (f"at {roof['intensity']:.1f} FLOP/byte (this machine's ridge: {roof['ridge']:.1f}) "
+            f"the step is {roof['bound']}-bound by the estimate, and reaches "
+            f"{_pct(roof['of_roof'])} of that roof")
+    if roof["of_roof"] < FAR_FROM_ROOF:
+        text += "; far below it, so overheads rather than the hardware set the pace"
+    return [Finding("roofline", text, figures)]
+
+
+def cpu_precision_note(result: dict[str, Any], precision: str) -> str | None:
+    """What this CPU has for a reduced precision, from the result's recorded CPU flags."""
+    flags = set((((result.get("env") or {}).get("cpu") or {}).get("flags")) or [])
+    if not flags or result.get("device", "cpu") != "cpu" and "cpu" not in str(
+            result.get("device")):
+        return None
+    if "bf16" in precision:
+        if "amx_bf16" in flags:
+            return "this CPU has AMX (bf16 tiles)"
+        if "avx512_bf16" in flags:
+            return "this CPU has AVX-512 BF16 but no AMX, so bf16 convolutions and GEMMs gain little"
+        return "this CPU has no bf16 instructions, so bf16 is emulated"
+    if "fp16" in precision:
+        return ("this CPU has AVX-512 FP16" if "avx512_fp16" in flags else
+                "this CPU has no fp16 arithmetic, so fp16 is converted to fp32 to compute")
+    return None
+
+
+def of_pair(a: dict[str, Any], b: dict[str, Any]) -> list[Finding]:
+    """Why B's step takes longer or shorter than A's: the categories that moved most."""
+    pa, pb = a.get("profile") or {}, b.get("profile") or {}
+    if not (pa.get("categories") and pb.get("categories")):
+        return []
+    diff: Difference = differ(pa, pb)
+    ratio = pa["step_s"] / pb["step_s"] if pb["step_s"] else None
+    la, lb = _side(a, b), _side(b, a)
+    if ratio is None:
+        return []
+    found: list[Finding] = []
+    if abs(ratio - 1.0) < SAME_SPEED:
+        found.append(Finding("same", (
+            f"{lb} and {la} step in the same time ({_ms(pb['step_s'])} against "
+            f"{_ms(pa['step_s'])})"), {"ratio": ratio}))
+        return _with_caveats(found, a, b)
+    top = [row for row in diff.rows if abs(row.delta) > 0][:2]
+    parts = []
+    for row in top:
+        share = diff.share(row)
+        parts.append(f"{row.category} took {abs(row.delta) * 1e3:.1f} ms/step "
+                     f"{'more' if row.delta > 0 else 'less'}"
+                     + (f" ({_pct(share)} of the difference)" if share is not None else ""))
+    text = f"{lb} is {ratio:.2f}x {la}'s speed: " + "; ".join(parts)
+    precision = (b.get("case") or {}).get("precision", "")
+    if (a.get("case") or {}).get("precision") != precision:
+        note = cpu_precision_note(b, precision)
+        casts = next((row for row in diff.rows if row.category == "layout"), None)
+        if note:
+            text += f"; {note}"
+        if casts is not None and casts.delta > 0:
+            text += f", and it pays {casts.delta * 1e3:.1f} ms/step more in casts and reorders"
+    found.append(Finding("difference", text, {
+        "ratio": ratio, "a_step_s": pa["step_s"], "b_step_s": pb["step_s"],
+        "rows": [{"category": r.category, "delta_s": r.delta, "share": diff.share(r)}
+                 for r in top]}))
+    return _with_caveats(found, a, b)
+
+
+def _side(result: dict[str, Any], other: dict[str, Any]) -> str:
+    """The shortest name that tells two results apart: what differs in their cases."""
+    case, peer = result.get("case") or {}, other.get("case") or {}
+    fields = [f for f in ("framework", "precision", "compile", "devices", "batch_size", "model",
+                          "options") if case.get(f) != peer.get(f)]
+    words = []
+    for name in fields:
+        value = case.get(name)
+        words.append({"compile": "compiled" if value else "eager",
+                      "devices": f"{value} devices", "batch_size": f"batch {value}"}.get(
+                          name, str(value)))
+    if not words:  # one case measured twice (two versions, two days): the runs
+        return f"run {result['run_id']}" if result.get("run_id") else str(result.get("label"))
+    return " ".join(words)
