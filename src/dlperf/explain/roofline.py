@@ -56,7 +56,7 @@ def block(case: Case, flops: dict[str, Any], env: dict[str, Any],
         return None
     moved = bytes_per_step(case)
     per_step = flops["per_sample"] * case.batch_size
-    peaks = peak.cached(env) or {}
+    peaks = (peak.cached(env) if env.get("cpu") else None) or {}
     on_gpu = bool(env.get("gpus")) and case.device != "cpu"
     bandwidth = None if on_gpu else peaks.get("host_copy_bytes_per_s")
     out: dict[str, Any] = {
