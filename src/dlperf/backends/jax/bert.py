@@ -115,10 +115,11 @@ def init_rule(names, shape, rng):
 def pretraining_loss(mlm_logits, nsp_logits, mlm_labels, nsp_labels):
     # type: (Any, Any, Any, Any) -> Any
     """MLM cross-entropy over labelled positions (-100 elsewhere) plus NSP cross-entropy, fp32."""
-    labelled = mlm_labels >= 0
-    per_token = optax.softmax_cross_entropy_with_integer_labels(
-        mlm_logits.astype(jnp.float32), jnp.where(labelled, mlm_labels, 0))
-    mlm = jnp.sum(jnp.where(labelled, per_token, 0.0)) / jnp.maximum(jnp.sum(labelled), 1)
-    nsp = optax.softmax_cross_entropy_with_integer_labels(
-        nsp_logits.astype(jnp.float32), nsp_labels).mean()
-    return mlm + nsp
+    with jax.named_scope("loss"):  # names the loss's ops for the profile
+        labelled = mlm_labels >= 0
+        per_token = optax.softmax_cross_entropy_with_integer_labels(
+            mlm_logits.astype(jnp.float32), jnp.where(labelled, mlm_labels, 0))
+        mlm = jnp.sum(jnp.where(labelled, per_token, 0.0)) / jnp.maximum(jnp.sum(labelled), 1)
+        nsp = optax.softmax_cross_entropy_with_integer_labels(
+            nsp_logits.astype(jnp.float32), nsp_labels).mean()
+        return mlm + nsp

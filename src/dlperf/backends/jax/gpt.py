@@ -102,5 +102,6 @@ def init_rule(names, shape, rng):
 def next_token_loss(logits, labels):
     # type: (Any, Any) -> Any
     """Mean cross-entropy over every position, in float32 (torch's ``F.cross_entropy``)."""
-    return optax.softmax_cross_entropy_with_integer_labels(
-        logits.astype(jnp.float32), labels).mean()
+    with jax.named_scope("loss"):  # names the loss's ops for the profile
+        return optax.softmax_cross_entropy_with_integer_labels(
+            logits.astype(jnp.float32), labels).mean()

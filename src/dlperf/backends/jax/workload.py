@@ -130,8 +130,9 @@ def make_train_step(loss_fn, tx, loss_scaling, axis_name=None):
             grads, new_stats = jax.lax.pmean((grads, new_stats), axis_name)
         if loss_scaling:
             grads = jax.tree_util.tree_map(lambda g: g / scale, grads)
-        updates, opt_state = tx.update(grads, state["opt"], state["params"])
-        params = optax.apply_updates(state["params"], updates)
+        with jax.named_scope("optimizer"):  # names the optimizer's ops for the profile
+            updates, opt_state = tx.update(grads, state["opt"], state["params"])
+            params = optax.apply_updates(state["params"], updates)
         new_state = dict(state, params=params, stats=new_stats, opt=opt_state, rng=rng)
         if loss_scaling:
             new_state = _apply_loss_scale(state, new_state, grads)
@@ -237,6 +238,16 @@ class JaxWorkload(Workload):
         if self.data_parallel:  # this rank's own loss, as the other backends report
             return float(distributed.local_value(handle))
         return float(jnp.asarray(handle, dtype=jnp.float32))
+
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.jax.profiling import JaxProfiler
+
+        def compiled_text():
+            # type: () -> str
+            return self._step.lower(self.state, self.batch).compile().as_text()
+
+        return JaxProfiler(compiled_text if hasattr(self._step, "lower") else None)
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]

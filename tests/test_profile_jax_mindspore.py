@@ -1,0 +1,21 @@
+"""jax.profiler and MindSpore's profiler in the worker (issue 27): tiny cases, one worker process
+per framework."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profile_checks import case, check_profile, profiled
+
+
+def test_jax_profiles_resnet_and_bert(tmp_path: Path) -> None:
+    resnet, bert = profiled("jax", [case("jax"), case("jax", "bert-base")], tmp_path)
+    block = check_profile(resnet)
+    assert block["tool"]["name"] == "jax.profiler"
+    assert block["unmapped_count"] == 0, block["unmapped"]
+    block = check_profile(bert, nonzero=("matmul",))
+    categories = block["categories"]
+    assert categories["convolution"] == 0
+    assert categories["matmul"] == max(v for k, v in categories.items()
+                                       if k != "unattributed")  # BERT: matmul dominant
+    assert block["unmapped_count"] == 0, block["unmapped"]
