@@ -18,3 +18,11 @@ def test_paddle_profiles_resnet_and_bert(tmp_path: Path) -> None:
     assert categories["convolution"] == 0
     assert categories["matmul"] == max(v for k, v in categories.items()
                                        if k != "unattributed")  # BERT: matmul dominant
+
+
+def test_mxnet_profiles_resnet(tmp_path: Path) -> None:
+    (resnet,) = profiled("mxnet", [case("mxnet")], tmp_path)
+    block = check_profile(resnet)  # the forward's operators; the backward's run in bulks
+    assert block["tool"]["name"] == "mx.profiler" and block["tool"]["bulks"]
+    assert block["unmapped_count"] == 0, block["unmapped"]
+    assert block["categories"]["optimizer"] > 0

@@ -373,6 +373,12 @@ class MXNetWorkload(Workload):
         # type: () -> Optional[int]
         return None
 
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.mxnet.profiling import MXNetProfiler
+
+        return MXNetProfiler(self.inputs[0].context if self.inputs else mx.cpu())
+
 
 def count_params(block):
     # type: (Any) -> int
