@@ -26,3 +26,11 @@ def test_mxnet_profiles_resnet(tmp_path: Path) -> None:
     assert block["tool"]["name"] == "mx.profiler" and block["tool"]["bulks"]
     assert block["unmapped_count"] == 0, block["unmapped"]
     assert block["categories"]["optimizer"] > 0
+
+
+def test_oneflow_profile_is_unavailable_with_its_reason(tmp_path: Path) -> None:
+    """OneFlow 0.9.0's profiler gives per-operator totals without start times (and aborts a CUDA
+    build's process without a driver): the case is measured, its profile says why none."""
+    (resnet,) = profiled("oneflow", [case("oneflow")], tmp_path)
+    reason = resnet["profile"]["unavailable"]
+    assert "oneflow.profiler" in reason and ("totals" in reason or "aborts" in reason), reason

@@ -271,6 +271,14 @@ class OneFlowWorkload(Workload):
         # type: () -> Optional[int]
         return None
 
+    def profiler(self):
+        # type: () -> Any
+        """Never one: OneFlow 0.9.0's profiler gives per-operator totals only, and aborts the
+        process on a CUDA build without a driver (:mod:`dlperf.backends.oneflow.profiling`)."""
+        from dlperf.backends.oneflow.profiling import unavailable
+
+        raise unavailable(isinstance(self.run, flow.nn.Graph))
+
 
 def runtime_info(device):
     # type: (str) -> Dict[str, Any]
