@@ -246,3 +246,17 @@ def test_explain_refuses_bad_input_in_one_line(two_profiled, tmp_path):
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (
             args, proc.stderr)
+
+
+def test_the_report_shows_where_the_time_goes_the_findings_and_the_roofline(two_profiled,
+                                                                              tmp_path):
+    db, _, _ = two_profiled
+    md, page = tmp_path / "r.md", tmp_path / "r.html"
+    dlperf_main("report", "--db", str(db), "--format", "md", "-o", str(md), check=True)
+    dlperf_main("report", "--db", str(db), "--format", "html", "-o", str(page), check=True)
+    text = md.read_text()
+    assert "Where the time goes (ms per profiled step)" in text and "| convolution |" in text
+    assert "findings" in text and "- torch resnet50 train bs2 fp32: " in text
+    html = page.read_text()
+    assert "Where the time goes" in html and "<h3>Findings</h3>" in html
+    assert 'alt="resnet50 (image_size=32): Roofline"' in html  # drawn: the machine is probed

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dlperf.report import inferplots, plots, timelines
+from dlperf.report import inferplots, plots, profiles, timelines
 from dlperf.report.tables import Cell, Report, Table
 
 if TYPE_CHECKING:
@@ -51,7 +51,20 @@ FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], 
     ("Precision and compile", plots.precision_compile,
      "no framework and batch size was measured with more than one precision or compile setting"),
     ("Per-repeat spread", plots.repeat_spread, "no finished case to show"),
+    ("Roofline", profiles.roofline_figure,
+     "no result here has a roofline (the machine's peaks: `dlperf sysinfo --probe`)"),
 )
+
+
+def profile_section(results: list[dict[str, Any]]) -> str:
+    """Where the time goes (profiled results: `--profile`) and the findings in words."""
+    found = profiles.table(results)
+    lines = profiles.unavailable(results) + profiles.finding_lines(results)
+    parts = [f"<h3>{_e(found.title)}</h3>{table(found)}"] if found is not None else []
+    if lines:
+        parts.append("<h3>Findings</h3><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lines)
+                     + "</ul>")
+    return "".join(parts)
 
 
 def _e(text: Any) -> str:
@@ -168,6 +181,7 @@ def render(report: Report, title: str = "dlperf report",
             parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
         for detail in section.details:
             parts.append(f"<h3>{_e(detail.title)}</h3>{table(detail)}")
+        parts.append(profile_section(section.results))
         parts.append(timeline_figures(section.results))
         parts.append(raw_repeats(section.results))
         parts.append("</section>")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dlperf.report import profiles
 from dlperf.report.tables import Cell, Report, Table
 
 if TYPE_CHECKING:
@@ -79,6 +80,14 @@ def render(report: Report, title: str = "dlperf report",
             lines += [f"### {_escape(section.title)}: {_escape(detail.title)}", ""]
             lines += table(detail)
             lines.append("")
+        found = profiles.table(section.results)
+        if found is not None:
+            lines += [f"### {_escape(section.title)}: {_escape(found.title)}", ""]
+            lines += table(found) + [""]
+        said = profiles.unavailable(section.results) + profiles.finding_lines(section.results)
+        if said:
+            lines += [f"### {_escape(section.title)}: findings", ""]
+            lines += [f"- {_escape(line)}" for line in said] + [""]
     lines += capacity_section(report, capacity)
     for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
         lines += [f"## {_escape(accuracy.title)}", ""] + table(accuracy) + [""]

@@ -1,0 +1,108 @@
+"""The report's "Where the time goes": per section, one row per profiled result with its
+categories in ms/step, the findings under it, and the roofline chart of every result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.explain import findings
+from dlperf.report.tables import Cell, Table
+from dlperf.worker.profile import CATEGORIES, UNATTRIBUTED
+
+COLUMNS = CATEGORIES + (UNATTRIBUTED,)
+
+
+def profiled(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if r.get("status") == "ok"
+            and ((r.get("profile") or {}).get("categories"))]
+
+
+def table(results: list[dict[str, Any]]) -> Table | None:
+    """Categories (ms/step of the profiled step) per profiled result; the categories no result
+    spent time in are left out, so the table fits a page."""
+    shown = profiled(results)
+    if not shown:
+        return None
+    used = [name for name in COLUMNS
+            if any(r["profile"]["categories"].get(name, 0.0) > 0 for r in shown)]
+    out = Table("Where the time goes (ms per profiled step)",
+                ["case", "device", *used, "step", "coverage", "profiler"],
+                ["l", "l", *["r"] * len(used), "r", "r", "l"])
+    for result in shown:
+        block = result["profile"]
+        tool = block.get("tool") or {}
+        out.rows.append([Cell(str(result.get("label"))), Cell(str(result.get("device"))),
+                         *[Cell(f"{block['categories'].get(name, 0.0) * 1e3:.2f}")
+                           for name in used],
+                         Cell(f"{block['step_s'] * 1e3:.2f}"),
+                         Cell("-" if block.get("coverage") is None
+                              else f"{block['coverage']:.0%}"),
+                         Cell(f"{tool.get('name', '?')} {tool.get('version', '')}".strip())])
+    return out
+
+
+def unavailable(results: list[dict[str, Any]]) -> list[str]:
+    """One line per result whose profile was asked for and could not be taken, with why."""
+    lines = []
+    for result in results:
+        block = result.get("profile") or {}
+        why = block.get("unavailable") or block.get("error")
+        if why and not block.get("categories"):
+            lines.append(f"{result.get('label')}: no profile: {why}")
+    return lines
+
+
+def finding_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Every finding of the section's results, each result's in turn."""
+    lines = []
+    for result in results:
+        if result.get("status") == "ok":
+            lines += [finding.text for finding in findings.of_result(result)]
+    return lines
+
+
+def roofline_points(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if r.get("status") == "ok"
+            and (r.get("roofline") or {}).get("ridge")
+            and (r.get("roofline") or {}).get("achieved_flops_per_s")]
+
+
+def roofline_figure(results: list[dict[str, Any]]) -> bytes | None:
+    """Achieved FLOP/s against the estimated intensity, under each machine's roofs (its probed
+    GEMM peak for the precision, and copy bandwidth x intensity); log-log."""
+    shown = roofline_points(results)
+    if not shown:
+        return None
+    from dlperf.report.plots import WIDTH, _png, plt, ticker
+
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.2))
+    lows = [r["roofline"]["intensity"] for r in shown]
+    span = [min(lows + [r["roofline"]["ridge"] for r in shown]) / 4,
+            max(lows + [r["roofline"]["ridge"] for r in shown]) * 4]
+    roofs = {}
+    for result in shown:
+        roof = result["roofline"]
+        roofs[(roof["peak_flops_per_s"], roof["bandwidth_bytes_per_s"])] = roof
+    for (peak, bandwidth), roof in roofs.items():
+        xs = [span[0], roof["ridge"], span[1]]
+        ys = [min(peak, x * bandwidth) / 1e9 for x in xs]
+        axes.plot(xs, ys, color="0.4", linewidth=1)
+        axes.annotate(f"{peak / 1e9:.0f} GFLOP/s, {bandwidth / 1e9:.0f} GB/s", (xs[-1], ys[-1]),
+                      fontsize=7, ha="right", va="bottom", color="0.3")
+    for result in shown:
+        roof = result["roofline"]
+        units = roof["achieved_flops_per_s"] / (roof["of_roof"] * roof["roof_flops_per_s"])
+        axes.scatter([roof["intensity"]], [roof["achieved_flops_per_s"] / units / 1e9], s=18,
+                     label=f"{result.get('label')} ({roof['of_roof']:.0%} of roof)")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")  # no mathtext: labels are text
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(ticker.NullFormatter())
+    axes.set_xlabel("FLOP per byte moved (estimated)")
+    axes.set_ylabel("GFLOP/s per roof (one GPU or one node)")
+    axes.set_title("Roofline: achieved against this machine's probed peak and bandwidth")
+    axes.grid(True, alpha=0.3, which="both")
+    axes.legend(fontsize=6)
+    return _png(figure)
