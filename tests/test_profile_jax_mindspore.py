@@ -19,3 +19,12 @@ def test_jax_profiles_resnet_and_bert(tmp_path: Path) -> None:
     assert categories["matmul"] == max(v for k, v in categories.items()
                                        if k != "unattributed")  # BERT: matmul dominant
     assert block["unmapped_count"] == 0, block["unmapped"]
+
+
+def test_mindspore_profiles_resnet(tmp_path: Path) -> None:
+    # one case: MindSpore sets its CPU threads once per process
+    resnet, = profiled("mindspore", [case("mindspore")], tmp_path)
+    block = check_profile(resnet)
+    assert block["tool"]["name"] == "mindspore.Profiler"
+    assert block["unmapped_count"] == 0, block["unmapped"]
+    assert block["categories"]["convolution"] == max(block["categories"].values())

@@ -385,6 +385,12 @@ class MindSporeWorkload(Workload):
         # type: (Any) -> float
         return float(handle.astype(ms.float32).asnumpy())
 
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.mindspore.profiling import MindSporeProfiler
+
+        return MindSporeProfiler()
+
 
 def count_params(network):
     # type: (Any) -> int
