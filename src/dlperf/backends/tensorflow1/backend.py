@@ -188,10 +188,13 @@ class SessionWorkload(CollectiveRanks, Workload):
         self.fetches = fetches
         super(SessionWorkload, self).__init__(samples_per_step, params, info)
         self._memory_op = memory_op  # MaxBytesInUse on the GPU, None on the CPU
+        self.tracer = None  # type: Any  # profiling.SessionProfiler, after the window
 
     def step(self):
         # type: () -> Any
-        return self.session.run(self.fetches)[-1]
+        if self.tracer is None:
+            return self.session.run(self.fetches)[-1]
+        return self.tracer.run(self.session, self.fetches)[-1]  # profiled steps only
 
     def sync(self):
         # type: () -> None
@@ -206,6 +209,12 @@ class SessionWorkload(CollectiveRanks, Workload):
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(handle)
+
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.tensorflow1.profiling import SessionProfiler
+
+        return SessionProfiler(self, str(self.info.get("device", "")).startswith("/gpu"))
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]
