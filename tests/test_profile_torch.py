@@ -16,3 +16,10 @@ def test_torch_profiles_resnet_and_bert(tmp_path: Path) -> None:
     assert categories["matmul"] == max(v for k, v in categories.items()
                                        if k != "unattributed")  # BERT: matmul dominant
     assert block["tool"]["name"] == "torch.profiler"
+
+
+def test_onnxruntime_profiles_inference_in_a_session_of_its_own(tmp_path: Path) -> None:
+    (result,) = profiled("onnxruntime", [case("onnxruntime", task="infer")], tmp_path)
+    block = check_profile(result)
+    assert block["tool"]["name"] == "onnxruntime session profiling"
+    assert {op["name"] for op in block["top_ops"]} & {"Conv", "FusedConv"}  # ONNX's own names

@@ -119,20 +119,29 @@ def measure(build, case, trace_path=None, profiling=True):
         "info": workload.info,
         "phase_starts": phase_starts,
     }  # type: Dict[str, Any]
-    profile_steps = int(case.get("profile_steps") or 0)
-    if profile_steps:
-        measured_step_s = window["window_s"] / window["window_steps"]
-        if profiling:
-            result["profile"] = profile.profile(workload, profile_steps, measured_step_s,
-                                                trace_path)
-        else:
-            for _ in range(profile_steps):
-                workload.step()
-            workload.sync()
-        workload.barrier()
+    if case.get("profile_steps"):
+        block = profiled_steps(workload, int(case["profile_steps"]),
+                               window["window_s"] / window["window_steps"], trace_path, profiling)
+        if block is not None:
+            result["profile"] = block
     result.update(window)
     result["window_samples"] = result["window_steps"] * workload.samples_per_step
     return result
+
+
+def profiled_steps(workload, steps, measured_step_s, trace_path, profiling):
+    # type: (Workload, int, float, Optional[str], bool) -> Optional[Dict[str, Any]]
+    """``steps`` more steps after the window: under the framework's profiler where this rank
+    records them (the profile block), else plainly, so every collective has its peers."""
+    block = None
+    if profiling:
+        block = profile.profile(workload, steps, measured_step_s, trace_path)
+    else:
+        for _ in range(steps):
+            workload.step()
+        workload.sync()
+    workload.barrier()
+    return block
 
 
 def timed_window(workload, steps, min_duration_s, synchronise_each, clock):

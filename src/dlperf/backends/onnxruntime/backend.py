@@ -205,11 +205,19 @@ def _offset():
 class OrtWorkload(Workload):
     """One onnxruntime session and one batch of inputs already in host memory."""
 
-    def __init__(self, session, feeds, samples, params, info):
-        # type: (Any, Dict[str, np.ndarray], int, int, Dict[str, Any]) -> None
+    def __init__(self, session, feeds, samples, params, info, path, intra_op_threads):
+        # type: (Any, Dict[str, np.ndarray], int, int, Dict[str, Any], str, int) -> None
         self.session = session
         self.feeds = feeds
+        self.path = path  # the model file, for the profiling session (profiling.py)
+        self.intra_op_threads = intra_op_threads
         super(OrtWorkload, self).__init__(samples, params, info)
+
+    def profiler(self):
+        # type: () -> Any
+        from dlperf.backends.onnxruntime.profiling import OrtProfiler
+
+        return OrtProfiler(self, _import_ort())
 
     def step(self):
         # type: () -> Any
@@ -273,4 +281,5 @@ def build(case):
         "inputs": "host numpy arrays: any copy to a device is inside each timed run",
         "data": "synthetic, generated once (the torch backend's batch for this seed)",
     }  # type: Dict[str, Any]
-    return OrtWorkload(session, feeds, view.batch, params, info)
+    return OrtWorkload(session, feeds, view.batch, params, info, path,
+                       options.intra_op_num_threads)
