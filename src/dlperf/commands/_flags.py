@@ -92,7 +92,6 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh worker processes (default 7)")
     parser.add_argument("--seed", type=positive_int, default=0)
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
-    add_profile_arguments(parser)
 
 
 def add_knob_arguments(parser: argparse.ArgumentParser, partial_fc: bool) -> None:

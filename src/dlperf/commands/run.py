@@ -11,7 +11,8 @@ from typing import Any
 
 from dlperf import display, envs, outputs, runner, scaling, session
 from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_input_arguments,
-                                    add_rendezvous_arguments, cases_from_args, rendezvous_from_args)
+                                    add_profile_arguments, add_rendezvous_arguments,
+                                    cases_from_args, rendezvous_from_args)
 from dlperf.errors import UsageError
 from dlperf.explain import findings
 from dlperf.host import measurelock
@@ -24,6 +25,7 @@ from dlperf.studies import inputbound
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser("run", help="measure one case (fresh worker per repeat)")
     add_case_arguments(parser)
+    add_profile_arguments(parser)
     add_input_arguments(parser)
     add_rendezvous_arguments(parser)
     add_db_argument(parser)

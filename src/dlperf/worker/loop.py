@@ -46,10 +46,8 @@ def _finite(value, where):
 
 def measure(build, case, trace_path=None, profiling=True):
     # type: (Any, Dict[str, Any], Optional[str], bool) -> Dict[str, Any]
-    """Build a workload with ``build(case)`` and time it; return the per-process figures. With
-    ``case["profile_steps"]``, that many more steps after the window under the framework's
-    profiler (``profiling``: this rank records them, its trace to ``trace_path``; the other
-    ranks of a job step along, so every collective has its peers)."""
+    """Build a workload with ``build(case)`` and time it; return the per-process figures, and
+    the profile of :func:`profiled_steps` (``profiling``: this rank's, to ``trace_path``)."""
     clock = time.perf_counter
     steps = int(case["steps"])
     # wall-clock start of each phase, so the harness can place its monitor samples in them
@@ -119,23 +117,23 @@ def measure(build, case, trace_path=None, profiling=True):
         "info": workload.info,
         "phase_starts": phase_starts,
     }  # type: Dict[str, Any]
-    if case.get("profile_steps"):
-        block = profiled_steps(workload, int(case["profile_steps"]),
-                               window["window_s"] / window["window_steps"], trace_path, profiling)
-        if block is not None:
-            result["profile"] = block
+    if case.get("profile_steps"):  # after the window, never inside it
+        result["profile"] = profiled_steps(workload, case, window, trace_path, profiling)
     result.update(window)
     result["window_samples"] = result["window_steps"] * workload.samples_per_step
     return result
 
 
-def profiled_steps(workload, steps, measured_step_s, trace_path, profiling):
-    # type: (Workload, int, float, Optional[str], bool) -> Optional[Dict[str, Any]]
-    """``steps`` more steps after the window: under the framework's profiler where this rank
-    records them (the profile block), else plainly, so every collective has its peers."""
+def profiled_steps(workload, case, window, trace_path, profiling):
+    # type: (Workload, Dict[str, Any], Dict[str, Any], Optional[str], bool) -> Optional[Dict[str, Any]]
+    """``case["profile_steps"]`` more steps after the window: under the framework's profiler
+    where this rank records them (the profile block), else plainly (None), so every collective
+    has its peers."""
     block = None
+    steps = int(case["profile_steps"])
     if profiling:
-        block = profile.profile(workload, steps, measured_step_s, trace_path)
+        block = profile.profile(workload, steps, window["window_s"] / window["window_steps"],
+                                trace_path)
     else:
         for _ in range(steps):
             workload.step()
