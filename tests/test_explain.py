@@ -26,6 +26,7 @@ TABLE = profile.rules([
 ])
 
 
+@pytest.mark.parallel  # measures nothing
 def test_the_innermost_operator_owns_its_time_and_the_rest_is_unattributed():
     events = [Event("conv2d", 1, 0.0, 0.5), Event("mkldnn_conv", 1, 0.1, 0.3),
               Event("relu", 1, 0.5, 0.1), Event("empty", 1, 0.7, 0.1)]
@@ -39,6 +40,7 @@ def test_the_innermost_operator_owns_its_time_and_the_rest_is_unattributed():
     assert out["top_ops"][0]["name"] == "mkldnn_conv" and out["unmapped"] == []
 
 
+@pytest.mark.parallel  # measures nothing
 def test_an_enclosing_range_claims_its_children_and_concurrent_threads_share():
     events = [Event("step", 1, 0.0, 0.4), Event("relu", 1, 0.1, 0.2),  # relu inside the update
               Event("mm", 2, 0.2, 0.4), Event("conv", 3, 0.2, 0.4),  # two threads at once
@@ -87,6 +89,7 @@ class _Broken(profile.Profiler):
         raise RuntimeError("the profiler's own bug")
 
 
+@pytest.mark.parallel  # measures nothing
 def test_a_profiler_that_fails_or_is_missing_is_recorded_never_raised():
     assert profile.profile(_Workload(_Broken()), 2, 0.1, None) == {
         "error": "RuntimeError: the profiler's own bug", "tool": {"name": "broken",
@@ -120,6 +123,7 @@ def rules_of(found: list[findings.Finding]) -> list[str]:
     return [f.rule for f in found]
 
 
+@pytest.mark.parallel  # measures nothing
 def test_each_rule_fires_where_its_share_is_large_and_not_below():
     assert rules_of(findings.of_result(result(block(100, convolution=90)))) == []
     assert rules_of(findings.of_result(result(block(100, convolution=60)))) == ["unattributed"]
@@ -145,11 +149,13 @@ def test_each_rule_fires_where_its_share_is_large_and_not_below():
     assert rules_of(findings.of_result(result(slowed))) == ["overhead"]
 
 
+@pytest.mark.parallel  # measures nothing
 def test_a_noisy_result_says_so_in_every_finding():
     found = findings.of_result(result(block(100, convolution=60), cv=0.2))
     assert found and all("flagged noisy (CV 20.0%)" in f.text for f in found)
 
 
+@pytest.mark.parallel  # measures nothing
 def test_the_pair_rule_names_the_categories_that_moved_and_the_cpu():
     fp32 = result(block(100, convolution=70, layout=2))
     bf16 = result(block(119, convolution=101, layout=11), "amp-bf16",
@@ -167,6 +173,7 @@ def test_the_pair_rule_names_the_categories_that_moved_and_the_cpu():
         pytest.approx(31 / 19)
 
 
+@pytest.mark.parallel  # measures nothing
 def test_the_roofline_places_a_step_under_the_machine_s_roof(tmp_path, monkeypatch):
     monkeypatch.setenv("DLPERF_CACHE", str(tmp_path))
     case = Case("torch", "resnet50", 8, knobs={"image_size": 64})
