@@ -46,8 +46,8 @@ SCOPES = [
 OPS = [
     (r"^optimizer/", "optimizer"),
     (r"^norm/", "normalization"),
-    (r"^(IteratorGetNext|IteratorGetNextSync|IteratorGetNextAsOptional|MultiDeviceIteratorGetNextFromShard)$",
-     "input_pipeline", ENCLOSES),
+    (r"^(IteratorGetNext|IteratorGetNextSync|IteratorGetNextAsOptional|"
+     r"MultiDeviceIteratorGetNextFromShard)$", "input_pipeline", ENCLOSES),
     (r"^(_?Collective\w*|NcclAllReduce|_?NcclAllReduce\w*|AllReduce\w*|xla:all-reduce\w*|"
      r"xla:all-gather\w*|xla:reduce-scatter\w*|xla:collective-permute\w*)$",
      "communication", ENCLOSES),
