@@ -133,8 +133,10 @@ def test_html_is_one_self_contained_file_with_plots(fixture_db, reports):
     images = _pngs(html)
     assert len(images) == html.count("<img")
     # tiny BERT: frameworks, devices, speedup, batch size, precision, spread; ResNet-50 and the
-    # big-vocabulary BERT: frameworks and spread only
-    assert len(images) == 6 + 2 + 2
+    # big-vocabulary BERT: frameworks and spread only; each section its roofline (measuring
+    # probed the machine's peaks)
+    assert len(images) == 6 + 2 + 2 + 3
+    assert html.count("Roofline</figcaption>") == 3
     for data in images:
         picture = Image.open(io.BytesIO(data))
         picture.verify()
