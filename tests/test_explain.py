@@ -185,6 +185,15 @@ def test_the_roofline_places_a_step_under_the_machine_s_roof(tmp_path, monkeypat
     assert unprobed["bound"] is None and "not probed" in unprobed["bandwidth_source"]
     assert unprobed["intensity"] == pytest.approx(8e9 / moved)
     assert roofline.block(case, {"per_sample": None}, {}, None) is None  # no model's FLOPs
+    # a probed machine whose probe is below what the step achieved: no verdict, and why
+    cached = {"flops_per_s": {"float32": 1e10}, "host_copy_bytes_per_s": 1e10}
+    monkeypatch.setattr(roofline.peak, "cached", lambda env: cached)
+    busy = roofline.block(case, {**flops, "peak_per_s": 1e10}, {"cpu": {"model": "x"}}, 20.0)
+    assert busy["of_roof"] is None and "no ceiling" in busy["roof_note"]
+    found = findings.of_result({"label": "x", "roofline": busy, "case": {}, "profile": {}})
+    assert [f.text for f in found] == [f"x: no roofline verdict: {busy['roof_note']}"]
+    fine = roofline.block(case, {**flops, "peak_per_s": 1e12}, {"cpu": {"model": "x"}}, 20.0)
+    assert fine["bound"] == "memory" and 0 < fine["of_roof"] < 1  # 1e10 B/s x intensity
     inference = Case("torch", "resnet50", 8, task="infer", knobs={"image_size": 64})
     assert roofline.bytes_per_step(inference) < moved / 4  # no gradients, no optimizer state
 

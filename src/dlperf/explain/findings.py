@@ -118,6 +118,8 @@ def of_result(result: dict[str, Any]) -> list[Finding]:
 
 def _roofline(result: dict[str, Any]) -> list[Finding]:
     roof = result.get("roofline") or {}
+    if roof.get("roof_note"):
+        return [Finding("roofline", f"no roofline verdict: {roof['roof_note']}", {})]
     if not roof.get("bound") or roof.get("of_roof") is None:
         return []
     figures = {k: roof[k] for k in ("intensity", "ridge", "bound", "of_roof")}

@@ -75,6 +75,12 @@ def block(case: Case, flops: dict[str, Any], env: dict[str, Any],
         roof = min(out["peak_flops_per_s"], out["intensity"] * bandwidth)
         out.update(ridge=ridge, bound="compute" if out["intensity"] >= ridge else "memory",
                    roof_flops_per_s=roof)
-        if out["achieved_flops_per_s"]:
-            out["of_roof"] = out["achieved_flops_per_s"] / (roof * units)
+        reach = (out["achieved_flops_per_s"] / (roof * units) if out["achieved_flops_per_s"]
+                 else None)
+        if reach is not None and reach > 1.0:  # as MFU: a probe below the achieved rate
+            out["roof_note"] = (f"the achieved rate is {reach:.0%} of the roof, so the probe is "
+                                f"no ceiling (taken on a busy host?): re-probe on a quiet "
+                                f"machine with `dlperf sysinfo --probe`")
+            reach = None
+        out["of_roof"] = reach
     return out
