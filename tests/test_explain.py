@@ -162,8 +162,14 @@ def test_the_pair_rule_names_the_categories_that_moved_and_the_cpu():
                   flags=("avx2", "avx512f", "avx512_bf16"))
     (found,) = findings.of_pair(fp32, bf16)
     assert found.text.startswith("amp-bf16 is 0.84x fp32's speed: convolution took 31.0 "
-                                 "ms/step more")
-    assert "AVX-512 BF16 but no AMX" in found.text and "9.0 ms/step more in casts" in found.text
+                                 "ms/step more (163% of the difference)")
+    assert "AVX-512 BF16 but no AMX, and its amp-bf16 convolutions and GEMMs ran 31.0 ms/step " \
+           "slower" in found.text and "9.0 ms/step more in casts" in found.text
+    faster = result(block(80, convolution=48, layout=4), "amp-bf16", flags=("avx512_bf16",))
+    text = findings.of_pair(fp32, faster)[0].text
+    assert "1.25x" in text and "convolution took 22.0 ms/step less (110% of the difference)" \
+        in text and "ran 22.0 ms/step faster" in text
+    assert "layout took 2.0 ms/step more (offsetting 10% of it)" in text
     amx = result(block(80, convolution=55), "amp-bf16", flags=("amx_bf16", "avx512_bf16"))
     assert "AMX" in findings.of_pair(fp32, amx)[0].text
     same = findings.of_pair(fp32, result(block(100.5, convolution=70.5)))

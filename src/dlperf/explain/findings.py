@@ -141,11 +141,11 @@ def cpu_precision_note(result: dict[str, Any], precision: str) -> str | None:
         if "amx_bf16" in flags:
             return "this CPU has AMX (bf16 tiles)"
         if "avx512_bf16" in flags:
-            return "this CPU has AVX-512 BF16 but no AMX, so bf16 convolutions and GEMMs gain little"
-        return "this CPU has no bf16 instructions, so bf16 is emulated"
+            return "this CPU has AVX-512 BF16 but no AMX"
+        return "this CPU has no bf16 instructions (bf16 is converted or emulated)"
     if "fp16" in precision:
         return ("this CPU has AVX-512 FP16" if "avx512_fp16" in flags else
-                "this CPU has no fp16 arithmetic, so fp16 is converted to fp32 to compute")
+                "this CPU has no fp16 arithmetic (fp16 is converted to fp32 to compute)")
     return None
 
 
@@ -171,16 +171,19 @@ def of_pair(a: dict[str, Any], b: dict[str, Any]) -> list[Finding]:
         share = diff.share(row)
         parts.append(f"{row.category} took {abs(row.delta) * 1e3:.1f} ms/step "
                      f"{'more' if row.delta > 0 else 'less'}"
-                     + (f" ({_pct(share)} of the difference)" if share is not None else ""))
+                     + ("" if share is None else f" ({_pct(share)} of the difference)"
+                        if share >= 0 else f" (offsetting {_pct(-share)} of it)"))
     text = f"{lb} is {ratio:.2f}x {la}'s speed: " + "; ".join(parts)
     precision = (b.get("case") or {}).get("precision", "")
     if (a.get("case") or {}).get("precision") != precision:
         note = cpu_precision_note(b, precision)
-        casts = next((row for row in diff.rows if row.category == "layout"), None)
+        rows = {row.category: row.delta for row in diff.rows}
+        compute = rows.get("convolution", 0.0) + rows.get("matmul", 0.0)
         if note:
-            text += f"; {note}"
-        if casts is not None and casts.delta > 0:
-            text += f", and it pays {casts.delta * 1e3:.1f} ms/step more in casts and reorders"
+            text += (f"; {note}, and its {precision} convolutions and GEMMs ran "
+                     f"{abs(compute) * 1e3:.1f} ms/step {'slower' if compute > 0 else 'faster'}")
+        if rows.get("layout", 0.0) > 0:
+            text += f"; it pays {rows['layout'] * 1e3:.1f} ms/step more in casts and reorders"
     found.append(Finding("difference", text, {
         "ratio": ratio, "a_step_s": pa["step_s"], "b_step_s": pb["step_s"],
         "rows": [{"category": r.category, "delta_s": r.delta, "share": diff.share(r)}

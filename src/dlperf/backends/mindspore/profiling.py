@@ -11,6 +11,7 @@ The operators run one after another on that one timeline.
 
 import glob
 import json
+import re
 import os
 import shutil
 import tempfile
@@ -124,6 +125,9 @@ def read_trace(trace):
         start, dur = float(event["ts"]), float(event.get("dur", 0))  # microseconds
         if dur <= 0:
             continue
-        out.append(profile.Event(str(event["name"]), (event.get("pid"), event.get("tid")),
-                                 start / 1e6, dur / 1e6))
+        # one name per operator type in its scope: "Default/Conv2D-op16" and "-op3" are two
+        # launches of Default/Conv2D, which the top operators should add up
+        name = re.sub(r"-op\d+$", "", str(event["name"]))
+        out.append(profile.Event(name, (event.get("pid"), event.get("tid")), start / 1e6,
+                                 dur / 1e6))
     return out
