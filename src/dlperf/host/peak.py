@@ -147,12 +147,32 @@ def probe(env: dict[str, Any] | None = None) -> dict[str, Any]:
     return result
 
 
+def busier_than_now(found: dict[str, Any], load_now: float | None,
+                    cpus: int | None = None) -> bool:
+    """Whether the cached probe ``found`` ran on a host busier than now by more than a whole
+    machine's worth of work (its 1-minute load average above ``load_now`` plus the CPU count):
+    then its peaks are too low and every MFU over them too high, and a probe now is better.
+    Smaller differences (a test suite's phases) keep the probe."""
+    then = found.get("load_average")
+    cpus = cpus or os.cpu_count() or 1
+    return then is not None and load_now is not None and then > load_now + cpus
+
+
 def ensure(env: dict[str, Any], say: Any = None) -> dict[str, Any]:
-    """This machine's peaks: the cached probe, else a probe now (once per machine), so MFU is
-    never missing for want of a command the user did not know to run."""
+    """This machine's peaks: the cached probe, else a probe now (once per machine, and again
+    when the cached one ran on a busier host than this one is now), so MFU is never missing
+    for want of a command the user did not know to run, nor inflated by a probe that other
+    work slowed."""
     found = cached(env)
+    load_now = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if found is not None and "int8" in found.get("flops_per_s", {}):
-        return found
+        if not busier_than_now(found, load_now):
+            return found
+        if say:
+            say(f"re-probing this machine's matmul peaks: the cached probe ran at load average "
+                f"{found['load_average']:.1f}, now {load_now:.1f} (dlperf sysinfo --probe "
+                f"re-measures)")
+        return probe(env)
     if say:
         say("probing this machine's matmul peaks once, for MFU (dlperf sysinfo --probe "
             "re-measures)")
