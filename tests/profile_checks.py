@@ -80,3 +80,14 @@ def check_profile(result: dict[str, Any], nonzero: tuple[str, ...] = ("convoluti
     assert {op["name"] for op in block["top_ops"]} <= names
     assert all(event["cat"] in CATEGORIES for event in trace["traceEvents"])
     return block
+
+
+def check_bert_profile(result: dict[str, Any]) -> dict[str, Any]:
+    """:func:`check_profile` of a BERT result: no convolution, and matmul the largest
+    attributed category (the encoder's GEMMs dominate a step)."""
+    block = check_profile(result, nonzero=("matmul",))
+    categories = block["categories"]
+    assert categories["convolution"] == 0, categories
+    assert categories["matmul"] == max(v for k, v in categories.items()
+                                       if k != UNATTRIBUTED), categories
+    return block

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profile_checks import case, check_profile, profiled
+from profile_checks import case, check_bert_profile, check_profile, profiled
 
 
 def test_tensorflow_profiles_resnet_and_bert(tmp_path: Path) -> None:
@@ -16,11 +16,7 @@ def test_tensorflow_profiles_resnet_and_bert(tmp_path: Path) -> None:
                                                    "optimizer"))
     assert block["tool"]["name"] == "tf.profiler"
     assert block["unmapped_count"] == 0, block["unmapped"]
-    block = check_profile(bert, nonzero=("matmul",))
-    categories = block["categories"]
-    assert categories["convolution"] == 0, categories
-    assert categories["matmul"] == max(v for k, v in categories.items()
-                                       if k != "unattributed"), block  # BERT: matmul dominant
+    block = check_bert_profile(bert)
     assert block["unmapped_count"] == 0, block["unmapped"]
 
 
