@@ -147,13 +147,16 @@ def test_the_probe_budget_includes_the_warm_up():
 @pytest.mark.parallel  # measures nothing
 def test_a_probe_taken_on_a_busier_host_than_now_is_replaced():
     """A probe run while other work held the CPUs measured too low a peak (and every MFU over
-    it too high): ensure re-probes when the cached probe's load average exceeds today's by more
-    than the machine's CPU count, and keeps it otherwise."""
+    it too high): ensure re-probes when the cached probe ran oversubscribed (load average above
+    twice the CPU count) and busier than today by more than the CPU count; else it keeps it."""
     from dlperf.host.peak import busier_than_now
 
     assert busier_than_now({"load_average": 7.0}, 0.3, cpus=2)
     assert not busier_than_now({"load_average": 2.2}, 0.3, cpus=2)  # a suite's other phase
     assert not busier_than_now({"load_average": 2.0}, 1.5, cpus=2)  # as busy as now
-    assert busier_than_now({"load_average": 20.0}, 1.0, cpus=16)
+    assert not busier_than_now({"load_average": 4.5}, 3.0, cpus=2)  # busy now too
+    assert not busier_than_now({"load_average": 3.5}, 0.2, cpus=2)  # not oversubscribed
+    assert busier_than_now({"load_average": 40.0}, 1.0, cpus=16)
+    assert not busier_than_now({"load_average": 20.0}, 1.0, cpus=16)
     assert not busier_than_now({}, 0.3)  # a probe from before loads were recorded: kept
     assert not busier_than_now({"load_average": 7.0}, None)  # no load average here

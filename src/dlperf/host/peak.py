@@ -149,13 +149,14 @@ def probe(env: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def busier_than_now(found: dict[str, Any], load_now: float | None,
                     cpus: int | None = None) -> bool:
-    """Whether the cached probe ``found`` ran on a host busier than now by more than a whole
-    machine's worth of work (its 1-minute load average above ``load_now`` plus the CPU count):
-    then its peaks are too low and every MFU over them too high, and a probe now is better.
-    Smaller differences (a test suite's phases) keep the probe."""
+    """Whether the cached probe ``found`` ran on an oversubscribed host (its 1-minute load
+    average above twice the CPU count) that is busier than now by more than a whole machine's
+    worth of work: then its peaks are too low and every MFU over them too high, and a probe now
+    is better. Smaller differences (a test suite's phases) keep the probe."""
     then = found.get("load_average")
     cpus = cpus or os.cpu_count() or 1
-    return then is not None and load_now is not None and then > load_now + cpus
+    return (then is not None and load_now is not None and then > 2 * cpus
+            and then > load_now + cpus)
 
 
 def ensure(env: dict[str, Any], say: Any = None) -> dict[str, Any]:
