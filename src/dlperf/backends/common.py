@@ -302,3 +302,10 @@ def summed_rows(all_reduce_sum, rank, world):
         rows[rank] = vector
         return all_reduce_sum(rows)
     return all_gather
+
+
+# TensorFlow 1 and 2 (their profiling.py): tf.nn.moments / tf.nn.batch_normalization, and
+# layers named as normalisation layers (bn1, downsample_bn, ln1, mlm_ln, batch_normalization,
+# layer_normalization, LayerNorm), whose ops are otherwise plain Mul/Sub/Mean
+TF_NORM_SCOPE = (r"(^|/)(moments|batchnorm)/|(^|/)([A-Za-z0-9]+_)*(bn|ln|norm|"
+                 r"batch_normalization|layer_normalization|LayerNorm|BatchNorm)\d*(_\d+)*/")

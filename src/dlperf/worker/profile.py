@@ -71,6 +71,24 @@ def rules(table):
     return [Rule(row[0], row[1], len(row) > 2 and row[2] == ENCLOSES) for row in table]
 
 
+class ScopePrefixes(object):
+    """Names that only an operator's scope tells apart (a Keras optimizer's update is plain
+    ``Mul``/``Sub``): ``(pattern searched in the scope, prefix)`` rows, the first match
+    prefixing the operator's name (``optimizer/Mul``), so a mapping row can match the prefix."""
+
+    def __init__(self, table):
+        # type: (Sequence[Tuple[str, str]]) -> None
+        self._rows = [(re.compile(pattern), prefix) for pattern, prefix in table]
+
+    def name(self, scope, op_type):
+        # type: (str, str) -> str
+        """``op_type``, after the prefix ``scope`` earns."""
+        for pattern, prefix in self._rows:
+            if pattern.search(scope):
+                return prefix + "/" + op_type
+        return op_type
+
+
 def classify(name, table):
     # type: (str, Sequence[Rule]) -> Tuple[Optional[str], bool, bool]
     """(category, encloses, mapped) of an operator: the first rule that matches; unmatched

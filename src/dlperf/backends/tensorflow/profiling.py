@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
+from dlperf.backends.common import TF_NORM_SCOPE
 from dlperf.worker import profile
 from dlperf.worker.profile import ENCLOSES
 
@@ -36,10 +37,7 @@ SCOPES = [
     # a Keras optimizer's name scope (sgd, adam_w, loss_scale_optimizer...), first in the path
     (r"^(sgd|adam|adam_w|adamw|adamax|nadam|rmsprop|adagrad|adadelta|ftrl|lion|lamb|"
      r"loss_scale_optimizer|SGD|Adam|AdamW|Momentum|momentum)(_\d+)?/", "optimizer"),
-    # tf.nn.moments / tf.nn.batch_normalization, and layers named as normalisation layers
-    # (bn1, downsample_bn, ln1, mlm_ln, batch_normalization, layer_normalization, LayerNorm)
-    (r"(^|/)(moments|batchnorm)/|(^|/)([A-Za-z0-9]+_)*(bn|ln|norm|batch_normalization|"
-     r"layer_normalization|LayerNorm|BatchNorm)\d*(_\d+)*/", "norm"),
+    (TF_NORM_SCOPE, "norm"),
 ]
 
 # first match wins: ops named by scope, then by type
@@ -104,15 +102,6 @@ OPS = [
 ]
 
 
-def op_name(node, op_type):
-    # type: (str, str) -> str
-    """The name an executed node is counted under: its type, after the :data:`SCOPES` prefix
-    its scope earns."""
-    for pattern, prefix in _SCOPES:
-        if pattern.search(node):
-            return prefix + "/" + op_type
-    return op_type
-
 
 def hlo_name(instruction):
     # type: (str) -> str
@@ -120,7 +109,8 @@ def hlo_name(instruction):
     return "xla:" + re.sub(r"(\.\d+)+$", "", instruction)
 
 
-_SCOPES = [(re.compile(pattern), prefix) for pattern, prefix in SCOPES]
+# the name an executed node is counted under: its type, after the prefix its scope earns
+op_name = profile.ScopePrefixes(SCOPES).name
 
 
 class TFProfiler(profile.Profiler):

@@ -22,6 +22,7 @@ from typing import Any, List, Optional, Tuple
 
 import tensorflow as tf
 
+from dlperf.backends.common import TF_NORM_SCOPE
 from dlperf.worker import profile
 from dlperf.worker.profile import ENCLOSES
 
@@ -32,10 +33,7 @@ SCOPES = [
     # the optimizer's apply_gradients scope (Momentum, Adam, AdamW's decay...), first in the path
     (r"^(Momentum|Adam|AdamW|GradientDescent|RMSProp|Adagrad|Adadelta|LARS|LAMB|Lamb|"
      r"DistributedMomentum|DistributedAdam\w*)(_\d+)?/", "optimizer"),
-    # tf.nn.moments / tf.nn.batch_normalization, and normalisation layers by their scope name
-    # (BERT's ln, ln1, ln2; bn1, downsample_bn; batch_normalization; LayerNorm)
-    (r"(^|/)(moments|batchnorm)/|(^|/)([A-Za-z0-9]+_)*(bn|ln|norm|batch_normalization|"
-     r"layer_normalization|LayerNorm|BatchNorm)\d*(_\d+)*/", "norm"),
+    (TF_NORM_SCOPE, "norm"),
 ]
 
 # first match wins: ops named by scope, then by type
@@ -78,19 +76,11 @@ OPS = [
     (r"^_XlaRun$|^_XlaCompile$|^XlaLaunch$", "other"),
 ]
 
-_SCOPES = [(re.compile(pattern), prefix) for pattern, prefix in SCOPES]
+# the name an executed node is counted under: its type, after the prefix its scope earns
+op_name = profile.ScopePrefixes(SCOPES).name
 _LABEL = re.compile(r"^.*? = (\S+?)\(")
 XLA_OPS = ("_XlaRun", "XlaLaunch")
 
-
-def op_name(node, op_type):
-    # type: (str, str) -> str
-    """The name an executed node is counted under: its type, after the :data:`SCOPES` prefix
-    its scope earns."""
-    for pattern, prefix in _SCOPES:
-        if pattern.search(node):
-            return prefix + "/" + op_type
-    return op_type
 
 
 class SessionProfiler(profile.Profiler):
