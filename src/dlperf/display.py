@@ -88,11 +88,21 @@ def new_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:
     return made
 
 
+def environment_text(environment: dict[str, Any]) -> str:
+    """The framework version a result was measured with, and the environment's name where it
+    is not the framework's pinned one (``jax==0.9.2``, ``python:/path/to/python``)."""
+    version = environment.get("framework_version") or "-"
+    name = environment.get("name")
+    return version if not name or name == environment.get("framework") else f"{version} ({name})"
+
+
 def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -> None:
     """One row per result: the device it ran on (resolved: ``cpu``, ``cuda:0 NVIDIA ...``), the
     median and the spread beside it, memory, and any failure."""
+    labelled = any((r.get("environment") or {}).get("label") for r in results)
     table = new_table(title, (
-        ("framework", "left"), ("model", "left"), ("task", "left"), ("precision", "left"),
+        ("framework", "left"), ("version", "left"), *((("label", "left"),) if labelled else ()),
+        ("model", "left"), ("task", "left"), ("precision", "left"),
         ("compile", "left"), ("device", "left"), ("devices", "right"), ("batch", "right"),
         ("samples/s (median)", "right"), ("95% CI", "right"), ("CV", "right"), ("n", "right"),
         ("TFLOP/s", "right"), ("MFU", "right"), ("peak mem", "right"), ("status", "left")))
@@ -106,8 +116,11 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
             notes.append(f"{result['label']}: {result['error']}")
         for warning in result.get("warnings", []):
             notes.append(f"{result['label']}: {warning}")
+        environment = result.get("environment") or {}
         table.add_row(
-            case["framework"], case["model"], case["task"], case["precision"],
+            case["framework"], Text(environment_text(environment)),
+            *((Text(environment.get("label") or ""),) if labelled else ()),
+            case["model"], case["task"], case["precision"],
             "yes" if case["compile"] else "no", Text(device_of(result)),
             str(case["devices"] * case["nnodes"]),
             str(case["batch_size"]), number(tp["median"]),

@@ -13,7 +13,7 @@ from dlperf import models, stats
 from dlperf.explain import roofline
 from dlperf.host import hoststate, timeline
 from dlperf.host.peak import PRECISION_DTYPE, ceiling
-from dlperf.spec import Case
+from dlperf.spec import VERSION_ENV, Case, environment_name
 from dlperf.worker.support import device_label
 
 SCHEMA = 1
@@ -195,6 +195,23 @@ def auto_cpu_note(framework: str, requested: str, env: dict[str, Any],
     why = device.get("reason") or "the backend gave no reason"
     return (f"--device auto ran {framework} on the cpu although this host has "
             f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''} ({', '.join(names)}): {why}")
+
+
+def environment_block(case: Case, worker: dict[str, Any]) -> dict[str, Any]:
+    """Which environment measured the case, as history, gate and the reports group results:
+    its name (the framework's pinned one, ``FW==X``, or ``python:PATH``), the framework's
+    version and git revision as it states them, the hash of the installed package set, and the
+    user's label. The framework's build description stays in ``env.worker.identity``."""
+    found = worker.get("identity") or {}
+    return {"name": environment_name(case.framework, case.env), "framework": case.framework,
+            "framework_version": found.get("framework_version")
+            or (worker.get("framework") or {}).get("version"),
+            "git": found.get("git"), "packages_hash": found.get("packages_hash"),
+            "packages": found.get("packages"),
+            "python": found.get("python") or worker.get("python_executable"),
+            "python_version": found.get("python_version") or worker.get("python"),
+            "byo": bool(case.env) and not VERSION_ENV.match(case.env),
+            "label": case.run_label or None}
 
 
 def device_kind_name(label: str) -> str:
@@ -400,6 +417,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "interrupted": interrupted,
         "stderr_tail": failed[0].get("stderr_tail") if failed else None,
         "env": {**env, "worker": worker},
+        "environment": environment_block(case, worker),
         "ranks": rank_figures(ok),
         "launch": next((r["launch"] for r in repeats if r.get("launch")), None),
         # per repeat: load, frequency, throttling, memory pressure before/after; others' CPU,

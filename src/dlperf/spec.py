@@ -14,6 +14,7 @@ import importlib
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -43,7 +44,7 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
                 "loader_workers": None, "data_only": False, "cold_cache": False,
                 "warmup_max_steps": steady.MAX_STEPS, "loader": "native",
-                "launcher": "native", "controller": "gloo", "options": ""}
+                "launcher": "native", "controller": "gloo", "options": "", "env": ""}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 MAX_PROFILE_STEPS = 100
@@ -115,6 +116,13 @@ class Case:
     # steps run after the timed window under the framework's own profiler (0: none); like
     # repeats, not part of the experiment: the window is over before the profiler starts
     profile_steps: int = 0
+    # which environment runs the worker: "" the framework's pinned one; "FW==X" a version
+    # environment (`dlperf envs install FW --version X`); an absolute path, a Python interpreter
+    # dlperf did not make (bring your own: a source build, a conda env), run as it is
+    env: str = ""
+    # the user's tag for this measurement (a commit, a build id: `--label`); like repeats, not
+    # part of the experiment: history and gate order and select results by it
+    run_label: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -150,7 +158,7 @@ class Case:
     def identity(self) -> dict[str, Any]:
         """The fields that define the experiment: not how many times or how long we wait."""
         out = self.to_dict()
-        for field in ("repeats", "timeout_s", "profile_steps"):
+        for field in ("repeats", "timeout_s", "profile_steps", "run_label"):
             out.pop(field)
         if out["threads"] is None:  # added later: earlier cases keep their keys
             out.pop("threads")
@@ -182,6 +190,8 @@ class Case:
                          else f"{self.launcher}-{self.controller}")
         if self.options:
             parts.append(self.options)
+        if self.env:
+            parts.append(environment_name(self.framework, self.env))
         if self.scenario != "offline":
             parts.append(self.scenario)
         if self.server:
@@ -203,6 +213,44 @@ class Case:
             raise SpecError(f"unknown case field {unknown[0]!r}; allowed: "
                             + ", ".join(f.name for f in dataclasses.fields(cls)))
         return cls(**data)
+
+
+BYO_PREFIX = "python:"  # the environment name of a bring-your-own interpreter
+VERSION_ENV = re.compile(r"^([a-z0-9_]+)==([0-9][0-9A-Za-z.+!-]*)$")
+LABEL = re.compile(r"^[^\x00-\x1f\x7f]{1,100}$")
+
+
+def environment_name(framework: str, env: str) -> str:
+    """What a case's environment is called in tables and results: the framework's name for its
+    pinned environment, ``FW==X`` for a version environment, ``python:PATH`` for one of the
+    user's own."""
+    if not env:
+        return framework
+    return env if VERSION_ENV.match(env) else BYO_PREFIX + env
+
+
+def _validate_env(case: Case) -> None:
+    """``env``: empty, ``FRAMEWORK==VERSION`` of this case's framework, or an absolute path to
+    an interpreter (which :mod:`dlperf.envs.selection` checks before anything runs)."""
+    if not isinstance(case.env, str):
+        raise SpecError(f"env: {case.env!r} must be text: FRAMEWORK==VERSION or a Python path")
+    if not isinstance(case.run_label, str) or (case.run_label and not LABEL.match(case.run_label)):
+        raise SpecError(f"label: {case.run_label!r} must be 1-100 printable characters")
+    if not case.env:
+        return
+    if case.launcher == "horovod":
+        raise SpecError(f"env: --launcher horovod runs in the {case.framework}+horovod "
+                        f"environment (`dlperf envs install {case.framework} --horovod`), not "
+                        f"in {case.env}")
+    version = VERSION_ENV.match(case.env)
+    if version:
+        if version.group(1) != case.framework:
+            raise SpecError(f"env: {case.env!r} is an environment of {version.group(1)}, not of "
+                            f"{case.framework}; write {case.framework}==VERSION")
+        return
+    if not os.path.isabs(case.env):
+        raise SpecError(f"env: {case.env!r} must be FRAMEWORK==VERSION (`dlperf envs list`) or "
+                        f"an absolute path to a Python interpreter")
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -248,6 +296,7 @@ def validate(case: Case) -> None:
     _validate_scenario(case)
     _validate_launcher(case)
     _validate_options(case)
+    _validate_env(case)
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
         if value is None:

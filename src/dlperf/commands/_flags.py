@@ -92,6 +92,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fresh worker processes (default 7)")
     parser.add_argument("--seed", type=positive_int, default=0)
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
+    add_environment_arguments(parser)
 
 
 def add_knob_arguments(parser: argparse.ArgumentParser, partial_fc: bool) -> None:
@@ -140,6 +141,32 @@ def profile_steps_from_args(args: argparse.Namespace) -> int:
     return args.profile_steps if getattr(args, "profile", False) else 0
 
 
+def add_environment_arguments(parser: argparse.ArgumentParser) -> None:
+    """--env / --python (which environment runs the worker) and --label (the user's tag of the
+    measurement), for every command that measures a case."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--env", metavar="FRAMEWORK==VERSION", default="",
+                       help="run in a version environment (`dlperf envs install FRAMEWORK "
+                            "--version VERSION`; `dlperf envs list`) instead of the pinned one")
+    where.add_argument("--python", metavar="PATH", default="",
+                       help="run the worker with this interpreter (your own build, a conda env): "
+                            "checked that the framework imports, recorded, never changed")
+    parser.add_argument("--label", default="", metavar="TEXT",
+                        help="tag the results (a commit, a build id): `dlperf history` and "
+                             "`dlperf gate` order and select by it")
+
+
+def environment_fields(args: argparse.Namespace) -> dict[str, str]:
+    """The case fields of --env / --python / --label. A --python path is made absolute but not
+    resolved: a venv's bin/python is a link to its base interpreter, and only the link's path
+    finds the venv's packages."""
+    python = getattr(args, "python", "") or ""
+    if python:
+        python = os.path.abspath(os.path.expanduser(python))
+    return {"env": python or getattr(args, "env", "") or "",
+            "run_label": getattr(args, "label", "") or ""}
+
+
 KNOB_FLAGS = {"image_size": "--image-size", "num_classes": "--num-classes",
               "seq_len": "--seq-len", "vocab_size": "--vocab-size", "partial_fc": "--partial-fc"}
 
@@ -182,7 +209,8 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 launcher=getattr(args, "launcher", "native"),
                 controller=getattr(args, "controller", "gloo"),
                 options=",".join(getattr(args, "options", None) or []),
-                profile_steps=profile_steps_from_args(args), **input_fields(args))
+                profile_steps=profile_steps_from_args(args), **input_fields(args),
+                **environment_fields(args))
 
 
 def nnodes_from_args(args: argparse.Namespace) -> int:

@@ -10,7 +10,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dlperf import display, envs, outputs, session
+from dlperf import display, outputs, session
+from dlperf.envs import selection
 from dlperf.commands._flags import add_case_arguments, add_db_argument, case_from_args, positive_int
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
@@ -89,7 +90,7 @@ def table(search: capacity.Search) -> Table:
 def main(args: argparse.Namespace) -> int:
     search = build_search(args)
     outputs.check_writable("--json", args.json)
-    envs.interpreter(search.case.framework)
+    selection.case_python(search.case.framework, search.case.env)
     answer: dict[str, Any] = {"param": search.param, "case": search.case.to_dict(),
                               "memory_limit_bytes": search.memory_limit_bytes}
     code = 0

@@ -11,9 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
-from dlperf.commands._flags import (add_db_argument, add_knob_arguments, add_profile_arguments,
-                                    add_timeout_argument, profile_steps_from_args,
+from dlperf.commands._flags import (add_db_argument, add_environment_arguments,
+                                    add_knob_arguments, add_profile_arguments,
+                                    add_timeout_argument, environment_fields,
+                                    profile_steps_from_args,
                                     add_warmup_arguments, knobs_from_args, positive_int)
+from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.numbers import finite_float
@@ -95,6 +98,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="weights, data and the Poisson arrivals")
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
     add_profile_arguments(parser, step="iteration")
+    add_environment_arguments(parser)
     group = parser.add_argument_group("server scenario")
     group.add_argument("--target-latency-ms", type=positive_float,
                        help="the p99 bound (required for --scenario server)")
@@ -123,7 +127,8 @@ def base_case(args: argparse.Namespace, batch_size: int) -> Case:
                 warmup_max_steps=args.warmup_max_steps, steps=args.steps, repeats=args.repeats,
                 seed=args.seed, timeout_s=args.timeout_s,
                 scenario="offline" if args.scenario == "server" else args.scenario,
-                min_duration_s=float(min_duration), profile_steps=profile_steps_from_args(args))
+                min_duration_s=float(min_duration), profile_steps=profile_steps_from_args(args),
+                **environment_fields(args))
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -151,6 +156,7 @@ def main(args: argparse.Namespace) -> int:
     if args.batch_sizes is None:
         args.batch_sizes = [1] if args.scenario in ("single-stream", "server") else [1, 8, 32]
     base = base_case(args, args.batch_sizes[0])
+    selection.case_python(base.framework, base.env)  # one line, nothing stored, if it cannot run
     if args.scenario == "server":
         return main_server(args, base)
     cases = infer.sweep_cases(base, args.batch_sizes, args.precisions)

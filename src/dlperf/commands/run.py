@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from dlperf import display, envs, outputs, runner, scaling, session
+from dlperf import display, outputs, runner, scaling, session
+from dlperf.envs import selection
 from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_input_arguments,
                                     add_profile_arguments, add_rendezvous_arguments,
                                     cases_from_args, rendezvous_from_args)
@@ -68,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
     outputs.check_writable("--json", args.json)
     quiet_wait = check_quiet_wait(args.require_quiet_s)
     rendezvous = rendezvous_from_args(args, cases[-1])
-    envs.interpreter(cases[-1].framework)  # not installed: one line naming the install command
+    # not installed, or a --python that cannot run it: one line naming what to do
+    selection.case_python(cases[-1].framework, cases[-1].env)
     launchers = [registry.launcher_for(case, rendezvous) for case in cases]
     first = launchers[0]
     if isinstance(first, launch.MultiLauncher) and not first.is_master(cases[0]):

@@ -39,6 +39,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="leave out the cases that need more nodes than this Slurm "
                              "allocation has (or any multi-node case outside Slurm) instead of "
                              "refusing the sweep; --resume inside a larger allocation adds them")
+    parser.add_argument("--label", default="", metavar="TEXT",
+                        help="tag every result of the sweep (a commit, a build id), unless its "
+                             "case sets run_label: `dlperf history` and `dlperf gate` use it")
     measurelock.add_argument(parser)
     return parser
 
@@ -233,13 +236,24 @@ def runnable(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.Sw
         # a launcher that cannot start here (Horovod's environment missing, MPI across nodes or
         # without Open MPI) refuses the sweep now, in one line, not as a stored failure
         registry.launcher_for(case)
+        if case.env:  # a version environment not installed, a --python that cannot run it
+            selection.case_python(case.framework, case.env)
     return dataclasses.replace(sweep, cases=keep), fitted
+
+
+def labelled(sweep: Sweep, label: str) -> Sweep:
+    """--label tags every case that does not carry its own ``run_label``."""
+    if not label:
+        return sweep
+    return dataclasses.replace(sweep, cases=[
+        case if case.run_label else dataclasses.replace(case, run_label=label)
+        for case in sweep.cases])
 
 
 def main(args: argparse.Namespace) -> int:
     sweep = load(args.file)
     outputs.check_writable("--json", args.json)
-    sweep, fitted = runnable(sweep, args.skip_multinode)
+    sweep, fitted = runnable(labelled(sweep, args.label), args.skip_multinode)
     db = Path(args.db)
     if args.dry_run:
         return dry_run(sweep, db, args.resume, args.force, fitted)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import envs
+from dlperf.envs import selection
 
 # CPUs this process may run on (an affinity mask or cpuset counts, not the whole machine): the
 # worker side's count, so a launcher divides the cores the same way a backend counts them
@@ -74,8 +75,9 @@ def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None)
     """One worker process on this machine, run by the framework's environment's interpreter
     (dlperf's own for torch); UsageError if that environment is not installed."""
     threads = threads_per_process(case)
-    python = python or envs.interpreter(case.framework)
-    declared = envs.worker_variables(case.framework, python)  # the registry's env:, expanded
+    python = python or selection.case_python(case.framework, case.env)
+    # the registry's env:, expanded (and, in a brought environment, no bytecode writing)
+    declared = selection.case_variables(case.framework, case.env, python)
     facts = {"launcher": "local", "processes": 1, "threads_per_process": threads,
              "env_variant": envs.variant_of(case.framework)}
     if declared:
@@ -172,13 +174,13 @@ class MultiLauncher:
         first waits NEXT_REPEAT_GRACE_S before its second and later repeats."""
         rdzv = self.rendezvous
         rdzv.check(case.nnodes)
-        python = self.python or envs.interpreter(case.framework)
+        python = self.python or selection.case_python(case.framework, case.env)
         if case.nnodes > 1 and rdzv.node_rank > 0 and self.launches > 0:
             time.sleep(NEXT_REPEAT_GRACE_S)
         number = self.launches
         self.launches += 1
         return RepeatStart(python, number, threads_per_process(case),
-                           envs.worker_variables(case.framework, python))
+                           selection.case_variables(case.framework, case.env, python))
 
     def master(self, case: Case) -> tuple[str, int]:
         """Where rank 0 listens: one node, 127.0.0.1 on a free port (nothing listens beyond

@@ -25,7 +25,7 @@ import re
 import sys
 from pathlib import Path
 
-from dlperf import envs
+from dlperf.envs import selection
 from dlperf.launchers import spawn
 from dlperf.launchers.launch import Launch, Rendezvous, SpawnLauncher, rendezvous_timeout
 from dlperf.spec import Case
@@ -42,7 +42,7 @@ class KVStoreLaunch(SpawnLauncher):
         spec = super().__call__(case, case_file, out_dir)  # the workers, through dlperf.launchers.spawn
         rdzv = self.rendezvous
         addr, port = spec.facts["master"].rsplit(":", 1)
-        python = self.python or envs.interpreter(case.framework)
+        python = self.python or selection.case_python(case.framework, case.env)
         spec.env.update(DMLC_PS_ROOT_URI=addr, DMLC_PS_ROOT_PORT=port,
                         DMLC_NUM_SERVER=str(case.nnodes),
                         DMLC_NUM_WORKER=str(case.devices * case.nnodes))

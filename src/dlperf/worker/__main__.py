@@ -28,7 +28,7 @@ import sys
 import traceback
 from typing import Any, Dict, Optional, Tuple
 
-from dlperf.worker import limits, placement
+from dlperf.worker import identity, limits, placement
 from dlperf.worker.lifeline import tie_to_harness
 from dlperf.worker.loop import NonFiniteLoss, measure
 from dlperf.worker.workload import UnsupportedError
@@ -131,6 +131,7 @@ def run(case, out_dir=None):
     window and writes its trace to ``out_dir`` (:data:`TRACE_NAME`)."""
     result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
               "status": "ok", "error": None}  # type: Dict[str, Any]
+    backend = None  # type: Any
     try:
         result["memory_limit_bytes"] = limits.apply()  # dlperf capacity --memory-limit
         result["placement"] = placement.apply(case)  # before any framework sizes its pools
@@ -154,6 +155,8 @@ def run(case, out_dir=None):
         traceback.print_exc()
     result["peak_host_bytes"] = peak_host_bytes()
     result["env"] = process_env()
+    if backend is not None:  # after the window: the framework is loaded by now
+        result["env"]["identity"] = identity.describe(backend)
     return result
 
 

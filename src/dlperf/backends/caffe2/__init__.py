@@ -87,4 +87,6 @@ SUPPORT = Caffe2Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.caffe2.backend:resolve_device")
 build = lazy("dlperf.backends.caffe2.backend:build")
+# what the framework says it is: Caffe2 ships inside the torch wheel, which says it
+build_info = lazy("dlperf.backends.torch.buildinfo:build_info")
 gather_results = lazy("dlperf.backends.caffe2.distribute:gather_results")

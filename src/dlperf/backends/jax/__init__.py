@@ -41,4 +41,5 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.jax.workload:resolve_device")
 build = lazy("dlperf.backends.jax.backend:build")
+build_info = lazy("dlperf.backends.jax.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.jax.distributed:gather_results")

@@ -71,4 +71,5 @@ def process_place():
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.mindspore.workload:resolve_device")
 build = lazy("dlperf.backends.mindspore.backend:build")
+build_info = lazy("dlperf.backends.mindspore.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.mindspore.workload:gather_results")

@@ -52,4 +52,5 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.mxnet.workload:resolve_device")
 build = lazy("dlperf.backends.mxnet.backend:build")
+build_info = lazy("dlperf.backends.mxnet.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.mxnet.horovod:gather_results")

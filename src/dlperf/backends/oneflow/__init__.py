@@ -61,4 +61,5 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.oneflow.workload:resolve_device")
 build = lazy("dlperf.backends.oneflow.backend:build")
+build_info = lazy("dlperf.backends.oneflow.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.oneflow.workload:gather_results")

@@ -39,3 +39,4 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.onnxruntime.backend:resolve_device")
 build = lazy("dlperf.backends.onnxruntime.backend:build")
+build_info = lazy("dlperf.backends.onnxruntime.buildinfo:build_info")  # what the framework says it is

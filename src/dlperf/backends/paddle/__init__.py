@@ -47,4 +47,5 @@ def process_place():
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.paddle.workload:resolve_device")
 build = lazy("dlperf.backends.paddle.backend:build")
+build_info = lazy("dlperf.backends.paddle.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.paddle.workload:gather_results")

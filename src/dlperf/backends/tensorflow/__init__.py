@@ -43,4 +43,5 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.tensorflow.workload:resolve_device")
 build = lazy("dlperf.backends.tensorflow.backend:build")
+build_info = lazy("dlperf.backends.tensorflow.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.tensorflow.distribute:gather_results")

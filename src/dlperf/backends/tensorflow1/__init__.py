@@ -39,4 +39,5 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.tensorflow1.backend:resolve_device")
 build = lazy("dlperf.backends.tensorflow1.backend:build")
+build_info = lazy("dlperf.backends.tensorflow1.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.tensorflow1.horovod:gather_results")

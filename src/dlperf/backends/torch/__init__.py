@@ -52,4 +52,5 @@ SUPPORT = Support(
 # the worker's entry points, imported only when the worker calls them
 resolve_device = lazy("dlperf.backends.torch.workload:resolve_device")
 build = lazy("dlperf.backends.torch.backend:build")
+build_info = lazy("dlperf.backends.torch.buildinfo:build_info")  # what the framework says it is
 gather_results = lazy("dlperf.backends.torch.horovod:gather_results")
