@@ -82,22 +82,28 @@ class Independent:
     path: str  # under benchmarks/
     compile: bool  # dlperf's --compile (on) or --no-compile (off): the loop's own mode
     mode: str  # the loop's mode in words
+    other_mode: str = ""  # its mode in words with --compile / --no-compile the other way
     rate: str = r'"samples_per_s": ([0-9.eE+-]+)'  # its one JSON line
     cli: bool = True  # --image-size ... flags (else the positional BATCH IMAGE ... of caffe2's)
 
 
 INDEPENDENT = {
-    "torch": Independent("independent/torch_resnet50.py", False, "eager"),
+    "torch": Independent("independent/torch_resnet50.py", False, "eager",
+                         "torch.compile(model)"),
     "tensorflow": Independent("independent/tensorflow_resnet50.py", False,
-                              "tf.function graph, no XLA"),
+                              "tf.function graph, no XLA", "tf.function(jit_compile=True), XLA"),
     "tensorflow1": Independent("independent/tensorflow1_resnet50.py", False,
-                               "graph + Session, no XLA"),
+                               "graph + Session, no XLA",
+                               "graph + Session, XLA auto-clustering (ON_1)"),
     "jax": Independent("independent/jax_resnet50.py", True, "jax.jit step"),
-    "paddle": Independent("independent/paddle_resnet50.py", False, "dygraph"),
+    "paddle": Independent("independent/paddle_resnet50.py", False, "dygraph",
+                          "paddle.jit.to_static(model)"),
     "mxnet": Independent("independent/mxnet_resnet50.py", True,
-                         "hybridized, static_alloc + static_shape"),
-    "mindspore": Independent("independent/mindspore_resnet50.py", False, "PyNative"),
-    "oneflow": Independent("independent/oneflow_resnet50.py", False, "eager, no nn.Graph"),
+                         "hybridized, static_alloc + static_shape", "imperative Gluon"),
+    "mindspore": Independent("independent/mindspore_resnet50.py", False, "PyNative",
+                             "GRAPH_MODE"),
+    "oneflow": Independent("independent/oneflow_resnet50.py", False, "eager, no nn.Graph",
+                           "nn.Graph (forward, backward, optimizer)"),
     # not hand-written: Caffe2's own imagenet_trainer.py on its null input, run unchanged
     "caffe2": Independent("handwritten/caffe2_resnet50.py", False,
                           "Caffe2's imagenet_trainer.py, net as built, CPU operators "
@@ -126,9 +132,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--loops", default=",".join(KINDS),
                         help=f"loop kinds, comma-separated (default {','.join(KINDS)})")
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--compile", action="store_true",
-                        help="same-recipe loops and dlperf compiled (independent loops run "
-                             "their own mode)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="both sides in the framework's compiled mode (--no-compile: both "
+                             "not compiled); default: each loop's own mode (independent loops "
+                             "as their framework's users run them, same-recipe ones eager, jax "
+                             "compiled)")
     parser.add_argument("--batch-size", type=int, help="default 8 (mindspore 4)")
     parser.add_argument("--image-size", type=int, help="default 64 (mindspore 32)")
     parser.add_argument("--warmup-steps", type=int, default=8,
@@ -173,11 +181,13 @@ def shape(framework: str, args: argparse.Namespace) -> tuple[int, int]:
 
 
 def compiled(framework: str, kind: str, args: argparse.Namespace) -> bool:
-    """dlperf's mode for this comparison: an independent loop's own; else --compile (jax always
-    compiles its step)."""
-    if kind == "independent":
-        return INDEPENDENT[framework].compile
-    return args.compile or framework == "jax"
+    """Both sides' mode for this comparison: --compile / --no-compile where given (jax always
+    compiles its step); else an independent loop's own mode, and a same-recipe loop's eager."""
+    if framework == "jax":
+        return True
+    if args.compile is not None:
+        return bool(args.compile)
+    return INDEPENDENT[framework].compile if kind == "independent" else False
 
 
 def loop_path(framework: str, kind: str) -> Path:
@@ -205,7 +215,8 @@ def ab_command(framework: str, kind: str, args: argparse.Namespace, out: Path) -
     if independent and independent.cli:
         loop = [python, script, "--image-size", str(image), "--batch-size", str(batch),
                 "--warmup", str(args.warmup_steps), "--steps", str(args.steps),
-                "--min-seconds", format(args.min_seconds, "g")]
+                "--min-seconds", format(args.min_seconds, "g"),
+                "--compile" if compile_flag else "--no-compile"]
     else:
         loop = [python, script, str(batch), str(image), str(args.warmup_steps),
                 str(args.steps), args.precision, "1" if compile_flag else "0"]
@@ -236,9 +247,14 @@ def unavailable(framework: str, kind: str, args: argparse.Namespace) -> str | No
     """Why this framework has no comparison of this kind, or None."""
     if kind == "same-recipe" and framework not in LOOPS:
         return NO_LOOP.get((framework, kind), "no same-recipe loop")
+    if framework == "jax" and args.compile is False:
+        return "--no-compile: jax has no uncompiled mode (the whole step is one jax.jit program)"
     if kind == "independent":
         if framework not in INDEPENDENT:
             return "no independent loop"
+        if framework == "caffe2" and args.compile:
+            return ("--compile: Caffe2 training has no compiled mode (its MKL-DNN transform "
+                    "changes inference only) and its trainer applies none")
         if args.precision != "fp32":
             return f"the independent loops train fp32 only (--precision {args.precision})"
     return None
@@ -287,7 +303,8 @@ def run_ab(framework: str, kind: str, args: argparse.Namespace
     entry = table.loop_entry(loop, summary)
     entry["compile"] = compiled(framework, kind, args)
     if kind == "independent":
-        entry["mode"] = INDEPENDENT[framework].mode
+        own = INDEPENDENT[framework]
+        entry["mode"] = own.mode if entry["compile"] == own.compile else own.other_mode
     failed = summary.get("failed") or []
     if failed or done.returncode != 0:
         first = failed[0] if failed else {"side": "?", "status": f"exit {done.returncode}",

@@ -223,14 +223,22 @@ def test_each_kind_runs_its_loop_against_dlperf_in_the_same_mode(monkeypatch):
         if fw == "oneflow":  # the registry's env: goes to the loop as to dlperf's worker
             assert loop[python - 3:python] == ["env", "GLOG_minloglevel=2",
                                                "LD_LIBRARY_PATH=/envs/oneflow/nvidia/lib"]
-    # --compile reaches the same-recipe loops only; no --min-seconds: the loops' commands as
-    # before (the same-recipe ones without the option)
+    # --compile puts both sides of both kinds in the compiled mode; no --min-seconds: the loops'
+    # commands as before (the same-recipe ones without the option)
     built = commands(monkeypatch, "--compile", "--framework", "torch")
     loop, harness = sides(built[("torch", "same-recipe")])
     assert loop[-2:] == ["fp32", "1"] and "--compile" in harness
     assert "--min-duration" not in harness
     loop, harness = sides(built[("torch", "independent")])
-    assert "--no-compile" in harness and loop[-2:] == ["--min-seconds", "0"]
+    assert "--compile" in harness and loop[-3:] == ["--min-seconds", "0", "--compile"]
+    # --no-compile: MXNet's independent loop imperative too; jax has no such mode
+    built = commands(monkeypatch, "--no-compile", "--framework", "mxnet")
+    loop, harness = sides(built[("mxnet", "independent")])
+    assert "--no-compile" in harness and loop[-1] == "--no-compile"
+    assert "no uncompiled mode" in runner.unavailable(
+        "jax", "independent", runner.parse(["--no-compile"]))
+    assert "no compiled mode" in runner.unavailable(
+        "caffe2", "independent", runner.parse(["--compile"]))
     # the independent loops are fp32 only
     args = runner.parse(["--precision", "amp-bf16"])
     assert "fp32 only" in runner.unavailable("torch", "independent", args)

@@ -2,8 +2,9 @@
 
 They share nothing with dlperf, so a static check holds them to it: no script imports dlperf or
 benchmarks.*, each takes the four shape and window flags (and --min-seconds) and asserts the
-torchvision parameter count. One real run (torch, the cheapest, in this .venv) checks that the
-one JSON line it prints carries what the fidelity runner reads.
+torchvision parameter count. Real runs (torch eager, the cheapest, in this .venv; OneFlow's
+nn.Graph, the one compiled mode written as a class of its own) check that the one JSON line
+each prints carries what the fidelity runner reads.
 """
 import ast
 import json
@@ -18,9 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "benchmarks" / "independent"
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow1", "jax", "paddle", "mxnet", "mindspore",
               "oneflow")
-FLAGS = {"--image-size", "--batch-size", "--warmup", "--steps", "--min-seconds"}
+FLAGS = {"--image-size", "--batch-size", "--warmup", "--steps", "--min-seconds", "--compile",
+         "--no-compile"}
 PARAMS = 25557032
-KEYS = {"framework", "samples_per_s", "window_s", "steps", "params", "image_size", "batch_size"}
+KEYS = {"framework", "samples_per_s", "window_s", "steps", "params", "image_size", "batch_size",
+        "compile"}
 
 
 def script(framework: str) -> Path:
@@ -69,21 +72,27 @@ def test_script_shares_nothing_with_dlperf(framework):
                for node in asserts for c in ast.walk(node.test)), "asserts 25557032 parameters"
 
 
-@pytest.mark.parametrize("framework", ["torch"])
-def test_one_real_run_prints_one_json_line(framework):
+@pytest.mark.parametrize("framework, compiled", [("torch", False), ("oneflow", True)])
+def test_one_real_run_prints_one_json_line(framework, compiled):
     # Image 16, batch 2 is the smallest ResNet-50 trains at (layer4 is 1x1; BN needs 2 values per
     # channel); one timed step, no warm-up: a few seconds on 2 cores.
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+    from conftest import pinned_env
+    from dlperf.envs import manage
+
+    python = sys.executable if framework == "torch" else pinned_env(framework)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+           **manage.worker_variables(framework, python)}
     done = subprocess.run(
-        [sys.executable, str(script(framework)), "--image-size", "16", "--batch-size", "2",
-         "--warmup", "0", "--steps", "1"],
+        [python, str(script(framework)), "--image-size", "16", "--batch-size", "2",
+         "--warmup", "1" if compiled else "0", "--steps", "1",
+         "--compile" if compiled else "--no-compile"],
         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout
     result = json.loads(lines[0])
     assert set(result) == KEYS
-    assert result["framework"] == framework
+    assert result["framework"] == framework and result["compile"] is compiled
     assert result["params"] == PARAMS
     assert (result["image_size"], result["batch_size"], result["steps"]) == (16, 2, 1)
     assert result["window_s"] > 0

@@ -91,7 +91,12 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: jax.jit, always (default on)
+    p.add_argument("--compile", dest="compile", action="store_true", default=True)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
+    if not args.compile:
+        p.error("--no-compile: the Flax example's train step is always jax.jit-compiled")
 
     model = ResNet50()
     key_init, key_x, key_y = jax.random.split(jax.random.PRNGKey(0), 3)
@@ -121,7 +126,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "jax", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": int(params),
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

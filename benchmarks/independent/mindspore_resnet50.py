@@ -90,7 +90,12 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: GRAPH_MODE (default off)
+    p.add_argument("--compile", dest="compile", action="store_true", default=False)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
+    # PyNative (MindSpore's default) or, compiled, the whole train cell as one graph
+    ms.set_context(mode=ms.GRAPH_MODE if args.compile else ms.PYNATIVE_MODE)
 
     net = ResNet50()
     params = sum(int(np.prod(p.shape)) for p in net.trainable_params())
@@ -118,7 +123,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "mindspore", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

@@ -93,12 +93,16 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: hybridize(static_alloc, static_shape) (default on)
+    p.add_argument("--compile", dest="compile", action="store_true", default=True)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
 
     ctx = mx.cpu()
     net = ResNetV1b()
     net.initialize(mx.init.MSRAPrelu(), ctx=ctx)
-    net.hybridize(static_alloc=True, static_shape=True)
+    if args.compile:  # GluonCV's training scripts hybridize; off: Gluon's imperative mode
+        net.hybridize(static_alloc=True, static_shape=True)
     shape = (args.batch_size, 3, args.image_size, args.image_size)
     data = mx.nd.random.normal(shape=shape, ctx=ctx)
     label = mx.nd.random.randint(0, 1000, shape=(args.batch_size,), ctx=ctx).astype("float32")
@@ -132,7 +136,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "mxnet", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

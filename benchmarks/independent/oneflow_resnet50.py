@@ -99,6 +99,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: nn.Graph (forward, backward, optimizer) (default off)
+    p.add_argument("--compile", dest="compile", action="store_true", default=False)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
 
     model = ResNet()
@@ -110,13 +113,36 @@ def main():
     images = flow.randn(args.batch_size, 3, args.image_size, args.image_size)
     target = flow.randint(0, 1000, (args.batch_size,))
 
-    def step():
+    def eager_step():
         output = model(images)
         loss = criterion(output, target)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         return loss
+
+    class TrainGraph(flow.nn.Graph):
+        """OneFlow's static-graph training, as its docs write it: the module, the loss and the
+        optimizer in one nn.Graph whose build() returns the loss after backward()."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.criterion = criterion
+            self.add_optimizer(optimizer)
+
+        def build(self, x, y):
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            return loss
+
+    if args.compile:
+        graph = TrainGraph()
+
+        def step():
+            return graph(images, target)
+    else:
+        step = eager_step
 
     for _ in range(args.warmup):
         step()
@@ -133,7 +159,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "oneflow", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

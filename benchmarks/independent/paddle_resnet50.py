@@ -26,12 +26,17 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: paddle.jit.to_static(model) (default off)
+    p.add_argument("--compile", dest="compile", action="store_true", default=False)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
 
     model = paddle.vision.models.resnet50(num_classes=1000)
     params = sum(int(p.numel()) for p in model.parameters() if not p.stop_gradient)
     assert params == 25557032, params
     model.train()
+    if args.compile:  # Paddle's dynamic-to-static, as its docs apply it to a Layer
+        model = paddle.jit.to_static(model)
     loss_fn = paddle.nn.CrossEntropyLoss()
     opt = paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9,
                                     parameters=model.parameters(),
@@ -60,7 +65,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "paddle", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

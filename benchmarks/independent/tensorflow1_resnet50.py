@@ -74,6 +74,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: XLA auto-clustering (global_jit_level ON_1) (default off)
+    p.add_argument("--compile", dest="compile", action="store_true", default=False)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
 
     rng = np.random.RandomState(0)
@@ -91,7 +94,10 @@ def main():
     with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
         train_op = optimizer.minimize(loss, tf.train.get_or_create_global_step())
 
-    with tf.Session() as sess:
+    config = tf.ConfigProto()
+    if args.compile:  # XLA's auto-clustering, as TF 1.x's XLA guide turns it on
+        config.graph_options.optimizer_options.global_jit_level = tf.OptimizerOptions.ON_1
+    with tf.Session(config=config) as sess:
         sess.run(tf.global_variables_initializer())
         for _ in range(args.warmup):
             sess.run([train_op, loss])
@@ -106,7 +112,8 @@ def main():
             chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "tensorflow1", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

@@ -79,6 +79,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: @tf.function(jit_compile=True): XLA (default off)
+    p.add_argument("--compile", dest="compile", action="store_true", default=False)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
 
     model = resnet50(args.image_size)
@@ -89,7 +92,7 @@ def main():
     images = tf.random.normal((args.batch_size, args.image_size, args.image_size, 3))
     labels = tf.random.uniform((args.batch_size,), 0, 1000, dtype=tf.int32)
 
-    @tf.function
+    @tf.function(jit_compile=args.compile)  # XLA when compiled
     def train_step(x, y):
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
@@ -112,7 +115,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "tensorflow", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":

@@ -93,12 +93,17 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--min-seconds", type=float, default=0.0)
+    # the framework's compiled mode: torch.compile(model) (default off)
+    p.add_argument("--compile", dest="compile", action="store_true", default=False)
+    p.add_argument("--no-compile", dest="compile", action="store_false")
     args = p.parse_args()
 
     model = ResNet()
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert params == 25557032, params
     model.train()
+    if args.compile:  # the PyTorch 2 tutorials' way: compile the module, train it as before
+        model = torch.compile(model)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     images = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
@@ -126,7 +131,8 @@ def main():
         chunk = max(1, math.ceil((args.min_seconds - window) * done / window))
     print(json.dumps({"framework": "torch", "samples_per_s": done * args.batch_size / window,
                       "window_s": window, "steps": done, "params": params,
-                      "image_size": args.image_size, "batch_size": args.batch_size}))
+                      "image_size": args.image_size, "batch_size": args.batch_size,
+                      "compile": args.compile}))
 
 
 if __name__ == "__main__":
