@@ -37,12 +37,12 @@ from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_
 # set FTZ/DAZ before Caffe2 starts a thread (see dlperf.worker.fpenv), every engine alike
 DENORMALS = fpenv.flush_denormals()
 
-# The worker sets MKL_NUM_THREADS to its thread count like every pool variable; with it set,
-# Caffe2's CPU engine (GEMMs through MKL, called from its OpenMP-parallel operators) ran 2x
-# slower on a quiet 2-core machine (0.23-0.29 vs 0.11-0.12 s a step at image 32, batch 2) and
-# up to 10x under load, while unset and 1 gave the same. Unset before MKL loads, MKL follows
-# OMP_NUM_THREADS, as in a plain Caffe2 process (its own trainer sets nothing).
-MKL_THREADS_GIVEN = os.environ.pop("MKL_NUM_THREADS", None)
+# MKL_NUM_THREADS stays as the worker set it (its thread count, like every pool variable):
+# Caffe2's GlobalInit (caffe2/core/init_omp.cc, Caffe2SetMKLThreads) sets MKL to ONE thread
+# when MKL_NUM_THREADS is unset. Popping it, as this backend once did, left every GEMM of the
+# CPU engine on one thread: ResNet-50 at image 64, batch 8 ran at 10.0-10.8 samples/s against
+# 12.3-13.3 with it set (alternating fresh processes, 2 cores, OMP_NUM_THREADS=2), the whole gap
+# to Caffe2's imagenet_trainer.py, which, imported, never calls GlobalInit (issue 30).
 
 ENGINES = ("ideep", "cpu")
 #: The newest GPU architecture the wheel's CUDA 10.2 kernels are built for (Turing, sm_75).
@@ -374,9 +374,8 @@ def _info(view, chosen, cuda, model, ops_before):
             model.net.Proto().type, model.net.Proto().num_workers),
         "data": "synthetic, generated once (numpy, seeded) and fed into the workspace",
         "omp_num_threads": threads,
-        "mkl_num_threads": ("unset by the backend (the worker had set %s): MKL follows "
-                            "OMP_NUM_THREADS" % MKL_THREADS_GIVEN) if MKL_THREADS_GIVEN
-                           else "unset",
+        "mkl_num_threads": os.environ.get("MKL_NUM_THREADS") or (
+            "unset: Caffe2's GlobalInit puts MKL on one thread"),
         "denormals": DENORMALS or "not flushed (no x86-64 glibc MXCSR to set)",
         "omp_threads_set_by": placement.threads_set_by("the environment (OMP_NUM_THREADS)"),
         "num_threads": threads,
