@@ -1,4 +1,5 @@
-"""``dlperf envs list|install|check|lock``: the per-framework environments workers run in."""
+"""``dlperf envs list|install|check|lock|remove``: the per-framework environments workers run in
+(the pinned ones, their GPU and Horovod builds, and version environments ``FW==X``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dlperf.envs import dali as env_dali
 from dlperf.envs import horovod as env_horovod
 from dlperf.envs import lock as env_lock
 from dlperf.envs import registry
+from dlperf.envs import versions as env_versions
 from dlperf.errors import UsageError
 from dlperf.spec import frameworks, support
 
@@ -24,8 +26,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
 
-    listing = actions.add_parser("list", help="each framework: installed?, variant, where, "
-                                              "Python, version")
+    listing = actions.add_parser("list", help="every environment (pinned, GPU, Horovod and "
+                                              "version environments FW==X): installed?, "
+                                              "variant, Python, version, lock hash, where")
     listing.add_argument("--support", action="store_true",
                          help="also print what each backend runs: models, precisions per "
                               "device and task, compile modes, data-parallel devices, the "
@@ -38,6 +41,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                               f"(NVIDIA DALI for torch's --loader dali)")
     install.add_argument("--python", help="interpreter to build the environment from "
                                           "(default: found by the version the pins need)")
+    install.add_argument("--version", metavar="X",
+                         help="another release of the framework, in its own environment "
+                              "FRAMEWORK==X beside the pinned one: X with its companions "
+                              "resolved by pip into a hashed lock kept beside it "
+                              "(docs/envs.md#version-environments)")
     install.add_argument("--force", action="store_true", help="rebuild even when current")
     install.add_argument("--verbose", "-v", action="store_true", help="show pip's output")
     install.add_argument("--variant", choices=registry.VARIANTS,
@@ -57,6 +65,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                       help="write requirements/FRAMEWORK+horovod.txt: horovod.in resolved with "
                            "the framework's exact pins, minus what its lock holds")
 
+    remove = actions.add_parser("remove", help="delete a version environment FW==X and its "
+                                               "lock (the next install resolves afresh)")
+    remove.add_argument("names", nargs="+", metavar="FW==X")
+
     check = actions.add_parser("check", help="import the framework in its environment and run "
                                              "one tiny training step through the worker")
     check.add_argument("framework", metavar="FRAMEWORK")
@@ -66,10 +78,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def _list(support: bool) -> int:
     table = Table(title=f"framework environments ({envs.root()})")
-    for column in ("framework", "variant", "state", "python", "version", "path"):
+    for column in ("environment", "variant", "state", "python", "version", "lock", "path"):
         table.add_column(column, overflow="fold")
     styles = {"main": "green", "installed": "green", "outdated": "yellow",
-              "not installed": "dim", "no such build": "dim"}
+              "lock changed": "yellow", "incomplete": "yellow", "not installed": "dim",
+              "no such build": "dim"}
     for name in registry.names():
         for variant in _variants_to_show(name):
             st = envs.status(name, variant)
@@ -77,17 +90,28 @@ def _list(support: bool) -> int:
             if st.note and st.state in ("outdated", "no such build"):
                 state.append("\n" + st.note, style="dim")
             table.add_row(name, st.variant, state, st.python or "-", st.version or "-",
-                          st.path or "-")
+                          _short(st.lock_hash), st.path or "-")
         if registry.get(name).horovod:
             st = env_horovod.status(name)
             state = Text(st.state, style=styles.get(st.state, ""))
             state.append("\n" + st.note, style="dim")
             table.add_row(st.framework, st.variant, state, st.python or "-", st.version or "-",
-                          st.path or "-")
+                          _short(st.lock_hash), st.path or "-")
+        for found in env_versions.installed(name):
+            state = Text(found.state, style=styles.get(found.state, ""))
+            if found.note:
+                state.append("\n" + found.note, style="dim")
+            table.add_row(found.name, "cpu", state, found.python or "-", found.version or "-",
+                          _short(found.lock_hash), found.path)
     display.out.print(table)
     if support:
         display.out.print(support_table())
     return 0
+
+
+def _short(digest: str | None) -> str:
+    """The first 8 hex digits of an environment's lock hash (its stamp's ``hash``)."""
+    return digest[:8] if digest else "-"
 
 
 def _variants_to_show(name: str) -> list[str | None]:
@@ -145,6 +169,8 @@ def _install(args: argparse.Namespace) -> int:
             registry.get(name)  # reject a typo before installing anything
     if args.python and len(args.frameworks) > 1:
         raise UsageError("--python applies to one framework at a time")
+    if args.version is not None:
+        return _install_version(args)
     failed = 0
     for name in args.frameworks:
         say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -169,6 +195,36 @@ def _install(args: argparse.Namespace) -> int:
         print(f"{label}: {done.action}{took} — {name} {done.version or '?'}{extra}, "
               f"Python {done.python}, {where}")
     return 1 if failed else 0
+
+
+def _install_version(args: argparse.Namespace) -> int:
+    """``--version X``: one framework, in its environment FW==X (refusals: one line, exit 2)."""
+    if len(args.frameworks) > 1:
+        raise UsageError("--version applies to one framework at a time")
+    if args.horovod:
+        raise UsageError("--version: Horovod is built for the pinned environments only, not "
+                         "with --version")
+    name = args.frameworks[0]
+    if name == env_dali.NAME:
+        raise UsageError("--version: dali is installed at its pinned version only")
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        done = env_versions.install(name, args.version, python=args.python, force=args.force,
+                                    verbose=args.verbose, say=say, variant=args.variant)
+    except envs.InstallError as error:
+        print(f"dlperf envs install: {error}", file=sys.stderr)
+        return 1
+    took = f" in {done.seconds:.0f} s" if done.action == "installed" else ""
+    print(f"{env_versions.env_name(name, args.version)}: {done.action}{took} — {name} "
+          f"{done.version or '?'}, Python {done.python}, {done.path} (lock: "
+          f"{env_versions.lock_file(env_versions.env_name(name, args.version))})")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    for name in args.names:
+        env_versions.remove(name, say=lambda line: print(line))
+    return 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -219,4 +275,6 @@ def main(args: argparse.Namespace) -> int:
         return _install(args)
     if args.action == "lock":
         return _lock(args)
+    if args.action == "remove":
+        return _remove(args)
     return _check(args)

@@ -157,7 +157,7 @@ def status(name: str, variant: str = "cpu") -> EnvStatus:
             note += f"; the pins or {lock_file(fw).name} changed since the build"
     version = f"{stamp.get('framework_version')}, horovod {built.get('version', '?')}"
     return EnvStatus(label, state, str(manage.env_dir(env_name(fw))), stamp.get("python"),
-                     version, note, fw.variant)
+                     version, note, fw.variant, stamp.get("hash"))
 
 
 def interpreter(name: str, variant: str = "cpu") -> str:

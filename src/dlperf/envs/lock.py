@@ -39,7 +39,12 @@ OWN = Framework(name="dlperf", import_name="dlperf", main=True, python="3.11",
 
 
 class LockError(Exception):
-    """pip could not resolve the set; the message carries pip's last lines."""
+    """pip could not resolve the set; the message carries pip's last lines, ``output`` all it
+    said (what :mod:`dlperf.envs.versions` reads the available versions from)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
 
 
 def index_options(source: Path) -> list[str]:
@@ -73,10 +78,12 @@ def resolve(fw: Framework, say: Callable[[str], None] = print) -> list[str]:
 
 
 def resolve_source(source: Path, python: str | None, label: str,
-                   say: Callable[[str], None] = print, options: Sequence[str] = ()) -> list[str]:
+                   say: Callable[[str], None] = print, options: Sequence[str] = (),
+                   interpreter: tuple[str, str] | None = None) -> list[str]:
     """Resolve the requirements file ``source`` for Python ``python`` (major.minor; None: the
-    one dlperf runs on) into hashed lock lines; ``options`` go to pip's resolving command."""
-    base, full = interpreters.find(python or "%d.%d" % sys.version_info[:2])
+    one dlperf runs on) into hashed lock lines; ``options`` go to pip's resolving command.
+    ``interpreter`` (path, full version) resolves with that one instead of one found."""
+    base, full = interpreter or interpreters.find(python or "%d.%d" % sys.version_info[:2])
     with tempfile.TemporaryDirectory(prefix="dlperf-lock-") as tmp:
         venv, report = Path(tmp) / "venv", Path(tmp) / "report.json"
         pip = str(venv / "bin" / "python")
@@ -93,8 +100,9 @@ def resolve_source(source: Path, python: str | None, label: str,
             done = subprocess.run(argv, capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S,
                                   stdin=subprocess.DEVNULL)
             if done.returncode != 0:
-                tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-                raise LockError(f"{label}: {' '.join(argv[2:5])} failed:\n{tail}")
+                said = done.stderr or done.stdout
+                tail = "\n".join(said.strip().splitlines()[-5:])
+                raise LockError(f"{label}: {' '.join(argv[2:5])} failed:\n{tail}", said)
         return lock_lines(json.loads(report.read_text()))
 
 

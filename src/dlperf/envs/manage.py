@@ -8,6 +8,8 @@ Layout under the cache root (``$DLPERF_ENVS``, else ``$XDG_CACHE_HOME/dlperf/env
     <root>/<framework>/dlperf-env.json   stamp: hash of the pins + interpreter, versions
     <root>/<framework>/install.log  pip's output from the last install
     <root>/.<framework>.lock        serialises concurrent installs of one framework
+    <root>/<framework>==<X>/        a version environment (``--version X``, :mod:`.versions`)
+    <root>/<framework>==<X>.requirements.txt   its hashed lock, resolved when first installed
 
 The stamp is written last, only after the framework imported successfully, so an interrupted
 install leaves an environment that counts as not installed. ``install`` is a no-op while the
@@ -132,6 +134,7 @@ class EnvStatus:
     version: str | None
     note: str = ""
     variant: str = "cpu"
+    lock_hash: str | None = None  # the stamp's hash: of the installed lock and Python
 
     @property
     def usable(self) -> bool:
@@ -168,7 +171,7 @@ def status(name: str, variant: str | None = None) -> EnvStatus:
     if stamp.get("hash") != fw.requirements_hash(interpreters.short(stamp.get("python", "0.0"))):
         state, note = "outdated", f"requirements/{fw.requirements} changed since the install"
     return EnvStatus(name, state, str(env_dir(fw.env_name)), stamp.get("python"),
-                     stamp.get("framework_version"), note, fw.variant)
+                     stamp.get("framework_version"), note, fw.variant, stamp.get("hash"))
 
 
 def not_installed_message(name: str, variant: str = "cpu") -> str:

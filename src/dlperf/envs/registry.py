@@ -6,7 +6,9 @@ and may have others under ``variants:`` (``cuda``: the GPU build), each with its
 interpreter and environment directory, or a ``refused:`` reason where no such build exists.
 An optional ``env:`` mapping names variables the worker needs (e.g. ``LD_LIBRARY_PATH`` to the
 CUDA libraries a wheel loads from other wheels); its values may name ``{site_packages}``, the
-environment's own site-packages directory, and are expanded at launch.
+environment's own site-packages directory, and are expanded at launch. An optional
+``versions:`` says how another release of the framework is resolved into an environment of its
+own (``dlperf envs install NAME --version X``, :mod:`dlperf.envs.versions`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,19 @@ ENV_FIELDS = ("site_packages",)  # what an ``env:`` value may name
 
 
 @dataclass(frozen=True)
+class Versions:
+    """An entry's ``versions:``: which packages carry the framework's version (installed at
+    exactly the requested one), which companions pip chooses to fit it, and the oldest version
+    the backend can drive with the reason; or ``refused`` with why no other version is offered."""
+
+    packages: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
+    oldest: str | None = None
+    oldest_reason: str = ""
+    refused: str | None = None
+
+
+@dataclass(frozen=True)
 class Framework:
     """One framework's environment: where its worker's interpreter comes from."""
 
@@ -48,6 +63,8 @@ class Framework:
     horovod: tuple[str, ...] = ()  # HOROVOD_WITH_* bindings Horovod builds for it (``horovod:``)
     horovod_refused: str | None = None  # why Horovod is not built for it
     horovod_cxx: str | None = None  # C++ standard its binding's headers need (``cxx: c++17``)
+    versions: Versions | None = None  # ``versions:``; None = none declared
+    version: str | None = None  # set for a version environment (``FW==X``), not the pinned one
 
     def environment(self, site_packages: str | Path, current: Mapping[str, str]
                     ) -> dict[str, str]:
@@ -62,7 +79,10 @@ class Framework:
 
     @property
     def env_name(self) -> str:
-        """Directory name of this variant's environment (the cpu one keeps the bare name)."""
+        """Directory name of this variant's environment (the cpu one keeps the bare name; a
+        version environment is ``FW==X``)."""
+        if self.version is not None:
+            return f"{self.name}=={self.version}"
         return self.name if self.variant == "cpu" else f"{self.name}-{self.variant}"
 
     @property
@@ -73,6 +93,8 @@ class Framework:
 
     @property
     def requirements_file(self) -> Path | None:
+        """The lock under requirements/, or an absolute path as it is (a version environment's
+        lock, kept beside the environment)."""
         return REQUIREMENTS_DIR / self.requirements if self.requirements else None
 
     def requirements_text(self) -> str:
@@ -139,6 +161,40 @@ def _names(name: str, value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
+VERSIONS_FIELDS = {"packages", "companions", "oldest", "why"}
+
+
+def _versions(name: str, value: object) -> Versions | None:
+    """An entry's ``versions:``: ``{packages: [...], companions: [...], oldest: X, why: reason}``
+    or ``{refused: reason}``; absent = None (no version environments declared)."""
+    if value is None:
+        return None
+    where = f"{REGISTRY_FILE}: {name}: versions:"
+    if not isinstance(value, dict):
+        raise UsageError(f"{where} must be a mapping")
+    if "refused" in value:
+        if set(value) != {"refused"} or not isinstance(value["refused"], str):
+            raise UsageError(f"{where} refused: takes the reason alone")
+        return Versions(refused=" ".join(value["refused"].split()))
+    unknown = sorted(set(value) - VERSIONS_FIELDS)
+    if unknown or "packages" not in value:
+        raise UsageError(f"{where} needs packages: (and may have companions:, oldest:, why:); "
+                         f"not {unknown[0] if unknown else 'without packages:'}")
+    packages, companions = value["packages"], value.get("companions") or []
+    for field, names in (("packages", packages), ("companions", companions)):
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise UsageError(f"{where} {field}: must be a list of package names")
+    if not packages:
+        raise UsageError(f"{where} packages: names at least one package")
+    oldest = value.get("oldest")
+    if oldest is not None and not isinstance(oldest, str):
+        raise UsageError(f"{where} oldest: must be a quoted version, like \"0.6.1\"")
+    why = value.get("why") or ""
+    if oldest is not None and not (isinstance(why, str) and why.strip()):
+        raise UsageError(f"{where} oldest: needs why: (what the backend uses that is newer)")
+    return Versions(tuple(packages), tuple(companions), oldest, " ".join(str(why).split()))
+
+
 HOROVOD_BINDINGS = ("HOROVOD_WITH_TENSORFLOW", "HOROVOD_WITH_PYTORCH", "HOROVOD_WITH_MXNET")
 
 
@@ -198,6 +254,7 @@ def load_all() -> dict[tuple[str, str], Framework]:
                 horovod=horovod,
                 horovod_refused=horovod_refused,
                 horovod_cxx=horovod_cxx,
+                versions=_versions(name, entry.get("versions")),
             )
     return out
 
