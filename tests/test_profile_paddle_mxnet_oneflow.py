@@ -16,12 +16,24 @@ def test_paddle_profiles_resnet_and_bert(tmp_path: Path) -> None:
     block = check_bert_profile(bert)
 
 
-def test_mxnet_profiles_resnet(tmp_path: Path) -> None:
-    (resnet,) = profiled("mxnet", [case("mxnet")], tmp_path)
-    block = check_profile(resnet)  # the forward's operators; the backward's run in bulks
-    assert block["tool"]["name"] == "mx.profiler" and block["tool"]["bulks"]
-    assert block["unmapped_count"] == 0, block["unmapped"]
-    assert block["categories"]["optimizer"] > 0
+def test_mxnet_profiles_resnet_forward_and_backward(tmp_path: Path) -> None:
+    """Imperative and hybridized: the profiled steps run with engine bulking off (the window
+    with it on), so the backward's operators are seen one by one, not as bulks in ``other``."""
+    cases = [case("mxnet"), case("mxnet", compile=True)]
+    for result in profiled("mxnet", cases, tmp_path):
+        block = check_profile(result)
+        assert block["tool"]["name"] == "mx.profiler"
+        assert "engine bulking off for the profiled steps" in block["tool"]["note"]
+        assert "overhead" in block["tool"]["note"]
+        assert ("hybridized graph was rebuilt" in block["tool"]["note"]) == bool(
+            result["info"]["compile"]), block["tool"]["note"]
+        assert block["unmapped_count"] == 0, block["unmapped"]
+        assert block["categories"]["optimizer"] > 0
+        named = {op["name"] for op in block["top_ops"]}
+        assert {"Convolution", "_backward_Convolution"} <= named, named
+        assert block["categories"]["other"] <= 0.05 * block["step_s"], block["categories"]
+        # forward and backward: two convolution operators per convolution layer and step
+        assert block["counts"]["convolution"] >= 2 * 53, block["counts"]
 
 
 def test_oneflow_profile_is_unavailable_with_its_reason(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ __all__ = ["build"]
 # MXNet 1.9.1's CPU convolutions (oneDNN and the native ones) refuse NHWC ("could not create a
 # descriptor for a dilated convolution forward propagation primitive"), so NCHW it is.
 LAYOUT = "NCHW"
+HYBRIDIZE_FLAGS = {"static_alloc": True, "static_shape": True}
 HYBRIDIZE = "hybridize(static_alloc=True, static_shape=True)"
 
 # What a model builder hands back: the bare network (for counting and the optimizer), a block
@@ -208,7 +209,7 @@ def build(case):
 
     trainer = parts.make_trainer(model.collect_params(), kvstore) if train else None
     if view.compiled:
-        objective.hybridize(static_alloc=True, static_shape=True)
+        objective.hybridize(**HYBRIDIZE_FLAGS)
     info = view.info(info)
     info.update({
         "layout": parts.layout,
@@ -218,6 +219,8 @@ def build(case):
         "data": "synthetic, generated once (numpy, seeded) and copied to the device",
         "loss": parts.loss_desc if train else None,
     })
-    workload = horovod.HorovodWorkload if hvd else MXNetWorkload
-    return workload(objective, parts.inputs, trainer, parts.clip if train else None,
-                    view.batch, params, info, parts.loss_samples)
+    workload = (horovod.HorovodWorkload if hvd else MXNetWorkload)(
+        objective, parts.inputs, trainer, parts.clip if train else None, view.batch, params,
+        info, parts.loss_samples)
+    workload.hybridized = dict(HYBRIDIZE_FLAGS) if view.compiled else None
+    return workload

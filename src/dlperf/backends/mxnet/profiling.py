@@ -8,11 +8,29 @@ writes them as a Chrome trace (B/E pairs per device and thread); that file is re
 
 Bulks: with ``MXNET_EXEC_BULK_EXEC_TRAIN=1`` (MXNet's default, the setting dlperf measures
 with) the engine runs up to ``MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_*`` operators as ONE engine
-operation, and the profiler sees only that: ``ImperativeBulk`` for an imperative backward,
-a segment named by its operators joined with commas (cut at 128 characters) for a hybridized
-graph. Their operators' own times are not recorded anywhere, so a bulk is ``other`` unless
-every operator its name lists has one category (no split of its time is made up); the tool
-block says so (``bulks``).
+operation, and the profiler sees only that (``ImperativeBulk``), not its operators. So the
+profiled steps, and only they, run with bulking off (MXNet 1.9.1's source):
+
+- imperative (the backward's ``ImperativeBulk``): ``Imperative::Backward`` sets the engine's
+  bulk size from ``backward_bulk_size_``, which the ``Imperative`` singleton reads from the
+  environment once (include/mxnet/imperative.h:203-206, src/imperative/imperative.cc:516), so
+  neither a variable set now nor ``mx.engine.bulk`` changes it; but the engine's
+  ``bulk_size()`` is 0 while the profiler runs with ``aggregate_stats``
+  (src/engine/threaded_engine.h:413-416), and ``PushSync`` then runs each operator as its own
+  engine operation (src/engine/threaded_engine.cc:351). The profiler is configured so.
+- hybridized (``hybridize(static_alloc=True)``): a CachedOp cuts its graph into engine
+  segments once, when its first forward and backward build them, reading
+  ``MXNET_EXEC_BULK_EXEC_TRAIN``/``_INFERENCE`` from the environment there
+  (src/imperative/cached_op.cc:500-515; a size of 0 is one operator per segment,
+  src/imperative/imperative_utils.h ``CreateEngineOpSeg``). The block is re-hybridized with its
+  own flags (same parameters, the same computation) and its segments built by one unprofiled
+  forward and backward (no update, no collective) with both variables 0; after the profiled
+  steps it is re-hybridized again, so anything later runs bulked as measured.
+
+Bulking off costs time (each operator is an engine operation of its own): the profile's
+``overhead`` (profiled / measured step - 1) includes it, and ``tool.note`` says so. A bulk the
+profiler still sees (a segment named by its operators joined with commas) is ``other`` unless
+every operator its name lists has one category: no split of its time is made up.
 """
 
 import json
@@ -27,9 +45,18 @@ from dlperf.worker import profile
 from dlperf.worker.profile import ENCLOSES
 
 BULK = "ImperativeBulk"
-BULKS = ("MXNet's engine runs operators in bulks (MXNET_EXEC_BULK_EXEC_TRAIN=1, the measured "
-         "setting); the profiler times a bulk as one operation ('ImperativeBulk', or a hybridized "
-         "segment named by its operators): 'other' unless all its operators share a category")
+BULKING_OFF = ("engine bulking off for the profiled steps (the measured window ran with it on, "
+               "%s=%s): its operators would otherwise be hidden in bulks; mx.profiler's "
+               "aggregate_stats turns the engine's bulking off%s. Bulking off can cost time "
+               "(an engine operation per operator), so the overhead (profiled vs measured step) "
+               "includes what bulking saves")
+REBUILT = ("; the hybridized graph was rebuilt with MXNET_EXEC_BULK_EXEC_TRAIN=0 and "
+           "MXNET_EXEC_BULK_EXEC_INFERENCE=0 (one engine operation per operator) by one unprofiled "
+           "forward%s, and rebuilt as measured after")
+ALREADY_OFF = ("engine bulking off for the measured window (%s=%s) and the profiled steps alike; "
+               "mx.profiler's aggregate_stats keeps it off%s")
+# read by a CachedOp when its first forward and backward cut the graph into engine segments
+SEGMENT_VARIABLES = ("MXNET_EXEC_BULK_EXEC_TRAIN", "MXNET_EXEC_BULK_EXEC_INFERENCE")
 
 # first match wins: the engine's bookkeeping first (None: part of whatever encloses it), then
 # the operators by kind; ``_backward_X`` goes with X
@@ -89,30 +116,37 @@ OPS = [
 
 
 class MXNetProfiler(profile.Profiler):
-    """``mx.profiler`` over the profiled steps: the operators as MXNet's engine ran them."""
+    """``mx.profiler`` over the profiled steps, with engine bulking off for them: the operators
+    as MXNet's engine ran them (see the module's docstring)."""
 
-    def __init__(self, ctx):
-        # type: (Any) -> None
+    def __init__(self, ctx, workload):
+        # type: (Any, Any) -> None
+        self._workload = workload
+        self._flags = workload.hybridized  # type: Optional[Dict[str, Any]]
         self.tool = {"name": "mx.profiler", "version": mx.__version__,
                      "events": "engine operations on the engine's threads (%s)" % ctx,
-                     "bulks": BULKS}
+                     "note": note(workload.trainer is not None, self._flags is not None)}
         self.rules = profile.rules(OPS)
         self._folder = None  # type: Optional[str]
         self._path = None  # type: Optional[str]
 
     def start(self):
         # type: () -> None
+        if self._flags is not None:
+            self._rebuild(bulked=False)
         self._folder = tempfile.mkdtemp(prefix="dlperf-mxprof-")
         self._path = os.path.join(self._folder, "profile.json")
+        # aggregate_stats: the engine bulks nothing while they are recorded
         mx.profiler.set_config(profile_symbolic=True, profile_imperative=True,
                                profile_memory=False, profile_api=False,
-                               aggregate_stats=False, filename=self._path)
+                               aggregate_stats=True, filename=self._path)
         mx.profiler.set_state("run")
 
     def stop(self):
         # type: () -> List[profile.Event]
         mx.profiler.set_state("stop")
         try:
+            mx.profiler.dumps(reset=True)  # the aggregate statistics: not kept
             # finished=False: a later case in this process can profile again (after a final
             # dump, set_config fails)
             mx.profiler.dump(finished=False)
@@ -120,7 +154,40 @@ class MXNetProfiler(profile.Profiler):
                 trace = dumped(handle.read())
         finally:
             shutil.rmtree(self._folder, ignore_errors=True)
+            if self._flags is not None:
+                self._rebuild(bulked=True)
         return [_bulk_named(e, self.rules) for e in events(trace)]
+
+    def _rebuild(self, bulked):
+        # type: (bool) -> None
+        """Re-hybridize the workload's block with its own flags; unbulked, build its segments
+        now (one forward and backward) with the segment variables 0. Bulked, the next step
+        builds them as the measured steps had them."""
+        self._workload.objective.hybridize(**self._flags)
+        if bulked:
+            return
+        saved = dict((name, os.environ.get(name)) for name in SEGMENT_VARIABLES)
+        try:
+            for name in SEGMENT_VARIABLES:
+                os.environ[name] = "0"
+            self._workload.forward_backward()
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def note(train, hybridized):
+    # type: (bool, bool) -> str
+    """What the profiled steps changed: bulking off (and how), against the measured setting."""
+    name = "MXNET_EXEC_BULK_EXEC_TRAIN" if train else "MXNET_EXEC_BULK_EXEC_INFERENCE"
+    value = os.environ.get(name, "1")
+    rebuilt = REBUILT % (" and backward" if train else "") if hybridized else ""
+    if value.strip().lower() in ("0", "false"):
+        return ALREADY_OFF % (name, value, rebuilt)
+    return BULKING_OFF % (name, value, rebuilt)
 
 
 def dumped(text):

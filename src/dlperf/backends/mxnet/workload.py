@@ -308,6 +308,9 @@ class MXNetWorkload(Workload):
             self.grads = [p.grad() for p in trainer._params if p.grad_req != "null"]
         super(MXNetWorkload, self).__init__(samples_per_step, params, info)
         self._vote_key_ready = False
+        # ``objective.hybridize``'s keyword arguments where the case is compiled (set by
+        # ``build``), None when it runs imperatively: the profiler re-hybridizes with them
+        self.hybridized = None  # type: Optional[Dict[str, Any]]
 
     def step(self):
         # type: () -> Any
@@ -327,6 +330,21 @@ class MXNetWorkload(Workload):
 
     def sync(self):
         # type: () -> None
+        mx.nd.waitall()
+
+    def forward_backward(self):
+        # type: () -> None
+        """The step's forward (and backward, when training) without the update, waited for:
+        builds a freshly hybridized graph's segments and static memory outside any timed or
+        profiled span. It runs no collective (the Trainer's update does those, on every rank
+        alike) and leaves the weights as they are (the next backward overwrites the
+        gradients)."""
+        if self.trainer is None:
+            self.objective(*self.inputs)
+        else:
+            with autograd.record():
+                loss = self.objective(*self.inputs)
+            loss.backward()
         mx.nd.waitall()
 
     def barrier(self):
@@ -377,7 +395,7 @@ class MXNetWorkload(Workload):
         # type: () -> Any
         from dlperf.backends.mxnet.profiling import MXNetProfiler
 
-        return MXNetProfiler(self.inputs[0].context if self.inputs else mx.cpu())
+        return MXNetProfiler(self.inputs[0].context if self.inputs else mx.cpu(), self)
 
 
 def count_params(block):
