@@ -71,7 +71,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
     check = actions.add_parser("check", help="import the framework in its environment and run "
                                              "one tiny training step through the worker")
-    check.add_argument("framework", metavar="FRAMEWORK")
+    check.add_argument("framework", metavar="FRAMEWORK",
+                       help="a framework (its pinned environment) or a version environment "
+                            "FW==X")
     check.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     return parser
 

@@ -13,9 +13,12 @@ environment these functions create, from the source tree.
     horovod_interpreter(name, variant="cpu")  the Python of NAME+horovod (its bin/horovodrun
                         beside it); UsageError with the reason (refused) or the install command
     horovod_controllers(name, variant="cpu")  {'gloo'} or {'gloo', 'mpi'}: what that build has
+    versions.install(name, version, ...)  the version environment NAME==VERSION from the lock
+                        resolved for it (kept beside it); refusals are one-line UsageErrors
+    versions.installed()  every version environment under root(), as `envs list` shows them
 """
 
-from dlperf.envs import registry
+from dlperf.envs import registry, versions
 from dlperf.envs.horovod import controllers as horovod_controllers
 from dlperf.envs.horovod import interpreter as horovod_interpreter
 from dlperf.envs.manage import (SOURCE_ROOT, EnvStatus, InstallError, InstallResult,
@@ -26,4 +29,4 @@ from dlperf.envs.manage import (SOURCE_ROOT, EnvStatus, InstallError, InstallRes
 __all__ = ["SOURCE_ROOT", "EnvStatus", "InstallError", "InstallResult", "default_variant",
            "driver_present", "env_dir", "env_python", "horovod_controllers", "horovod_interpreter",
            "install", "interpreter", "not_installed_message", "registry", "root", "select",
-           "status", "variant_of", "worker_env", "worker_variables"]
+           "status", "variant_of", "versions", "worker_env", "worker_variables"]

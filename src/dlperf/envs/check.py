@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf import runner
-from dlperf.envs import manage, registry
+from dlperf.envs import manage, registry, selection
 from dlperf.spec import Case, frameworks
 
 TINY_CASE = dict(model="resnet50", batch_size=2, knobs={"image_size": 32, "num_classes": 10},
@@ -32,19 +32,28 @@ class CheckReport:
 
 
 def check(name: str, device: str = "auto") -> CheckReport:
-    python = manage.interpreter(name)  # UsageError when not installed
+    """``name``: a framework (its pinned environment) or a version environment ``FW==X``."""
+    env = name if selection.is_version_env(name) else ""
+    if env:
+        name = selection.VERSION_ENV.match(env).group(1)  # type: ignore[union-attr]
+        registry.get(name)  # an unknown framework: one line
+        python = selection.version_env_python(env)  # UsageError when not installed
+    else:
+        python = manage.interpreter(name)  # UsageError when not installed
     base = registry.get(name)
-    fw = base if base.main else manage.select(name)  # the variant that interpreter belongs to
+    fw = base if base.main or env else manage.select(name)  # the variant python belongs to
+    label = env or name
     ok, version = manage.import_version(python, fw)
     if not ok:
-        return CheckReport(name, python, False, version, None)
+        return CheckReport(label, python, False, version, None)
     if name not in frameworks():
-        return CheckReport(name, python, True, version, None,
+        return CheckReport(label, python, True, version, None,
                            f"no dlperf backend package for {name} yet")
-    case = Case(framework=name, device=device, **TINY_CASE)  # type: ignore[arg-type]
+    case = Case(framework=name, device=device, env=env, **TINY_CASE)  # type: ignore[arg-type]
     result = runner.run_case(case)
     if result["status"] == "unsupported":
         # a framework whose step is always compiled (JAX: jax.jit) refuses compile=false
-        case = Case(framework=name, device=device, compile=True, **TINY_CASE)  # type: ignore
+        case = Case(framework=name, device=device, compile=True, env=env,
+                    **TINY_CASE)  # type: ignore
         result = runner.run_case(case)
-    return CheckReport(name, python, ok, version, result)
+    return CheckReport(label, python, ok, version, result)
