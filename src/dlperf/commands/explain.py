@@ -103,7 +103,10 @@ def show_facts(result: dict[str, Any]) -> None:
         f"operators; measured step {block['measured_step_s'] * 1e3:.2f} ms, profiling overhead "
         f"{'-' if overhead is None else f'{overhead:+.0%}'}"
         + (f"; trace: {block['trace']['path']}" if (block.get("trace") or {}).get("path")
-           else ""))
+           else ""), highlight=False, markup=False)
+    note = (block.get("tool") or {}).get("note")
+    if note:  # what the profiled steps did differently from the window (MXNet's bulking)
+        display.out.print(f"profiled steps: {note}", highlight=False, markup=False)
     roof = result.get("roofline") or {}
     if roof.get("intensity"):
         reach = roof.get("of_roof")
