@@ -17,7 +17,7 @@ from dlperf.store import StoreError
 
 COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
             "sweep", "report", "compare", "explain", "ab", "external", "infer", "accuracy", "capacity",
-            "data")
+            "data", "history", "gate")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

@@ -1,0 +1,216 @@
+"""``dlperf gate``: did the candidate (a label, a version, an environment, or result files)
+get slower than the baseline? Exit 1 on a significant slowdown beyond the threshold, 0 when
+there is none, 2 on bad input: a step a CI job can run after measuring.
+
+For each experiment (a case whatever its environment and label: :mod:`dlperf.history.series`)
+present on both sides, the side's results are compared: from their stored repeats, pooled (a
+one-sided Mann-Whitney test that the candidate's repeats are lower), or with ``--remeasure``
+by measuring both again, interleaved in fresh processes (``dlperf ab``: a ratio and its
+bootstrap interval over pairs). A failing case prints the commands that reproduce both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+from scipy import stats
+
+from dlperf import display, outputs
+from dlperf.commands.compare import threshold
+from dlperf.errors import UsageError
+from dlperf.history import reproduce, series
+from dlperf.store import DEFAULT_DB, Store
+from dlperf.studies import ab
+
+SELECTORS = ("label", "version", "env")
+ALPHA = 0.05
+MIN_REPEATS = 3  # on each side, for the test on stored repeats
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser(
+        "gate", help="fail (exit 1) when the candidate is significantly slower than the baseline",
+        description="SIDE is label=TEXT, version=X (the framework version), env=NAME "
+                    "(jax==0.9.2, python:/path, or a framework's pinned name) or a result JSON "
+                    "file. Each experiment on both sides is compared on its latest result's "
+                    "repeats (one-sided Mann-Whitney, alpha 0.05), or re-measured interleaved "
+                    "with --remeasure. Exit 1 on a significant slowdown beyond --max-slowdown, "
+                    "0 otherwise, 2 on bad input.")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    parser.add_argument("--baseline", required=True, metavar="SIDE")
+    parser.add_argument("--candidate", required=True, metavar="SIDE")
+    parser.add_argument("--max-slowdown", type=threshold, default=0.03, metavar="PERCENT",
+                        help="fail only beyond this slowdown (default 3%%)")
+    parser.add_argument("--remeasure", action="store_true",
+                        help="measure both sides again, interleaved (dlperf ab), instead of "
+                             "testing the stored repeats")
+    parser.add_argument("--pairs", type=int, default=6, help="with --remeasure (default 6)")
+    parser.add_argument("--json", type=Path, help="write the verdicts here (for a CI job)")
+    return parser
+
+
+def side_points(text: str, flag: str, everything: list[series.Point] | None,
+                db: str) -> list[series.Point]:
+    """The results a SIDE names."""
+    name, sep, value = text.partition("=")
+    if sep and name in SELECTORS:
+        if everything is None:
+            raise UsageError(f"{flag}: {text} selects from a database and {db} does not exist")
+        field = {"label": "label", "version": "version", "env": "environment"}[name]
+        chosen = [p for p in everything if getattr(p, field) == value]
+        if not chosen:
+            seen = sorted({str(getattr(p, field)) for p in everything if getattr(p, field)})
+            raise UsageError(f"{flag}: no successful result in {db} has {name} {value!r}; "
+                             f"there are: {', '.join(seen[:12]) or 'none'}")
+        return chosen
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"{flag}: {text!r} is neither {'=X, '.join(SELECTORS)}=X nor a result "
+                         f"JSON file")
+    try:
+        loaded = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{flag}: {path} is not a result JSON file ({error})") from None
+    items = loaded if isinstance(loaded, list) else [loaded]
+    out = []
+    for number, item in enumerate(items, 1):
+        if not isinstance(item, dict) or "case" not in item or "throughput" not in item:
+            raise UsageError(f"{flag}: {path} item {number} is not a dlperf result")
+        found = series.point({"id": item.get("run_id") or 0, "finished_at": "",
+                              "started_at": ""}, item)
+        if found is not None:
+            out.append(found)
+    if not out:
+        raise UsageError(f"{flag}: {path} holds no successful result")
+    return out
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's results of one experiment: their repeats pooled, the latest as its face."""
+
+    points: tuple[series.Point, ...]
+
+    @property
+    def latest(self) -> series.Point:
+        return self.points[-1]
+
+    @property
+    def repeats(self) -> list[float]:
+        return [v for p in self.points for v in p.repeats]
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.repeats))
+
+    @property
+    def runs(self) -> list[int]:
+        return [p.run_id for p in self.points]
+
+
+def by_experiment(points: list[series.Point]) -> dict[str, Side]:
+    grouped: dict[str, list[series.Point]] = {}
+    for p in series.ordered(points, "time"):
+        grouped.setdefault(series.experiment_key(p.result["case"]), []).append(p)
+    return {key: Side(tuple(found)) for key, found in grouped.items()}
+
+
+def stored_verdict(base: Side, cand: Side, limit: float) -> dict[str, Any]:
+    ratio = cand.median / base.median
+    if min(len(base.repeats), len(cand.repeats)) < MIN_REPEATS:
+        p_value, verdict = None, "inconclusive"
+    else:
+        p_value = float(stats.mannwhitneyu(cand.repeats, base.repeats,
+                                           alternative="less").pvalue)
+        slower = p_value < ALPHA and ratio < 1.0 - limit
+        verdict = "slower" if slower else "pass"
+    return {"ratio": ratio, "p_value": p_value, "ci95": None, "verdict": verdict,
+            "how": f"stored repeats ({len(base.repeats)} of {len(base.points)} results and "
+                   f"{len(cand.repeats)} of {len(cand.points)}), one-sided Mann-Whitney"}
+
+
+def remeasured_verdict(base: Side, cand: Side, limit: float, pairs: int) -> dict[str, Any]:
+    sides = [reproduce.run_flags(base.latest.result["case"])[1:],
+             reproduce.run_flags(cand.latest.result["case"])[1:]]
+    result = ab.compare([["run", *s] for s in sides], pairs, limit,
+                        say=lambda turn: display.err.print(Text(
+                            f"  pair {turn.pair + 1}/{pairs} {turn.side}: "
+                            f"{turn.throughput if turn.throughput is not None else turn.status}")))
+    summary = result.summary()
+    if summary.get("failed") or summary["ratio"] is None:
+        return {"ratio": None, "p_value": None, "ci95": None, "verdict": "failed",
+                "how": f"dlperf ab, {pairs} pairs: a side failed"}
+    ci = summary["ci95"]
+    slower = summary["ratio"] < 1.0 - limit and ci is not None and ci[1] < 1.0
+    return {"ratio": summary["ratio"], "p_value": None, "ci95": ci,
+            "verdict": "slower" if slower else "pass",
+            "how": f"re-measured interleaved (dlperf ab, {summary['pairs']} pairs)"}
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.remeasure and not 2 <= args.pairs <= 1000:
+        raise UsageError(f"--pairs: {args.pairs} must be between 2 and 1000")
+    outputs.check_writable("--json", args.json)
+    everything = None
+    if Path(args.db).exists():
+        with Store(args.db, readonly=True) as store:
+            everything = series.all_points(store)
+    base = by_experiment(side_points(args.baseline, "--baseline", everything, args.db))
+    cand = by_experiment(side_points(args.candidate, "--candidate", everything, args.db))
+    common = [key for key in cand if key in base]
+    if not common:
+        raise UsageError(f"--baseline: no experiment of the candidate ({len(cand)}) has a "
+                         f"baseline result ({len(base)} experiments): nothing to compare")
+    rows = []
+    for key in common:
+        b, c = base[key], cand[key]
+        shared = sorted(set(b.runs) & set(c.runs) - {0})
+        if shared:
+            raise UsageError(f"--candidate: run {shared[0]} is on both sides; choose sides that "
+                             f"differ")
+        found = (remeasured_verdict(b, c, args.max_slowdown, args.pairs) if args.remeasure
+                 else stored_verdict(b, c, args.max_slowdown))
+        found.update(case=c.latest.result.get("label"), experiment=key,
+                     baseline_runs=b.runs, candidate_runs=c.runs, baseline_median=b.median,
+                     candidate_median=c.median,
+                     baseline_command=reproduce.command_line(b.latest.result["case"], 7),
+                     candidate_command=reproduce.command_line(c.latest.result["case"], 7))
+        rows.append(found)
+    show(rows, args)
+    failed = [r for r in rows if r["verdict"] in ("slower", "failed")]
+    if args.json:
+        outputs.write_json(args.json, {"baseline": args.baseline, "candidate": args.candidate,
+                                       "max_slowdown": args.max_slowdown,
+                                       "passed": not failed, "cases": rows})
+    return 1 if failed else 0
+
+
+def show(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    table = display.new_table(
+        f"gate: {args.candidate} against {args.baseline} (fail beyond "
+        f"{args.max_slowdown:.0%} slower)",
+        (("case", "left"), ("baseline", "right"), ("candidate", "right"), ("ratio", "right"),
+         ("p / 95% CI", "right"), ("verdict", "left")))
+    for r in rows:
+        sure = (f"p={r['p_value']:.2g}" if r["p_value"] is not None else
+                f"{r['ci95'][0]:.3f}–{r['ci95'][1]:.3f}" if r["ci95"] else "-")
+        style = {"slower": "red", "failed": "red", "pass": "green"}.get(r["verdict"], "yellow")
+        table.add_row(Text(str(r["case"])), display.number(r["baseline_median"]),
+                      display.number(r["candidate_median"]),
+                      f"{r['ratio']:.3f}" if r["ratio"] is not None else "-", sure,
+                      Text(r["verdict"], style=style))
+    display.out.print(table)
+    for r in rows:
+        if r["verdict"] in ("slower", "failed"):
+            display.out.print(Text(f"{r['case']}: {r['verdict']} ({r['how']}); reproduce with\n"
+                                   f"  baseline:  {r['baseline_command']}\n"
+                                   f"  candidate: {r['candidate_command']}"))
+        elif r["verdict"] == "inconclusive":
+            display.warn(f"{r['case']}: inconclusive: fewer than {MIN_REPEATS} repeats on a "
+                         f"side; measure more repeats or use --remeasure")

@@ -1,0 +1,167 @@
+"""`dlperf history` and `dlperf gate` on a database filled by real short runs.
+
+The slowdown is real and comes from outside dlperf: the last two runs' processes get one core
+(`taskset -c 0`). Their case is unchanged (threads default to the usable cores, and the
+identity leaves them out), so the series is one experiment whose level drops part-way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import dlperf, dlperf_main, load
+from dlperf.commands import _flags
+from dlperf.history import changepoints, reproduce, series
+from dlperf.spec import Case
+from dlperf.store import Store
+
+TINY = ["run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
+        "--batch-size", "4", "--warmup-steps", "2", "--steps", "8", "--repeats", "2"]
+LABELS = ("a", "a", "b", "b", "c", "c")  # c: one core
+
+
+@pytest.fixture(scope="module")
+def history_db(tmp_path_factory):
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset (util-linux) is not installed: the slowdown needs it")
+    db = tmp_path_factory.mktemp("history") / "h.db"
+    for label in LABELS:
+        prefix = ["taskset", "-c", "0"] if label == "c" else []
+        done = subprocess.run([*prefix, *dlperf_command(), *TINY, "--label", label,
+                               "--db", str(db)], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return db
+
+
+def dlperf_command() -> list[str]:
+    return [sys.executable, "-m", "dlperf.cli"]
+
+
+def series_of(db) -> list[series.Point]:
+    with Store(db, readonly=True) as store:
+        return series.ordered(series.all_points(store), "time")
+
+
+# ---- the detector on constructed series -------------------------------------------------------
+
+def noisy(levels: list[float], seed: int, spread: float = 0.02):
+    rng = np.random.default_rng(seed)
+    repeats = [list(level * (1 + spread * rng.standard_normal(3))) for level in levels]
+    return [float(np.median(r)) for r in repeats], repeats
+
+
+@pytest.mark.parallel
+def test_a_step_is_found_where_it_is():
+    medians, repeats = noisy([100.0] * 12 + [60.0] * 8, seed=1)
+    found = changepoints.detect(medians, repeats)
+    assert [c.index for c in found] == [12]
+    assert found[0].relative_change == pytest.approx(-0.4, abs=0.03)
+    assert found[0].p_value < changepoints.ALPHA
+
+
+@pytest.mark.parallel
+def test_two_steps_are_both_found():
+    medians, repeats = noisy([100.0] * 6 + [80.0] * 6 + [100.0] * 6, seed=2)
+    assert [c.index for c in changepoints.detect(medians, repeats)] == [6, 12]
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("seed", range(8))
+def test_a_flat_noisy_series_has_no_change_point(seed):
+    medians, repeats = noisy([100.0] * 20, seed=seed, spread=0.04)
+    assert changepoints.detect(medians, repeats) == []
+
+
+@pytest.mark.parallel
+def test_too_short_a_series_is_not_searched():
+    medians, repeats = noisy([100.0, 100.0, 50.0], seed=3)
+    assert changepoints.detect(medians, repeats) == []
+
+
+@pytest.mark.parallel
+def test_the_reproduce_command_is_the_same_case():
+    case = Case("jax", "resnet50", 8, precision="amp-bf16", knobs={"image_size": 64},
+                warmup_steps=8, steps=20, min_duration_s=5.0, env="jax==0.9.2",
+                run_label="v2", options="")
+    flags = reproduce.run_flags(case.to_dict())
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    from dlperf.commands import run
+    run.add_parser(sub)
+    again = _flags.case_from_args(parser.parse_args(flags))
+    assert again.key() == case.key() and again.run_label == "v2"
+    assert "--env" in flags and "--label" in flags
+
+
+# ---- real runs ---------------------------------------------------------------------------------
+
+def test_history_finds_the_slowdown_where_it_began(history_db, tmp_path):
+    points = series_of(history_db)
+    assert len({p.case_key for p in points}) == 1  # one case: the core count is not its identity
+    assert [p.label for p in points] == list(LABELS)
+    out = tmp_path / "h.json"
+    proc = dlperf("history", "--db", str(history_db), "--framework", "torch", "--model",
+                  "resnet50", "--json", str(out), check=True)
+    found = load(out)["change_points"]
+    assert [c["index"] for c in found] == [4], proc.stdout
+    assert found[0]["relative_change"] < -0.2 and found[0]["p_value"] < changepoints.ALPHA
+    assert "change point before #5" in proc.stdout
+    # the level part alone, real repeats: no change point
+    flat = points[:4]
+    assert changepoints.detect([p.median for p in flat], [p.repeats for p in flat]) == []
+    # by run id, the same series; ordered by label, the same order here
+    by_run = dlperf_main("history", "--db", str(history_db), "--case", str(points[0].run_id),
+                         "--order", "label", check=True)
+    assert "change point before #5" in by_run.stdout
+
+
+def test_gate_fails_on_the_slowdown_and_passes_without_one(history_db, tmp_path):
+    out = tmp_path / "gate.json"
+    slower = dlperf_main("gate", "--db", str(history_db), "--baseline", "label=b",
+                         "--candidate", "label=c", "--json", str(out))
+    assert slower.returncode == 1, slower.stdout + slower.stderr
+    summary = load(out)
+    assert summary["passed"] is False and summary["cases"][0]["verdict"] == "slower"
+    assert "reproduce with" in slower.stdout
+    assert summary["cases"][0]["candidate_command"].startswith("dlperf run --framework torch")
+    assert "--label c" in summary["cases"][0]["candidate_command"]
+    # a and b are the same configuration measured apart: within a threshold wider than the
+    # drift between runs on a shared 2-core machine, no slowdown
+    same = dlperf_main("gate", "--db", str(history_db), "--baseline", "label=a",
+                       "--candidate", "label=b", "--max-slowdown", "20%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    faster = dlperf_main("gate", "--db", str(history_db), "--baseline", "label=c",
+                         "--candidate", "label=a")
+    assert faster.returncode == 0
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--baseline", "label=nope", "--candidate", "label=a"], "no successful result"),
+    (["--baseline", "label=a", "--candidate", "/no/such.json"], "neither"),
+    (["--baseline", "label=a", "--candidate", "label=a"], "on both sides"),
+    (["--baseline", "label=a", "--candidate", "label=b", "--max-slowdown", "x"], "percentage"),
+])
+def test_gate_bad_input_is_one_line_and_exit_2(history_db, args, words):
+    proc = dlperf_main("gate", "--db", str(history_db), *args)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_history_of_one_result_is_refused(history_db, tmp_path):
+    proc = dlperf_main("history", "--db", str(history_db), "--framework", "torch", "--model",
+                       "bert-base")
+    assert proc.returncode == 2 and "matches" in proc.stderr
+    single = tmp_path / "one.db"
+    shutil.copy(history_db, single)
+    with Store(single) as store:
+        store.db.execute("DELETE FROM repeats WHERE run_id > 1")
+        store.db.execute("DELETE FROM runs WHERE id > 1")
+        store.db.commit()
+    proc = dlperf_main("history", "--db", str(single), "--case", "1")
+    assert proc.returncode == 2 and "at least 2" in proc.stderr
