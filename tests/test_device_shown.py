@@ -165,9 +165,9 @@ def test_reports_keep_cpu_and_gpu_apart(measured, tmp_path):
     store_results(db, [cpu, gpu, two])
     markdown = dlperf("report", "--db", str(db), "--format", "md", check=True).stdout
     header = next(line for line in markdown.splitlines() if line.startswith("| framework"))
-    assert header.startswith("| framework | variant | device | FP32 throughput")
+    assert header.startswith("| framework | version | variant | device | FP32 throughput")
     rows = [line for line in markdown.splitlines() if line.startswith("| torch |")]
-    assert [row.split(" | ")[2] for row in rows] == ["cpu", GPU]
+    assert [row.split(" | ")[3] for row in rows] == ["cpu", GPU]
     assert f"torch · eager · {GPU} · fp32" in markdown and "torch · eager · cpu · fp32" in markdown
     assert f"scaling of torch · eager · {GPU}" in markdown
     data = json.loads(dlperf("report", "--db", str(db), "--format", "json", check=True).stdout)

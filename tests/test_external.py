@@ -78,7 +78,7 @@ def test_result_is_stored_like_any_case_and_reported(tmp_path):
     assert result["flops"]["per_sample"] > 0  # a catalogue model: FLOPs are known
     assert {"schema", "case", "status", "throughput", "timings", "env"} <= set(result)
     report = dlperf("report", "--db", str(tmp_path / "e.db"), check=True).stdout
-    assert "| ngc-pytorch | external: ngc-rn50 |" in report
+    assert "| ngc-pytorch | — | external: ngc-rn50 |" in report  # no framework version: not ours
 
 
 @pytest.mark.parametrize("fail, status, message", [

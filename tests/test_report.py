@@ -51,7 +51,7 @@ def test_markdown_has_dlperf_summary_and_detail_tables(fixture_db, reports):
     assert f"## {TINY}" in text and "## resnet50 (image_size=32)" in text
     section = text.split(f"## {TINY}")[1].split("\n## ")[0]
     header = next(line for line in section.splitlines() if line.startswith("| framework"))
-    assert header == ("| framework | variant | device | FP32 throughput (samples/s) | FP32 speedup | "
+    assert header == ("| framework | version | variant | device | FP32 throughput (samples/s) | FP32 speedup | "
                       "TF32 throughput (samples/s) | TF32 speedup | AMP-BF16 throughput "
                       "(samples/s) | AMP-BF16 speedup |")
     # AMP cell: the best 1-device amp-bf16 result, at its batch size
@@ -80,7 +80,8 @@ def test_speedup_is_measured_or_says_there_is_no_baseline(fixture_db, reports):
     assert f"| {speedup:.2f} | {speedup / 2:.1%} |" in row
     # the summary's FP32 cell shows the result on the most devices measured, with its speedup
     section = text.split(f"## {TINY}")[1].split("\n## ")[0]
-    torch_row = next(line for line in section.splitlines() if line.startswith("| torch | eager"))
+    torch_row = next(line for line in section.splitlines()
+                     if line.startswith("| torch |") and "| eager |" in line)
     assert f"| {two['throughput']['median']:,.1f} (bsz 2, 2 devices) | {speedup:.2f}" \
         in torch_row, torch_row
     # the big-vocabulary BERT: measured at a halved batch after running out of memory

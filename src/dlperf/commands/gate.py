@@ -117,7 +117,7 @@ class Side:
 def by_experiment(points: list[series.Point]) -> dict[str, Side]:
     grouped: dict[str, list[series.Point]] = {}
     for p in series.ordered(points, "time"):
-        grouped.setdefault(series.experiment_key(p.result["case"]), []).append(p)
+        grouped.setdefault(series.experiment_of(p.result), []).append(p)
     return {key: Side(tuple(found)) for key, found in grouped.items()}
 
 

@@ -9,10 +9,13 @@ framework line up in one series while two models never do.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from dlperf.errors import UsageError
+from dlperf.result import device_of
 from dlperf.spec import Case, SpecError
 from dlperf.store import Store
 
@@ -39,10 +42,18 @@ class Point:
 def experiment_key(case: dict[str, Any]) -> str:
     """The key of ``case`` with its environment and label cleared."""
     try:
-        bare = Case.from_dict({**case, "env": "", "run_label": ""})
-    except (SpecError, TypeError) as error:
-        raise UsageError(f"a stored case cannot be read back ({error})") from None
-    return bare.key()
+        return Case.from_dict({**case, "env": "", "run_label": ""}).key()
+    except (SpecError, TypeError):  # not a Case: `dlperf external`'s, or an older form
+        rest = {k: v for k, v in case.items() if k not in ("env", "run_label", "repeats")}
+        text = json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str)
+        return "other:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def experiment_of(result: dict[str, Any]) -> str:
+    """The experiment a result belongs to: its case without environment and label, on the
+    device it resolved to (a case with ``--device auto`` measured on a CPU host and on a GPU host
+    is two series, never one)."""
+    return f"{experiment_key(result['case'])}@{device_of(result)}"
 
 
 def point(row: Any, result: dict[str, Any]) -> Point | None:
@@ -81,14 +92,14 @@ def of_case(store: Store, case: str) -> list[Point]:
         if not chosen:
             raise UsageError(f"--case: run {case} is not a finished, successful result in "
                              f"{store.path}")
-        wanted = experiment_key(chosen[0].result["case"])
+        wanted = experiment_of(chosen[0].result)
     else:
         chosen = [p for p in points if p.case_key == case]
         if not chosen:
             raise UsageError(f"--case: no successful result of case {case} in {store.path} "
                              f"(`dlperf results --json` lists case keys)")
-        wanted = experiment_key(chosen[0].result["case"])
-    return [p for p in points if experiment_key(p.result["case"]) == wanted]
+        wanted = experiment_of(chosen[0].result)
+    return [p for p in points if experiment_of(p.result) == wanted]
 
 
 def matching(store: Store, filters: dict[str, Any]) -> list[Point]:
@@ -101,7 +112,7 @@ def matching(store: Store, filters: dict[str, Any]) -> list[Point]:
         raise UsageError(f"no successful result in {store.path} matches {given}")
     experiments: dict[str, list[Point]] = {}
     for p in points:
-        experiments.setdefault(experiment_key(p.result["case"]), []).append(p)
+        experiments.setdefault(experiment_of(p.result), []).append(p)
     if len(experiments) > 1:
         labels = sorted({" ".join(p.result["label"].split()[:5]) for p in points})
         raise UsageError(f"the filters match {len(experiments)} experiments ({'; '.join(labels)}"

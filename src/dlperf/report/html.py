@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dlperf.report import inferplots, plots, profiles, timelines
+from dlperf.report import historyplot, inferplots, plots, profiles, timelines
 from dlperf.report.tables import Cell, Report, Table
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], 
     ("Per-repeat spread", plots.repeat_spread, "no finished case to show"),
     ("Roofline", profiles.roofline_figure,
      "no result here has a roofline (the machine's peaks: `dlperf sysinfo --probe`)"),
+    ("History and versions", historyplot.history_figure,
+     "no case here was measured more than once (another version, build or label: "
+     "`dlperf history`)"),
 )
 
 

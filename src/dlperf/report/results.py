@@ -22,7 +22,9 @@ __all__ = ["NO_BASELINE", "load", "total_devices", "with_scaling"]
 
 
 def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
-    """Newest finished result per case (within ``sweep`` when given), oldest case first."""
+    """Newest finished result per case and label (within ``sweep`` when given), oldest case
+    first: the results of one case under several labels (commits, builds) are its history, each
+    kept."""
     if sweep is not None and sweep not in store.sweeps():
         known = ", ".join(store.sweeps()) or "none"
         raise UsageError(f"--sweep: no sweep named {sweep!r} in {store.path}; stored sweeps: "
@@ -35,8 +37,9 @@ def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
         result = store.decode(row)
         result.setdefault("run_id", row["id"])
         result["sweep"] = row["sweep"]
-        latest.pop(row["case_key"], None)  # re-insert: the newest wins, in order
-        latest[row["case_key"]] = result
+        key = f"{row['case_key']}\0{(result.get('case') or {}).get('run_label') or ''}"
+        latest.pop(key, None)  # re-insert: the newest wins, in order
+        latest[key] = result
     return list(latest.values())
 
 

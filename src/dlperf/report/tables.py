@@ -19,7 +19,7 @@ from dlperf import models
 from dlperf.report import inference
 from dlperf.report.results import NO_BASELINE, total_devices
 from dlperf.result import device_of
-from dlperf.spec import frameworks, support
+from dlperf.spec import environment_name, frameworks, support
 
 PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 NOTE_CHARS = 220
@@ -109,7 +109,21 @@ def variant(case: dict[str, Any]) -> str:
     else:
         mode = "compiled" if case.get("compile") else "eager"
     # the framework's own options (Caffe2's engine) are another way it ran: never one row
-    return f"{mode} · {case['options']}" if case.get("options") else mode
+    kind = f"{mode} · {case['options']}" if case.get("options") else mode
+    # so is another environment (a version, the user's own build) and another label: one row
+    # each, never the best of two versions
+    if case.get("env"):
+        kind += f" · {environment_name(str(framework), case['env'])}"
+    if case.get("run_label"):
+        kind += f" · label {case['run_label']}"
+    return kind
+
+
+def version_of(results: list[dict[str, Any]]) -> str:
+    """The framework version(s) the results were measured with (``environment``)."""
+    found = sorted({str((r.get("environment") or {}).get("framework_version"))
+                    for r in results if (r.get("environment") or {}).get("framework_version")})
+    return ", ".join(found) or "—"
 
 
 def precision_rank(precision: str) -> int:
@@ -172,7 +186,7 @@ def fallback_note(result: dict[str, Any]) -> str | None:
 def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
     precisions = sorted({r["case"].get("precision", "fp32") for r in results},
                         key=precision_rank)
-    headers, align = ["framework", "variant", "device"], ["l", "l", "l"]
+    headers, align = ["framework", "version", "variant", "device"], ["l", "l", "l", "l"]
     for precision in precisions:
         headers += [f"{precision.upper()} throughput ({results[0].get('unit', 'samples/s')})",
                     f"{precision.upper()} speedup"]
@@ -186,7 +200,7 @@ def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
         rows.setdefault((result["case"].get("framework", "?"), kind, device_of(result)),
                         []).append(result)
     for (framework, kind, where), members in sorted(rows.items()):
-        row = [Cell(framework), Cell(kind), Cell(where)]
+        row = [Cell(framework), Cell(version_of(members)), Cell(kind), Cell(where)]
         for precision in precisions:
             cell_results = [r for r in members if r["case"].get("precision") == precision]
             ok = [r for r in cell_results if r.get("status") == "ok"
