@@ -135,3 +135,14 @@ def test_bring_your_own_environment_is_measured_recorded_and_left_untouched(tmp_
     assert result["case_key"] != reference["case_key"]  # another environment, another case
     shown = dlperf("results", "--db", str(db), check=True).stdout
     assert "build-7" in shown
+
+
+@pytest.mark.parallel
+def test_env_is_a_sweep_matrix_axis():
+    from dlperf.studies.sweep import load as load_sweep
+
+    sweep = load_sweep(Path(__file__).resolve().parent.parent / "sweeps" / "versions.yaml")
+    pairs = sorted((case.framework, case.env) for case in sweep.cases)
+    assert pairs == [("jax", ""), ("jax", "jax==0.9.2"), ("tensorflow", ""),
+                     ("tensorflow", "tensorflow==2.20.0")]
+    assert len({case.key() for case in sweep.cases}) == 4

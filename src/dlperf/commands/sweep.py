@@ -14,6 +14,7 @@ from rich.text import Text
 
 from dlperf import display, models, outputs, session
 from dlperf.commands._flags import add_db_argument
+from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.launchers import registry, slurm_launch
