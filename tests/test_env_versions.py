@@ -93,6 +93,16 @@ def test_tiny_resnet_runs_in_the_version_and_in_the_pinned_environment(version_e
     assert seen[env]["python"] == str(envs.manage.env_python(env))
     assert seen[""]["name"] == name and seen[""]["framework_version"] == PINNED[name]
     assert seen[env]["packages_hash"] != seen[""]["packages_hash"]
+    # stored with distinct identities and grouped by them: two rows, each with its version
+    report = dlperf("report", "--db", str(tmp_path / "r.db"), "--format", "md", check=True).stdout
+    rows = [line for line in report.splitlines() if line.startswith(f"| {name} |")]
+    assert len(rows) == 2, report
+    assert any(f"| {VERSIONS[name]} |" in r and env in r for r in rows), rows
+    assert any(f"| {PINNED[name]} |" in r and env not in r for r in rows), rows
+    # one experiment across versions: history orders it by version
+    ordered = dlperf_main("history", "--db", str(tmp_path / "r.db"), "--framework", name,
+                          "--model", "resnet50", "--order", "version", check=True).stdout
+    assert ordered.index(VERSIONS[name]) < ordered.index(PINNED[name])
 
 
 def test_envs_check_takes_a_version_environment(version_env):

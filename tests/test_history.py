@@ -141,6 +141,19 @@ def test_gate_fails_on_the_slowdown_and_passes_without_one(history_db, tmp_path)
     assert faster.returncode == 0
 
 
+def test_gate_remeasure_runs_both_sides_again_interleaved(history_db, tmp_path):
+    """c's slowdown came from its one core, not from its case: measured again from the
+    commands that reproduce both sides, interleaved, the two are the same."""
+    out = tmp_path / "again.json"
+    proc = dlperf("gate", "--db", str(history_db), "--baseline", "label=b", "--candidate",
+                  "label=c", "--remeasure", "--pairs", "2", "--max-slowdown", "25%",
+                  "--json", str(out), timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    case = load(out)["cases"][0]
+    assert case["how"].startswith("re-measured interleaved") and case["verdict"] == "pass"
+    assert case["ratio"] > 0.75
+
+
 @pytest.mark.parametrize("args, words", [
     (["--baseline", "label=nope", "--candidate", "label=a"], "no successful result"),
     (["--baseline", "label=a", "--candidate", "/no/such.json"], "neither"),
