@@ -22,10 +22,11 @@ from rich.text import Text
 from scipy import stats
 
 from dlperf import display, outputs
+from dlperf.commands._flags import add_db_argument
 from dlperf.commands.compare import threshold
 from dlperf.errors import UsageError
 from dlperf.history import reproduce, series
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import Store
 from dlperf.studies import ab
 
 SELECTORS = ("label", "version", "env")
@@ -42,7 +43,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "repeats (one-sided Mann-Whitney, alpha 0.05), or re-measured interleaved "
                     "with --remeasure. Exit 1 on a significant slowdown beyond --max-slowdown, "
                     "0 otherwise, 2 on bad input.")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     parser.add_argument("--baseline", required=True, metavar="SIDE")
     parser.add_argument("--candidate", required=True, metavar="SIDE")
     parser.add_argument("--max-slowdown", type=threshold, default=0.03, metavar="PERCENT",

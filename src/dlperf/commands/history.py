@@ -15,11 +15,11 @@ from typing import Any
 from rich.text import Text
 
 from dlperf import display, outputs
-from dlperf.commands._flags import positive_int
+from dlperf.commands._flags import add_db_argument, positive_int
 from dlperf.errors import UsageError
 from dlperf.history import changepoints, series
 from dlperf.spec import PRECISIONS, TASKS
-from dlperf.store import DEFAULT_DB, Store
+from dlperf.store import Store
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "in order, each with its median and 95%% interval, and the change points "
                     "found in them (ruptures' PELT on the medians, each confirmed by a "
                     "Mann-Whitney test on the repeats).")
-    parser.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    add_db_argument(parser)
     parser.add_argument("--case", metavar="KEY|RUN_ID",
                         help="a case key (`dlperf results --json`) or a run id of the experiment")
     parser.add_argument("--framework")
