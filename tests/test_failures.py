@@ -34,6 +34,7 @@ BAD_INPUT = [
 
 # the first as a real process, the rest through dlperf's main in this process: validation only,
 # refused before any worker starts (test_fuzz_cli checks that both answer alike)
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, message, run", [
     (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_INPUT)])
 def test_bad_input_is_one_line_and_exit_2(args, message, run, tmp_path):
@@ -44,6 +45,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message, run, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parallel
 def test_unusable_database_is_exit_2(tmp_path):
     bad = tmp_path / "not.db"
     bad.write_text("this is not sqlite " * 100)

@@ -165,6 +165,7 @@ BAD_INPUT = [
 
 
 # the first as a real process, the rest through dlperf's main in this process
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, field, run", [
     (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_INPUT)])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], field: str, run, db: Path) -> None:
@@ -176,6 +177,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], field: str, run, db: 
     assert not db.exists()  # nothing was measured
 
 
+@pytest.mark.parallel
 def test_latency_summary_is_ordered_and_pooled() -> None:
     rng = np.random.default_rng(0)
     repeats = [list(rng.lognormal(-4, 0.5, size=n)) for n in (50, 80, 3)]
@@ -188,6 +190,7 @@ def test_latency_summary_is_ordered_and_pooled() -> None:
     assert stats.latency_ms([[], []]) is None
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("queries", [1, 2, 10, 99, 100, 101, 250, 1000, 1234])
 def test_allowed_late_is_exactly_the_p99_budget(queries: int) -> None:
     """One more late query than `allowed_late(n)` breaks the bound whatever the values (so the
@@ -201,6 +204,7 @@ def test_allowed_late_is_exactly_the_p99_budget(queries: int) -> None:
         assert np.percentile(broken, 99) > bound
 
 
+@pytest.mark.parallel
 def test_new_case_fields_keep_old_keys() -> None:
     """Cases stored before scenarios existed keep their key (sweep --resume relies on it)."""
     case = Case("torch", "resnet50", 2)

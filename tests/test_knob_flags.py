@@ -11,6 +11,7 @@ RUN = ["--framework", "torch", "--model", "resnet50", "--batch-size", "2", "--st
 INFER = ["--framework", "torch", "--model", "resnet50", "--batch-sizes", "1", "--steps", "3"]
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("command, base", [("run", RUN), ("infer", INFER),
                                            ("capacity", RUN + ["--param", "batch_size"])])
 @pytest.mark.parametrize("extra, says", [
@@ -28,6 +29,7 @@ def test_a_knob_given_twice_is_refused(tmp_path, command, base, extra, says):
     assert not db.exists()
 
 
+@pytest.mark.parallel
 def test_partial_fc_beside_its_knob_is_refused(tmp_path):
     proc = dlperf_main("run", "--framework", "torch", "--model", "face-resnet50",
                        "--batch-size", "2", "--partial-fc", "0.1", "--knob", "partial_fc=50",

@@ -71,12 +71,14 @@ def first_of_each_command(cases: list) -> list:
     return runs
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("args,names,run", [
     (*case, run) for case, run in zip(REFUSED_FLAGS, first_of_each_command(REFUSED_FLAGS))])
 def test_flag_is_refused(args, names, run, tmp_path):
     refused(*args, names=names, tmp_path=tmp_path, run=run)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("field,value", [
     ("timeout_s", math.nan), ("timeout_s", math.inf), ("timeout_s", -5.0),
     ("min_duration_s", math.nan), ("min_duration_s", math.inf), ("steps", math.nan),
@@ -86,6 +88,7 @@ def test_spec_fields_reject_nan_and_infinity(field, value):
         Case(framework="torch", model="resnet50", batch_size=2, **{field: value})
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("rate", [math.nan, math.inf, -1.0])
 def test_server_rates_must_be_finite(rate):
     server = {"rate_qps": rate, "target_latency_ms": 5.0, "min_queries": 10}
@@ -107,6 +110,7 @@ def test_a_printed_nan_rate_is_a_failure_not_a_throughput(printed, tmp_path):
     assert "not a finite number" in result["error"]
 
 
+@pytest.mark.parallel
 def test_json_files_never_hold_nan(tmp_path):
     out = tmp_path / "r.json"
     write_json(out, {"loss": {"last": [math.nan, 1.5]}, "x": math.inf})
@@ -137,6 +141,7 @@ BAD_ITEMS = [
 
 # the first as real processes, the rest through dlperf's main in this process (each fresh
 # interpreter pays ~1.5 s importing SciPy before it refuses; test_fuzz_cli checks both alike)
+@pytest.mark.parallel
 @pytest.mark.parametrize("content,says,run", [
     (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_ITEMS)])
 def test_compare_checks_the_shape_of_each_item(content, says, run, tmp_path):
@@ -151,6 +156,7 @@ def test_compare_checks_the_shape_of_each_item(content, says, run, tmp_path):
         assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parallel
 def test_compare_of_sound_files_prints_a_finite_mean(tmp_path):
     base, cand = tmp_path / "a.json", tmp_path / "b.json"
     base.write_text(json.dumps(_result(10.0, [9.0, 10.0, 11.0])))

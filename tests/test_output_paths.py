@@ -39,6 +39,7 @@ def external(tmp_path: Path, *flags: str) -> list[str]:
             f"open({str(marker)!r}, 'w').close()"]
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("target,says", [
     ("missing/x.json", "--json: directory missing does not exist"),
     (".", "--json: . is a directory"),
@@ -57,6 +58,7 @@ def test_measuring_commands_check_json_first(target, says, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]  # no db, no marker
 
 
+@pytest.mark.parallel
 def test_external_cwd_must_exist(tmp_path):
     refused(external(tmp_path, "--cwd", str(tmp_path / "missing")),
             f"--cwd: {tmp_path / 'missing'} is not a directory", tmp_path)

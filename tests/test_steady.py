@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import dlperf_main
 from dlperf.worker import steady
 
 
+@pytest.mark.parallel
 def test_judge_by_hand():
     # times 1.00, 1.02, 1.04, 1.06, 1.08: mean 1.04, slope 0.02/step -> drift 0.08/1.04
     cv, drift = steady.judge([1.00, 1.02, 1.04, 1.06, 1.08])
@@ -23,6 +25,7 @@ def test_judge_by_hand():
     assert cv == pytest.approx(sd / 1.04)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("series, expected", [
     ([1.0, 1.01, 0.99, 1.0, 1.005], True),            # steady
     ([2.0, 1.8, 1.6, 1.4, 1.2], False),                # still speeding up (warm-up trend)
@@ -47,6 +50,7 @@ class FakeClock:
         self.now += self.times.pop(0) if self.times else 1.0
 
 
+@pytest.mark.parallel
 def test_warm_up_stops_when_steady():
     series = [3.0, 2.0, 1.5, 1.2, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     clock = FakeClock(series)
@@ -61,6 +65,7 @@ def test_warm_up_stops_when_steady():
     assert abs(out["drift"]) <= steady.MAX_DRIFT and out["cv"] <= steady.MAX_CV
 
 
+@pytest.mark.parallel
 def test_warm_up_drifting_hits_the_step_bound():
     clock = FakeClock([1.0 + 0.05 * i for i in range(100)])  # always getting slower
     out = steady.warm_up(clock.step, clock, max_steps=30, max_s=1e9)
@@ -68,6 +73,7 @@ def test_warm_up_drifting_hits_the_step_bound():
     assert out["drift"] > steady.MAX_DRIFT
 
 
+@pytest.mark.parallel
 def test_warm_up_never_steady_hits_the_time_bound():
     clock = FakeClock([1.0, 1.3] * 50)  # alternating forever
     out = steady.warm_up(clock.step, clock, max_steps=1000, max_s=10.0)
@@ -106,6 +112,7 @@ GO, STEADY, STEPS, SECONDS = (steady.KEEP_GOING, steady.STEADY, steady.AT_MAX_ST
                               steady.AT_MAX_SECONDS)
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("verdicts, stop", [
     ([STEADY], "steady"),                      # one process: its own verdict
     ([GO], None),
@@ -120,6 +127,7 @@ def test_agreed(verdicts, stop):
     assert steady.agreed(verdicts) == stop
 
 
+@pytest.mark.parallel
 def test_verdict_steady_before_the_bounds():
     flat = [1.0] * 5
     assert steady.verdict(flat, 1e9, max_steps=5, max_s=1.0) == STEADY
@@ -138,6 +146,7 @@ def scripted_peer(verdicts):
     return vote, calls
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("peer, steps, stop", [
     # this rank is steady from step 5 on; the peer settles at step 8: all stop at 8
     ([GO] * 7 + [STEADY], 8, "steady"),
@@ -156,6 +165,7 @@ def test_warm_up_stops_where_the_vote_says(peer, steps, stop):
     assert out["cv"] == pytest.approx(0.0)  # this rank's own window, as for one process
 
 
+@pytest.mark.parallel
 def test_one_process_calls_no_vote():
     clock = FakeClock([1.0] * 10)
     out = steady.warm_up(clock.step, clock)
@@ -163,6 +173,7 @@ def test_one_process_calls_no_vote():
     assert "vote" not in out and "verdicts" not in out
 
 
+@pytest.mark.parallel
 def test_ranks_with_different_step_times_stop_at_the_same_step():
     """Two ranks in threads, each on its own clock, exchanging verdicts through a barrier as a
     backend's all-reduce would: rank 0 settles at step 5, rank 1 (a slower warm-up) only later;
@@ -201,17 +212,19 @@ def test_ranks_with_different_step_times_stop_at_the_same_step():
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parallel
 def test_warmup_max_steps_zero_is_refused_in_one_line(tmp_path: Path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlperf.cli", "run", "--framework", "torch", "--model", "resnet50",
-         "--batch-size", "2", "--warmup-max-steps", "0", "--db", str(tmp_path / "r.db")],
-        capture_output=True, text=True, timeout=120)
+    # through dlperf's main in this process: refused at validation (test_fuzz_cli checks that a
+    # real process answers alike)
+    proc = dlperf_main("run", "--framework", "torch", "--model", "resnet50", "--batch-size", "2",
+                       "--warmup-max-steps", "0", "--db", str(tmp_path / "r.db"), timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "warmup_max_steps: 0 must be an integer >= 1" in lines[0], lines
     assert not (tmp_path / "r.db").exists()
 
 
+@pytest.mark.parallel
 def test_warmup_max_steps_in_cases_and_sweeps(tmp_path: Path):
     from dlperf.studies import sweep
     from dlperf.spec import Case
