@@ -46,6 +46,7 @@ def dlperf(*args, cache, check=None, in_process=False):
 # ------------------------------------------------------------------------------ metrics, data
 
 
+@pytest.mark.parallel
 def test_top_k_and_score_count_exactly():
     logits = np.array([[0.1, 0.9, 0.0], [0.8, 0.1, 0.1], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0]])
     labels = np.array([1, 2, 2, 0])
@@ -58,6 +59,7 @@ def test_top_k_and_score_count_exactly():
     assert (out["changed_top1"], out["gained_top1"], out["lost_top1"]) == (2, 1, 1)
 
 
+@pytest.mark.parallel
 def test_bilinear_upscale_keeps_rows_normalised():
     matrix = accuracy._bilinear_matrix(8, 32)
     assert matrix.shape == (32, 8)
@@ -66,6 +68,7 @@ def test_bilinear_upscale_keeps_rows_normalised():
     assert np.allclose(matrix @ flat @ matrix.T, 0.25)
 
 
+@pytest.mark.parallel
 def test_digits_are_split_stratified_and_disjoint(tmp_path):
     meta = accuracy.prepare_digits(tmp_path, 32, seed=3)
     data_train = np.load(tmp_path / "train_images.npy")
@@ -86,6 +89,7 @@ def test_digits_are_split_stratified_and_disjoint(tmp_path):
     assert abs(float(data.train.normalised(slice(None)).mean())) < 0.05  # standardised
 
 
+@pytest.mark.parallel
 def test_weights_cache_key_changes_with_what_changes_the_weights():
     def path(**change):
         knobs = {"image_size": 32, "num_classes": 10}
@@ -118,6 +122,7 @@ BAD_INPUT = [
 
 
 # the first as a real process, the rest through dlperf's main in this process
+@pytest.mark.parallel
 @pytest.mark.parametrize("args,message,in_process", [
     (*case, index > 0) for index, case in enumerate(BAD_INPUT)])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, in_process):
@@ -126,6 +131,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, in_process):
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parallel
 def test_folder_needs_class_subfolders(tmp_path):
     (tmp_path / "only").mkdir()
     proc = dlperf("--model", "googlenet", "--data", tmp_path, cache=tmp_path, check=2,
@@ -213,6 +219,7 @@ def test_image_folder_with_user_weights(tmp_path):
     assert "size mismatch" in proc.stderr or "do not fit" in proc.stderr
 
 
+@pytest.mark.parallel
 def test_worker_side_accuracy_code_parses_as_python37():
     """It runs inside framework environments as old as Python 3.7."""
     import ast

@@ -29,6 +29,7 @@ def synthetic(values: list[float], label: str = "case", status: str = "ok") -> d
 # -- the statistics ----------------------------------------------------------------------------
 
 
+@pytest.mark.parallel
 def test_mann_whitney_exact_p_values():
     # 4 vs 4 with complete separation: 2 of the C(8,4) = 70 rankings are as extreme
     result = cmp.significance([1, 2, 3, 4], [5, 6, 7, 8])
@@ -42,6 +43,7 @@ def test_mann_whitney_exact_p_values():
     assert "cannot reach p<0.05" in small.text()
 
 
+@pytest.mark.parallel
 def test_welch_t_test_by_hand():
     a, b = [10.0, 11.0, 12.0], [20.0, 24.0, 28.0]
     var_a, var_b = 1.0, 16.0  # sample variances
@@ -54,6 +56,7 @@ def test_welch_t_test_by_hand():
     assert result.p_value == pytest.approx(expected) and result.usable()
 
 
+@pytest.mark.parallel
 def test_tests_that_cannot_be_computed_are_never_significant():
     one = cmp.significance([100.0], [120.0])
     assert one.p_value is None and "at least 2 repeats" in one.reason
@@ -67,6 +70,7 @@ def test_tests_that_cannot_be_computed_are_never_significant():
     assert summary["cases"][0]["significant"] is False
 
 
+@pytest.mark.parallel
 def test_verdicts_respect_threshold_and_significance():
     base = [100.0, 101.0, 99.0, 100.5]
     faster = cmp.compare_pair("k", synthetic(base), synthetic([v * 1.2 for v in base]))
@@ -86,6 +90,7 @@ def test_verdicts_respect_threshold_and_significance():
     assert fixed.verdict == "fixed" and not fixed.regressed
 
 
+@pytest.mark.parallel
 def test_geometric_mean_and_matching():
     a = {"case_key": "a", **synthetic([10.0, 10.0], "a")}
     b = {"case_key": "b", **synthetic([10.0, 10.0], "b")}
@@ -99,6 +104,7 @@ def test_geometric_mean_and_matching():
     assert two.geometric_mean == pytest.approx(math.sqrt(1.1 * 1.21))
 
 
+@pytest.mark.parallel
 def test_command_and_library_offer_the_same_tests():
     assert compare_command.TESTS == cmp.TESTS
     assert compare_command.DEFAULT_ALPHA == cmp.DEFAULT_ALPHA
@@ -186,6 +192,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message, run, fixture_db):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parallel
 def test_a_file_that_is_not_results_is_exit_2(tmp_path):
     bogus = tmp_path / "bogus.json"
     bogus.write_text(json.dumps({"hello": 1}))

@@ -222,6 +222,7 @@ def test_data_both_stores_two_results_and_the_verdict(dataset, tmp_path):
     assert json.loads(rows[1][1])["data"]["vs_compute_only"] == block
 
 
+@pytest.mark.parallel
 def test_synthetic_case_keys_are_unchanged():
     """The new fields at their defaults leave stored cases' identity as it was."""
     assert Case(framework="torch", model="resnet50", batch_size=16).key() == "a3197d8deceeceb0"
@@ -252,6 +253,7 @@ BAD_INPUT = [
 
 # the first of each command as a real process, the rest through dlperf's main in this process:
 # validation only, refused before any worker starts (test_fuzz_cli checks both answer alike)
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, expected, run", [
     (*case, dlperf if index in (0, 4) else dlperf_main) for index, case in enumerate(BAD_INPUT)])
 def test_bad_input_is_one_line_and_exit_2(dataset, tmp_path, args, expected, run):

@@ -35,6 +35,10 @@ LINK = re.compile(r'href="[^"]*/([^/"#]+)#sha256=([0-9a-f]{64})"')
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s]+) --hash=sha256:([0-9a-f]{64})$")
 NO_DRIVER = not manage.driver_present()
 
+# nothing here starts a worker or measures: index look-ups, refusals and listings, on the
+# parallel phase's workers
+pytestmark = pytest.mark.parallel
+
 
 def dlperf(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     # wide enough that rich does not fold the table cells the tests read
@@ -239,7 +243,6 @@ def make_n_setup(*variables: str) -> list[str]:
     return [line for line in text.splitlines() if f"-r {lock_path}" in line]
 
 
-@pytest.mark.parallel
 def test_make_setup_names_pytorchs_index_only_when_asked():
     """Unset, pip's own configuration decides (no index option: a machine with a mirror never
     waits on an index it cannot reach); TORCH_INDEX_URL adds exactly one --extra-index-url."""
@@ -251,7 +254,6 @@ def test_make_setup_names_pytorchs_index_only_when_asked():
     assert f"--extra-index-url {url} " in named and "--require-hashes" in named, named
 
 
-@pytest.mark.parallel
 def test_an_unreachable_index_is_one_line_quickly():
     """The probe the registry tests skip on: a closed port answers at once, in one line."""
     reason = package_index.probe("http://127.0.0.1:9/simple/", timeout_s=2)

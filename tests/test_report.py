@@ -201,6 +201,7 @@ def test_csv_has_one_row_per_case_with_every_field_and_statistic(fixture_db, rep
             assert row["throughput_median"] == "" and row["error"]
 
 
+@pytest.mark.parallel
 def test_csv_case_columns_include_the_warm_up_bound():
     """warmup_max_steps beside warmup_steps, as the case holds it (empty for a result stored
     before the field existed)."""
@@ -246,6 +247,7 @@ def test_sweep_filter_and_bad_input(fixture_db, tmp_path):
     assert proc.returncode == 2 and "invalid choice" in proc.stderr
 
 
+@pytest.mark.parallel
 def test_side_by_side_colours_follow_the_framework_and_hatches_the_mode():
     from dlperf.report.plots import series_styles
     series = ["torch (eager)", "torch (torch.compile)", "jax (jax.jit (XLA))",
@@ -257,6 +259,7 @@ def test_side_by_side_colours_follow_the_framework_and_hatches_the_mode():
     assert styles["jax (jax.jit (XLA))"][1] == ""  # a framework's first mode is plain
 
 
+@pytest.mark.parallel
 def test_a_refused_mode_row_says_which_mode_it_was():
     """JAX has no eager mode: the summary row of its refused compile=false cells names that,
     rather than calling the variant "unsupported"."""
@@ -266,6 +269,7 @@ def test_a_refused_mode_row_says_which_mode_it_was():
     assert tables.variant({"framework": "tensorflow", "compile": False}) == "tf.function graph"
 
 
+@pytest.mark.parallel
 def test_precision_compile_groups_name_each_frameworks_modes_and_share_four_settings():
     """Eight frameworks with their own mode names give one bar slot per (precision, compile),
     not one per framework's mode label; each group's label says what off and on mean there."""

@@ -44,6 +44,7 @@ def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
     return path
 
 
+@pytest.mark.parallel
 def test_the_issue_example_expands_to_its_cases(tmp_path):
     sweep = sweep_mod.load(write(tmp_path, ISSUE_EXAMPLE))
     assert sweep.name == "quick-cpu" and sweep.on_oom == "halve"
@@ -56,6 +57,7 @@ def test_the_issue_example_expands_to_its_cases(tmp_path):
     assert len({c.key() for c in sweep.cases}) == 7
 
 
+@pytest.mark.parallel
 def test_knobs_apply_to_the_models_that_have_them_and_exclude_takes_lists(tmp_path):
     sweep = sweep_mod.load(write(tmp_path, """\
 defaults: {framework: torch, batch_size: 2, image_size: 32, seq_len: 16}
@@ -107,6 +109,7 @@ BAD_FILES = [
 ]
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("what, text, line, message", BAD_FILES, ids=[b[0] for b in BAD_FILES])
 def test_bad_sweep_file_is_one_line_with_file_and_line(what, text, line, message, tmp_path):
     path = write(tmp_path, text, "bad.yaml")
@@ -116,6 +119,7 @@ def test_bad_sweep_file_is_one_line_with_file_and_line(what, text, line, message
     assert message in str(error.value)
 
 
+@pytest.mark.parallel
 def test_bad_sweep_file_exits_2_before_anything_runs(tmp_path):
     path = write(tmp_path, BAD_FILES[1][1], "bad.yaml")
     db = tmp_path / "never.db"
@@ -126,6 +130,7 @@ def test_bad_sweep_file_exits_2_before_anything_runs(tmp_path):
     assert "Traceback" not in proc.stderr and not db.exists()
 
 
+@pytest.mark.parallel
 def test_dry_run_lists_cases_and_an_estimate_and_measures_nothing(tmp_path):
     path = write(tmp_path, ISSUE_EXAMPLE)
     db = tmp_path / "dry.db"
@@ -136,6 +141,7 @@ def test_dry_run_lists_cases_and_an_estimate_and_measures_nothing(tmp_path):
     assert not db.exists()
 
 
+@pytest.mark.parallel
 def test_shipped_sweep_files_are_valid():
     root = Path(__file__).resolve().parent.parent / "sweeps"
     quick = sweep_mod.load(root / "quick-cpu.yaml")
