@@ -34,6 +34,7 @@ def run_capacity(tmp_path, *args):
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
+@pytest.mark.parallel
 def test_sizes_parse_with_their_units():
     assert capacity.parse_count("3.2M", "--from") == 3_200_000
     assert capacity.parse_count("819M", "--to") == 819_000_000
@@ -112,6 +113,7 @@ def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, message", [
     (["--param", "depth"], "--param: 'depth' is not an integer parameter of resnet50"),
     (["--param", "batch_size", "--from", "0"], "--from: '0' must be a positive integer"),
@@ -120,7 +122,11 @@ def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
     (["--param", "batch_size", "--memory-limit", "lots"], "--memory-limit: 'lots' must be"),
 ])
 def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
-    proc, _ = run_capacity(tmp_path, *TINY_RESNET, *args)
+    # refused at validation: the first as a real process, the rest through dlperf's main in
+    # this process (test_fuzz_cli checks both answer alike)
+    run = dlperf if args[1] == "depth" else dlperf_main
+    proc = run("capacity", *TINY_RESNET, *args, "--db", str(tmp_path / "c.db"), "--json",
+               str(tmp_path / "capacity.json"), timeout=120)
     assert proc.returncode == 2 and not (tmp_path / "c.db").exists()
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -176,6 +182,7 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     assert final["status"] == "ok" and final["case"]["batch_size"] == expected >= 4
 
 
+@pytest.mark.parallel
 def test_after_a_search_an_out_of_memory_measurement_steps_down_to_the_next_size_that_ran():
     from dlperf.spec import Case
     from dlperf.studies.sweep_runner import next_fitting

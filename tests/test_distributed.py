@@ -180,6 +180,7 @@ def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     assert peer["case"]["nnodes"] == 2  # from SLURM_NNODES
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("nodelist, hosts", [
     ("node07", ["node07"]),
     ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
@@ -190,6 +191,7 @@ def test_slurm_nodelists(nodelist, hosts):
     assert slurm.expand_nodelist(nodelist) == hosts
 
 
+@pytest.mark.parallel
 def test_slurm_placement():
     place = slurm.position({"SLURM_NNODES": "4", "SLURM_NODEID": "2", "SLURM_JOB_ID": "123456",
                              "SLURM_JOB_NODELIST": "node[10-13]"})
@@ -198,6 +200,7 @@ def test_slurm_placement():
     assert slurm.position({}) is None
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, message", [
     (["--nnodes", "2", "--node-rank", "2", "--master-addr", "h"],
      "--node-rank: 2 must be between 0 and 1"),
@@ -213,6 +216,7 @@ def test_bad_distributed_flags_are_one_line_and_exit_2(args, message, tmp_path):
     assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
+@pytest.mark.parallel
 def test_explain_reads_torchrun_failures():
     rdzv = launch.Rendezvous(master_addr="10.0.0.1", master_port=29500, timeout_s=30)
     log = ("Root Cause (first observed failure):\n[0]:\n  time : x\n  host : h\n"

@@ -211,6 +211,7 @@ def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phras
     assert result["repeats_done"] == 1  # an unsupported case is not retried
 
 
+@pytest.mark.parallel
 def test_a_model_caffe2_does_not_build_is_one_line_exit_2_nothing_stored(tmp_path):
     # refused at validation, before any worker: through dlperf's main in this process (the
     # not-installed refusal below is the real process; test_fuzz_cli checks both answer alike)
@@ -224,6 +225,7 @@ def test_a_model_caffe2_does_not_build_is_one_line_exit_2_nothing_stored(tmp_pat
     assert not (tmp_path / "r.db").exists()
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("option,phrase", [
     ("engine=mkl", "options: engine='mkl' is not allowed for caffe2; allowed: ideep, cpu"),
     ("threads=4", "options: 'threads' is not a caffe2 option; its options: engine"),
@@ -249,6 +251,7 @@ def test_the_engine_option_is_part_of_the_case(caffe2_env, tmp_path):
     assert Case.from_dict(result["case"]).key() != default.key()  # engines never share a key
 
 
+@pytest.mark.parallel
 def test_not_installed_is_one_line_exit_2_nothing_stored(tmp_path):
     empty = {"DLPERF_ENVS": str(tmp_path / "no-envs")}
     proc = dlperf("run", "--framework", "caffe2", *TINY["resnet50"], "--repeats", "1",
@@ -259,6 +262,7 @@ def test_not_installed_is_one_line_exit_2_nothing_stored(tmp_path):
     assert not (tmp_path / "r.db").exists()  # nothing started, nothing stored
 
 
+@pytest.mark.parallel
 def test_an_unknown_flag_is_one_line_exit_2_nothing_stored(tmp_path):
     """The engine is an option (--option engine=...), not a flag of its own: a flag for it is
     refused like any unknown argument, before anything runs."""

@@ -58,6 +58,7 @@ sys.stdout.flush()
 }
 
 
+@pytest.mark.parallel
 def test_the_registry_says_where_horovod_builds():
     assert BUILT == ["mxnet", "tensorflow1", "torch"]
     assert set(BUILT) | set(REFUSED) == set(registry.names())
@@ -161,6 +162,7 @@ def test_two_processes_average_over_mpi(built, tmp_path):
 
 # refused before anything is installed: the first as a real process, the rest through dlperf's
 # main in this process (test_fuzz_cli checks both answer alike)
+@pytest.mark.parallel
 @pytest.mark.parametrize("name, run", [("tensorflow", dlperf), ("jax", dlperf_main)],
                          ids=["tensorflow", "jax"])
 def test_a_refused_framework_is_one_line_and_exit_2(name, run):
@@ -174,6 +176,7 @@ def test_a_refused_framework_is_one_line_and_exit_2(name, run):
         envs.horovod_interpreter(name)
 
 
+@pytest.mark.parallel
 def test_the_other_spelling_names_the_flag():
     done = dlperf_main("envs", "install", "tensorflow1+horovod", timeout=120)
     assert done.returncode == 2
@@ -181,6 +184,7 @@ def test_the_other_spelling_names_the_flag():
                                    "environment as `dlperf envs install tensorflow1 --horovod`")
 
 
+@pytest.mark.parallel
 def test_a_missing_build_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("DLPERF_ENVS", str(tmp_path))
     with pytest.raises(UsageError, match=r"^Horovod is not installed for mxnet: run "
@@ -189,6 +193,7 @@ def test_a_missing_build_names_the_install_command(tmp_path, monkeypatch):
     assert horovod.status("mxnet").state == "not installed"
 
 
+@pytest.mark.parallel
 def test_a_missing_compiler_names_the_apt_command(tmp_path, monkeypatch):
     bare = tmp_path / "bin"
     bare.mkdir()
@@ -212,6 +217,7 @@ def test_a_changed_lock_makes_the_build_outdated(built, tmp_path, monkeypatch):
     assert st.state == "outdated" and lock.name in st.note
 
 
+@pytest.mark.parallel
 def test_the_check_build_report_is_read():
     text = ("Horovod v0.28.1:\n\nAvailable Frameworks:\n    [X] TensorFlow\n    [ ] PyTorch\n"
             "    [ ] MXNet\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n\n"
@@ -221,6 +227,7 @@ def test_the_check_build_report_is_read():
         "frameworks": ["TensorFlow"], "controllers": ["Gloo"], "tensor_operations": ["Gloo"]}
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("entry", [{"with": ["HOROVOD_WITH_JAX"]}, {"with": []},
                                    {"refused": ""}, {"with": ["HOROVOD_WITH_MXNET"], "cxx": "17"},
                                    {"with": ["HOROVOD_WITH_MXNET"], "refused": "why"}])

@@ -166,6 +166,7 @@ def test_envs_check_runs_a_real_step(framework):
     assert "tiny training step ok" in proc.stdout
 
 
+@pytest.mark.parallel
 def test_envs_install_rejects_unknown_framework():
     proc = dlperf_main("envs", "install", "caffe", timeout=120)
     assert proc.returncode == 2
@@ -174,6 +175,7 @@ def test_envs_install_rejects_unknown_framework():
         + ", ".join(envs.registry.names())]
 
 
+@pytest.mark.parallel
 def test_interpreter_of_torch_is_dlperfs_own(tmp_path, monkeypatch):
     monkeypatch.setenv("DLPERF_ENVS", str(tmp_path))
     assert envs.interpreter("torch") == sys.executable
