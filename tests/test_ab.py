@@ -21,10 +21,12 @@ TINY = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16", "--kn
         "vocab_size=500", "--warmup-steps", "2", "--steps", "3"]
 
 
+@pytest.mark.parallel
 def test_order_alternates_who_goes_first():
     assert ab.order(3) == [(0, "A"), (0, "B"), (1, "B"), (1, "A"), (2, "A"), (2, "B")]
 
 
+@pytest.mark.parallel
 def test_ratio_ci_by_hand():
     # identical pairs: every resample gives 2.0
     assert ab.ratio_ci(np.array([1.0, 1.0, 1.0]), np.array([2.0, 2.0, 2.0])) == (2.0, 2.0)
@@ -35,6 +37,7 @@ def test_ratio_ci_by_hand():
     assert ab.ratio_ci(np.array([1.0]), np.array([2.0])) is None
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("ratio, ci, verdict", [
     (1.01, (0.90, 1.10), "same"),      # within the threshold
     (1.10, (0.95, 1.20), "same"),      # interval includes 1
@@ -46,6 +49,7 @@ def test_verdict(ratio, ci, verdict):
     assert ab.verdict(ratio, ci, 0.02) == verdict
 
 
+@pytest.mark.parallel
 def test_sides_split_on_measuring_commands_only():
     sides = ab.split_sides(["--", "run", "--model", "x", "--", "external", "--name", "h",
                             "--", "python", "loop.py"])

@@ -74,6 +74,7 @@ def store_results(path: Path, results: list[dict]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parallel
 def test_the_backend_resolves_its_device_with_a_reason():
     """torch's own resolve_device here (no GPU): the CPU, and why in words a user can act on."""
     device = importlib.import_module("dlperf.backends.torch").resolve_device("auto")
@@ -82,6 +83,7 @@ def test_the_backend_resolves_its_device_with_a_reason():
     assert device_label(device) == "cpu"
 
 
+@pytest.mark.parallel
 def test_labels_name_kind_index_and_gpu():
     assert device_label(resolved_device("cuda", 1, " NVIDIA  A100 ")) == "cuda:1 NVIDIA A100"
     # a framework that names no GPU (MXNet, ONNX Runtime): the host's GPU at that index
@@ -201,6 +203,7 @@ def test_compare_names_devices_and_refuses_across_them(measured, tmp_path):
 
 
 
+@pytest.mark.parallel
 def test_the_scaling_line_names_the_device():
     from dlperf import scaling
 

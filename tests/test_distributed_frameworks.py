@@ -153,6 +153,7 @@ def test_paddle_peers_that_never_come_time_out(tmp_path, tagged):
     assert "node 0 never answered at 127.0.0.2:" in peer["error"]
 
 
+@pytest.mark.parallel
 def test_paddle_explain_reads_its_launchers_lines():
     case = Case(framework="paddle", model="resnet50", batch_size=2, devices=4, nnodes=2)
     rdzv = launch.Rendezvous(node_rank=1, master_addr="10.0.0.1", timeout_s=30)
@@ -163,6 +164,7 @@ def test_paddle_explain_reads_its_launchers_lines():
     assert paddle_launch.explain(log.replace("code -9", "code 1"), case, rdzv) is None
 
 
+@pytest.mark.parallel
 def test_launchguard_turns_the_master_name_into_its_address():
     # Paddle compares addresses; under Slurm the master arrives as a host name on the node
     words = ["--master", "localhost:29500", "--host", "localhost",
@@ -223,6 +225,7 @@ def test_mindspore_two_processes_and_speedup_over_one(tmp_path, tagged):
     assert two["launch"]["node_timeout_s"] == launch.DEFAULT_RDZV_TIMEOUT_S
 
 
+@pytest.mark.parallel
 def test_mindspore_lost_heartbeat_names_the_worker_and_keeps_the_users_deadline(monkeypatch):
     # MindSpore's scheduler's own words when a worker's heartbeat stopped (seen in CI on a busy
     # 2-core host, before the launcher raised MS_NODE_TIMEOUT from its 30-s default)

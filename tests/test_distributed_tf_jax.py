@@ -215,6 +215,7 @@ def test_two_nodes_on_this_machine_store_one_case(framework, repeats, tmp_path, 
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parallel
 def test_tf_config_names_every_worker(monkeypatch):
     variables = {"DLPERF_RANK": "3", "DLPERF_WORLD_SIZE": "4", "DLPERF_LOCAL_WORLD_SIZE": "2",
                  "DLPERF_NNODES": "2", "DLPERF_MASTER_ADDR": "10.0.0.1",
@@ -233,6 +234,7 @@ def test_tf_config_names_every_worker(monkeypatch):
     assert cluster.workers() == ["127.0.0.1:41000", "127.0.0.1:40007"]  # the reserved ports
 
 
+@pytest.mark.parallel
 def test_tf_launcher_one_node_reserves_ports_and_gpus_get_one_process_per_node(tmp_path):
     rdzv = launch.Rendezvous(node_rank=1, master_addr="10.0.0.1", master_port=29511,
                              node_addrs=("10.0.0.1", "10.0.0.2"))
@@ -256,6 +258,7 @@ def test_tf_launcher_one_node_reserves_ports_and_gpus_get_one_process_per_node(t
     assert spec.facts["replicas_per_process"] == 4
 
 
+@pytest.mark.parallel
 def test_explain_reads_each_frameworks_own_words():
     case = Case(framework="jax", model="resnet50", batch_size=2, nnodes=2)
     master = launch.Rendezvous(node_rank=0, master_addr="10.0.0.1", timeout_s=30)
@@ -279,6 +282,7 @@ def test_explain_reads_each_frameworks_own_words():
     assert message.endswith("(TensorFlow: Barrier timed out)")
 
 
+@pytest.mark.parallel
 def test_node_addrs_must_name_every_node(tmp_path):
     proc = dlperf("run", "--framework", "tensorflow", *TINY, "--nnodes", "2", "--master-addr",
                   "127.0.0.1", "--node-addrs", "127.0.0.1", "--db", str(tmp_path / "x.db"))

@@ -302,6 +302,7 @@ def test_mpi_without_open_mpi_names_the_packages(isolated):
     assert not (isolated / "results.db").exists()
 
 
+@pytest.mark.parallel
 def test_the_new_fields_keep_every_earlier_case_key():
     plain = Case(framework="mxnet", model="resnet50", batch_size=8, devices=2)
     spelled = Case(framework="mxnet", model="resnet50", batch_size=8, devices=2,

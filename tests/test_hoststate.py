@@ -103,6 +103,7 @@ def test_require_quiet_gives_up_on_a_busy_host(tmp_path, burner):
     assert time.monotonic() - start < 120
 
 
+@pytest.mark.parallel
 def test_require_quiet_rejects_a_nonsense_wait(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "run", *TINY, "--require-quiet",
                            "nan", "--db", str(tmp_path / "r.db")], capture_output=True,
@@ -150,6 +151,7 @@ def _warnings(records: list[dict]) -> list[str]:
     return measurement_warnings(records, stats.summarize([r["throughput"] for r in records]))
 
 
+@pytest.mark.parallel
 def test_a_noisy_result_names_the_steal_of_its_repeats():
     noisy = _warnings([_record(0, 100.0, 0.001), _record(1, 101.0, 0.004),
                        _record(2, 84.0, 0.062), _record(3, 99.0, 0.0),
@@ -166,6 +168,7 @@ def test_a_noisy_result_names_the_steal_of_its_repeats():
     assert bare == [f"noisy: CV across repeats is {stats.summarize(values)['cv']:.1%} (> 5%)"]
 
 
+@pytest.mark.parallel
 def test_an_unsteady_window_names_only_its_own_repeats_steal():
     lines = _warnings([_record(0, 100.0, 0.03), _record(1, 100.5, 0.045, 0.12, 0.01),
                        _record(2, 99.5, 0.0)])
@@ -177,6 +180,7 @@ def test_an_unsteady_window_names_only_its_own_repeats_steal():
                          "metal)")
 
 
+@pytest.mark.parallel
 def test_a_steady_result_is_flagged_only_for_steal_beyond_a_competing_process():
     # 3% in a steady result: recorded, not flagged; 7% is flagged like a 7% neighbour would be
     assert _warnings([_record(0, 100.0, 0.03), _record(1, 100.5, 0.0)]) == []

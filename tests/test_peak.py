@@ -62,6 +62,7 @@ def test_the_first_measuring_command_probes_once_and_then_reuses_it(first_run, m
     assert again == first and said == []  # cached: no second probe
 
 
+@pytest.mark.parallel
 def test_gpu_datasheet_peaks_are_found_by_nvml_name():
     from dlperf.host import peak
 
@@ -71,6 +72,7 @@ def test_gpu_datasheet_peaks_are_found_by_nvml_name():
     assert peak.datasheet("NVIDIA GeForce RTX 4090") is None
 
 
+@pytest.mark.parallel
 def test_cpu_processes_share_their_nodes_peak_and_gpus_each_have_one():
     from dlperf.result import peak_units
     from dlperf.spec import Case
@@ -93,6 +95,7 @@ def _probed(tmp_path, monkeypatch, rates):
     return env
 
 
+@pytest.mark.parallel
 def test_a_rate_above_the_probed_peak_gives_no_mfu_and_says_why(tmp_path, monkeypatch):
     from dlperf import result
     from dlperf.spec import Case
@@ -106,6 +109,7 @@ def test_a_rate_above_the_probed_peak_gives_no_mfu_and_says_why(tmp_path, monkey
     assert "below the achieved rate (200% of it)" in above["peak_source"]
 
 
+@pytest.mark.parallel
 def test_a_reduced_precision_slower_than_fp32_is_bounded_by_fp32(tmp_path, monkeypatch):
     """On a CPU that emulates bf16 (its bf16 GEMM 4x slower than fp32), a framework computing
     its bf16 in fp32 would read ~100% MFU against the bf16 probe: fp32's peak is the ceiling."""

@@ -37,6 +37,7 @@ def server_case(rate: float, target_ms: float, queries: int, duration: float = 0
             "server": {"rate_qps": rate, "target_latency_ms": target_ms, "min_queries": queries}}
 
 
+@pytest.mark.parallel
 def test_arrivals_are_seeded_poisson_and_cover_both_minimums() -> None:
     a = poisson_arrivals(50.0, 2.0, 10, seed=1)
     assert a == poisson_arrivals(50.0, 2.0, 10, seed=1)
@@ -114,6 +115,7 @@ BAD_INPUT = [
 
 
 # the first as a real process, the rest through dlperf's main in this process
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, field, run", [
     (*case, dlperf if index == 0 else dlperf_main) for index, case in enumerate(BAD_INPUT)])
 def test_bad_server_input(args: list[str], field: str, run, db: Path) -> None:

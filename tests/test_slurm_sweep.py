@@ -167,6 +167,7 @@ def test_a_sweep_started_once_per_node_is_refused(slurm_cluster, tmp_path):
     assert proc.stderr.count("dlperf sweep runs once per allocation, not once per task") == 2
 
 
+@pytest.mark.parallel
 def test_multinode_sweep_is_refused_outside_slurm(tmp_path):
     v1 = ROOT / "sweeps" / "dlperf-v1.yaml"
     db = tmp_path / "v1.db"
@@ -191,6 +192,7 @@ def test_multinode_sweep_is_refused_outside_slurm(tmp_path):
     assert not db.exists()
 
 
+@pytest.mark.parallel
 def test_every_node_address_reaches_a_step_that_names_its_workers(tmp_path):
     """TF_CONFIG names every worker: the head fills in placeholders that each step task
     replaces with the addresses Slurm gives for the step's nodes."""
