@@ -131,6 +131,7 @@ def single_process(num_classes, sampled=None):
     return loss.detach(), embeddings.grad, centres.grad, [p.grad for p in backbone.parameters()]
 
 
+@pytest.mark.parallel
 def test_shards_cover_every_class_once():
     for classes in (11, 12, 85742):
         bounds = [shard_bounds(classes, 3, r) for r in range(3)]

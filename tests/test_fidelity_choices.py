@@ -16,6 +16,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import TINY_RESNET, dlperf, pinned_env
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -54,6 +56,7 @@ def test_torch_memory_format_is_an_option_recorded_with_its_source(tmp_path):
         in refused["error"] and "resnet50" in refused["error"]
 
 
+@pytest.mark.parallel
 def test_torch_default_memory_format_per_device_kind():
     from dlperf.backends.torch import SUPPORT
 

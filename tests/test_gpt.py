@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -14,12 +15,14 @@ from declared import covers
 SMALL = {"layers": 2, "hidden": 64, "heads": 2, "vocab_size": 1000, "seq_len": 16}
 
 
+@pytest.mark.parallel
 def test_defaults_are_gpt2_small():
     # GPT-2 small with its 50257-token vocabulary and 1024 positions: 124,439,808 parameters
     # (the count Hugging Face's and nanoGPT's GPT-2 report with the tied head counted once)
     assert models.get("gpt").params() == 124_439_808
 
 
+@pytest.mark.parallel
 def test_forward_flops_by_hand():
     k = models.resolve_knobs("gpt", SMALL)
     # per token and layer 24 h^2 + 4 s h, plus the head 2 h V, for 16 tokens
@@ -29,6 +32,7 @@ def test_forward_flops_by_hand():
     assert models.get("gpt").flops_per_sample(k, train=True) == 3 * 5_324_800
 
 
+@pytest.mark.parallel
 def test_training_flops_equal_megatrons_formula_without_recomputation():
     # 72 B s l h^2 (1 + s/6h + V/12lh) for B=8, GPT-2 small at s=1024
     b, s, l, h, v = 8, 1024, 12, 768, 50257

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import TINY_RESNET
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "dlperf"
@@ -33,6 +35,7 @@ def _names_used(tree: ast.AST) -> set[str]:
     return used
 
 
+@pytest.mark.parallel
 def test_no_pickled_objects_cross_the_network():
     for path in sorted((SRC / "backends").rglob("*.py")) + sorted(SRC.glob("*.py")):
         used = _names_used(ast.parse(path.read_text()))
@@ -40,6 +43,7 @@ def test_no_pickled_objects_cross_the_network():
         assert not found, f"{path}: {sorted(found)}"
 
 
+@pytest.mark.parallel
 def test_the_scan_sees_a_pickled_gather():
     code = "import pickle\nimport torch.distributed as d\nd.all_gather_object(x, y)\npickle.loads(b)\n"
     assert {"all_gather_object", "pickle.loads"} <= _names_used(ast.parse(code))

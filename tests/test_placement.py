@@ -5,12 +5,15 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from dlperf.worker import placement
 
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--batch-size", "2",
         "--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
 
 
+@pytest.mark.parallel
 def test_cpus_are_split_into_disjoint_contiguous_slices():
     cpus = [0, 1, 2, 3, 4, 5, 6, 7]
     assert placement.share(cpus, 1, 0) == cpus

@@ -157,6 +157,7 @@ def test_stored_probes_name_their_search_and_parameter(stored):
     assert len(tags) == 3 and tags[0] == tags[1] == tags[2] and tags[0]["param"] == "vocab_size"
 
 
+@pytest.mark.parallel
 def test_tagged_probes_group_by_their_search_even_interleaved():
     def tagged(vocab: int, search: str, param: str = "vocab_size") -> dict:
         probe = _probe(vocab)
@@ -170,6 +171,7 @@ def test_tagged_probes_group_by_their_search_even_interleaved():
     assert searches[1].answer() == "largest vocab_size: at least 1000 (no probe ran out of memory)"
 
 
+@pytest.mark.parallel
 def test_probes_group_into_the_searches_that_stored_them():
     searches = capacity.group([
         _probe(1000), _probe(2000), _probe(4000),  # one search over vocab_size

@@ -92,6 +92,7 @@ def test_results_command_lists_stored_runs(resnet_run):
     assert "resnet50" in proc.stdout and "1 result(s)" in proc.stdout
 
 
+@pytest.mark.parallel
 def test_models_and_sysinfo_commands():
     models_out = dlperf_main("models", check=True).stdout
     assert "25,557,032" in models_out and "110,106,428" in models_out

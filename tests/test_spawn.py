@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from dlperf import envs
 from dlperf.launchers import launch, spawn
 from dlperf.spec import Case
@@ -60,6 +62,7 @@ def test_a_rank_killed_by_the_kernel_is_explained_as_oom(tmp_path):
     assert status == "oom" and message.startswith("rank 1: killed by SIGKILL")
 
 
+@pytest.mark.parallel
 def test_the_spawn_launcher_builds_one_command_for_this_nodes_ranks(tmp_path):
     case = Case(framework="torch", model="resnet50", batch_size=2, devices=2, nnodes=2)
     launcher = launch.SpawnLauncher(launch.Rendezvous(node_rank=1, master_addr="10.0.0.5",

@@ -80,6 +80,7 @@ def test_show_exits_0_even_when_unfit_and_prints_a_table():
     assert "benchmark host" in proc.stdout and "other busy processes" in proc.stdout
 
 
+@pytest.mark.parallel
 def test_steal_levels_make_the_host_unfit_only_when_sustained_now():
     """The steal finding from recorded numbers: above a competing process's 5% over the sample
     the check fails; history since boot, or 2% now, is worth knowing only."""

@@ -101,6 +101,7 @@ def _long_raw(samples: int, seed: int = 0) -> tuple[dict, dict]:
     return {"t0": t0, "interval_s": 0.5, "columns": columns}, marks
 
 
+@pytest.mark.parallel
 def test_long_repeat_is_averaged_down_within_phases():
     raw, marks = _long_raw(5000)
     stored = timeline.for_repeat(raw, marks)
@@ -120,6 +121,7 @@ def test_long_repeat_is_averaged_down_within_phases():
     assert stored["window_means"]["gpu0_throttle_reasons"] == 5
 
 
+@pytest.mark.parallel
 def test_monitor_memory_bound_keeps_weighted_means():
     raw, _ = _long_raw(1001, seed=1)
     merged = timeline.merge_pairs(raw["columns"])

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
@@ -20,6 +21,7 @@ def build(k):
                        k["hidden_size"], 13, 26)
 
 
+@pytest.mark.parallel
 def test_default_count_by_hand():
     # 3.2 M x 1 wide + 3.2 M x 16 deep; MLP 429 -> 1024, 6 x 1024 -> 1024, 1024 -> 1 with biases
     mlp = (26 * 16 + 13) * 1024 + 1024 + 6 * (1024 * 1024 + 1024) + 1024 + 1

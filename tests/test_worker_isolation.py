@@ -37,6 +37,7 @@ def python37() -> str | None:
     return None
 
 
+@pytest.mark.parallel
 def test_worker_side_is_valid_python_37():
     interpreter = python37()
     if interpreter is None:
