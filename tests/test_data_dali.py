@@ -120,6 +120,7 @@ def test_another_frameworks_dali_is_unsupported(dataset, tmp_path):
     assert result["error"].endswith("it has no --loader dali")
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("args, expected", [
     (["--data", "{data}", "--loader", "nope"], "--loader: invalid choice"),
     (["--loader", "dali"], "loader: --loader needs data to be a dataset directory"),
@@ -135,6 +136,7 @@ def test_bad_loader_choices_are_one_line(dataset, tmp_path, args, expected):
     assert not (tmp_path / "r.db").exists()
 
 
+@pytest.mark.parallel
 def test_the_default_loader_leaves_case_keys_alone(dataset):
     case = Case(framework="torch", model="resnet50", batch_size=4, data=str(dataset))
     assert "loader" not in case.identity() and case.label().endswith(" data")
