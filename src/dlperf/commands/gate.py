@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,8 @@ from dlperf.store import Store
 from dlperf.studies import ab
 
 SELECTORS = ("label", "version", "env")
+TESTS = ("mannwhitney", "welch")
 ALPHA = 0.05
-MIN_REPEATS = 3  # on each side, for the test on stored repeats
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -39,8 +40,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "gate", help="fail (exit 1) when the candidate is significantly slower than the baseline",
         description="SIDE is label=TEXT, version=X (the framework version), env=NAME "
                     "(jax==0.9.2, python:/path, or a framework's pinned name) or a result JSON "
-                    "file. Each experiment on both sides is compared on its latest result's "
-                    "repeats (one-sided Mann-Whitney, alpha 0.05), or re-measured interleaved "
+                    "file. Each experiment on both sides is compared on its results' pooled "
+                    "repeats (a one-sided test, alpha 0.05), or re-measured interleaved "
                     "with --remeasure. Exit 1 on a significant slowdown beyond --max-slowdown, "
                     "0 otherwise, 2 on bad input.")
     add_db_argument(parser)
@@ -48,6 +49,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--candidate", required=True, metavar="SIDE")
     parser.add_argument("--max-slowdown", type=threshold, default=0.03, metavar="PERCENT",
                         help="fail only beyond this slowdown (default 3%%)")
+    parser.add_argument("--test", choices=TESTS, default="mannwhitney",
+                        help="one-sided test on the stored repeats (default mannwhitney; welch "
+                             "can decide with 3 repeats a side, Mann-Whitney needs 4)")
     parser.add_argument("--remeasure", action="store_true",
                         help="measure both sides again, interleaved (dlperf ab), instead of "
                              "testing the stored repeats")
@@ -122,18 +126,34 @@ def by_experiment(points: list[series.Point]) -> dict[str, Side]:
     return {key: Side(tuple(found)) for key, found in grouped.items()}
 
 
-def stored_verdict(base: Side, cand: Side, limit: float) -> dict[str, Any]:
+def slower_p(base: list[float], cand: list[float], test: str) -> tuple[float | None, str | None]:
+    """One-sided p that the candidate's repeats are lower, or why the test cannot decide."""
+    if min(len(base), len(cand)) < 2:
+        return None, f"fewer than 2 repeats on a side ({len(base)} and {len(cand)})"
+    if test == "welch":
+        if np.var(base, ddof=1) == 0 and np.var(cand, ddof=1) == 0:
+            return None, "no variance on either side: Welch's t is undefined"
+        return float(stats.ttest_ind(cand, base, equal_var=False, alternative="less").pvalue), None
+    floor = 1.0 / math.comb(len(base) + len(cand), len(base))  # the exact test's smallest p
+    if floor >= ALPHA:
+        return None, (f"with {len(base)} and {len(cand)} repeats Mann-Whitney cannot reach "
+                      f"p < {ALPHA:g} (smallest p {floor:.3g}): measure more repeats, or use "
+                      f"--test welch or --remeasure")
+    return float(stats.mannwhitneyu(cand, base, alternative="less").pvalue), None
+
+
+def stored_verdict(base: Side, cand: Side, limit: float, test: str) -> dict[str, Any]:
     ratio = cand.median / base.median
-    if min(len(base.repeats), len(cand.repeats)) < MIN_REPEATS:
-        p_value, verdict = None, "inconclusive"
+    p_value, why_not = slower_p(base.repeats, cand.repeats, test)
+    if p_value is None:
+        verdict = "inconclusive"
     else:
-        p_value = float(stats.mannwhitneyu(cand.repeats, base.repeats,
-                                           alternative="less").pvalue)
-        slower = p_value < ALPHA and ratio < 1.0 - limit
-        verdict = "slower" if slower else "pass"
+        verdict = "slower" if p_value < ALPHA and ratio < 1.0 - limit else "pass"
+    name = {"mannwhitney": "Mann-Whitney", "welch": "Welch's t"}[test]
     return {"ratio": ratio, "p_value": p_value, "ci95": None, "verdict": verdict,
+            "why_inconclusive": why_not,
             "how": f"stored repeats ({len(base.repeats)} of {len(base.points)} results and "
-                   f"{len(cand.repeats)} of {len(cand.points)}), one-sided Mann-Whitney"}
+                   f"{len(cand.repeats)} of {len(cand.points)}), one-sided {name}"}
 
 
 def remeasured_verdict(base: Side, cand: Side, limit: float, pairs: int) -> dict[str, Any]:
@@ -154,6 +174,12 @@ def remeasured_verdict(base: Side, cand: Side, limit: float, pairs: int) -> dict
             "how": f"re-measured interleaved (dlperf ab, {summary['pairs']} pairs)"}
 
 
+def command(side: Side) -> str:
+    """The `dlperf run` line that measures the side's latest result again, its repeats too."""
+    case = side.latest.result["case"]
+    return reproduce.command_line(case, case.get("repeats") or len(side.latest.repeats))
+
+
 def main(args: argparse.Namespace) -> int:
     if args.remeasure and not 2 <= args.pairs <= 1000:
         raise UsageError(f"--pairs: {args.pairs} must be between 2 and 1000")
@@ -165,6 +191,8 @@ def main(args: argparse.Namespace) -> int:
     base = by_experiment(side_points(args.baseline, "--baseline", everything, args.db))
     cand = by_experiment(side_points(args.candidate, "--candidate", everything, args.db))
     common = [key for key in cand if key in base]
+    alone = [str(side.latest.result.get("label")) for key, side in cand.items()
+             if key not in base]
     if not common:
         raise UsageError(f"--baseline: no experiment of the candidate ({len(cand)}) has a "
                          f"baseline result ({len(base)} experiments): nothing to compare")
@@ -176,19 +204,21 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--candidate: run {shared[0]} is on both sides; choose sides that "
                              f"differ")
         found = (remeasured_verdict(b, c, args.max_slowdown, args.pairs) if args.remeasure
-                 else stored_verdict(b, c, args.max_slowdown))
+                 else stored_verdict(b, c, args.max_slowdown, args.test))
         found.update(case=c.latest.result.get("label"), experiment=key,
                      baseline_runs=b.runs, candidate_runs=c.runs, baseline_median=b.median,
                      candidate_median=c.median,
-                     baseline_command=reproduce.command_line(b.latest.result["case"], 7),
-                     candidate_command=reproduce.command_line(c.latest.result["case"], 7))
+                     baseline_command=command(b), candidate_command=command(c))
         rows.append(found)
     show(rows, args)
+    for label in alone:
+        display.warn(f"{label}: no baseline result, not compared")
     failed = [r for r in rows if r["verdict"] in ("slower", "failed")]
     if args.json:
         outputs.write_json(args.json, {"baseline": args.baseline, "candidate": args.candidate,
                                        "max_slowdown": args.max_slowdown,
-                                       "passed": not failed, "cases": rows})
+                                       "passed": not failed, "cases": rows,
+                                       "not_compared": alone})
     return 1 if failed else 0
 
 
@@ -211,7 +241,6 @@ def show(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         if r["verdict"] in ("slower", "failed"):
             display.out.print(Text(f"{r['case']}: {r['verdict']} ({r['how']}); reproduce with\n"
                                    f"  baseline:  {r['baseline_command']}\n"
-                                   f"  candidate: {r['candidate_command']}"))
+                                   f"  candidate: {r['candidate_command']}"), soft_wrap=True)
         elif r["verdict"] == "inconclusive":
-            display.warn(f"{r['case']}: inconclusive: fewer than {MIN_REPEATS} repeats on a "
-                         f"side; measure more repeats or use --remeasure")
+            display.warn(f"{r['case']}: inconclusive: {r['why_inconclusive']}")

@@ -54,31 +54,43 @@ def select(args: argparse.Namespace, store: Store) -> list[series.Point]:
     return series.matching(store, filters)
 
 
-def summary(points: list[series.Point], found: list[changepoints.ChangePoint],
+def change_dict(points: list[series.Point], c: changepoints.ChangePoint) -> dict[str, Any]:
+    return {"index": c.index, "run_id": points[c.index].run_id,
+            "before_median": c.before_median, "after_median": c.after_median,
+            "relative_change": c.relative_change, "p_value": c.p_value,
+            "before_repeats": c.before_n, "after_repeats": c.after_n,
+            **({} if c.confirmed else {"reason": c.reason})}
+
+
+def summary(points: list[series.Point], judged: list[changepoints.ChangePoint],
             order: str) -> dict[str, Any]:
     return {"order": order, "label": points[0].result.get("label"),
             "points": [{"run_id": p.run_id, "finished_at": p.finished_at,
                         "case_key": p.case_key, "environment": p.environment,
                         "version": p.version, "label": p.label, "median": p.median,
                         "ci95": p.ci95, "repeats": list(p.repeats)} for p in points],
-            "change_points": [{"index": c.index, "run_id": points[c.index].run_id,
-                               "before_median": c.before_median, "after_median": c.after_median,
-                               "relative_change": c.relative_change, "p_value": c.p_value,
-                               "before_repeats": c.before_n, "after_repeats": c.after_n}
-                              for c in found],
+            "change_points": [change_dict(points, c) for c in judged if c.confirmed],
+            "rejected": [change_dict(points, c) for c in judged if not c.confirmed],
             "method": {"detector": "ruptures PELT, l2 cost, on log medians",
                        "penalty": f"{changepoints.PENALTY_SIGMAS:g} sigma^2 ln(n)",
                        "confirmation": f"Mann-Whitney U on the repeats, p < "
                                        f"{changepoints.ALPHA:g}, change > max(2 sigma, "
-                                       f"{changepoints.MIN_CHANGE:.0%})"}}
+                                       f"{changepoints.MIN_CHANGE:.0%})",
+                       "min_results": changepoints.MIN_POINTS}}
 
 
-def show(points: list[series.Point], found: list[changepoints.ChangePoint]) -> None:
+def where(p: series.Point) -> str:
+    return p.label or p.version or p.finished_at[:19]
+
+
+def show(points: list[series.Point], judged: list[changepoints.ChangePoint]) -> None:
+    found = [c for c in judged if c.confirmed]
     marks = {c.index: c for c in found}
+    unit = str(points[0].result.get("unit") or "samples/s")
     table = display.new_table(f"history: {points[0].result.get('label')} ({len(points)} results)",
                               (("#", "right"), ("run", "right"), ("finished", "left"),
                                ("environment", "left"), ("version", "left"), ("label", "left"),
-                               ("samples/s (median)", "right"), ("95% CI", "right"),
+                               (f"{unit} (median)", "right"), ("95% CI", "right"),
                                ("n", "right"), ("change", "left")))
     for index, p in enumerate(points):
         change = marks.get(index)
@@ -93,16 +105,23 @@ def show(points: list[series.Point], found: list[changepoints.ChangePoint]) -> N
                           f"{changepoints.MIN_POINTS}", highlight=False)
         return
     if not found:
-        display.out.print("no change point: the series is level within its noise",
+        display.out.print("no change point: " + ("none of PELT's candidates is confirmed by the "
+                                                 "repeats" if judged else
+                                                 "the series is level within its noise"),
                           highlight=False)
     for c in found:
         at = points[c.index]
-        where = at.label or at.version or at.finished_at[:19]
         display.out.print(Text(
-            f"change point before #{c.index + 1} (run {at.run_id}, {where}): "
+            f"change point before #{c.index + 1} (run {at.run_id}, {where(at)}): "
             f"{display.number(c.before_median)} -> "
-            f"{display.number(c.after_median)} samples/s ({c.relative_change:+.1%}), "
+            f"{display.number(c.after_median)} {unit} ({c.relative_change:+.1%}), "
             f"Mann-Whitney p = {c.p_value:.2g} over {c.before_n} and {c.after_n} repeats"))
+    for c in judged:
+        if not c.confirmed:
+            at = points[c.index]
+            display.out.print(Text(
+                f"not a change point: before #{c.index + 1} (run {at.run_id}, {where(at)}), "
+                f"{c.relative_change:+.1%}: {c.reason}", style="dim"))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -112,8 +131,8 @@ def main(args: argparse.Namespace) -> int:
     if len(points) < 2:
         raise UsageError(f"history: the experiment has {len(points)} successful result in "
                          f"{args.db}; a history needs at least 2")
-    found = changepoints.detect([p.median for p in points], [p.repeats for p in points])
-    show(points, found)
+    judged = changepoints.evaluate([p.median for p in points], [p.repeats for p in points])
+    show(points, judged)
     if args.json:
-        outputs.write_json(args.json, summary(points, found, args.order))
+        outputs.write_json(args.json, summary(points, judged, args.order))
     return 0

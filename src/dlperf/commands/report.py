@@ -37,9 +37,11 @@ def output_format(args: argparse.Namespace) -> str:
 
 def render(found: list[dict[str, Any]], fmt: str, title: str,
            accuracy_rows: list[dict[str, Any]] | None = None,
-           searches: list[Any] | None = None) -> str:
+           searches: list[Any] | None = None,
+           history: list[dict[str, Any]] | None = None) -> str:
     """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html);
-    ``searches``: stored capacity searches (:func:`dlperf.report.capacity.load`; md, html)."""
+    ``searches``: stored capacity searches (:func:`dlperf.report.capacity.load`; md, html);
+    ``history``: every stored successful result, for the history figure (html)."""
     # matplotlib and the renderers load here, not when every dlperf command starts
     from dlperf.report import accuracy, export, html, markdown, tables
 
@@ -54,7 +56,7 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
         accuracy.add_environments(content, accuracy_rows)
     if fmt == "md":
         return markdown.render(content, title, searches or ())
-    return html.render(content, title, searches or ())
+    return html.render(content, title, searches or (), history)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -64,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
         # accuracy rows belong to no sweep: a report of one sweep leaves them out
         scored = [] if args.sweep else store.accuracy()
         fmt = output_format(args)
+        history = results.load_history(store, args.sweep) if fmt == "html" else None
         searches: list[Any] = []
         if fmt in ("md", "html") and args.sweep in (None, capacity.SWEEP_NAME):
             from dlperf.report import capacity as capacity_report
@@ -75,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
                          + (" (its accuracy rows appear in md and html reports)" if scored
                             else ""))
     title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
-    text = render(found, fmt, title, scored, searches)
+    text = render(found, fmt, title, scored, searches, history)
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0

@@ -11,8 +11,10 @@ the median absolute difference of successive medians (robust to the steps themse
 change must pay ``PENALTY_SIGMAS * sigma^2 * ln(n)`` (a BIC-like price, three times the usual).
 Then each candidate is confirmed on the results' repeats: the pooled repeats of the segment
 before and after it are compared with a Mann-Whitney U test (two-sided), and the change must be
-significant (p < ``ALPHA``) and larger than the series' noise and ``MIN_CHANGE``. A flat series
-of real repeats therefore reports nothing.
+significant (p < ``ALPHA``) and larger than the series' noise and ``MIN_CHANGE``; the least
+significant candidate that fails is dropped and its neighbours tested again over the merged
+segments, until all left pass. A flat series of real repeats therefore reports nothing, and
+every candidate dropped says why (:func:`evaluate`).
 """
 
 from __future__ import annotations
@@ -35,15 +37,21 @@ SIGMA_FLOOR = 0.003  # log units: identical medians still have a noise floor
 
 @dataclass(frozen=True)
 class ChangePoint:
-    """A change before the result at ``index`` (0-based in the ordered series)."""
+    """A change before the result at ``index`` (0-based in the ordered series); a candidate the
+    repeats did not confirm carries the reason (``confirmed`` False)."""
 
     index: int
     before_median: float
     after_median: float
     relative_change: float  # after / before - 1
-    p_value: float
+    p_value: float | None
     before_n: int  # repeats pooled on each side
     after_n: int
+    reason: str | None = None  # why it is not confirmed
+
+    @property
+    def confirmed(self) -> bool:
+        return self.reason is None
 
 
 def noise_sigma(medians: Sequence[float]) -> float:
@@ -64,26 +72,59 @@ def candidates(medians: Sequence[float], sigma: float) -> list[int]:
     return [end for end in ends if end < len(medians)]
 
 
-def detect(medians: Sequence[float], repeats: Sequence[Sequence[float]]) -> list[ChangePoint]:
-    """The confirmed change points of a series (each result's median and its repeats)."""
+def judge(medians: Sequence[float], repeats: Sequence[Sequence[float]], left: int, here: int,
+          right: int, sigma: float) -> ChangePoint:
+    """The candidate at ``here`` between the segments [left, here) and [here, right), tested on
+    their pooled repeats."""
+    before = [v for r in repeats[left:here] for v in r]
+    after = [v for r in repeats[here:right] for v in r]
+    before_median = float(np.median(medians[left:here]))
+    after_median = float(np.median(medians[here:right]))
+    change = after_median / before_median - 1.0
+    # the smallest two-sided p the exact test can give for these sizes
+    floor = min(1.0, 2.0 / math.comb(len(before) + len(after), len(before)))
+    p_value: float | None = None
+    if len(set(before) | set(after)) < 2:
+        reason = "the repeats are all equal"
+    else:
+        p_value = float(stats.mannwhitneyu(before, after, alternative="two-sided").pvalue)
+        smallest = max(2.0 * sigma, math.log1p(MIN_CHANGE))
+        if floor >= ALPHA:
+            reason = (f"too few repeats to test ({len(before)} and {len(after)}: the smallest "
+                      f"p is {floor:.2g})")
+        elif p_value >= ALPHA:
+            reason = f"not significant (p = {p_value:.2g})"
+        elif abs(math.log(after_median / before_median)) <= smallest:
+            reason = f"within the series' noise ({math.expm1(smallest):.1%})"
+        else:
+            reason = None
+    return ChangePoint(here, before_median, after_median, change, p_value, len(before),
+                       len(after), reason)
+
+
+def evaluate(medians: Sequence[float],
+             repeats: Sequence[Sequence[float]]) -> list[ChangePoint]:
+    """Every candidate PELT proposes, in order, each confirmed or with why not. The least
+    significant unconfirmed candidate is dropped and its neighbours tested again over the merged
+    segment (more repeats each side), until every one left is confirmed."""
     if len(medians) < MIN_POINTS:
         return []
     sigma = noise_sigma(medians)
     breaks = candidates(medians, sigma)
-    bounds = [0, *breaks, len(medians)]
-    found = []
-    for left, here, right in zip(bounds, bounds[1:], bounds[2:]):
-        before = [v for r in repeats[left:here] for v in r]
-        after = [v for r in repeats[here:right] for v in r]
-        before_median = float(np.median(medians[left:here]))
-        after_median = float(np.median(medians[here:right]))
-        change = after_median / before_median - 1.0
-        if len(set(before) | set(after)) < 2:
-            continue
-        p_value = float(stats.mannwhitneyu(before, after, alternative="two-sided").pvalue)
-        large = abs(math.log(after_median / before_median)) > max(2.0 * sigma,
-                                                                   math.log1p(MIN_CHANGE))
-        if p_value < ALPHA and large:
-            found.append(ChangePoint(here, before_median, after_median, change, p_value,
-                                     len(before), len(after)))
-    return found
+    rejected: dict[int, ChangePoint] = {}
+    while True:
+        bounds = [0, *breaks, len(medians)]
+        judged = [judge(medians, repeats, left, here, right, sigma)
+                  for left, here, right in zip(bounds, bounds[1:], bounds[2:])]
+        weak = [c for c in judged if not c.confirmed]
+        if not weak:
+            break
+        worst = max(weak, key=lambda c: 2.0 if c.p_value is None else c.p_value)
+        rejected[worst.index] = worst
+        breaks.remove(worst.index)
+    return sorted([*judged, *rejected.values()], key=lambda c: c.index)
+
+
+def detect(medians: Sequence[float], repeats: Sequence[Sequence[float]]) -> list[ChangePoint]:
+    """The confirmed change points of a series (each result's median and its repeats)."""
+    return [c for c in evaluate(medians, repeats) if c.confirmed]

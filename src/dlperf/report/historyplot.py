@@ -1,6 +1,7 @@
 """The report's history figure: an experiment measured more than once (other versions, builds
-or labels of one case) as a line of medians with their 95 % intervals, in run order, labelled
-by environment and label, with the change points ``dlperf history`` finds marked."""
+or labels of one case, or the same case on other days) as a line of medians with their 95 %
+intervals, in run order, labelled by environment and label, with the change points
+``dlperf history`` finds marked, and the same change points in words under it."""
 
 from __future__ import annotations
 
@@ -11,17 +12,33 @@ from dlperf.history import changepoints, series
 MAX_PANELS = 4
 
 
-def experiments(results: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Successful results grouped by experiment (a case whatever its environment and label),
-    run order, only the experiments measured at least twice; the longest first."""
+def usable(result: dict[str, Any]) -> bool:
+    tp = result.get("throughput") or {}
+    return result.get("status") == "ok" and bool(tp.get("median"))
+
+
+def experiments(shown: list[dict[str, Any]],
+                every: list[dict[str, Any]] | None = None) -> list[list[dict[str, Any]]]:
+    """The experiments (a case whatever its environment and label) of the ``shown`` results,
+    each with all its successful results in ``every`` (every stored one; default ``shown``) in
+    run order, only those measured at least twice; the longest first."""
+    wanted = {series.experiment_of(r) for r in shown if usable(r)}
     groups: dict[str, list[dict[str, Any]]] = {}
-    for result in results:
-        tp = result.get("throughput") or {}
-        if result.get("status") == "ok" and tp.get("median"):
-            groups.setdefault(series.experiment_of(result), []).append(result)
+    for result in shown if every is None else every:
+        if usable(result):
+            key = series.experiment_of(result)
+            if key in wanted:
+                groups.setdefault(key, []).append(result)
     found = [sorted(g, key=lambda r: r.get("run_id") or 0) for g in groups.values()
              if len(g) > 1]
     return sorted(found, key=len, reverse=True)[:MAX_PANELS]
+
+
+def judged(group: list[dict[str, Any]]) -> list[changepoints.ChangePoint]:
+    """The confirmed change points of one experiment's results."""
+    medians = [r["throughput"]["median"] for r in group]
+    repeats = [r["throughput"].get("repeats") or [m] for m, r in zip(medians, group)]
+    return changepoints.detect(medians, repeats)
 
 
 def tick(result: dict[str, Any]) -> str:
@@ -32,15 +49,37 @@ def tick(result: dict[str, Any]) -> str:
     return f"{text}\n{environment['label']}" if environment.get("label") else text
 
 
-def history_figure(results: list[dict[str, Any]]) -> bytes | None:
-    shown = experiments(results)
-    if not shown:
+def change_lines(groups: list[list[dict[str, Any]]]) -> list[str]:
+    """Each experiment's change points in words (or that it has none): the figure's caption."""
+    lines = []
+    for group in groups:
+        found = judged(group)
+        name = str(group[0].get("label"))
+        if len(group) < changepoints.MIN_POINTS:
+            lines.append(f"{name}: {len(group)} results, too few to look for a change point "
+                         f"(at least {changepoints.MIN_POINTS})")
+        elif not found:
+            lines.append(f"{name}: no change point in {len(group)} results")
+        for change in found:
+            at = group[change.index]
+            lines.append(f"{name}: change point before run {at.get('run_id')} "
+                         f"({tick(at).replace(chr(10), ' ')}): "
+                         f"{change.before_median:,.1f} -> {change.after_median:,.1f} "
+                         f"({change.relative_change:+.1%}, Mann-Whitney p = "
+                         f"{change.p_value:.2g})")
+    return lines
+
+
+def history_figure(shown: list[dict[str, Any]],
+                   every: list[dict[str, Any]] | None = None) -> bytes | None:
+    groups = experiments(shown, every)
+    if not groups:
         return None
     from dlperf.report.plots import WIDTH, _png, plt
 
-    figure, panels = plt.subplots(len(shown), 1, figsize=(WIDTH, 3.2 * len(shown)),
+    figure, panels = plt.subplots(len(groups), 1, figsize=(WIDTH, 3.2 * len(groups)),
                                   squeeze=False)
-    for axes, group in zip(panels[:, 0], shown):
+    for axes, group in zip(panels[:, 0], groups):
         medians = [r["throughput"]["median"] for r in group]
         # an interval that leaves out its median (a stored result's own) is drawn from the median
         low = [max(0.0, m - (r["throughput"].get("ci95") or [m, m])[0])
@@ -49,8 +88,7 @@ def history_figure(results: list[dict[str, Any]]) -> bytes | None:
                 for m, r in zip(medians, group)]
         xs = list(range(len(group)))
         axes.errorbar(xs, medians, yerr=[low, high], marker="o", capsize=3)
-        repeats = [r["throughput"].get("repeats") or [m] for m, r in zip(medians, group)]
-        for change in changepoints.detect(medians, repeats):
+        for change in judged(group):
             axes.axvline(change.index - 0.5, color="tab:red", linestyle="--")
             axes.annotate(f"{change.relative_change:+.1%} (p={change.p_value:.1g})",
                           (change.index - 0.5, max(medians)), color="tab:red", fontsize=8,

@@ -53,10 +53,9 @@ FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], 
     ("Per-repeat spread", plots.repeat_spread, "no finished case to show"),
     ("Roofline", profiles.roofline_figure,
      "no result here has a roofline (the machine's peaks: `dlperf sysinfo --probe`)"),
-    ("History and versions", historyplot.history_figure,
-     "no case here was measured more than once (another version, build or label: "
-     "`dlperf history`)"),
 )
+HISTORY = ("History and versions", "no case here was measured more than once (another version, "
+           "build or label: `dlperf history`)")
 
 
 def profile_section(results: list[dict[str, Any]]) -> str:
@@ -98,6 +97,18 @@ def figure(title: str, png: bytes | None, why_not: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return (f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{_e(title)}</figcaption></figure>")
+
+
+def history_block(title: str, results: list[dict[str, Any]],
+                  every: list[dict[str, Any]] | None) -> str:
+    """The history figure of the section's experiments over all their stored results (``every``;
+    the report's own rows alone keep only the newest per case and label), and the change points
+    in words under it."""
+    groups = historyplot.experiments(results, every)
+    lines = historyplot.change_lines(groups)
+    words = ('<ul class="muted">' + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
+             if lines else "")
+    return figure(title, historyplot.history_figure(results, every), HISTORY[1]) + words
 
 
 def timeline_figures(results: list[dict[str, Any]]) -> str:
@@ -156,8 +167,10 @@ def capacity_section(report: Report, searches: Sequence[Search]) -> str:
 
 
 def render(report: Report, title: str = "dlperf report",
-           capacity: Sequence[Search] = ()) -> str:
-    """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`)."""
+           capacity: Sequence[Search] = (), history: list[dict[str, Any]] | None = None) -> str:
+    """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`);
+    ``history``: every stored successful result (:func:`dlperf.report.results.load_history`),
+    for the history figure (default: the report's results)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -180,6 +193,7 @@ def render(report: Report, title: str = "dlperf report",
             parts.append(f"<h3>{_e(scaling.title)}</h3>{table(scaling)}")
         for name, draw, why_not in FIGURES:
             parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
+        parts.append(history_block(f"{section.title}: {HISTORY[0]}", section.results, history))
         for name, draw, why_not in inferplots.figures(section.results):
             parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
         for detail in section.details:

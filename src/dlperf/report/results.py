@@ -18,7 +18,7 @@ from dlperf.result import throughput_median
 from dlperf.scaling import NO_BASELINE, config  # the same rule `dlperf run` applies
 from dlperf.store import Store
 
-__all__ = ["NO_BASELINE", "load", "total_devices", "with_scaling"]
+__all__ = ["NO_BASELINE", "load", "load_history", "total_devices", "with_scaling"]
 
 
 def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
@@ -41,6 +41,21 @@ def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
         latest.pop(key, None)  # re-insert: the newest wins, in order
         latest[key] = result
     return list(latest.values())
+
+
+def load_history(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
+    """Every finished, successful result (within ``sweep`` when given) in run order: the
+    history figure draws an experiment from all of them, not only the newest per case."""
+    where, params = "result_json IS NOT NULL", ()
+    if sweep is not None:
+        where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
+    out = []
+    for row in store.runs(where, params):
+        result = store.decode(row)
+        if result.get("status") == "ok":
+            result.setdefault("run_id", row["id"])
+            out.append(result)
+    return out
 
 
 def total_devices(result: dict[str, Any]) -> int:
