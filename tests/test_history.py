@@ -8,6 +8,8 @@ identity leaves them out), so the series is one experiment whose level drops par
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 
 from conftest import dlperf, dlperf_main, load
-from dlperf.commands import _flags
+from dlperf.commands import _flags, gate
 from dlperf.history import changepoints, reproduce, series
 from dlperf.spec import Case
 from dlperf.store import Store
@@ -85,6 +87,31 @@ def test_too_short_a_series_is_not_searched():
 
 
 @pytest.mark.parallel
+def test_a_step_too_few_repeats_can_confirm_is_named_with_its_reason():
+    """One repeat per result and the step in the last two: the exact test cannot reach
+    p < 0.01 with 8 and 2 values, so PELT's candidate is kept out, with why."""
+    medians = [100.0, 101.0, 99.5, 100.5, 100.2, 99.8, 100.4, 99.6, 60.0, 60.5]
+    judged = changepoints.evaluate(medians, [[m] for m in medians])
+    assert [c.index for c in judged] == [8] and not judged[0].confirmed
+    assert "too few repeats" in judged[0].reason
+    assert changepoints.detect(medians, [[m] for m in medians]) == []
+    # three repeats each: the same step is confirmed
+    repeats = [[m * 0.99, m, m * 1.01] for m in medians]
+    assert [c.index for c in changepoints.detect(medians, repeats)] == [8]
+
+
+@pytest.mark.parallel
+def test_gate_says_when_its_test_cannot_decide():
+    base, cand = [100.0, 101.0, 99.0], [80.0, 81.0, 79.0]
+    p_value, why = gate.slower_p(base, cand, "mannwhitney")
+    assert p_value is None and "smallest p 0.05" in why  # 3 and 3: exactly 1/20
+    p_value, why = gate.slower_p(base, cand, "welch")
+    assert why is None and p_value < gate.ALPHA
+    p_value, why = gate.slower_p([*base, 100.5], [*cand, 80.5], "mannwhitney")
+    assert why is None and p_value == pytest.approx(1 / 70)
+
+
+@pytest.mark.parallel
 def test_the_reproduce_command_is_the_same_case():
     case = Case("jax", "resnet50", 8, precision="amp-bf16", knobs={"image_size": 64},
                 warmup_steps=8, steps=20, min_duration_s=5.0, env="jax==0.9.2",
@@ -139,6 +166,45 @@ def test_gate_fails_on_the_slowdown_and_passes_without_one(history_db, tmp_path)
     faster = dlperf_main("gate", "--db", str(history_db), "--baseline", "label=c",
                          "--candidate", "label=a")
     assert faster.returncode == 0
+
+
+def test_gate_on_result_files_and_with_welch(history_db, tmp_path):
+    """Sides as result files: one result of 2 repeats a side is too few for Mann-Whitney
+    (inconclusive, exit 0, the reason said); Welch's t on the labels' 4 a side decides."""
+    points = series_of(history_db)
+    files = {}
+    for label in ("b", "c"):
+        files[label] = tmp_path / f"{label}.json"
+        files[label].write_text(json.dumps([p.result for p in points if p.label == label][-1]))
+    out = tmp_path / "files.json"
+    proc = dlperf_main("gate", "--baseline", str(files["b"]), "--candidate", str(files["c"]),
+                       "--db", str(tmp_path / "none.db"), "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    case = load(out)["cases"][0]
+    assert case["verdict"] == "inconclusive" and "cannot reach" in case["why_inconclusive"]
+    assert "inconclusive" in proc.stdout
+    welch = dlperf_main("gate", "--db", str(history_db), "--baseline", "label=b",
+                        "--candidate", "label=c", "--test", "welch")
+    assert welch.returncode == 1, welch.stdout + welch.stderr
+    assert "one-sided Welch's t" in welch.stdout
+
+
+def test_the_html_report_draws_the_history_with_its_change_point(history_db, tmp_path):
+    """The report's rows keep the newest result per label (3 here), but its history figure
+    draws all 6 and names the change point the history command finds."""
+    points = series_of(history_db)
+    page = tmp_path / "r.html"
+    dlperf_main("report", "--db", str(history_db), "--format", "html", "-o", str(page),
+                check=True)
+    html = page.read_text()
+    assert re.search(r'<img alt="[^"]*: History and versions" src="data:image/png', html)
+    assert f"change point before run {points[4].run_id} (torch" in html
+    markdown = dlperf_main("report", "--db", str(history_db), "--format", "md",
+                           check=True).stdout
+    rows = [line for line in markdown.splitlines() if line.startswith("| torch |")]
+    version = points[0].version
+    assert [f"label {label}" in row and f"| {version} |" in row
+            for row, label in zip(rows, "abc")] == [True] * 3, rows
 
 
 def test_gate_remeasure_runs_both_sides_again_interleaved(history_db, tmp_path):
