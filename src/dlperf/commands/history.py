@@ -74,7 +74,7 @@ def summary(points: list[series.Point], judged: list[changepoints.ChangePoint],
             "method": {"detector": "ruptures PELT, l2 cost, on log medians",
                        "penalty": f"{changepoints.PENALTY_SIGMAS:g} sigma^2 ln(n)",
                        "confirmation": f"Mann-Whitney U on the repeats, p < "
-                                       f"{changepoints.ALPHA:g}, change > max(2 sigma, "
+                                       f"{changepoints.ALPHA:g}, change > max(3 sigma, "
                                        f"{changepoints.MIN_CHANGE:.0%})",
                        "min_results": changepoints.MIN_POINTS}}
 
