@@ -6,6 +6,7 @@ seeded bootstrap 95% interval of the median) tells the reader how far to trust i
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -195,3 +196,9 @@ def latency_ms(per_repeat: Sequence[Sequence[float]]) -> dict[str, Any] | None:
                             "p50": [float(np.percentile(v, 50)) for v in lists],
                             "p99": [float(np.percentile(v, 99)) for v in lists]}})
     return out
+
+
+def mannwhitney_min_p(n1: int, n2: int, sides: int = 2) -> float:
+    """Smallest p-value the exact Mann-Whitney U test can give for samples of these sizes
+    (``sides`` 2: two-sided, 1: one-sided): below some sizes no result can be significant."""
+    return min(1.0, sides / math.comb(n1 + n2, n1))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,14 @@ from scipy import stats
 
 from dlperf import display, outputs
 from dlperf.commands._flags import add_db_argument
-from dlperf.commands.compare import threshold
+from dlperf.commands.compare import TESTS, threshold
 from dlperf.errors import UsageError
 from dlperf.history import reproduce, series
 from dlperf.store import Store
+from dlperf.stats import mannwhitney_min_p
 from dlperf.studies import ab
 
 SELECTORS = ("label", "version", "env")
-TESTS = ("mannwhitney", "welch")
 ALPHA = 0.05
 
 
@@ -134,7 +133,7 @@ def slower_p(base: list[float], cand: list[float], test: str) -> tuple[float | N
         if np.var(base, ddof=1) == 0 and np.var(cand, ddof=1) == 0:
             return None, "no variance on either side: Welch's t is undefined"
         return float(stats.ttest_ind(cand, base, equal_var=False, alternative="less").pvalue), None
-    floor = 1.0 / math.comb(len(base) + len(cand), len(base))  # the exact test's smallest p
+    floor = mannwhitney_min_p(len(base), len(cand), sides=1)  # the exact test's smallest p
     if floor >= ALPHA:
         return None, (f"with {len(base)} and {len(cand)} repeats Mann-Whitney cannot reach "
                       f"p < {ALPHA:g} (smallest p {floor:.3g}): measure more repeats, or use "

@@ -28,6 +28,8 @@ import numpy as np
 import ruptures
 from scipy import stats
 
+from dlperf.stats import mannwhitney_min_p
+
 MIN_POINTS = 4  # two on each side of a change
 MIN_SIZE = 2  # results in a segment
 PENALTY_SIGMAS = 3.0
@@ -86,7 +88,7 @@ def judge(medians: Sequence[float], repeats: Sequence[Sequence[float]], left: in
     after_median = float(np.median(medians[here:right]))
     change = after_median / before_median - 1.0
     # the smallest two-sided p the exact test can give for these sizes
-    floor = min(1.0, 2.0 / math.comb(len(before) + len(after), len(before)))
+    floor = mannwhitney_min_p(len(before), len(after))
     p_value: float | None = None
     if len(set(before) | set(after)) < 2:
         reason = "the repeats are all equal"

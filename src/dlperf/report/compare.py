@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from dlperf.result import device_of, throughput_median
+from dlperf.stats import mannwhitney_min_p
 
 TESTS = ("mannwhitney", "welch")
 DEFAULT_ALPHA = 0.05
@@ -50,11 +51,6 @@ class TestResult:
         if self.reason:
             return f"p={self.p_value:.3g} (n/a: {self.reason})"
         return f"p={self.p_value:.3g}"
-
-
-def mannwhitney_min_p(n1: int, n2: int) -> float:
-    """Smallest two-sided p-value the exact Mann–Whitney U test can give for these sizes."""
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
 def significance(baseline: list[float], candidate: list[float], test: str = "mannwhitney",
