@@ -17,7 +17,7 @@ from dlperf.store import StoreError
 
 COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
             "sweep", "report", "compare", "explain", "ab", "external", "infer", "accuracy", "capacity",
-            "data", "history", "gate")
+            "data", "history", "gate", "tune")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 

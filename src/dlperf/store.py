@@ -77,11 +77,39 @@ CREATE TABLE IF NOT EXISTS accuracy (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS accuracy_key ON accuracy (accuracy_key);
+CREATE TABLE IF NOT EXISTS tune_studies (
+    id INTEGER PRIMARY KEY,
+    study TEXT NOT NULL UNIQUE,
+    base_key TEXT NOT NULL,
+    framework TEXT NOT NULL,
+    model TEXT NOT NULL,
+    task TEXT NOT NULL,
+    case_json TEXT NOT NULL,
+    space_json TEXT NOT NULL,
+    budget_s REAL NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    outcome_json TEXT
+);
+CREATE INDEX IF NOT EXISTS tune_studies_base ON tune_studies (base_key);
+CREATE TABLE IF NOT EXISTS tune_trials (
+    id INTEGER PRIMARY KEY,
+    study TEXT NOT NULL REFERENCES tune_studies (study),
+    number INTEGER NOT NULL,
+    settings_json TEXT NOT NULL,
+    state TEXT NOT NULL,
+    value REAL,
+    rungs_json TEXT NOT NULL,
+    error TEXT,
+    wall_s REAL NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (study, number)
+);
 """
 #: Tables added after a file's schema version was set. They come with no new version (older
 #: files gain them at their next write; readers treat a missing one as empty), because an added
 #: table changes nothing an older dlperf reads; changing or removing a column needs a new one.
-ADDED_TABLES = ("accuracy",)
+ADDED_TABLES = ("accuracy", "tune_studies", "tune_trials")
 ACCURACY_COLUMNS = ("model", "framework", "precision", "status", "error", "fp32_top1",
                     "fp32_top5", "top1", "top5", "diff_top1", "diff_top5", "changed_top1",
                     "samples")
@@ -318,6 +346,69 @@ class Store:
             for column in ("dataset_json", "detail_json", "env_json"):
                 item[column[:-5]] = self.decode(row, column, "accuracy") if row[column] else {}
             out.append(item)
+        return out
+
+    # -- tune (issue 29): a study per searched case, a row per trial as it ends ---------------
+
+    def tune_study(self, study: str) -> dict[str, Any] | None:
+        """One stored study (its case, space and outcome decoded), or None."""
+        if not self.has_table("tune_studies"):
+            return None
+        rows = self._rows("SELECT * FROM tune_studies WHERE study=?", (study,))
+        return self._study(rows[0]) if rows else None
+
+    def tune_studies(self, base_key: str | None = None) -> list[dict[str, Any]]:
+        """Every stored study (of one base case), oldest first; none in an older file."""
+        if not self.has_table("tune_studies"):
+            return []
+        where, params = ("base_key=?", (base_key,)) if base_key else ("1=1", ())
+        rows = self._rows(f"SELECT * FROM tune_studies WHERE {where} ORDER BY id", params)
+        return [self._study(row) for row in rows]
+
+    def _study(self, row: sqlite3.Row) -> dict[str, Any]:
+        item = {name: row[name] for name in row.keys() if not name.endswith("_json")}
+        for column in ("case_json", "space_json", "outcome_json"):
+            item[column[:-5]] = (self.decode(row, column, "tune_studies") if row[column]
+                                 else None)
+        return item
+
+    def start_tune_study(self, study: str, base_key: str, case: dict[str, Any],
+                         space: dict[str, Any], budget_s: float) -> None:
+        """Record a study before its first trial (kept as it is when it already exists)."""
+        with self.db:
+            self.db.execute(
+                "INSERT OR IGNORE INTO tune_studies (study, base_key, framework, model, task, "
+                "case_json, space_json, budget_s, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (study, base_key, case["framework"], case["model"], case["task"],
+                 json.dumps(case), json.dumps(space), budget_s, _now()))
+
+    def finish_tune_study(self, study: str, outcome: dict[str, Any]) -> None:
+        with self.db:
+            self.db.execute("UPDATE tune_studies SET finished_at=?, outcome_json=? WHERE study=?",
+                            (_now(), json.dumps(outcome), study))
+
+    def add_tune_trial(self, study: str, number: int, trial: dict[str, Any]) -> None:
+        """Store one ended trial (its settings, state, value, rungs, error, wall time)."""
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO tune_trials (study, number, settings_json, state, value, "
+                "rungs_json, error, wall_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (study, number, json.dumps(trial["settings"]), trial["state"],
+                 trial.get("value"), json.dumps(trial.get("rungs") or []), trial.get("error"),
+                 float(trial.get("wall_s") or 0.0), _now()))
+
+    def tune_trials(self, study: str) -> list[dict[str, Any]]:
+        """The study's ended trials in their order."""
+        if not self.has_table("tune_trials"):
+            return []
+        out = []
+        for row in self._rows("SELECT * FROM tune_trials WHERE study=? ORDER BY number",
+                              (study,)):
+            out.append({"number": row["number"], "state": row["state"], "value": row["value"],
+                        "error": row["error"], "wall_s": row["wall_s"],
+                        "created_at": row["created_at"],
+                        "settings": self.decode(row, "settings_json", "tune_trials"),
+                        "rungs": json.loads(row["rungs_json"] or "[]")})
         return out
 
     def results(self, where: str = "result_json IS NOT NULL",

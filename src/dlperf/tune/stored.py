@@ -1,0 +1,101 @@
+"""What a tune leaves in the results database, and what ``--config best`` reads back.
+
+A *study* is one search of one base case: the case with its tunable settings taken out (its
+*base key*: framework, model and its knobs, task, device, processes, data, scenario,
+environment). Every trial is stored as it ends (its settings, state, throughput per rung and the
+run ids of its measurements, which are ordinary stored runs), so a killed tune resumes where it
+stopped; the study's *outcome* (the default, the best, the best at the default batch size and
+precision, each with the interleaved ``ab`` that confirmed it) is stored when it ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dlperf.errors import UsageError
+from dlperf.spec import Case
+from dlperf.store import Store
+from dlperf.tune import settings as config
+
+#: Case fields that say *which* experiment a tune searched, not how it was configured or timed.
+BASE_FIELDS = ("framework", "model", "task", "knobs", "device", "devices", "nnodes", "data",
+               "loader", "data_only", "scenario", "server", "launcher", "controller", "env")
+#: What ``--config`` takes: the unconstrained best, or the best at the case's own batch size and
+#: precision (the like-for-like one; the same as ``best`` when that changed neither).
+WHICH = ("best", "best-fixed")
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def base_identity(case: Case) -> dict[str, Any]:
+    data = case.to_dict()
+    return {name: data[name] for name in BASE_FIELDS}
+
+
+def base_key(case: Case) -> str:
+    """Equal for two cases that differ only in settings a tune searches (or in timing)."""
+    return _digest(base_identity(case))
+
+
+def study_key(case: Case, space: dict[str, Any]) -> str:
+    """One search: the base case, its default configuration, the space and the window."""
+    timing = {name: getattr(case, name) for name in ("warmup_steps", "steps", "min_duration_s")}
+    return _digest({"base": base_identity(case), "space": space, "timing": timing,
+                    "default": config.of_case(case, list(space.get("knobs", {})))})
+
+
+def describe_base(case: Case) -> str:
+    knobs = " ".join(f"{name}={value}" for name, value in sorted(case.knobs.items())
+                     if value is not None)
+    return f"{case.framework} {case.model} {case.task} on {case.device} ({knobs})"
+
+
+def outcomes(store: Store) -> list[dict[str, Any]]:
+    """Every finished study, oldest first: its case, space, outcome and trials."""
+    out = []
+    for study in store.tune_studies():
+        if study.get("outcome"):
+            out.append({**study, "trials": store.tune_trials(study["study"])})
+    return out
+
+
+def latest_outcome(store: Store, case: Case) -> dict[str, Any] | None:
+    finished = [study for study in store.tune_studies(base_key(case)) if study.get("outcome")]
+    return finished[-1] if finished else None
+
+
+def best_settings(store: Store, case: Case, which: str = "best",
+                  flag: str = "--config") -> dict[str, Any]:
+    """The configuration the newest finished tune of this case found; one line naming what is
+    missing (no tune of this case in the file, or none finished) otherwise."""
+    if which not in WHICH:
+        raise UsageError(f"{flag}: {which!r} is not one of {', '.join(WHICH)}")
+    found = latest_outcome(store, case)
+    if found is None:
+        others = sorted({f"{s['framework']} {s['model']} {s['task']}"
+                         for s in store.tune_studies() if s.get("outcome")})
+        hint = (f"; it holds tuned results of: {'; '.join(others)} (a different model knob, "
+                "device or environment is a different case)" if others else "")
+        raise UsageError(f"{flag} {which}: {store.path} has no finished tune of "
+                         f"{describe_base(case)}; run `dlperf tune --framework {case.framework} "
+                         f"--model {case.model} --db {store.path}` first{hint}")
+    outcome = found["outcome"]
+    chosen = outcome.get("best_fixed" if which == "best-fixed" else "best") or outcome["best"]
+    return dict(chosen["settings"])
+
+
+def apply_best(store: Store, case: Case, which: str = "best",
+               flag: str = "--config") -> Case:
+    """``case`` in the configuration its newest tune found (``--config best``)."""
+    return config.apply_or_refuse(case, best_settings(store, case, which, flag),
+                                  f"{flag} {which}")
+
+
+def knob_names(space: dict[str, Any]) -> Sequence[str]:
+    return list(space.get("knobs", {}))

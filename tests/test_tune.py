@@ -1,0 +1,177 @@
+"""dlperf tune: a real search of tiny ResNet-50s within a budget, killed and resumed, confirmed
+by interleaved runs, every trial stored; its space only what each backend declares."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import dlperf, dlperf_main, load, pinned_env
+from dlperf import spec
+from dlperf.spec import Case
+from dlperf.store import Store
+from dlperf.tune import budget, knobs, settings, stored
+
+TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2",
+        "--warmup-steps", "1", "--steps", "3"]
+
+
+def stored_trials(db):
+    """(study, number, state) of every stored trial, read as any SQLite reader would."""
+    if not os.path.exists(db):
+        return []
+    with sqlite3.connect(db) as con:
+        try:
+            return con.execute("SELECT study, number, state FROM tune_trials "
+                               "ORDER BY number").fetchall()
+        except sqlite3.OperationalError:  # the tables are not there yet
+            return []
+
+
+def test_torch_tune_killed_resumed_confirmed_and_reused(tmp_path, tagged):
+    """One search, killed after its second trial and resumed by the same command: the trials
+    before the kill are kept, numbering goes on, the budget counts what was spent, the best is
+    at least the default and is confirmed in interleaved pairs; `--config best` runs it."""
+    db, out = tmp_path / "tune.db", tmp_path / "tune.json"
+    command = [sys.executable, "-m", "dlperf.cli", "tune", "--framework", "torch", *TINY,
+               "--search", "threads,option.memory_format", "--budget", "150s", "--pairs", "2",
+               "--trials", "5",
+               "--db", str(db), "--json", str(out)]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(stored_trials(db)) < 2 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert first.poll() is None, first.communicate()[0][-3000:]
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    before = stored_trials(db)
+    assert len(before) >= 2 and before[0][1:] == (0, "complete")  # the default, never pruned
+    assert not out.exists()
+
+    again = dlperf(*command[3:], timeout=600)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"resuming after {len(before)} trials" in again.stdout
+    after = stored_trials(db)
+    assert after[:len(before)] == before  # nothing measured before the kill is lost or changed
+    assert [row[1] for row in after] == list(range(len(after)))
+    assert len({row[0] for row in after}) == 1
+
+    outcome = load(out)
+    declared = {"threads", "option.memory_format"}
+    assert set(outcome["knobs"]) == declared
+    assert outcome["default"]["settings"] == {"threads": None, "option.memory_format": ""}
+    best = outcome["best"]
+    assert best["throughput"] >= outcome["default"]["throughput"]
+    assert best["changes_math"] == [] and outcome["best_fixed"] is None
+    if best["trial"] != 0:  # confirmed against the default, interleaved
+        assert best["ab"]["pairs"] >= 1 and best["ab"]["pairs_asked"] == 2
+        assert best["ab"]["ratio"] is not None
+    assert outcome["search_s"] <= outcome["budget_s"] + 60  # one run's overrun at most
+    with Store(db, readonly=True) as store:
+        studies = store.tune_studies()
+        assert len(studies) == 1 and studies[0]["outcome"] == outcome
+        trials = store.tune_trials(studies[0]["study"])
+        # every measured rung is an ordinary stored run of the tuned case
+        for trial in trials:
+            for rung in trial["rungs"]:
+                result = store.results("id=?", (rung["run_id"],))[0]
+                case = Case.from_dict(result["case"])
+                assert settings.of_case(case, sorted(declared)) == trial["settings"]
+                assert result["case"]["repeats"] == rung["repeats"]
+
+    # the same command again shows the finished study, measuring nothing
+    shown = dlperf_main(*command[3:])
+    assert shown.returncode == 0 and "holds a finished tune" in shown.stdout
+    assert stored_trials(db) == after
+
+    # --config best measures the configuration the tune found
+    reused = dlperf("run", "--framework", "torch", *TINY, "--repeats", "1", "--config", "best",
+                    "--db", str(db), "--json", str(tmp_path / "best.json"))
+    assert reused.returncode == 0, reused.stderr[-2000:]
+    case = Case.from_dict(load(tmp_path / "best.json")["case"])
+    assert settings.of_case(case, sorted(declared)) == best["settings"]
+
+
+def test_paddle_tune_within_its_trials(tmp_path, tagged):
+    """Another framework through the same search: its declared knobs only, stored."""
+    pinned_env("paddle")
+    db, out = tmp_path / "tune.db", tmp_path / "tune.json"
+    done = dlperf("tune", "--framework", "paddle", *TINY, "--search", "threads",
+                  "--trials", "2", "--pairs", "2", "--budget", "120s", "--db", str(db),
+                  "--json", str(out), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    outcome = load(out)
+    assert set(outcome["knobs"]) == {"threads"}
+    assert outcome["default"]["throughput"] > 0
+    # two configurations measured (a proposal of one already measured is stored, not counted)
+    assert sum(outcome["trials"].values()) == 2 and len(stored_trials(db)) >= 2
+
+
+@pytest.mark.parallel
+def test_the_space_is_what_each_backend_declares():
+    """No knob, and no value, that the backend does not declare for the device and task."""
+    for framework in spec.frameworks():
+        declared = spec.support(framework)
+        model = "resnet50" if "resnet50" in declared.models else declared.models[0]
+        task = "train" if "train" in declared.tasks else declared.tasks[0]
+        precision = declared.precisions["cpu"][task][0]
+        case = Case(framework=framework, model=model, task=task, batch_size=4,
+                    precision=precision, device="cpu")
+        found = {knob.name: knob for knob in knobs.space(case)}
+        for name, knob in found.items():
+            assert len(knob.values) > 1 and knob.values[0] == settings.of_case(case, [name])[name]
+            if name == "precision":
+                assert set(knob.values) <= set(declared.precisions["cpu"][task])
+            elif name == "compile":
+                assert set(declared.modes) == {False, True}
+            elif name.startswith("option."):
+                option = declared.options[name[len("option."):]]
+                assert set(knob.values) == {"", *option.values}
+            else:
+                assert name in ("threads", "allocator", "batch_size"), name
+        assert ("compile" in found) == (set(declared.modes) == {False, True})
+        assert {n[7:] for n in found if n.startswith("option.")} == set(declared.options)
+        # every configuration of the space is a valid case of this framework
+        for knob in found.values():
+            for value in knob.values:
+                settings.apply(case, {knob.name: value})
+
+
+@pytest.mark.parallel
+def test_budget_parsing_and_bad_input(tmp_path):
+    assert budget.parse("20m") == 1200 and budget.parse("1h30m") == 5400
+    assert budget.parse("90s") == 90 and budget.parse("120") == 120
+    assert budget.text(3900) == "1h05m" and budget.text(75) == "1m15s"
+    db = str(tmp_path / "t.db")
+    cases = [
+        (["--framework", "torch", "--budget", "30s"], "--budget: '30s' is too small for one trial"),
+        (["--framework", "torch", "--budget", "soon"], "--budget: 'soon' must be a duration"),
+        (["--framework", "nosuch"], "invalid choice: 'nosuch'"),
+        (["--framework", "torch", "--search", "threads,warp_speed"],
+         "--search: 'warp_speed' is not a knob torch declares here"),
+        (["--framework", "jax", "--search", "compile"],
+         "--search: 'compile' is not a knob jax declares here"),
+        (["--framework", "torch", "--pairs", "1"], "--pairs: 1 must be between 2 and 100"),
+    ]
+    for flags, message in cases:
+        done = dlperf_main("tune", *flags, *TINY, "--db", db)
+        assert done.returncode == 2, (flags, done.stdout, done.stderr)
+        assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert not os.path.exists(db) or stored_trials(db) == []
+
+
+@pytest.mark.parallel
+def test_config_best_without_a_tune_is_one_line(tmp_path):
+    db = tmp_path / "empty.db"
+    with Store(db):
+        pass
+    case = Case(framework="torch", model="resnet50", batch_size=2, knobs={"image_size": 32})
+    with Store(db, readonly=True) as store, pytest.raises(Exception) as error:
+        stored.best_settings(store, case)
+    assert "has no finished tune of torch resnet50 train" in str(error.value)
+    assert f"--db {db}" in str(error.value)
