@@ -39,7 +39,7 @@ def test_torch_tune_killed_resumed_confirmed_and_reused(tmp_path, tagged):
     db, out = tmp_path / "tune.db", tmp_path / "tune.json"
     command = [sys.executable, "-m", "dlperf.cli", "tune", "--framework", "torch", *TINY,
                "--search", "threads,option.memory_format", "--budget", "150s", "--pairs", "2",
-               "--trials", "5",
+               "--trials", "3",
                "--db", str(db), "--json", str(out)]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True)
