@@ -75,12 +75,14 @@ def chosen_frameworks(args: argparse.Namespace) -> list[str]:
         return [args.framework]
     names = []
     for name in frameworks():
-        if args.model not in support(name).models or not envs.status(name).usable:
+        declared = support(name)
+        if args.model not in declared.models or args.task not in declared.tasks \
+                or not envs.status(name).usable:
             continue
         names.append(name)
     if not names:
         raise UsageError(f"--framework all: no installed framework runs --model {args.model} "
-                         f"(`dlperf envs list`)")
+                         f"--task {args.task} (`dlperf envs list`)")
     return names
 
 
