@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup envs horovod horovod-envs browser slurm run run-more test clean cuda-locks fidelity
+.PHONY: setup envs horovod horovod-envs browser slurm allocators run run-more test clean cuda-locks fidelity
 
 # PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
 # The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
@@ -80,6 +80,15 @@ slurm:
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; }
 
+# Debian's jemalloc and tcmalloc (minimal): tests/test_allocator_options.py runs a worker with one
+# preloaded (`dlperf run --allocator`). Installed once, only when the dynamic linker's cache lacks one.
+allocators:
+	/sbin/ldconfig -p | grep -q 'libjemalloc\.so\.2 ' && \
+		/sbin/ldconfig -p | grep -q 'libtcmalloc_minimal\.so\.4 ' || { \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libjemalloc2 \
+			libtcmalloc-minimal4; }
+
 # Debian's cmake, g++ and Open MPI: Horovod compiles from its source archive (PyPI has no wheel)
 # into the framework's own <fw>+horovod environment, with its MPI controller when Open MPI is
 # there. Installed once, only when a tool is missing.
@@ -104,7 +113,7 @@ horovod-envs: envs horovod
 # that runs past 10 minutes (pyproject.toml), and each phase lists its 30 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
-test: setup envs horovod-envs browser slurm
+test: setup envs horovod-envs browser slurm allocators
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	$(BIN)/python -m pytest -q -m "not parallel" $(PYTEST_ARGS); serial=$$?; \
 	test $$parallel -eq 0 && test $$serial -eq 0

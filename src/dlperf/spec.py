@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from dlperf import models
 from dlperf.data import imagefolder
 from dlperf.envs import registry as envs_registry
+from dlperf.host.allocators import ALLOCATORS
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
 from dlperf.worker.support import Support, format_options, parse_options
@@ -44,7 +45,8 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
                 "loader_workers": None, "data_only": False, "cold_cache": False,
                 "warmup_max_steps": steady.MAX_STEPS, "loader": "native",
-                "launcher": "native", "controller": "gloo", "options": "", "env": ""}
+                "launcher": "native", "controller": "gloo", "options": "", "env": "",
+                "allocator": ""}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1}
 MAX_PROFILE_STEPS = 100
@@ -123,6 +125,9 @@ class Case:
     # the user's tag for this measurement (a commit, a build id: `--label`); like repeats, not
     # part of the experiment: history and gate order and select results by it
     run_label: str = ""
+    # the worker's malloc: "" the system's (glibc), or "jemalloc" / "tcmalloc" preloaded by the
+    # launcher (LD_PRELOAD; dlperf.host.allocators finds the library on this machine)
+    allocator: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -192,6 +197,8 @@ class Case:
             parts.append(self.options)
         if self.env:
             parts.append(environment_name(self.framework, self.env))
+        if self.allocator:
+            parts.append(self.allocator)
         if self.scenario != "offline":
             parts.append(self.scenario)
         if self.server:
@@ -297,6 +304,9 @@ def validate(case: Case) -> None:
     _validate_launcher(case)
     _validate_options(case)
     _validate_env(case)
+    if case.allocator != "" and case.allocator not in ALLOCATORS:
+        raise SpecError(f"allocator: {case.allocator!r} is not one of {', '.join(ALLOCATORS)} "
+                        f"(or empty: the system's malloc)")
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
         if value is None:

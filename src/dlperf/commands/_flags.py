@@ -12,6 +12,7 @@ from typing import Any
 
 from dlperf import models
 from dlperf.errors import UsageError
+from dlperf.host import allocators
 from dlperf.launchers import launch, slurm
 from dlperf.numbers import finite_float
 from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS, Case,
@@ -81,6 +82,9 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         dest="options",
                         help="one of the framework's own settings (`dlperf envs list "
                              "--support`), e.g. caffe2's engine=cpu; repeat for several")
+    parser.add_argument("--allocator", choices=allocators.ALLOCATORS, default="",
+                        help="the workers' malloc, preloaded (LD_PRELOAD): jemalloc or tcmalloc "
+                             "(installed on this machine) instead of the system's (glibc)")
     add_knob_arguments(parser, partial_fc=True)
     add_warmup_arguments(parser)
     parser.add_argument("--steps", type=positive_int, default=100,
@@ -209,6 +213,7 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 launcher=getattr(args, "launcher", "native"),
                 controller=getattr(args, "controller", "gloo"),
                 options=",".join(getattr(args, "options", None) or []),
+                allocator=getattr(args, "allocator", None) or "",
                 profile_steps=profile_steps_from_args(args), **input_fields(args),
                 **environment_fields(args))
 

@@ -155,9 +155,19 @@ def support_table() -> Table:
 
 
 def _options(decl: Any) -> str:
-    """A backend's options as NAME=VALUE|VALUE, or "-"."""
-    return "; ".join(f"{name}={'|'.join(option.values)}"
+    """A backend's options as NAME=VALUE|VALUE, each followed by the environment variables its
+    values set where it declares any (``onednn=on|off (TF_ENABLE_ONEDNN_OPTS=1|0)``), or "-"."""
+    return "; ".join(f"{name}={'|'.join(option.values)}{_variables(option)}"
                      for name, option in sorted(decl.options.items())) or "-"
+
+
+def _variables(option: Any) -> str:
+    """`` (VAR=A|B)``: each variable an option's values set, its text per value in the values'
+    order (``-`` for a value that leaves it unset); empty where the option sets none."""
+    names = sorted({var for chosen in option.variables.values() for var in chosen})
+    shown = [f"{var}=" + "|".join(option.variables.get(value, {}).get(var, "-")
+                                  for value in option.values) for var in names]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def _install(args: argparse.Namespace) -> int:

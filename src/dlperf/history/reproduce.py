@@ -49,6 +49,8 @@ def run_flags(case: dict[str, Any]) -> list[str]:
         flags += ["--launcher", c.launcher, "--controller", c.controller]
     for option in filter(None, c.options.split(",")):
         flags += ["--option", option]
+    if c.allocator:
+        flags += ["--allocator", c.allocator]
     if c.data != "synthetic":
         flags += ["--data", c.data, "--loader", c.loader]
         if c.loader_workers is not None:

@@ -14,11 +14,12 @@ multi-process cases.
 from __future__ import annotations
 
 import math
+import os
 import re
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ from dlperf.envs import selection
 # worker side's count, so a launcher divides the cores the same way a backend counts them
 from dlperf.backends.common import available_cpus as usable_cores
 from dlperf.errors import UsageError
-from dlperf.spec import Case
+from dlperf.host import allocators
+from dlperf.spec import Case, support
+from dlperf.worker.support import parse_options
 
 
 @dataclass
@@ -67,6 +70,30 @@ def thread_env(threads: int | None) -> dict[str, str]:
     return {} if threads is None else {name: str(threads) for name in POOL_SIZE_VARIABLES}
 
 
+@dataclass(frozen=True)
+class CaseSettings:
+    """What a case's own settings add to its workers' environment, and the launch facts that
+    say so (kept in the result)."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def case_settings(case: Case, declared: Mapping[str, str]) -> CaseSettings:
+    """The variables the case's options declare (its backend's ``SUPPORT.options``: settings
+    a framework reads from its environment when it is imported), and its allocator's library in
+    front of ``LD_PRELOAD`` (the registry's ``declared`` value, else ours, kept behind it):
+    UsageError (one line) when that allocator is not installed here."""
+    env = support(case.framework).option_variables(parse_options(case.options))
+    facts: dict[str, Any] = {"option_variables": dict(env)} if env else {}
+    if case.allocator:
+        path = allocators.library(case.allocator)
+        current = declared.get("LD_PRELOAD", os.environ.get("LD_PRELOAD"))
+        env["LD_PRELOAD"] = allocators.preload(path, current)
+        facts["allocator"] = {"name": case.allocator, "library": path}
+    return CaseSettings(env, facts)
+
+
 def worker_argv(python: str, case_file: Path, out_dir: Path) -> list[str]:
     return [python, "-m", "dlperf.worker", "--case", str(case_file), "--out-dir", str(out_dir)]
 
@@ -78,12 +105,13 @@ def local(case: Case, case_file: Path, out_dir: Path, python: str | None = None)
     python = python or selection.case_python(case.framework, case.env)
     # the registry's env:, expanded (and, in a brought environment, no bytecode writing)
     declared = selection.case_variables(case.framework, case.env, python)
+    settings = case_settings(case, declared)
     facts = {"launcher": "local", "processes": 1, "threads_per_process": threads,
-             "env_variant": envs.variant_of(case.framework)}
+             "env_variant": envs.variant_of(case.framework), **settings.facts}
     if declared:
         facts["framework_env"] = declared
     return Launch(worker_argv(python, case_file, out_dir),
-                  env={**declared, **thread_env(threads)}, facts=facts)
+                  env={**declared, **thread_env(threads), **settings.env}, facts=facts)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -147,6 +175,8 @@ class RepeatStart:
     number: int  # repeats this launcher started before this one (a fresh rendezvous id each)
     threads: int | None  # per worker process (None: the framework's own default)
     declared: dict[str, str]  # the registry's env: for the framework, expanded
+    # the case's allocator and its options' variables (:func:`case_settings`)
+    settings: CaseSettings = field(default_factory=CaseSettings)
 
 
 class MultiLauncher:
@@ -177,10 +207,11 @@ class MultiLauncher:
         python = self.python or selection.case_python(case.framework, case.env)
         if case.nnodes > 1 and rdzv.node_rank > 0 and self.launches > 0:
             time.sleep(NEXT_REPEAT_GRACE_S)
+        declared = selection.case_variables(case.framework, case.env, python)
+        settings = case_settings(case, declared)
         number = self.launches
         self.launches += 1
-        return RepeatStart(python, number, threads_per_process(case),
-                           selection.case_variables(case.framework, case.env, python))
+        return RepeatStart(python, number, threads_per_process(case), declared, settings)
 
     def master(self, case: Case) -> tuple[str, int]:
         """Where rank 0 listens: one node, 127.0.0.1 on a free port (nothing listens beyond
@@ -190,9 +221,10 @@ class MultiLauncher:
         return str(self.rendezvous.master_addr), self.rendezvous.master_port
 
     def worker_env(self, start: RepeatStart) -> dict[str, str]:
-        """The framework's declared variables, the thread pools' sizes and, where the
-        collectives take one, the network interface."""
-        env = {**start.declared, **thread_env(start.threads)}
+        """The framework's declared variables, the thread pools' sizes, the case's allocator and
+        options (:func:`case_settings`) and, where the collectives take one, the network
+        interface."""
+        env = {**start.declared, **thread_env(start.threads), **start.settings.env}
         ifname = self.rendezvous.socket_ifname
         if ifname and self.uses_socket_ifname:
             env.update(GLOO_SOCKET_IFNAME=ifname, NCCL_SOCKET_IFNAME=ifname)
@@ -206,7 +238,7 @@ class MultiLauncher:
             "launcher": self.name, "processes": case.devices * case.nnodes,
             "processes_per_node": case.devices, "nnodes": case.nnodes,
             "threads_per_process": start.threads, "env_variant": envs.variant_of(case.framework),
-            **details}
+            **start.settings.facts, **details}
         if case.nnodes > 1:
             facts.update(node_rank=rdzv.node_rank, rdzv_timeout_s=rdzv.timeout_s)
         if start.declared:

@@ -7,6 +7,7 @@ This is the only place a launcher is picked by framework.
 
 from __future__ import annotations
 
+from dlperf.host import allocators
 from dlperf.launchers import (caffe2, horovod, jax, mindspore, mxnet, oneflow, paddle,
                               tensorflow, tensorflow1, torch)
 from dlperf.launchers.launch import Launcher, MultiLauncher, Rendezvous, local
@@ -35,7 +36,12 @@ def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
 
     A framework without one (its backend declares no ``distributed`` devices) gets ``local``:
     its worker refuses the case from ``SUPPORT`` before building anything, so the result is
-    ``unsupported`` with the backend's own reason, as for any other undeclared combination."""
+    ``unsupported`` with the backend's own reason, as for any other undeclared combination.
+
+    A case whose allocator is not installed here is refused (UsageError) before anything runs:
+    every launcher preloads it."""
+    if case.allocator:
+        allocators.library(case.allocator)
     if case.launcher == "horovod":
         return horovod.HorovodLaunch(case, rendezvous, python)
     multi = MULTI_PROCESS.get(case.framework)

@@ -99,7 +99,7 @@ def knob_text(case: dict[str, Any]) -> str:
 def variant(case: dict[str, Any]) -> str:
     """How the framework ran: its own script (external), or the mode its backend declares for
     the compile setting (a TF ``tf.function`` graph is not "eager", TF 1.15 runs a Session),
-    with the case's framework options."""
+    with the case's framework options and allocator."""
     external = (case.get("external") or {}).get("name")
     if external:
         return f"external: {external}"
@@ -110,6 +110,8 @@ def variant(case: dict[str, Any]) -> str:
         mode = "compiled" if case.get("compile") else "eager"
     # the framework's own options (Caffe2's engine) are another way it ran: never one row
     kind = f"{mode} · {case['options']}" if case.get("options") else mode
+    if case.get("allocator"):  # another malloc preloaded (--allocator): another row
+        kind += f" · {case['allocator']}"
     # so is another environment (a version, the user's own build) and another label: one row
     # each, never the best of two versions
     if case.get("env"):

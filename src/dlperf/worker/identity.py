@@ -4,7 +4,9 @@ backend's ``build_info``), and a hash of every installed package and version the
 import.
 
 The package set is read from the ``*.dist-info`` / ``*.egg-info`` entries on ``sys.path`` (the
-standard library only, as on Python 3.7): no pip, nothing written.
+standard library only, as on Python 3.7): no pip, nothing written. Which malloc replacement is
+mapped into the process (``/proc/self/maps``) is read alike: what a case's ``allocator``
+preloaded, seen from inside the worker.
 """
 
 import hashlib
@@ -13,11 +15,13 @@ import re
 import sys
 
 MAX_BUILD_CHARS = 4000  # a build description is kept whole up to here (torch's is ~1.5 kB)
+# the shared libraries of the malloc replacements a case may preload (dlperf.host.allocators)
+_ALLOCATOR_LIBRARY = re.compile(r"/lib(jemalloc|tcmalloc|tcmalloc_minimal)\.so(\.[0-9.]+)?$")
 _META = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[0-9][^-]*?)(-py[0-9.]+)?"
                    r"\.(dist|egg)-info$")
 
 try:
-    from typing import Any, Dict, List
+    from typing import Any, Dict, List, Set
 except ImportError:  # pragma: no cover
     pass
 
@@ -51,6 +55,22 @@ def package_set_hash(packages):
     return hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16]
 
 
+def mapped_allocators(maps="/proc/self/maps"):
+    # type: (str) -> List[str]
+    """The paths of jemalloc's and tcmalloc's libraries mapped into this process, sorted; empty
+    where none is (the system's malloc) or the maps cannot be read."""
+    found = set()  # type: Set[str]
+    try:
+        with open(maps) as handle:
+            for line in handle:
+                path = line.rstrip("\n").split(None, 5)[5:]
+                if path and _ALLOCATOR_LIBRARY.search(path[0].strip()):
+                    found.add(path[0].strip())
+    except (IOError, OSError):
+        return []
+    return sorted(found)
+
+
 def describe(backend):
     # type: (Any) -> Dict[str, Any]
     """The environment identity this worker reports: the backend's ``build_info()`` (version,
@@ -58,7 +78,8 @@ def describe(backend):
     packages = installed_packages()
     out = {"packages_hash": package_set_hash(packages), "packages": len(packages),
            "python": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3],
-           "framework_version": None, "git": None, "build": None}  # type: Dict[str, Any]
+           "framework_version": None, "git": None, "build": None,
+           "allocators": mapped_allocators()}  # type: Dict[str, Any]
     info = getattr(backend, "build_info", None)
     if info is None:
         return out

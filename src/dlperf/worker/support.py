@@ -18,12 +18,27 @@ TASKS = ("train", "infer")
 
 class Option(object):
     """One setting of a framework's own that a case may choose: its allowed values, and why a
-    user would change it (with what the backend does where a case sets none)."""
+    user would change it (with what the backend does where a case sets none).
 
-    def __init__(self, values, help):
-        # type: (Sequence[str], str) -> None
+    ``variables``: ``{value: {VARIABLE: text}}``, the environment variables the launcher sets
+    for the worker when a case chooses that value (harness side, before the worker starts), for
+    settings a framework reads from its environment when it is imported (TensorFlow's
+    ``TF_ENABLE_ONEDNN_OPTS``); a value without an entry sets none. Each value named here must
+    be one of ``values`` (ValueError otherwise: a declaration error, found on import)."""
+
+    def __init__(self, values, help, variables=None):
+        # type: (Sequence[str], str, Optional[Mapping[str, Mapping[str, str]]]) -> None
         self.values = tuple(values)
         self.help = help
+        self.variables = {value: dict(names) for value, names in (variables or {}).items()}
+        for value, names in self.variables.items():
+            if value not in self.values:
+                raise ValueError("variables for %r, which is not one of the option's values (%s)"
+                                 % (value, ", ".join(self.values)))
+            for name, text in names.items():
+                if not name or not isinstance(text, str):
+                    raise ValueError("variables for %r: %r=%r must be a name and a text"
+                                     % (value, name, text))
 
 
 def parse_options(text):
@@ -71,8 +86,10 @@ class Support(object):
     under ``horovodrun``); a name not here is refused with the ``"launcher/name"`` reason.
     ``options``: the framework's own settings a case may choose (``--option NAME=VALUE``, a
     case's ``options``), by name: ``{"engine": Option(("ideep", "cpu"), "why it matters")}``;
-    the backend applies them and records each in the result. A name or value not declared here
-    is refused before anything runs (the harness reads this declaration).
+    the backend applies them and records each in the result, or, for a setting the framework
+    reads from its environment at import, the option's ``variables`` name what the launcher
+    sets for the chosen value. A name or value not declared here is refused before anything
+    runs (the harness reads this declaration).
     ``reasons``: why a combination is refused, keyed (most specific first) by
     ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
     ``"compile=off"``, ``"distributed/device"``, ``"loader/name"``, ``"launcher/name"`` or
@@ -175,6 +192,17 @@ class Support(object):
                 name, value, self.framework, ", ".join(option.values))
         return None
 
+    def option_variables(self, options):
+        # type: (Mapping[str, str]) -> Dict[str, str]
+        """The environment variables a case's ``options`` (``{name: value}``, declared ones)
+        set for its workers: each chosen value's ``variables``, merged."""
+        out = {}  # type: Dict[str, str]
+        for name in sorted(options):
+            option = self.options.get(name)
+            if option is not None:
+                out.update(option.variables.get(options[name], {}))
+        return out
+
     def check(self, case, device):
         # type: (Mapping[str, Any], str) -> None
         """Raise UnsupportedError with the declared reason when ``case`` cannot run."""
@@ -196,7 +224,8 @@ class Support(object):
             "data_pipeline": self.data_pipeline,
             "loaders": dict(self.loaders),
             "launchers": list(self.launchers),
-            "options": {name: {"values": list(o.values), "help": o.help}
+            "options": {name: {"values": list(o.values), "help": o.help,
+                               "variables": {v: dict(n) for v, n in o.variables.items()}}
                         for name, o in sorted(self.options.items())},
             "reasons": dict(self.reasons),
         }

@@ -13,7 +13,7 @@ and records which operators ended up in bf16. float16 has no CPU kernels.
 """
 
 from dlperf.backends.common import CPU_TF32, lazy
-from dlperf.worker.support import Support
+from dlperf.worker.support import Option, Support
 
 CPU_FP16 = ("mxnet 1.9.1 has no float16 kernels on a CPU: mxnet.contrib.amp float16 casts a "
             "convolution and MXNet fails with 'FP16 gemm on cpu not implemented!'")
@@ -36,6 +36,16 @@ SUPPORT = Support(
     # --launcher horovod: horovodrun starts the workers, Gluon's hvd.DistributedTrainer sums
     # their gradients (:mod:`.horovod`), in the mxnet+horovod environment
     launchers=("native", "horovod"),
+    # read by libmxnet when it is loaded, so the launcher sets it (harness side)
+    options={"onednn": Option(("on", "off"), (
+        "MXNet's oneDNN (MKL-DNN) accelerator on the CPU (MXNET_MKLDNN_ENABLED, read when MXNet "
+        "is loaded; MXNet's default is on in its oneDNN builds, the PyPI wheel's): on runs "
+        "convolutions, batch norms, activations, pooling and fully connected layers through "
+        "oneDNN's kernels, in its blocked layouts; off runs MXNet's own CPU kernels (im2col + "
+        "BLAS), what oneDNN is measured against; amp-bf16 needs it on (oneDNN has MXNet's only "
+        "bf16 kernels). MXNET_SUBGRAPH_BACKEND's oneDNN fusion is not offered: MXNet applies it "
+        "to inference graphs only"),
+        variables={"on": {"MXNET_MKLDNN_ENABLED": "1"}, "off": {"MXNET_MKLDNN_ENABLED": "0"}})},
     reasons={
         "cuda": NO_GPU_BUILD,
         "cpu/tf32": CPU_TF32,

@@ -4,7 +4,7 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without T
 """
 
 from dlperf.backends.common import lazy
-from dlperf.worker.support import Support
+from dlperf.worker.support import Option, Support
 
 KERAS_PRECISIONS = ("fp32", "amp-bf16", "amp-fp16")  # Keras mixed-precision policies
 NOT_KERAS = ("bf16/fp16 without float32 master weights and int8 are not Keras mixed-precision "
@@ -30,6 +30,15 @@ SUPPORT = Support(
     # MultiWorkerMirroredStrategy with NCCL across nodes
     distributed=("cpu", "cuda"),
     data_pipeline="tf.data (parallel map, AUTOTUNE prefetch)",
+    # read by TensorFlow when it is imported, so the launcher sets it (harness side)
+    options={"onednn": Option(("on", "off"), (
+        "TensorFlow's oneDNN optimizations on the CPU (TF_ENABLE_ONEDNN_OPTS, read once when "
+        "TensorFlow is imported; TensorFlow's default is on on x86 Linux): on rewrites the "
+        "graph's convolutions, matmuls, batch norms and their fused activations into oneDNN "
+        "kernels; off keeps TensorFlow's own Eigen kernels, which can win at small shapes or "
+        "few threads, where oneDNN's layout conversions cost more than its kernels save "
+        "(recorded as onednn_enabled, TensorFlow's own answer)"),
+        variables={"on": {"TF_ENABLE_ONEDNN_OPTS": "1"}, "off": {"TF_ENABLE_ONEDNN_OPTS": "0"}})},
     reasons={
         # not a key SUPPORT.check reads: the backend raises it when the combination arrives
         "distributed/cpu/compile=on": XLA_CPU_COLLECTIVES,

@@ -112,6 +112,17 @@ def unique(variables):
 
 
 
+def onednn_enabled():
+    # type: () -> Optional[bool]
+    """Whether this TensorFlow runs oneDNN's kernels, as TensorFlow decides it (its build and
+    TF_ENABLE_ONEDNN_OPTS, read once); None where the private query is missing."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return None
+
+
 def runtime_info(device):
     # type: (str) -> Dict[str, Any]
     build = tf.sysconfig.get_build_info()
@@ -123,6 +134,7 @@ def runtime_info(device):
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads() or "default",
         "num_threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
         "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 Linux)"),
+        "onednn_enabled": onednn_enabled(),
         "cuda_build": bool(build.get("is_cuda_build", False)),
     }  # type: Dict[str, Any]
     if device.startswith("/GPU"):
