@@ -92,6 +92,8 @@ def space(case: Case, batch_limit: int | None = None) -> list[Knob]:
     own_options = parse_options(case.options)
     for name in sorted(declared.options):
         option = declared.options[name]
+        if not option.applies_to(case.model):
+            continue
         knobs.append(Knob(OPTION_PREFIX + name,
                           _first(own_options.get(name, ""), ("", *option.values)),
                           option.help))

@@ -24,12 +24,16 @@ class Option(object):
     for the worker when a case chooses that value (harness side, before the worker starts), for
     settings a framework reads from its environment when it is imported (TensorFlow's
     ``TF_ENABLE_ONEDNN_OPTS``); a value without an entry sets none. Each value named here must
-    be one of ``values`` (ValueError otherwise: a declaration error, found on import)."""
+    be one of ``values`` (ValueError otherwise: a declaration error, found on import).
 
-    def __init__(self, values, help, variables=None):
-        # type: (Sequence[str], str, Optional[Mapping[str, Mapping[str, str]]]) -> None
+    ``models``: the models the setting changes anything for (a layout of images means nothing
+    to BERT); None: every model. ``dlperf tune`` searches it only for those."""
+
+    def __init__(self, values, help, variables=None, models=None):
+        # type: (Sequence[str], str, Optional[Mapping[str, Mapping[str, str]]], Optional[Sequence[str]]) -> None
         self.values = tuple(values)
         self.help = help
+        self.models = None if models is None else tuple(models)
         self.variables = {value: dict(names) for value, names in (variables or {}).items()}
         for value, names in self.variables.items():
             if value not in self.values:
@@ -39,6 +43,10 @@ class Option(object):
                 if not name or not isinstance(text, str):
                     raise ValueError("variables for %r: %r=%r must be a name and a text"
                                      % (value, name, text))
+
+    def applies_to(self, model):
+        # type: (str) -> bool
+        return self.models is None or model in self.models
 
 
 def parse_options(text):

@@ -32,7 +32,8 @@ SUPPORT = Support(
         "the layout of a convolutional network's weights and images: channels_last (NHWC in "
         "memory; the default on a GPU) or contiguous (NCHW, PyTorch's own default and the "
         "torchvision reference recipe's; the default on a CPU); which is faster depends on "
-        "the device, the threads and the shapes (docs/fidelity.md)"))},
+        "the device, the threads and the shapes (docs/fidelity.md)"),
+        models=VISION + ("face-resnet50",))},
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "train/bf16": "precision bf16 is an inference precision in the torch backend (the whole "

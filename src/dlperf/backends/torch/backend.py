@@ -22,6 +22,7 @@ from dlperf.backends.torch.wide_deep import LazyAdam, WideAndDeep
 from dlperf.backends.torch.inference import inference_model
 from dlperf.backends.torch.resnet import ResNet50
 from dlperf.backends.torch import horovod, input_pipeline, vision
+from dlperf.backends.torch import SUPPORT
 from dlperf.backends.torch.workload import (COMPILE_MODE, Precision, count_params,
                                             maybe_wrap_ddp, runtime_info, select_device, world_size,
                                             rank)
@@ -39,7 +40,8 @@ MEMORY_FORMATS = {"channels_last": torch.channels_last, "contiguous": torch.cont
 # interleaved pairs on a 2-core AMD EPYC; on one thread channels-last was faster):
 # docs/fidelity.md. ``--option memory_format`` chooses either.
 DEFAULT_MEMORY_FORMAT = {"cuda": "channels_last", "cpu": "contiguous"}
-CONV_MODELS = frozenset(vision.NETWORKS) | {"resnet50", "face-resnet50"}
+# the models the option applies to, as SUPPORT declares them (and `dlperf tune` searches it)
+CONV_MODELS = frozenset(SUPPORT.options["memory_format"].models or ())
 
 # What a model builder hands back: the bare network (for counting and the optimizer), how to
 # compute the step's scalar from a (possibly wrapped) model, and the optimizer settings.
