@@ -165,6 +165,8 @@ def db(tmp_path: Path) -> Path:
 
 # One real sweep per session, shared by the sweep, report and compare tests (issue 3).
 from sweep_session import fixture_db  # noqa: E402,F401
+# One real tiny torch ResNet-50 run per session, read by test_run and test_device_shown.
+from tiny_runs import tiny_resnet_run  # noqa: E402,F401
 
 
 # A marker every child of a test inherits: the processes a test started, found by their environment.

@@ -3,9 +3,10 @@ a case ran on (resolved: ``cpu``, ``cuda:0 NVIDIA ...``), CPU and GPU results of
 never one row or one speedup, `compare` across devices needs ``--across-devices``, and ``--device
 auto`` landing on the CPU of a GPU host says so and why.
 
-One real tiny torch case (two repeats) serves every check of the commands (`dlperf ab`'s
-device: test_ab.py); a GPU twin of it is a copy of that real result with another device, as a
-GPU host would have stored it (this host has none).
+One real tiny torch case (two repeats; the session's, tests/tiny_runs.py, shared with
+test_run.py) serves every check of the commands (`dlperf ab`'s device: test_ab.py); a GPU twin
+of it is a copy of that real result with another device, as a GPU host would have stored it
+(this host has none).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_RESNET, dlperf, load
+from conftest import dlperf_main, load
 from dlperf.result import auto_cpu_note, device_kind_name, device_of
 from dlperf.store import Store
 from dlperf.worker.support import device_label, resolved_device
@@ -33,13 +34,10 @@ WIDE = {"COLUMNS": "250"}  # the terminal table whole, not folded into ellipses
 
 
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> dict:
-    """One real tiny torch result, stored and written as JSON, with its terminal output."""
-    root = tmp_path_factory.mktemp("device")
-    db, out = root / "dlperf.db", root / "cpu.json"
-    proc = dlperf("run", *TINY_RESNET, "--repeats", "2", "--db", str(db), "--json", str(out),
-                  check=True, env=WIDE)
-    return {"root": root, "db": db, "json": out, "result": load(out), "stdout": proc.stdout}
+def measured(tiny_resnet_run) -> dict:
+    """One real tiny torch result (TINY_RESNET, two repeats), stored and written as JSON, with
+    its terminal output (COLUMNS=250): the session's one run (tests/tiny_runs.py)."""
+    return tiny_resnet_run
 
 
 def on_gpu(result: dict, devices: int = 1) -> dict:
@@ -133,7 +131,9 @@ def test_results_stored_before_the_device_was_recorded(measured, tmp_path):
     with sqlite3.connect(db) as raw:
         (text,) = raw.execute("SELECT result_json FROM runs").fetchone()
     assert "device" not in json.loads(text)
-    proc = dlperf("report", "--db", str(db), "--format", "csv", check=True)
+    # the commands that read stored results run through dlperf's main in this process here:
+    # what they print is checked, not a fresh interpreter (test_fuzz_cli checks both alike)
+    proc = dlperf_main("report", "--db", str(db), "--format", "csv", check=True)
     (row,) = csv.DictReader(io.StringIO(proc.stdout))
     assert row["device"] == "cpu" and row["device_requested"] == "auto"
 
@@ -165,35 +165,35 @@ def test_reports_keep_cpu_and_gpu_apart(measured, tmp_path):
             result.pop(key, None)
     db = tmp_path / "mixed.db"
     store_results(db, [cpu, gpu, two])
-    markdown = dlperf("report", "--db", str(db), "--format", "md", check=True).stdout
+    markdown = dlperf_main("report", "--db", str(db), "--format", "md", check=True).stdout
     header = next(line for line in markdown.splitlines() if line.startswith("| framework"))
     assert header.startswith("| framework | version | variant | device | FP32 throughput")
     rows = [line for line in markdown.splitlines() if line.startswith("| torch |")]
     assert [row.split(" | ")[3] for row in rows] == ["cpu", GPU]
     assert f"torch · eager · {GPU} · fp32" in markdown and "torch · eager · cpu · fp32" in markdown
     assert f"scaling of torch · eager · {GPU}" in markdown
-    data = json.loads(dlperf("report", "--db", str(db), "--format", "json", check=True).stdout)
+    data = json.loads(dlperf_main("report", "--db", str(db), "--format", "json", check=True).stdout)
     scaled = next(r for r in data if r["case"]["devices"] == 2)
     assert scaled["speedup"] == pytest.approx(1.5)  # over the GPU's 1 device, not 15x the CPU
-    html = dlperf("report", "--db", str(db), "--format", "html", check=True).stdout
+    html = dlperf_main("report", "--db", str(db), "--format", "html", check=True).stdout
     assert f'<td class="l">{GPU}</td>' in html and '<td class="l">cpu</td>' in html
     table = list(csv.DictReader(io.StringIO(
-        dlperf("report", "--db", str(db), "--format", "csv", check=True).stdout)))
+        dlperf_main("report", "--db", str(db), "--format", "csv", check=True).stdout)))
     assert sorted(r["device"] for r in table) == ["cpu", GPU, GPU]
 
 
 def test_compare_names_devices_and_refuses_across_them(measured, tmp_path):
-    same = dlperf("compare", str(measured["json"]), str(measured["json"]), check=True, env=WIDE)
+    same = dlperf_main("compare", str(measured["json"]), str(measured["json"]), check=True, env=WIDE)
     row = next(line for line in same.stdout.splitlines() if "resnet50" in line)
     assert "│ cpu " in row
     gpu_json = tmp_path / "gpu.json"
     gpu_json.write_text(json.dumps(on_gpu(measured["result"])))
-    refused = dlperf("compare", str(measured["json"]), str(gpu_json), env=WIDE)
+    refused = dlperf_main("compare", str(measured["json"]), str(gpu_json), env=WIDE)
     assert refused.returncode == 2 and refused.stdout == ""
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "ran on cpu in the baseline and on " + GPU in refused.stderr
     assert "--across-devices" in refused.stderr and "Traceback" not in refused.stderr
-    asked = dlperf("compare", str(measured["json"]), str(gpu_json), "--across-devices",
+    asked = dlperf_main("compare", str(measured["json"]), str(gpu_json), "--across-devices",
                    "--json", str(tmp_path / "c.json"), check=True, env=WIDE)
     assert (f"different devices, compared as asked (--across-devices): "
             f"{measured['result']['label']}: baseline on cpu, candidate on {GPU}") in asked.stdout

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from conftest import TINY_BERT, TINY_RESNET, dlperf, dlperf_main, load
+from conftest import TINY_BERT, dlperf, dlperf_main, load
 from dlperf import models
 from declared import covers
 
@@ -16,11 +16,9 @@ CONTRACT = {"schema", "case", "model", "status", "error", "unit", "throughput", 
 
 
 @pytest.fixture(scope="module")
-def resnet_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("resnet")
-    proc = dlperf("run", *TINY_RESNET, "--repeats", "2", "--db", str(tmp / "r.db"),
-                  "--json", str(tmp / "r.json"), check=True)
-    return proc, load(tmp / "r.json"), tmp / "r.db"
+def resnet_run(tiny_resnet_run):
+    """`dlperf run` of TINY_RESNET, two repeats: the session's one run (tests/tiny_runs.py)."""
+    return tiny_resnet_run["proc"], tiny_resnet_run["result"], tiny_resnet_run["db"]
 
 
 @covers("torch", "resnet50", "train", "fp32")
