@@ -341,3 +341,30 @@ def node_addrs_from_args(args: argparse.Namespace, position: slurm.JobPosition |
                     None)
     hosts = tuple(slurm.hostnames(nodelist)) if nodelist else ()
     return hosts if len(hosts) == nnodes else ()
+
+
+# ------------------------------------------------------------------------------------------------
+# --config best: the configuration a finished `dlperf tune` found (dlperf run, dlperf infer)
+# ------------------------------------------------------------------------------------------------
+
+from dlperf.studies import tuned  # noqa: E402  (tune results: --config best)
+
+CONFIG_CHOICES = tuned.WHICH
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """--config: measure the case in the configuration its newest tune in --db found."""
+    parser.add_argument("--config", choices=CONFIG_CHOICES, default=None,
+                        help="the settings the newest finished `dlperf tune` of this case in "
+                             "--db found: best, or best-fixed (the best at the case's own batch "
+                             "size and precision); they replace the flags' values of the knobs "
+                             "it searched")
+
+
+def config_from_args(args: argparse.Namespace, case: Case) -> tuned.Tuned | None:
+    """None without --config; else the tuned case, its result's marker and the line saying what
+    was applied. A database without a finished tune of the case is one line (exit 2)."""
+    which = getattr(args, "config", None)
+    if not which:
+        return None
+    return tuned.from_db(args.db, case, which)

@@ -13,6 +13,9 @@ from dlperf.errors import UsageError
 from dlperf.report import results
 from dlperf.store import Store
 from dlperf.studies import capacity
+from dlperf.tune import stored
+
+TUNE_SWEEP = "tune"  # the sweep name a tune's trial runs are stored under (dlperf.tune.search)
 
 FORMATS = ("md", "html", "csv", "json")
 
@@ -38,12 +41,14 @@ def output_format(args: argparse.Namespace) -> str:
 def render(found: list[dict[str, Any]], fmt: str, title: str,
            accuracy_rows: list[dict[str, Any]] | None = None,
            searches: list[Any] | None = None,
-           history: list[dict[str, Any]] | None = None) -> str:
+           history: list[dict[str, Any]] | None = None,
+           tunes: list[dict[str, Any]] | None = None) -> str:
     """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html);
     ``searches``: stored capacity searches (:func:`dlperf.report.capacity.load`; md, html);
-    ``history``: every stored successful result, for the history figure (html)."""
+    ``history``: every stored successful result, for the history figure (html);
+    ``tunes``: finished `dlperf tune` studies (:func:`dlperf.tune.stored.outcomes`; md, html)."""
     # matplotlib and the renderers load here, not when every dlperf command starts
-    from dlperf.report import accuracy, export, html, markdown, tables
+    from dlperf.report import accuracy, export, html, markdown, tables, tune
 
     scaled = results.with_scaling(found)
     if fmt == "csv":
@@ -54,31 +59,39 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
     if accuracy_rows:
         content.accuracy.append(accuracy.table(content, accuracy_rows, scaled))
         accuracy.add_environments(content, accuracy_rows)
+    tuned = tune.build(content, tunes or [])
     if fmt == "md":
-        return markdown.render(content, title, searches or ())
-    return html.render(content, title, searches or (), history)
+        return markdown.render(content, title, searches or (), tuned)
+    return html.render(content, title, searches or (), history, tuned)
 
 
 def main(args: argparse.Namespace) -> int:
     outputs.check_writable("-o", args.output)
     with Store(args.db, readonly=True) as store:
-        found = results.load(store, args.sweep)
+        # a tune's trials are runs of sweep `tune`: the tune section shows them (`--sweep tune`
+        # lists them as results), so they do not crowd every framework's rows
+        found = results.load(store, args.sweep, leave_out=(TUNE_SWEEP,))
         # accuracy rows belong to no sweep: a report of one sweep leaves them out
         scored = [] if args.sweep else store.accuracy()
         fmt = output_format(args)
+        tunes: list[dict[str, Any]] = []
+        if fmt in ("md", "html"):
+            from dlperf.report import tune as tune_report
+
+            tunes = tune_report.for_results(stored.outcomes(store), found, args.sweep)
         history = results.load_history(store, args.sweep) if fmt == "html" else None
         searches: list[Any] = []
         if fmt in ("md", "html") and args.sweep in (None, capacity.SWEEP_NAME):
             from dlperf.report import capacity as capacity_report
 
             searches = capacity_report.load(store)
-    if not found and not (scored and fmt in ("md", "html")):
+    if not found and not ((scored or tunes) and fmt in ("md", "html")):
         raise UsageError(f"--db: {args.db} holds no finished result"
                          + (f" for sweep {args.sweep!r}" if args.sweep else "")
                          + (" (its accuracy rows appear in md and html reports)" if scored
                             else ""))
     title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
-    text = render(found, fmt, title, scored, searches, history)
+    text = render(found, fmt, title, scored, searches, history, tunes)
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0

@@ -9,18 +9,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
+
 from dlperf import display, outputs, runner, scaling, session
 from dlperf.envs import selection
-from dlperf.commands._flags import (add_case_arguments, add_db_argument, add_input_arguments,
-                                    add_profile_arguments, add_rendezvous_arguments,
-                                    cases_from_args, rendezvous_from_args)
+from dlperf.commands._flags import (add_case_arguments, add_config_argument, add_db_argument,
+                                    add_input_arguments, add_profile_arguments,
+                                    add_rendezvous_arguments, cases_from_args,
+                                    config_from_args, rendezvous_from_args)
 from dlperf.errors import UsageError
 from dlperf.explain import findings
 from dlperf.host import measurelock
 from dlperf.launchers import launch, registry
 from dlperf.numbers import finite_float
 from dlperf.spec import Case, support
-from dlperf.studies import inputbound
+from dlperf.studies import inputbound, tuned
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -30,6 +33,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_input_arguments(parser)
     add_rendezvous_arguments(parser)
     add_db_argument(parser)
+    add_config_argument(parser)
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
     parser.add_argument("--require-quiet", type=finite_float, nargs="?", const=QUIET_WAIT_S,
                         default=None, metavar="SECONDS", dest="require_quiet_s",
@@ -63,7 +67,7 @@ def refuse_unbuilt_model(case: Case) -> None:
 def main(args: argparse.Namespace) -> int:
     """One case, or the input-bound study's two (compute-only, then data+compute): checked,
     launched on every node, measured and stored on node 0, shown."""
-    cases = cases_from_args(args)
+    cases, marker = configured(args, cases_from_args(args))
     refuse_unbuilt_model(cases[-1])
     study = len(cases) == 2
     outputs.check_writable("--json", args.json)
@@ -90,7 +94,7 @@ def main(args: argparse.Namespace) -> int:
         show_all(results)
         write(results)
 
-    results, block = measure(cases, launchers, args, quiet_wait, stopped)
+    results, block = measure(cases, launchers, args, quiet_wait, stopped, marker)
     show_all(results)
     if block is not None:
         display.out.print(inputbound.describe(block))
@@ -98,12 +102,25 @@ def main(args: argparse.Namespace) -> int:
     return 0 if all(result["status"] == "ok" for result in results) else 1
 
 
+def configured(args: argparse.Namespace, cases: list[Case]
+               ) -> tuple[list[Case], dict[str, Any] | None]:
+    """``cases`` in the configuration ``--config`` names (said in one line), and the marker
+    their results carry; as given, and None, without --config."""
+    found = [config_from_args(args, case) for case in cases]
+    if not found or found[0] is None:
+        return cases, None
+    display.out.print(Text(found[0].line))
+    return [item.case for item in found if item is not None], found[0].marker
+
+
 def measure(cases: list[Case], launchers: list[launch.Launcher], args: argparse.Namespace,
-            quiet_wait: float | None, stopped: Callable[[list[dict[str, Any]]], None]
+            quiet_wait: float | None, stopped: Callable[[list[dict[str, Any]]], None],
+            marker: dict[str, Any] | None = None
             ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Measure and store ``cases`` in order under the host's lock; with two (the input-bound
-    study) also the comparison of their throughputs, stored with the second. Ctrl-C hands
-    what was measured to ``stopped`` and ends the command as interrupted."""
+    study) also the comparison of their throughputs, stored with the second. ``marker``: where
+    the cases' settings came from (``--config best``), put on each result as ``config``. Ctrl-C
+    hands what was measured to ``stopped`` and ends the command as interrupted."""
     results: list[dict[str, Any]] = []
     block = None
     with session.measuring(args.db, wait=not args.no_wait) as opened:
@@ -113,7 +130,11 @@ def measure(cases: list[Case], launchers: list[launch.Launcher], args: argparse.
                     results.append(runner.run_case(case, store=opened.store, env=opened.env,
                                                    on_repeat=on_repeat, launcher=launcher,
                                                    require_quiet_s=quiet_wait))
+                if marker is not None:
+                    tuned.mark(results[-1], marker, opened.store)
             except runner.Interrupted as stop:
+                if marker is not None:
+                    tuned.mark(stop.result, marker, opened.store)
                 results.append(stop.result)
                 stopped(results)
                 raise KeyboardInterrupt from None

@@ -20,7 +20,7 @@ from dlperf.host import measurelock
 from dlperf.launchers import registry, slurm_launch
 from dlperf.spec import Case
 from dlperf.store import Store
-from dlperf.studies.sweep import Sweep, load
+from dlperf.studies.sweep import Sweep, load, with_configs
 from dlperf.studies.sweep_runner import CaseState, Estimator, Eta, Observer, SweepRun, state_of
 
 
@@ -252,7 +252,8 @@ def labelled(sweep: Sweep, label: str) -> Sweep:
 
 
 def main(args: argparse.Namespace) -> int:
-    sweep = load(args.file)
+    # config: best cases in the tuned settings (from tune_db: or --db), before the plan
+    sweep = with_configs(load(args.file), Path(args.db))
     outputs.check_writable("--json", args.json)
     sweep, fitted = runnable(labelled(sweep, args.label), args.skip_multinode)
     db = Path(args.db)

@@ -18,6 +18,7 @@ from dlperf.report.tables import Cell, Report, Table
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
+    from dlperf.report.tune import Section as TuneSection
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
@@ -166,11 +167,41 @@ def capacity_section(report: Report, searches: Sequence[Search]) -> str:
     return "".join(parts)
 
 
+TUNE_ID = "default-vs-best"
+
+
+def tune_section(tunes: TuneSection | None) -> str:
+    """Finished `dlperf tune` studies: a default-vs-best table per framework, then a chart of
+    each search (PNG; its text is the studies' data, which matplotlib draws as plain text)."""
+    from dlperf.report import tune
+
+    if tunes is None or not tunes.tables:
+        return ""
+    parts = [f'<section><h2 id="{TUNE_ID}">Default vs best (dlperf tune)</h2>'
+             '<p class="muted">Each framework at its defaults and at the fastest configuration '
+             "<code>dlperf tune</code> found among the settings its backend declares. "
+             "Throughputs are the search's (median of the trial's repeats); the speedup is the "
+             "interleaved <code>ab</code> that confirmed the best against the default: the ratio "
+             "of medians, its bootstrap 95 % interval and the pairs. A best that changes the "
+             "batch size or the precision is marked, and the best at the default's batch size "
+             "and precision stands beside it.</p>"]
+    for found in tunes.tables:
+        parts.append(f"<h3>{_e(found.title)}</h3>{table(found)}")
+    for study in tunes.studies:
+        parts.append(figure(f"Search: {study.title()}", tune.figure(study),
+                            "no trial stored"))
+        parts.append(f'<p class="muted">{_e(tune.caption(study))}</p>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
 def render(report: Report, title: str = "dlperf report",
-           capacity: Sequence[Search] = (), history: list[dict[str, Any]] | None = None) -> str:
+           capacity: Sequence[Search] = (), history: list[dict[str, Any]] | None = None,
+           tunes: TuneSection | None = None) -> str:
     """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`);
     ``history``: every stored successful result (:func:`dlperf.report.results.load_history`),
-    for the history figure (default: the report's results)."""
+    for the history figure (default: the report's results); ``tunes``: finished tunes
+    (:func:`dlperf.report.tune.build`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -182,6 +213,8 @@ def render(report: Report, title: str = "dlperf report",
              "configuration, and scaling efficiency is speedup / N.</p>"]
     parts.append("<nav><ul>" + "".join(
         f'<li><a href="#{anchor(s.title)}">{_e(s.title)}</a></li>' for s in report.sections)
+        + (f'<li><a href="#{TUNE_ID}">Default vs best</a></li>'
+           if tunes is not None and tunes.tables else "")
         + ('<li><a href="#capacity">Capacity</a></li>' if capacity else "")
         + ('<li><a href="#accuracy">Accuracy</a></li>' if report.accuracy else "")
         + '<li><a href="#notes">Notes</a></li><li><a href="#environment">Environment</a></li>'
@@ -202,6 +235,7 @@ def render(report: Report, title: str = "dlperf report",
         parts.append(timeline_figures(section.results))
         parts.append(raw_repeats(section.results))
         parts.append("</section>")
+    parts.append(tune_section(tunes))
     parts.append(capacity_section(report, capacity))
     for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
         parts.append(f'<section><h2 id="accuracy">{_e(accuracy.title)}</h2>{table(accuracy)}'

@@ -13,6 +13,7 @@ from dlperf.report.tables import Cell, Report, Table
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
+    from dlperf.report.tune import Section as TuneSection
 
 
 # Markdown's own punctuation, backslash-escaped (CommonMark allows it before any ASCII
@@ -60,9 +61,27 @@ def capacity_section(report: Report, searches: Sequence[Search]) -> list[str]:
     return lines
 
 
+def tune_section(tunes: TuneSection | None) -> list[str]:
+    """Finished `dlperf tune` studies: a default-vs-best table per framework (the HTML report
+    adds a chart of each search)."""
+    if tunes is None or not tunes.tables:
+        return []
+    lines = ["## Default vs best (dlperf tune)", "",
+             "Each framework at its defaults and at the fastest configuration `dlperf tune` "
+             "found among the settings its backend declares. Throughputs are the search's; the "
+             "speedup is the interleaved `ab` that confirmed the best against the default (ratio "
+             "of medians, bootstrap 95 % interval, pairs). A best that changes the batch size or "
+             "the precision is marked, with the best at the default's batch size and precision "
+             "beside it.", ""]
+    for found in tunes.tables:
+        lines += [f"### {_escape(found.title)}", ""] + table(found) + [""]
+    return lines
+
+
 def render(report: Report, title: str = "dlperf report",
-           capacity: Sequence[Search] = ()) -> str:
-    """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`)."""
+           capacity: Sequence[Search] = (), tunes: TuneSection | None = None) -> str:
+    """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`);
+    ``tunes``: finished tunes (:func:`dlperf.report.tune.build`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
     lines = [f"# {_escape(title)}", "",
              f"{len(report.results)} result(s), generated {now}. Throughput is the median over "
@@ -88,6 +107,7 @@ def render(report: Report, title: str = "dlperf report",
         if said:
             lines += [f"### {_escape(section.title)}: findings", ""]
             lines += [f"- {_escape(line)}" for line in said] + [""]
+    lines += tune_section(tunes)
     lines += capacity_section(report, capacity)
     for accuracy in report.accuracy:  # stored `dlperf accuracy` rows
         lines += [f"## {_escape(accuracy.title)}", ""] + table(accuracy) + [""]

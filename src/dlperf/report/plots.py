@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 from matplotlib import ticker  # noqa: E402
 
 from dlperf.report.results import total_devices  # noqa: E402
-from dlperf.report.tables import engine, precision_rank, variant  # noqa: E402
+from dlperf.report.tables import engine, precision_rank, variant, variant_of  # noqa: E402
 from dlperf.result import device_of  # noqa: E402
 
 DPI = 100
@@ -66,7 +66,7 @@ def _series_name(result: dict[str, Any], *fields: str) -> str:
     """A line's name: framework, mode, engine, the device it ran on (a CPU and a GPU line of one
     case are two lines), then ``fields`` of the case."""
     case = result["case"]
-    parts = [case.get("framework", "?"), variant(case)]
+    parts = [case.get("framework", "?"), variant_of(result)]
     if engine(case) != "native":  # Horovod's line beside the framework's own
         parts.append(engine(case))
     parts.append(f"[{device_of(result)}]")
@@ -269,7 +269,7 @@ def frameworks(results: list[dict[str, Any]]) -> bytes | None:
         key = (precision_rank(case.get("precision", "")), str(case.get("precision")),
                int(case.get("batch_size") or 0), devices, device_of(result))
         repeats = tp.get("repeats") or [tp["median"]]
-        kind = variant(case) + ("" if engine(case) == "native" else f", {engine(case)}")
+        kind = variant_of(result) + ("" if engine(case) == "native" else f", {engine(case)}")
         groups.setdefault(key, {})[f"{case.get('framework')} ({kind})"] = (
             tp["median"], min(repeats), max(repeats))
     if not groups:

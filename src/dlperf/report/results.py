@@ -21,10 +21,11 @@ from dlperf.store import Store
 __all__ = ["NO_BASELINE", "load", "load_history", "total_devices", "with_scaling"]
 
 
-def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
-    """Newest finished result per case and label (within ``sweep`` when given), oldest case
-    first: the results of one case under several labels (commits, builds) are its history, each
-    kept."""
+def load(store: Store, sweep: str | None = None,
+         leave_out: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Newest finished result per case and label (within ``sweep`` when given; without one,
+    less the runs of the sweeps ``leave_out`` names), oldest case first: the results of one case
+    under several labels (commits, builds) are its history, each kept."""
     if sweep is not None and sweep not in store.sweeps():
         known = ", ".join(store.sweeps()) or "none"
         raise UsageError(f"--sweep: no sweep named {sweep!r} in {store.path}; stored sweeps: "
@@ -32,6 +33,10 @@ def load(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
     where, params = "result_json IS NOT NULL", ()
     if sweep is not None:
         where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
+    elif leave_out:
+        where = (f"result_json IS NOT NULL AND (sweep IS NULL OR sweep NOT IN "
+                 f"({', '.join('?' * len(leave_out))}))")
+        params = tuple(leave_out)
     latest: dict[str, dict[str, Any]] = {}
     for row in store.runs(where, params):
         result = store.decode(row)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import models
-from dlperf.report import inference
+from dlperf.report import framework_notes, inference
 from dlperf.report.results import NO_BASELINE, total_devices
 from dlperf.result import device_of
 from dlperf.spec import environment_name, frameworks, support
@@ -121,6 +121,15 @@ def variant(case: dict[str, Any]) -> str:
     return kind
 
 
+def variant_of(result: dict[str, Any]) -> str:
+    """:func:`variant` of the result's case, and the tune configuration its settings came from
+    (``--config best``, a sweep's ``config: best``): a tuned result is a row of its own beside
+    the framework's defaults, never folded into them."""
+    kind = variant(result["case"])
+    which = (result.get("config") or {}).get("which")
+    return f"{kind} · config {which}" if which else kind
+
+
 def version_of(results: list[dict[str, Any]]) -> str:
     """The framework version(s) the results were measured with (``environment``)."""
     found = sorted({str((r.get("environment") or {}).get("framework_version"))
@@ -196,13 +205,14 @@ def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
     table = Table("summary", headers, align)
     rows: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for result in results:
-        kind = variant(result["case"])
+        kind = variant_of(result)
         if engine(result["case"]) != "native":  # Horovod's rows beside the framework's own
             kind += f" · {engine(result['case'])}"
         rows.setdefault((result["case"].get("framework", "?"), kind, device_of(result)),
                         []).append(result)
     for (framework, kind, where), members in sorted(rows.items()):
-        row = [Cell(framework), Cell(version_of(members)), Cell(kind), Cell(where)]
+        chosen = [report.note(text) for text in framework_notes.texts(framework, members)]
+        row = [Cell(framework, chosen), Cell(version_of(members)), Cell(kind), Cell(where)]
         for precision in precisions:
             cell_results = [r for r in members if r["case"].get("precision") == precision]
             ok = [r for r in cell_results if r.get("status") == "ok"
@@ -246,7 +256,7 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     groups: dict[tuple[str, str, str], dict[tuple[str, int], list[dict[str, Any]]]] = {}
     for result in results:
         case = result["case"]
-        groups.setdefault((case.get("framework", "?"), variant(case), device_of(result)),
+        groups.setdefault((case.get("framework", "?"), variant_of(result), device_of(result)),
                           {}).setdefault(
             (case.get("precision", "fp32"), int(case.get("batch_size") or 0)), []).append(result)
     tables = []
@@ -288,7 +298,7 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     configs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for result in results:
         case = result["case"]
-        kind = variant(case)
+        kind = variant_of(result)
         if engine(case) != "native":  # Horovod's rows in a table of their own
             kind += f" · {engine(case)}"
         configs.setdefault((case.get("framework", "?"), kind, device_of(result),

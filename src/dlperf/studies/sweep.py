@@ -11,6 +11,7 @@ twelve-hour matrix is caught in a second, not after six hours.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import itertools
@@ -24,11 +25,17 @@ import yaml
 from dlperf import models
 from dlperf.spec import Case, SpecError
 
-TOP_LEVEL = ("name", "description", "defaults", "matrix", "exclude", "include", "on_oom")
+TOP_LEVEL = ("name", "description", "defaults", "matrix", "exclude", "include", "on_oom",
+             "tune_db")
 ON_OOM = ("halve", "search", "record")
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(Case))
 REQUIRED = ("framework", "model", "batch_size")
 ALIASES = {"timeout": "timeout_s"}
+# Not a case field: which configuration to measure the case in. ``default``: as written;
+# ``best`` / ``best-fixed``: what the newest finished `dlperf tune` of the case found
+# (:func:`with_configs`), read from ``tune_db:`` or the sweep's own --db.
+CONFIG = "config"
+CONFIGS = ("default", "best", "best-fixed")
 # A matrix is a product: a few lines (or YAML aliases) can ask for millions of cases. Above this
 # the file is refused with its count before a single case is built.
 MAX_CASES = 10_000
@@ -43,7 +50,8 @@ def knob_names() -> tuple[str, ...]:
 
 
 def allowed_fields() -> tuple[str, ...]:
-    return tuple(f for f in CASE_FIELDS) + tuple(k for k in knob_names() if k not in CASE_FIELDS)
+    return (tuple(f for f in CASE_FIELDS) + (CONFIG,)
+            + tuple(k for k in knob_names() if k not in CASE_FIELDS))
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,25 @@ class AnyOf:
     values: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A case asked in a tune's configuration (``config: best``) that has none: stored as an
+    ``unsupported`` cell with the reason, under an identity of its own (never the default
+    case's)."""
+
+    case: Case
+    which: str
+    reason: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.case.key()}+config-{self.which}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.label()} · config {self.which}"
+
+
 @dataclass
 class Sweep:
     """A validated sweep: its cases in file order, duplicates merged."""
@@ -72,6 +99,13 @@ class Sweep:
     on_oom: str = "record"
     description: str = ""
     notes: list[str] = field(default_factory=list)
+    # ``config:`` of each case that asks a tune's configuration, by its index in ``cases``,
+    # until :func:`with_configs` replaces the case with the tuned one
+    wants: dict[int, str] = field(default_factory=dict)
+    tune_db: Path | None = None  # ``tune_db:``, relative to the sweep file's folder
+    # after :func:`with_configs`: the marker each tuned case's result carries, by case key
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refused: list[Refused] = field(default_factory=list)
 
 
 class _Reader:
@@ -207,6 +241,8 @@ def _compose(path: Path) -> yaml.Node:
 def _value_of(name: str, raw: dict[str, Value], model: Any) -> Any:
     """The value a case has for ``name``: as written, else its default."""
     spec = models.CATALOGUE.get(model) if isinstance(model, str) else None
+    if name == CONFIG:
+        return raw[name].value if name in raw else "default"
     if name in raw:
         item = raw[name]
         if (name not in CASE_FIELDS and spec is not None and name not in spec.knobs
@@ -239,6 +275,8 @@ def _build_case(reader: _Reader, raw: dict[str, Value], entry_line: int) -> Case
     data: dict[str, Any] = {}
     knobs: dict[str, Any] = {}
     for name, item in raw.items():
+        if name == CONFIG:
+            continue
         if name in CASE_FIELDS:
             data[name] = item.value
         elif name in model_knobs or item.origin == "include" or not model_knobs:
@@ -271,6 +309,7 @@ def load(path: str | Path) -> Sweep:
     reader = _Reader(path)
     top = _sections(reader, _compose(path))
     name, description, on_oom = _header(reader, top, path.stem)
+    tune_db = _tune_db(reader, top, path)
     defaults: dict[str, Value] = {}
     if _given(top, "defaults"):
         defaults = reader.fields(top["defaults"][1], "defaults", "defaults")
@@ -280,9 +319,22 @@ def load(path: str | Path) -> Sweep:
     if not matrix and not includes:
         raise reader.error(1, "the sweep defines no case: add `matrix:` or `include:`")
     _check_size(reader, matrix, matrix_line, len(includes))
-    cases, notes = _expand(reader, defaults, matrix, matrix_line, excludes, includes)
+    cases, notes, wants = _expand(reader, defaults, matrix, matrix_line, excludes, includes)
     return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, description=description,
-                 notes=notes)
+                 notes=notes, wants=wants, tune_db=tune_db)
+
+
+def _tune_db(reader: _Reader, top: Sections, path: Path) -> Path | None:
+    """``tune_db:``: the results file whose tunes ``config: best`` reads (default: the sweep's
+    own --db); a relative path is relative to the sweep file's folder."""
+    if not _given(top, "tune_db"):
+        return None
+    value = reader.scalar(top["tune_db"][1], "tune_db")
+    if not isinstance(value, str) or not value.strip():
+        raise reader.error(top["tune_db"][1], "tune_db: must be the path of a results file "
+                                              "(a dlperf database holding `dlperf tune` studies)")
+    found = Path(value).expanduser()
+    return found if found.is_absolute() else path.parent / found
 
 
 def _sections(reader: _Reader, root: yaml.Node) -> Sections:
@@ -357,20 +409,25 @@ def _entries(reader: _Reader, top: Sections, section: str, any_of: bool = False)
 
 def _expand(reader: _Reader, defaults: dict[str, Value],
             matrix: list[tuple[str, list[Value]]], matrix_line: int, excludes: Entries,
-            includes: Entries) -> tuple[list[Case], list[str]]:
+            includes: Entries) -> tuple[list[Case], list[str], dict[int, str]]:
     """The cases in file order (the matrix's combinations less the excluded ones, then the
-    includes), duplicates merged, and the notes on what was dropped."""
+    includes), duplicates merged, the notes on what was dropped, and the ``config:`` of each
+    case that asks a tune's configuration (by its index)."""
     cases: list[Case] = []
-    seen: set[str] = set()
+    wants: dict[int, str] = {}
+    seen: set[tuple[str, str]] = set()
     excluded = dict.fromkeys(range(len(excludes)), 0)
     duplicates = 0
 
-    def add(case: Case) -> None:
+    def add(case: Case, raw: dict[str, Value]) -> None:
         nonlocal duplicates
-        if case.key() in seen:
+        which = _config_of(reader, raw)
+        if (case.key(), which) in seen:
             duplicates += 1
             return
-        seen.add(case.key())
+        seen.add((case.key(), which))
+        if which != "default":
+            wants[len(cases)] = which
         cases.append(case)
 
     for combo in (list(_combinations(matrix)) if matrix else []):
@@ -380,15 +437,28 @@ def _expand(reader: _Reader, defaults: dict[str, Value],
             excluded[i] += 1
         if not hits:
             add(_build_case(reader, raw, min((v.line for v in combo.values()),
-                                             default=matrix_line)))
+                                             default=matrix_line)), raw)
     for line, entry in includes:
-        add(_build_case(reader, {**defaults, **entry}, line))
+        raw = {**defaults, **entry}
+        add(_build_case(reader, raw, line), raw)
     notes = [f"{reader.path}:{excludes[i][0]}: exclude entry matches no combination"
              for i, count in excluded.items() if count == 0]
     if duplicates:
         notes.append(f"{duplicates} duplicate case(s) merged (same fields once knobs that do "
                      f"not apply to a model are dropped)")
-    return cases, notes
+    return cases, notes, wants
+
+
+def _config_of(reader: _Reader, raw: dict[str, Value]) -> str:
+    """The case's ``config:`` (``default`` when not given); another value is an error at its
+    line."""
+    if CONFIG not in raw:
+        return "default"
+    item = raw[CONFIG]
+    if item.value not in CONFIGS:
+        raise reader.error(item.line, f"config: {item.value!r} is not one of "
+                                      f"{', '.join(CONFIGS)}")
+    return str(item.value)
 
 
 def _check_size(reader: _Reader, matrix: list[tuple[str, list[Value]]], matrix_line: int,
@@ -421,3 +491,53 @@ def halved(case: Case) -> Case | None:
     if case.batch_size <= 1:
         return None
     return dataclasses.replace(case, batch_size=case.batch_size // 2)
+
+
+def with_configs(sweep: Sweep, db: str | Path) -> Sweep:
+    """The sweep with each ``config: best`` (``best-fixed``) case in the configuration the newest
+    finished tune of it found, read from ``tune_db:`` or else ``db`` (the sweep's own --db); a
+    case with none becomes a refused cell with the reason, like a backend's refusal. A tuned case
+    that is another case of the sweep is measured once (noted). Nothing to do without such
+    cases, so calling it twice changes nothing."""
+    if not sweep.wants:
+        return sweep
+    from dlperf.errors import UsageError
+    from dlperf.store import Store
+    from dlperf.studies import tuned
+
+    source = sweep.tune_db or Path(db)
+    cases: list[Case] = []
+    configs = dict(sweep.configs)
+    refused = list(sweep.refused)
+    notes = list(sweep.notes)
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(Store(source, readonly=True)) if source.is_file() else None
+        for index, case in enumerate(sweep.cases):
+            which = sweep.wants.get(index)
+            if which is None:
+                cases.append(case)
+                continue
+            try:
+                if store is None:
+                    raise UsageError(f"config {which}: {source} does not exist; run `dlperf "
+                                     f"tune --framework {case.framework} --model {case.model} "
+                                     f"--db {source}` first")
+                found = tuned.from_store(store, case, which, flag="config")
+            except UsageError as error:
+                refused.append(Refused(case, which, str(error)))
+                notes.append(f"{case.label()}: no tuned configuration, stored as unsupported: "
+                             f"{error}")
+                continue
+            # the tuned case may be one the sweep measures anyway (the tune found the default
+            # best, say): one measurement, as that case
+            others = [other for number, other in enumerate(sweep.cases)
+                      if number != index and number not in sweep.wants]
+            if any(other.key() == found.case.key() for other in cases + others):
+                notes.append(f"{case.label()}: {found.line}; that is another case of the sweep "
+                             f"(measured once, as that case)")
+                continue
+            configs[found.case.key()] = found.marker
+            notes.append(f"{case.label()}: {found.line}")
+            cases.append(found.case)
+    return dataclasses.replace(sweep, cases=cases, wants={}, configs=configs, refused=refused,
+                               notes=notes)

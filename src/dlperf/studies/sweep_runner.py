@@ -30,8 +30,8 @@ from dlperf.errors import UsageError
 from dlperf.launchers.launch import Launcher
 from dlperf.spec import Case, support
 from dlperf.store import Store
-from dlperf.studies import capacity
-from dlperf.studies.sweep import Sweep, halved
+from dlperf.studies import capacity, tuned
+from dlperf.studies.sweep import Refused, Sweep, halved, with_configs
 from dlperf.worker import steady
 
 MODES = ("new", "resume", "force")
@@ -293,7 +293,8 @@ class SweepRun:
                  launcher: Launcher | None = None, env: dict[str, Any] | None = None,
                  observer: Observer | None = None,
                  launchers: Callable[[Case], Launcher] | None = None) -> None:
-        self.sweep = sweep
+        # config: best cases in their tuned settings (already done by `dlperf sweep`)
+        self.sweep = with_configs(sweep, store.path)
         self.store = store
         self.launcher = launcher
         self.launchers = launchers  # a launcher per case (a Slurm step), made when it starts
@@ -312,6 +313,8 @@ class SweepRun:
         with exclusive(self.store.path, self.sweep.name):
             self.observer.planned(self.states(), self.estimator)
             try:
+                for cell in self.sweep.refused:  # no tuned configuration: said at once
+                    self._refuse(cell)
                 for case in self.sweep.cases:
                     self._run_with_fallbacks(case)
             except runner.Interrupted as stop:
@@ -350,6 +353,39 @@ class SweepRun:
         if self.launcher:
             return self.launcher
         return self.launchers(case) if self.launchers else runner.default_launcher(case)
+
+    def _refuse(self, cell: Refused) -> None:
+        """A ``config: best`` case with no tune to read: an ``unsupported`` result with the
+        reason, under the cell's own identity (the stored one when there is one)."""
+        row = self.store.latest_run(cell.key, self.sweep.name, self.since)
+        stored = json.loads(row["result_json"]) if row is not None and row["result_json"] \
+            else None
+        if stored is not None:
+            self.outcome.reused += 1
+            self.observer.case_done(cell.case, stored, reused=True)
+        else:
+            run_id = int(row["id"]) if row is not None else self.store.start_run(
+                cell.key, cell.label, cell.case.to_dict(), self.env, self.sweep.name)
+            record = {"repeat": 0, "status": "unsupported", "error": cell.reason,
+                      "wall_s": 0.0, "ranks": [], "monitor": {}, "stderr_tail": None}
+            if not self.store.repeats(run_id):
+                self.store.add_repeat(run_id, 0, record)
+            stored = result_mod.aggregate(cell.case, [record], self.env, run_id=run_id)
+            stored.update({"case_key": cell.key, "label": cell.label,
+                           "config": {"from": "tune", "which": cell.which, "study": None,
+                                      "error": cell.reason}})
+            self.store.finish_run(run_id, stored)
+            self.observer.case_done(cell.case, stored, reused=False)
+        self.outcome.results.append(stored)
+        self.outcome.failed_cases.append(stored["label"])
+
+    def _marked(self, case: Case, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with the tune configuration its case was made from (``config: best``),
+        stored with it."""
+        marker = self.sweep.configs.get(case.key())
+        if marker is not None and result.get("config") != marker:
+            tuned.mark(result, marker, self.store)
+        return result
 
     def _largest_batch(self, case: Case) -> tuple[Case | None, dict[str, Any]]:
         """``on_oom: search``: the largest batch below the failing one that fits (short probes,
@@ -390,6 +426,7 @@ class SweepRun:
                 stored["fallback"] = fallback
                 self.store.finish_run(int(stored.get("run_id") or state.run_id or 0), stored)
             self.outcome.reused += 1
+            self._marked(case, stored)
             self.observer.case_done(case, stored, reused=True)
             return stored
         env = state.env or self.env
@@ -399,7 +436,7 @@ class SweepRun:
         else:
             run_id = state.run_id
         if state.remaining_repeats() == 0 and state.done:
-            final = self._finish(case, run_id, state.done, env, fallback)
+            final = self._marked(case, self._finish(case, run_id, state.done, env, fallback))
             self.observer.case_done(case, final, reused=True)
             return final
         self.observer.case_started(state, fallback)
@@ -413,6 +450,7 @@ class SweepRun:
             if fallback:
                 stop.result["fallback"] = fallback
                 self.store.finish_run(run_id, stop.result)
+            self._marked(case, stop.result)
             raise
         except Exception as error:  # noqa: BLE001 - one failed case never stops a sweep
             done = self.store.repeats(run_id)
@@ -424,5 +462,6 @@ class SweepRun:
             if fallback:
                 final["fallback"] = fallback
                 self.store.finish_run(run_id, final)
+        self._marked(case, final)
         self.observer.case_done(case, final, reused=False)
         return final
