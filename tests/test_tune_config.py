@@ -9,6 +9,8 @@ search and everything here, so no search has to run for these tests.
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 import re
 import sqlite3
@@ -122,6 +124,16 @@ def test_config_best_and_best_fixed_read_the_newest_tune(tmp_path):
     assert "torch resnet50 train" in str(error.value).split("holds tuned results of:")[1]
     with pytest.raises(Exception, match="does not exist; run `dlperf tune"):
         tuned.from_db(tmp_path / "none.db", tiny_case(), "best")
+    # a tune whose default failed found nothing to reuse: said, not a traceback
+    failed = tiny_case("jax")
+    with Store(db) as store:
+        store.start_tune_study("failed", stored.base_key(failed), failed.to_dict(),
+                               {"knobs": {}, "batch_limit": None}, 60.0)
+        store.finish_tune_study("failed", {"default": {"settings": {}, "throughput": None,
+                                                       "trial": 0}, "best": None,
+                                           "best_fixed": None})
+    with pytest.raises(Exception, match="found no configuration that ran, not even the default"):
+        tuned.from_db(db, failed, "best")
 
 
 @pytest.mark.parallel
@@ -250,6 +262,10 @@ def test_sweep_config_best_stores_the_tuned_case_and_refuses_an_untuned_one(tmp_
     report = dlperf_main("report", "--db", str(db), "--format", "md")
     assert report.returncode == 0, report.stderr
     assert "eager · memory_format=channels_last · config best |" in report.stdout  # its own row
+    table = dlperf_main("report", "--db", str(db), "--format", "csv")
+    assert {(row["framework"], row["config"], row["config_study"])
+            for row in csv.DictReader(io.StringIO(table.stdout))} == {
+        ("torch", "best", key), ("jax", "best", "")}
 
 
 def failed_tensorflow_result(db: Path) -> None:

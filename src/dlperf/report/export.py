@@ -68,6 +68,9 @@ def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
     out.update({f"latency_{name}_ms": latency.get(name) for name in LATENCY_COLUMNS})
     out.update(timeline.flat_window_means(result.get("timeline")))
     out["fallback_from_batch_size"] = (result.get("fallback") or {}).get("from_batch_size")
+    # the tune configuration the case's settings came from (--config best, config: best)
+    out["config"] = (result.get("config") or {}).get("which")
+    out["config_study"] = (result.get("config") or {}).get("study")
     out["warnings"] = " | ".join(result.get("warnings") or [])
     out["git_commit"] = ((result.get("env") or {}).get("git") or {}).get("commit")
     return out
