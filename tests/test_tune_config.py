@@ -13,7 +13,9 @@ import csv
 import io
 import json
 import re
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -345,3 +347,28 @@ def test_the_tune_trials_stay_out_of_the_results_tables(tmp_path):
     page = dlperf_main("report", "--db", str(db), "--format", "md")
     assert page.returncode == 0 and "0 result(s)" in page.stdout
     assert "### torch: default vs best" in page.stdout
+
+
+def test_the_tune_section_parses_in_headless_chromium(tmp_path):
+    """The browser reads the section as written: its heading, one table per framework with
+    every column, the charts as images, and markup in the settings as text."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is missing: `make browser` installs it (Debian's chromium)"
+    db, page = tmp_path / "tune.db", tmp_path / "r.html"
+    store_study(db, tiny_case())
+    hostile = {"threads": 2, "option.memory_format": HOSTILE, "batch_size": 2}
+    store_study(db, tiny_case("tensorflow"), best=hostile, fixed=hostile)
+    assert dlperf_main("report", "--db", str(db), "--format", "html", "-o", str(page),
+                       timeout=120).returncode == 0
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--no-first-run", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                          page.resolve().as_uri()], capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    section = dom.stdout.split('<h2 id="default-vs-best">')[1].split("</section>")[0]
+    tables = re.findall(r"<table>.*?</table>", section, re.S)
+    assert len(tables) == 2
+    assert all(len(re.findall(r"<td", t)) == len(re.findall(r"<th>", t)) for t in tables)
+    assert section.count("data:image/png;base64,") == 2
+    assert "<b>" not in section and "&lt;b&gt;fast&lt;/b&gt; $x$" in section
