@@ -109,7 +109,7 @@ def configured(args: argparse.Namespace, cases: list[Case]
     found = [config_from_args(args, case) for case in cases]
     if not found or found[0] is None:
         return cases, None
-    display.out.print(Text(found[0].line))
+    display.out.print(Text(found[0].line), soft_wrap=True)  # one line, however long
     return [item.case for item in found if item is not None], found[0].marker
 
 

@@ -72,8 +72,8 @@ def from_store(store: Store, case: Case, which: str, flag: str = "--config") -> 
               "speedup": found.get("ratio"), "speedup_ci95": found.get("ci95")}
     line = (f"{flag} {which}: {config.describe(settings)} (study {study.get('study')} in "
             f"{store.path}, finished {study.get('finished_at') or '?'}; "
-            + (f"changed from the command's: {config.describe(changed)})" if changed
-               else "the case as given already has these settings)"))
+            + (f"in place of the case's own {config.describe({k: here[k] for k in changed})})"
+               if changed else "the case as given already has these settings)"))
     return Tuned(tuned_case, marker, line)
 
 
