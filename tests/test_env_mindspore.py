@@ -23,6 +23,7 @@ from dlperf import envs, models
 from dlperf.backends.mindspore import SUPPORT
 from conftest import pinned_env, tiny_nets
 from declared import covers
+from refusal import declared_refusal
 
 TIMEOUT = 1200
 VERSION = "2.10.0"
@@ -154,10 +155,14 @@ REFUSED = [
     ("resnet50", ["--precision", "tf32"], "needs a CUDA device"),
     ("resnet50", ["--device", "cuda"], "CPU backend only"),
 ]
+# run for real: a precision the declaration refuses on the CPU, and a device it does not run on
+# (the worker's two refusal branches); the others go the same way and differ only in the
+# declared reason, checked below on the case the same flags build
+REFUSED_REAL = [REFUSED[0], REFUSED[-1]]
 
 
-@pytest.mark.parametrize("model,extra,phrase", REFUSED,
-                         ids=[f"{m}-{'-'.join(e)}" for m, e, p in REFUSED])
+@pytest.mark.parametrize("model,extra,phrase", REFUSED_REAL,
+                         ids=[f"{m}-{'-'.join(e)}" for m, e, p in REFUSED_REAL])
 def test_refused_combination_reports_unsupported(mindspore_env, model, extra, phrase, tmp_path):
     proc, result = run_dlperf(tmp_path, *TINY[model], *extra, "--warmup-steps", "1",
                               "--steps", "2", "--repeats", "3")
@@ -165,6 +170,22 @@ def test_refused_combination_reports_unsupported(mindspore_env, model, extra, ph
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+    # the worker's reason is the declaration's for the case these flags build, as the test
+    # below computes it for every refused combination
+    assert result["error"].endswith(": " + declared_refusal(
+        "--framework", "mindspore", *TINY[model], *extra,
+        device="cuda" if "cuda" in extra else "cpu"))
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("model,extra,phrase", REFUSED,
+                         ids=[f"{m}-{'-'.join(e)}" for m, e, p in REFUSED])
+def test_refused_combination_is_declared_with_its_reason(model, extra, phrase):
+    """What the worker checks first (its SUPPORT.check, before MindSpore is imported), on the
+    case `dlperf run` builds from these flags: refused, for the declared reason."""
+    device = "cuda" if "cuda" in extra else "cpu"
+    why = declared_refusal("--framework", "mindspore", *TINY[model], *extra, device=device)
+    assert why is not None and phrase in why
 
 
 TRUTH = """
