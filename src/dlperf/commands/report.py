@@ -15,7 +15,6 @@ from dlperf.store import Store
 from dlperf.studies import capacity
 from dlperf.tune import stored
 
-TUNE_SWEEP = "tune"  # the sweep name a tune's trial runs are stored under (dlperf.tune.search)
 
 FORMATS = ("md", "html", "csv", "json")
 
@@ -70,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     with Store(args.db, readonly=True) as store:
         # a tune's trials are runs of sweep `tune`: the tune section shows them (`--sweep tune`
         # lists them as results), so they do not crowd every framework's rows
-        found = results.load(store, args.sweep, leave_out=(TUNE_SWEEP,))
+        found = results.load(store, args.sweep, leave_out=(stored.SWEEP,))
         # accuracy rows belong to no sweep: a report of one sweep leaves them out
         scored = [] if args.sweep else store.accuracy()
         fmt = output_format(args)

@@ -10,6 +10,7 @@ prints before it searches.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,12 +39,18 @@ class Knob:
         return self.name in CHANGES_MATH
 
 
+@functools.lru_cache(maxsize=1)
+def gpus_present() -> bool:
+    """Whether this host lists a GPU (asked once: it may start nvidia-smi)."""
+    return bool(sysinfo.gpus())
+
+
 def device_kind(case: Case) -> str:
     """``cpu`` or ``cuda``: where ``auto`` will run this framework on this host."""
     if case.device != "auto":
         return case.device
     declared = support(case.framework)
-    return "cuda" if "cuda" in declared.precisions and sysinfo.gpus() else "cpu"
+    return "cuda" if "cuda" in declared.precisions and gpus_present() else "cpu"
 
 
 def _first(own: Any, values: Sequence[Any]) -> tuple[Any, ...]:

@@ -31,9 +31,10 @@ from dlperf.spec import Case, SpecError
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
 from dlperf.tune import settings as config
+from dlperf.tune import stored
 from dlperf.tune.knobs import Knob
 
-SWEEP = "tune"  # the stored runs of a tune's trials
+SWEEP = stored.SWEEP  # the stored runs of a tune's trials
 RUNGS = (1, 3)  # repeats measured by the end of each rung: the screening run, then two more
 REDUCTION = 3  # successive halving keeps the best third at each rung
 MAX_REPEATS_IN_A_ROW = 12  # proposals of configurations already measured before the search ends

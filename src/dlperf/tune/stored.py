@@ -18,8 +18,12 @@ from typing import Any
 from dlperf.errors import UsageError
 from dlperf.spec import Case
 from dlperf.store import Store
+from dlperf import models
 from dlperf.tune import settings as config
+from dlperf.tune.knobs import device_kind
 
+#: The sweep name of a tune's trial runs (reports leave them out of the results tables).
+SWEEP = "tune"
 #: Case fields that say *which* experiment a tune searched, not how it was configured or timed.
 BASE_FIELDS = ("framework", "model", "task", "knobs", "device", "devices", "nnodes", "data",
                "loader", "data_only", "scenario", "server", "launcher", "controller", "env")
@@ -34,8 +38,12 @@ def _digest(value: Any) -> str:
 
 
 def base_identity(case: Case) -> dict[str, Any]:
+    """The base fields, the device as this host resolves it (a tune with ``--device auto``
+    serves a later ``--device cpu`` run on a host without a GPU)."""
     data = case.to_dict()
-    return {name: data[name] for name in BASE_FIELDS}
+    out = {name: data[name] for name in BASE_FIELDS}
+    out["device"] = device_kind(case)
+    return out
 
 
 def base_key(case: Case) -> str:
@@ -53,7 +61,24 @@ def study_key(case: Case, space: dict[str, Any]) -> str:
 def describe_base(case: Case) -> str:
     knobs = " ".join(f"{name}={value}" for name, value in sorted(case.knobs.items())
                      if value is not None)
-    return f"{case.framework} {case.model} {case.task} on {case.device} ({knobs})"
+    return f"{case.framework} {case.model} {case.task} on {device_kind(case)} ({knobs})"
+
+
+def tune_command(case: Case, db: Any) -> str:
+    """The ``dlperf tune`` command line that tunes this very case (its non-default knobs, task
+    and device), so following a refusal's hint makes what ``--config best`` looks for."""
+    defaults = models.get(case.model).defaults
+    flags = [f"--knob {name}={value}" for name, value in sorted(case.knobs.items())
+             if value is not None and defaults.get(name) != value]
+    if case.task != "train":
+        flags.append(f"--task {case.task}")
+    if case.device != "auto":
+        flags.append(f"--device {case.device}")
+    if case.env:
+        flags.append(f"--env {case.env}" if not case.env.startswith("/")
+                     else f"--python {case.env}")
+    return " ".join(["dlperf tune --framework", case.framework, "--model", case.model,
+                     f"--batch-size {case.batch_size}", *flags, "--db", str(db)])
 
 
 def outcomes(store: Store) -> list[dict[str, Any]]:
@@ -83,10 +108,14 @@ def best_settings(store: Store, case: Case, which: str = "best",
         hint = (f"; it holds tuned results of: {'; '.join(others)} (a different model knob, "
                 "device or environment is a different case)" if others else "")
         raise UsageError(f"{flag} {which}: {store.path} has no finished tune of "
-                         f"{describe_base(case)}; run `dlperf tune --framework {case.framework} "
-                         f"--model {case.model} --db {store.path}` first{hint}")
+                         f"{describe_base(case)}; run `{tune_command(case, store.path)}` "
+                         f"first{hint}")
     outcome = found["outcome"]
     chosen = outcome.get("best_fixed" if which == "best-fixed" else "best") or outcome["best"]
+    if not chosen:
+        raise UsageError(f"{flag} {which}: the newest tune of {describe_base(case)} in "
+                         f"{store.path} (study {found['study']}) found no configuration that "
+                         f"ran (its default failed); tune it again with --new")
     return dict(chosen["settings"])
 
 
