@@ -22,6 +22,7 @@ from dlperf.backends.oneflow import SUPPORT
 from dlperf.envs import manage
 from conftest import pinned_env, tiny_nets
 from declared import covers
+from refusal import declared_refusal
 
 TIMEOUT = 900
 VERSION = "0.9.0"
@@ -257,7 +258,12 @@ UNSUPPORTED = [
 ]
 
 
-@pytest.mark.parametrize("extra,key", UNSUPPORTED, ids=[k for _, k in UNSUPPORTED])
+# run for real: one refused precision (the device refusal is the test after); the others take
+# the same path and differ only in the declared reason, checked on the case their flags build
+UNSUPPORTED_REAL = UNSUPPORTED[:1]
+
+
+@pytest.mark.parametrize("extra,key", UNSUPPORTED_REAL, ids=[k for _, k in UNSUPPORTED_REAL])
 def test_unsupported_combination_reports_its_reason(oneflow_env, extra, key, tmp_path):
     out = tmp_path / "result.json"
     proc = run_dlperf("run", "--framework", "oneflow", *TINY["resnet50"], *extra,
@@ -268,6 +274,20 @@ def test_unsupported_combination_reports_its_reason(oneflow_env, extra, key, tmp
     assert result["status"] == "unsupported"
     assert SUPPORT.reasons[key] in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+    # the worker's reason is the declaration's for the case these flags build, as the test
+    # below computes it for every unsupported combination
+    assert result["error"].endswith(": " + declared_refusal(
+        "--framework", "oneflow", *TINY["resnet50"], *extra, "--device", "cpu"))
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("extra,key", UNSUPPORTED, ids=[k for _, k in UNSUPPORTED])
+def test_unsupported_combination_is_declared_with_its_reason(extra, key):
+    """What the worker checks first (its SUPPORT.check, before OneFlow is imported), on the
+    case `dlperf run` builds from these flags: refused, for the declared reason."""
+    why = declared_refusal("--framework", "oneflow", *TINY["resnet50"], *extra,
+                           "--device", "cpu")
+    assert why is not None and SUPPORT.reasons[key] in why
 
 
 def test_cuda_is_refused_with_a_reason(oneflow_env, tmp_path):
