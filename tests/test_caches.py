@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dlperf.worker import cache
 
 # a 1-layer BERT: exported in a fraction of ResNet-50's time; the cache does not care what it holds
@@ -54,6 +56,7 @@ def test_export_cached_then_reused_then_remade_when_changed(tmp_path):
     assert cache.file_sha256(str(path)) == third["sha256"] == first["sha256"]
 
 
+@pytest.mark.parallel  # measures nothing, starts no framework
 def test_verified_facts_by_hand(tmp_path):
     data, meta = tmp_path / "w.bin", tmp_path / "w.bin.json"
     data.write_bytes(b"weights")

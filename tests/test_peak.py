@@ -128,6 +128,7 @@ def test_a_reduced_precision_slower_than_fp32_is_bounded_by_fp32(tmp_path, monke
     assert peak.ceiling("amp-fp16", env) == (4.0e10, "float32")  # fp16 not probed: fp32 bounds it
 
 
+@pytest.mark.parallel  # stand-in callables: measures nothing, starts no framework
 def test_the_probe_budget_includes_the_warm_up():
     """A dtype whose one GEMM outlasts the budget (fp16 on a CPU: seconds) is timed once, its
     warm-up being the measurement; a fast one gets its timed repeats."""
