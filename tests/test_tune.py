@@ -33,24 +33,24 @@ def stored_trials(db):
 
 
 def test_torch_tune_killed_resumed_confirmed_and_reused(tmp_path, tagged):
-    """One search, killed after its second trial and resumed by the same command: the trials
+    """One search, killed after its first trial and resumed by the same command: the trials
     before the kill are kept, numbering goes on, the budget counts what was spent, the best is
     at least the default and is confirmed in interleaved pairs; `--config best` runs it."""
     db, out = tmp_path / "tune.db", tmp_path / "tune.json"
     command = [sys.executable, "-m", "dlperf.cli", "tune", "--framework", "torch", *TINY,
                "--search", "threads,option.memory_format", "--budget", "150s", "--pairs", "2",
-               "--trials", "3",
+               "--trials", "2",
                "--db", str(db), "--json", str(out)]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True)
     deadline = time.monotonic() + 300
-    while len(stored_trials(db)) < 2 and first.poll() is None and time.monotonic() < deadline:
+    while not stored_trials(db) and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
     assert first.poll() is None, first.communicate()[0][-3000:]
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     before = stored_trials(db)
-    assert len(before) >= 2 and before[0][1:] == (0, "complete")  # the default, never pruned
+    assert before and before[0][1:] == (0, "complete")  # the default, never pruned
     assert not out.exists()
 
     again = dlperf(*command[3:], timeout=600)
