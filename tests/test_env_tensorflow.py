@@ -18,6 +18,7 @@ import pytest
 from dlperf import envs, models
 from conftest import dlperf, dlperf_main, pinned_env
 from declared import covers
+from refusal import declared_refusal
 
 TIMEOUT = 1200
 TF_VERSIONS = {"tensorflow": "2.21.", "tensorflow1": "1.15."}
@@ -120,6 +121,9 @@ UNSUPPORTED = {"tensorflow": ("tf32", "needs a GPU"),
 
 
 def test_unsupported_combination_reports_unsupported(framework, tmp_path):
+    if framework != "tensorflow1":
+        pytest.skip("one real refusal is enough (tensorflow1); tensorflow's reason is checked "
+                    "on its case by test_unsupported_combination_is_declared_with_its_reason")
     precision, phrase = UNSUPPORTED[framework]
     out = tmp_path / "result.json"
     proc = dlperf("run", "--framework", framework, *TINY["resnet50"], "--precision",
@@ -130,6 +134,20 @@ def test_unsupported_combination_reports_unsupported(framework, tmp_path):
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+    # the worker's reason is the declaration's for the case these flags build, as the test
+    # below computes it for both frameworks
+    assert result["error"].endswith(": " + declared_refusal(
+        "--framework", framework, *TINY["resnet50"], "--precision", precision))
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("framework", sorted(UNSUPPORTED))
+def test_unsupported_combination_is_declared_with_its_reason(framework):
+    """What the worker checks first (its SUPPORT.check, before the framework is imported), on
+    the case `dlperf run` builds from these flags: refused on the CPU, for the declared reason."""
+    precision, phrase = UNSUPPORTED[framework]
+    why = declared_refusal("--framework", framework, *TINY["resnet50"], "--precision", precision)
+    assert why is not None and phrase in why
 
 
 def test_not_installed_framework_is_one_line_exit_2(framework, tmp_path):
@@ -149,8 +167,17 @@ def test_not_installed_framework_is_one_line_exit_2(framework, tmp_path):
     assert not (tmp_path / "r.db").exists()  # nothing started, nothing stored
 
 
-def test_envs_list_shows_the_installed_environment(framework):
-    proc = dlperf("envs", "list", env={"COLUMNS": "200"}, timeout=120)
+@pytest.fixture(scope="module")
+def envs_listed() -> subprocess.CompletedProcess[str]:
+    """One real `dlperf envs list`, read by both frameworks' checks (it lists every env),
+    taken once both environments are there."""
+    for name in TF_VERSIONS:
+        pinned_env(name)
+    return dlperf("envs", "list", env={"COLUMNS": "200"}, timeout=120)
+
+
+def test_envs_list_shows_the_installed_environment(framework, envs_listed):
+    proc = envs_listed
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if f" {framework} " in line)
     assert "installed" in row and TF_VERSIONS[framework] in row
