@@ -16,6 +16,7 @@ import pytest
 from dlperf import envs, models
 from conftest import dlperf, pinned_env, tiny_nets
 from declared import covers
+from refusal import declared_refusal
 
 TIMEOUT = 1200
 VERSIONS = {"jax": "0.10.2", "paddle": "3.3.1"}
@@ -131,6 +132,9 @@ UNSUPPORTED = {
 
 
 def test_unsupported_combination_reports_unsupported(framework, tmp_path):
+    if framework != "jax":
+        pytest.skip("one real refusal is enough (jax); paddle's reason is checked on its case "
+                    "by test_unsupported_combination_is_declared_with_its_reason")
     extra, phrase = UNSUPPORTED[framework]
     out = tmp_path / "result.json"
     proc = dlperf("run", "--framework", framework, *TINY["resnet50"], *extra,
@@ -141,3 +145,18 @@ def test_unsupported_combination_reports_unsupported(framework, tmp_path):
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+    # the worker's reason is the declaration's for the case these flags build, as the test
+    # below computes it for both frameworks
+    assert result["error"].endswith(": " + declared_refusal(
+        "--framework", framework, *TINY["resnet50"], *extra, "--device", "cpu"))
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("framework", sorted(UNSUPPORTED))
+def test_unsupported_combination_is_declared_with_its_reason(framework):
+    """What the worker checks first (its SUPPORT.check, before the framework is imported), on
+    the case `dlperf run` builds from these flags: refused on the CPU, for the declared reason."""
+    extra, phrase = UNSUPPORTED[framework]
+    why = declared_refusal("--framework", framework, *TINY["resnet50"], *extra,
+                           "--device", "cpu")
+    assert why is not None and phrase in why
