@@ -18,6 +18,7 @@ from dlperf import envs, models
 from dlperf.spec import Case
 from conftest import dlperf, dlperf_main, pinned_env, tiny_nets
 from declared import covers
+from refusal import declared_refusal
 
 TIMEOUT = 600
 TINY = tiny_nets(bert_layers=2)
@@ -200,8 +201,15 @@ UNSUPPORTED = [
 ]
 
 
-@pytest.mark.parametrize("args,env,phrase", UNSUPPORTED,
-                         ids=["amp-bf16", "int8", "compile-cpu-engine", "compile-train"])
+# int8 takes amp-bf16's path (the worker's SUPPORT.check refuses it, declared): its reason is
+# checked on the case its flags build (the test after); the other three run for real, the last
+# two refused past the declaration (the engine option, the build)
+UNSUPPORTED_REAL = [UNSUPPORTED[0], UNSUPPORTED[2], UNSUPPORTED[3]]
+UNSUPPORTED_DECLARED = UNSUPPORTED[:2]
+
+
+@pytest.mark.parametrize("args,env,phrase", UNSUPPORTED_REAL,
+                         ids=["amp-bf16", "compile-cpu-engine", "compile-train"])
 def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phrase, tmp_path):
     proc, result = measure(tmp_path, *args, "--device", "cpu", "--warmup-steps", "1",
                            "--steps", "2", "--repeats", "3", env=env)
@@ -209,6 +217,15 @@ def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phras
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("args,env,phrase", UNSUPPORTED_DECLARED, ids=["amp-bf16", "int8"])
+def test_unsupported_combination_is_declared_with_its_reason(args, env, phrase):
+    """What the worker checks first (its SUPPORT.check, before Caffe2 is imported), on the case
+    `dlperf run` builds from these flags: refused, for the declared reason."""
+    why = declared_refusal("--framework", "caffe2", *args, "--device", "cpu")
+    assert why is not None and phrase in why
 
 
 @pytest.mark.parallel
