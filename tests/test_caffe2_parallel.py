@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dlperf import envs
-from conftest import dlperf, pinned_env
+from conftest import dlperf, dlperf_main, pinned_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
 HERE = Path(__file__).resolve().parent
@@ -125,7 +125,8 @@ def test_sweep_report_scales_caffe2_over_its_own_engine(caffe2_env, tmp_path):
     proc = dlperf("sweep", str(sweep), "--db", db)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = tmp_path / "report.md"
-    dlperf("report", "--db", db, "-o", str(report), check=True)
+    # read back through dlperf's main in this process (test_fuzz_cli: a real process alike)
+    dlperf_main("report", "--db", db, "-o", str(report), check=True)
     text = report.read_text()
     title = "scaling of caffe2 · net as built (RunNet) · engine=cpu · cpu"  # the device last
     assert text.count(title) == 1, text
