@@ -47,11 +47,6 @@ def _fixed_check(case: Case, settings: dict[str, Any], flag: str, which: str) ->
 def from_store(store: Store, case: Case, which: str, flag: str = "--config") -> Tuned:
     """``case`` in the configuration the newest finished tune of it in ``store`` found; one line
     (UsageError) naming what is missing otherwise."""
-    newest = stored.latest_outcome(store, case)
-    if newest is not None and not (newest.get("outcome") or {}).get("best"):
-        raise UsageError(f"{flag} {which}: the newest tune of {stored.describe_base(case)} in "
-                         f"{store.path} (study {newest.get('study')}) found no configuration "
-                         f"that ran, not even the default; tune it again with --new")
     settings = stored.best_settings(store, case, which, flag)
     tuned_case = stored.apply_best(store, case, which, flag)  # refuses stale settings
     if which == "best-fixed":

@@ -115,7 +115,7 @@ def best_settings(store: Store, case: Case, which: str = "best",
     if not chosen:
         raise UsageError(f"{flag} {which}: the newest tune of {describe_base(case)} in "
                          f"{store.path} (study {found['study']}) found no configuration that "
-                         f"ran (its default failed); tune it again with --new")
+                         f"ran, not even the default; tune it again with --new")
     return dict(chosen["settings"])
 
 
