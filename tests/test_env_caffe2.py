@@ -201,15 +201,16 @@ UNSUPPORTED = [
 ]
 
 
-# int8 takes amp-bf16's path (the worker's SUPPORT.check refuses it, declared): its reason is
-# checked on the case its flags build (the test after); the other three run for real, the last
-# two refused past the declaration (the engine option, the build)
-UNSUPPORTED_REAL = [UNSUPPORTED[0], UNSUPPORTED[2], UNSUPPORTED[3]]
-UNSUPPORTED_DECLARED = UNSUPPORTED[:2]
+# int8 and compiled training take amp-bf16's path (the worker's SUPPORT.check refuses them,
+# declared: compiled training through task_modes): their reasons are checked on the case their
+# flags build (the test after); the other two run for real, the last refused past the
+# declaration (the engine option, in the build)
+UNSUPPORTED_REAL = [UNSUPPORTED[0], UNSUPPORTED[2]]
+UNSUPPORTED_DECLARED = [UNSUPPORTED[0], UNSUPPORTED[1], UNSUPPORTED[3]]
 
 
 @pytest.mark.parametrize("args,env,phrase", UNSUPPORTED_REAL,
-                         ids=["amp-bf16", "compile-cpu-engine", "compile-train"])
+                         ids=["amp-bf16", "compile-cpu-engine"])
 def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phrase, tmp_path):
     proc, result = measure(tmp_path, *args, "--device", "cpu", "--warmup-steps", "1",
                            "--steps", "2", "--repeats", "3", env=env)
@@ -220,7 +221,8 @@ def test_unsupported_combination_reports_its_reason(caffe2_env, args, env, phras
 
 
 @pytest.mark.parallel
-@pytest.mark.parametrize("args,env,phrase", UNSUPPORTED_DECLARED, ids=["amp-bf16", "int8"])
+@pytest.mark.parametrize("args,env,phrase", UNSUPPORTED_DECLARED,
+                         ids=["amp-bf16", "int8", "compile-train"])
 def test_unsupported_combination_is_declared_with_its_reason(args, env, phrase):
     """What the worker checks first (its SUPPORT.check, before Caffe2 is imported), on the case
     `dlperf run` builds from these flags: refused, for the declared reason."""

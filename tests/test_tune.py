@@ -128,13 +128,13 @@ def test_the_space_is_what_each_backend_declares():
             if name == "precision":
                 assert set(knob.values) <= set(declared.precisions["cpu"][task])
             elif name == "compile":
-                assert set(declared.modes) == {False, True}
+                assert set(declared.modes_for(task)) == {False, True}
             elif name.startswith("option."):
                 option = declared.options[name[len("option."):]]
                 assert set(knob.values) == {"", *option.values}
             else:
                 assert name in ("threads", "allocator", "batch_size"), name
-        assert ("compile" in found) == (set(declared.modes) == {False, True})
+        assert ("compile" in found) == (set(declared.modes_for(task)) == {False, True})
         assert {n[7:] for n in found if n.startswith("option.")} == {
             name for name, option in declared.options.items() if option.applies_to(model)}
         # every configuration of the space is a valid case of this framework

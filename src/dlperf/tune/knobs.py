@@ -91,7 +91,7 @@ def space(case: Case, batch_limit: int | None = None) -> list[Knob]:
                           f"{case.framework} declares these {case.task} precisions on {kind}: "
                           "lower precisions halve memory traffic and use bf16/fp16 units where "
                           "the hardware has them (changes the mathematics)"))
-    modes = [mode for mode in (False, True) if mode in declared.modes]
+    modes = declared.modes_for(case.task)
     if len(modes) == 2:
         knobs.append(Knob("compile", _first(bool(case.compile), modes),
                           f"{declared.modes[False]} or {declared.modes[True]}: a compiled step "

@@ -8,7 +8,7 @@ unsupported case with the backend's own reason before spending a second on build
 Standard library only; valid Python 3.7.
 """
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from dlperf.worker.workload import UnsupportedError
 
@@ -98,6 +98,9 @@ class Support(object):
     reads from its environment at import, the option's ``variables`` name what the launcher
     sets for the chosen value. A name or value not declared here is refused before anything
     runs (the harness reads this declaration).
+    ``task_modes``: where a task has fewer modes than ``modes`` (``{"train": (False,)}``: a
+    compiled mode for inference only), the modes that task has; refused with the
+    ``"task/compile=on"`` reason.
     ``reasons``: why a combination is refused, keyed (most specific first) by
     ``"device/task/precision"``, ``"device/precision"``, ``"task/precision"``, ``"precision"``, ``"compile=on"`` /
     ``"compile=off"``, ``"distributed/device"``, ``"loader/name"``, ``"launcher/name"`` or
@@ -106,7 +109,7 @@ class Support(object):
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
                  tasks=TASKS, data_pipeline=None, loaders=None, launchers=("native",),
-                 options=None):
+                 options=None, task_modes=None):
         # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str], Optional[Mapping[str, Option]]) -> None
         self.framework = framework
         self.models = tuple(models)
@@ -114,6 +117,8 @@ class Support(object):
         self.precisions = {device: {task: tuple(names) for task, names in per_task.items()}
                            for device, per_task in precisions.items()}
         self.modes = dict(modes)
+        self.task_modes = {task: tuple(bool(m) for m in allowed)
+                           for task, allowed in (task_modes or {}).items()}
         self.distributed = tuple(distributed)
         self.data_pipeline = data_pipeline
         self.loaders = dict(loaders or {})
@@ -130,6 +135,12 @@ class Support(object):
         one it is ("no eager mode"), so a report row of refused cases still says what they were."""
         compiled = bool(compiled)
         return self.modes.get(compiled, "no compiled mode" if compiled else "no eager mode")
+
+    def modes_for(self, task):
+        # type: (str) -> Tuple[bool, ...]
+        """The compile settings ``task`` runs in (``modes``, narrowed by ``task_modes``)."""
+        declared = tuple(mode for mode in (False, True) if mode in self.modes)
+        return tuple(mode for mode in declared if mode in self.task_modes.get(task, declared))
 
     def reason(self, *keys):
         # type: (*str) -> Optional[str]
@@ -160,9 +171,10 @@ class Support(object):
                                precision) or (
                 "%s %s does not run in %s on %s; allowed there: %s" % (
                     fw, task, precision, device, ", ".join(allowed) or "none"))
-        if compiled not in self.modes and not case.get("data_only"):  # no model, no compile
+        if compiled not in self.modes_for(task) and not case.get("data_only"):  # no model
             flag = "compile=on" if compiled else "compile=off"
-            return self.reason(flag) or "%s has no %s mode" % (fw, flag)
+            return self.reason("%s/%s" % (task, flag), flag) or "%s %s has no %s mode" % (
+                fw, task, flag)
         loader = case.get("loader", "native")
         if loader != "native" and loader not in self.loaders:
             return self.reason("loader/" + str(loader)) or (

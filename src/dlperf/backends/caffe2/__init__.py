@@ -10,6 +10,15 @@ it when none is given), part of the case's identity and recorded in the result; 
 from dlperf.backends.common import CPU_TF32, lazy
 from dlperf.worker.support import Option, Support
 
+# Caffe2 1.8.1's IDEEP update of conv1 was wrong without optimizeForMKLDNN(training_mode=True)
+# (backend.py says how it was found), so every ideep training run applies it: training has no
+# compiled mode of its own.
+TRAIN_TRANSFORM_ALWAYS = (
+    "compile on: Caffe2's MKL-DNN transform changes inference only (BN folded, Conv+ReLU/Sum "
+    "fused); in training its only step, optimizeForMKLDNN(training_mode=True) pre-converting the "
+    "filters, is applied to every ideep training run already, because without it Caffe2 1.8.1's "
+    "IDEEP update of conv1 is wrong; train with compile off")
+
 #: Where the processes of a data-parallel run meet: the directory of Caffe2's file store handler,
 #: set by the launcher (dlperf.launchers.caffe2) and read by the worker (.distribute).
 STORE_VARIABLE = "DLPERF_CAFFE2_STORE"
@@ -60,6 +69,7 @@ SUPPORT = Caffe2Support(
     # run, which is wrong without it, so a compiled training case is refused by the worker
     modes={False: "net as built (RunNet)",
            True: "optimizeForMKLDNN net transform (ideep engine, inference)"},
+    task_modes={"train": (False,)},
     # data_parallel_model over processes (dlperf.launchers.caffe2), Gloo all-reduce; training only
     distributed=("cpu", "cuda"),
     options={"engine": Option(("ideep", "cpu"), (
@@ -67,6 +77,7 @@ SUPPORT = Caffe2Support(
         "has it (workspace.C.use_mkldnn); cpu: Caffe2's own CPU operators (im2col + MKL GEMM), "
         "the engine imagenet_trainer.py --use_cpu runs"))},
     reasons={
+        "train/compile=on": TRAIN_TRANSFORM_ALWAYS,
         "cpu/tf32": CPU_TF32,
         "tf32": "precision tf32: Caffe2 in torch 1.8.1's CUDA 10.2 build predates TF32 (CUDA 11, "
                 "Ampere); use fp32",

@@ -56,11 +56,7 @@ COMPILE_MODE = "optimizeForMKLDNN (caffe2.python.transformations)"
 # erratic. optimizeForMKLDNN(training_mode=True), which only pre-converts the filters to
 # MKL-DNN's formats, makes the step the CPU engine's (conv1 to 5e-6, the same losses): every
 # ideep training run applies it, so for training it is not a --compile choice.
-TRAIN_TRANSFORM_ALWAYS = (
-    "compile on: Caffe2's MKL-DNN transform changes inference only (BN folded, Conv+ReLU/Sum "
-    "fused); in training its only step, optimizeForMKLDNN(training_mode=True) pre-converting the "
-    "filters, is applied to every ideep training run already, because without it Caffe2 1.8.1's "
-    "IDEEP update of conv1 is wrong; train with compile off")
+# (the refusal of compiled training is SUPPORT's: TRAIN_TRANSFORM_ALWAYS in __init__)
 
 # Measured with torch 1.8.1's wheel: data_parallel_model on the IDEEP device builds and runs one
 # step, and the second step's Gloo Allreduce fails ("[enforce fail at allreduce_ops.h:43]
@@ -265,8 +261,6 @@ def build(case):
         raise UnsupportedError("compile on is Caffe2's MKL-DNN graph optimisation "
                                "(optimizeForMKLDNN), which needs engine ideep; this run's engine "
                                "is %s" % chosen)
-    if view.compiled and view.train:
-        raise UnsupportedError(TRAIN_TRANSFORM_ALWAYS)
     parallel = distribute.world_size() > 1
     if parallel and not view.train:
         raise UnsupportedError("caffe2 infers in one process: data_parallel_model parallelises "
