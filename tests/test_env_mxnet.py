@@ -17,6 +17,7 @@ import pytest
 from dlperf import envs, models
 from conftest import dlperf, pinned_env, tiny_nets
 from declared import covers
+from refusal import declared_refusal
 
 TIMEOUT = 1200
 TINY = tiny_nets(bert_layers=2)
@@ -273,7 +274,16 @@ UNSUPPORTED = [
 ]
 
 
-@pytest.mark.parametrize("extra,phrase", UNSUPPORTED, ids=[" ".join(e) for e, _ in UNSUPPORTED])
+# run for real: a precision the declaration refuses on the CPU, and a device this build cannot
+# use (refused by the worker's device resolution, before the declaration); the other precisions
+# take the first one's path and differ only in the declared reason, checked on the case their
+# flags build
+UNSUPPORTED_REAL = [UNSUPPORTED[0], UNSUPPORTED[-1]]
+UNSUPPORTED_DECLARED = [extra for extra, _ in UNSUPPORTED[:-1]]
+
+
+@pytest.mark.parametrize("extra,phrase", UNSUPPORTED_REAL,
+                         ids=[" ".join(e) for e, _ in UNSUPPORTED_REAL])
 def test_unsupported_combination_reports_unsupported(mxnet_env, extra, phrase, tmp_path):
     out = tmp_path / "result.json"
     device = [] if "--device" in extra else ["--device", "cpu"]
@@ -285,3 +295,18 @@ def test_unsupported_combination_reports_unsupported(mxnet_env, extra, phrase, t
     assert result["status"] == "unsupported"
     assert phrase in result["error"]
     assert result["repeats_done"] == 1  # an unsupported case is not retried
+    if extra in UNSUPPORTED_DECLARED:  # (cuda is refused earlier, by MXNet finding no GPU)
+        # the worker's reason is the declaration's for the case these flags build, as the test
+        # below computes it for every combination the declaration refuses
+        assert result["error"].endswith(": " + declared_refusal(
+            "--framework", "mxnet", *TINY["resnet50"], *extra, *device))
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("extra,phrase", UNSUPPORTED[:-1],
+                         ids=[" ".join(e) for e, _ in UNSUPPORTED[:-1]])
+def test_unsupported_combination_is_declared_with_its_reason(extra, phrase):
+    """What the worker checks on the CPU (its SUPPORT.check, before MXNet builds anything), on
+    the case `dlperf run` builds from these flags: refused, for the declared reason."""
+    why = declared_refusal("--framework", "mxnet", *TINY["resnet50"], *extra, "--device", "cpu")
+    assert why is not None and phrase in why
