@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import sqlite3
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,17 +17,22 @@ from dlperf.studies.external import parse_time
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 RATE = ["--metric", r"imgs_per_sec : ([\d.]+)"]
 STEPS = ["--step-regex", r"step (\d+)", "--samples-per-step", "32"]
+# the host's measurement lock in a directory of this module's own: the fake script measures
+# nothing, so its runs neither wait for nor hold up a measuring test beside them (the tests
+# marked parallel run under pytest-xdist, beside others)
+LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-external-test-")}
 
 
 def external(tmp_path: Path, *flags: str, env: dict[str, str] | None = None,
              name: str = "fake", out: str = "e.json"):
     proc = dlperf("external", "--name", name, "--db", str(tmp_path / "e.db"),
                   "--json", str(tmp_path / out), *flags, "--", sys.executable, SCRIPT,
-                  env=env, timeout=300)
+                  env={**LOCK, **(env or {})}, timeout=300)
     result = load(tmp_path / out) if (tmp_path / out).exists() else None
     return proc, result
 
 
+@pytest.mark.parallel
 def test_rate_lines_give_the_harmonic_mean_after_the_warmup(tmp_path):
     proc, result = external(tmp_path, *RATE, "--repeats", "3")
     assert proc.returncode == 0, proc.stderr
@@ -41,6 +47,7 @@ def test_rate_lines_give_the_harmonic_mean_after_the_warmup(tmp_path):
     assert result["throughput"]["median"] == pytest.approx(5 / (1 / 100 + 2 / 200 + 2 / 400))
 
 
+@pytest.mark.parallel
 def test_step_counter_with_timestamps_in_the_log(tmp_path):
     proc, result = external(tmp_path, *STEPS, "--time-regex", r"^\[([\d.]+)\]",
                             "--warmup", "1", "--repeats", "2")
@@ -50,6 +57,7 @@ def test_step_counter_with_timestamps_in_the_log(tmp_path):
     assert result["timings"]["window_s"] == pytest.approx([0.75, 0.75])
 
 
+# serial: its figure is the real time between the fake script's lines
 def test_step_counter_timed_by_arrival(tmp_path):
     proc, result = external(tmp_path, *STEPS, "--warmup", "1", "--repeats", "1",
                             env={"FAKE_STEP_S": "0.5"})
@@ -62,6 +70,7 @@ def test_step_counter_timed_by_arrival(tmp_path):
     assert value == pytest.approx(3 * 32 / result["timings"]["window_s"][0])
 
 
+@pytest.mark.parallel
 def test_result_is_stored_like_any_case_and_reported(tmp_path):
     proc, result = external(tmp_path, *RATE, "--repeats", "2", "--framework", "ngc-pytorch",
                             "--model", "resnet50", "--batch-size", "32", name="ngc-rn50")
@@ -77,10 +86,13 @@ def test_result_is_stored_like_any_case_and_reported(tmp_path):
     assert case["framework"] == "ngc-pytorch" and case["batch_size"] == 32
     assert result["flops"]["per_sample"] > 0  # a catalogue model: FLOPs are known
     assert {"schema", "case", "status", "throughput", "timings", "env"} <= set(result)
-    report = dlperf("report", "--db", str(tmp_path / "e.db"), check=True).stdout
+    # the stored result read back through dlperf's main in this process (test_fuzz_cli checks
+    # that a real process answers alike)
+    report = dlperf_main("report", "--db", str(tmp_path / "e.db"), check=True).stdout
     assert "| ngc-pytorch | — | external: ngc-rn50 |" in report  # no framework version: not ours
 
 
+@pytest.mark.parallel
 @pytest.mark.parametrize("fail, status, message", [
     ("crash", "crash", "exited with 3"),
     ("oom", "oom", "out of memory"),
@@ -93,6 +105,7 @@ def test_a_failing_command_is_a_failed_case(fail, status, message, tmp_path):
     assert "step 1" in result["stderr_tail"]
 
 
+@pytest.mark.parallel
 def test_timeout_and_unreadable_output(tmp_path):
     proc, result = external(tmp_path, *RATE, "--repeats", "2", "--timeout", "2",
                             env={"FAKE_FAIL": "hang"})
