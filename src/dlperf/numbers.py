@@ -1,7 +1,8 @@
 """Number flags and fields: NaN and infinity are never a duration, a rate or a threshold.
 
 ``float("nan")`` parses, and every comparison with it is false, so a plain ``value < low`` check
-lets it through; these helpers test finiteness first, so bad numbers stop at validation.
+lets it through; these helpers test finiteness first, so bad numbers stop at validation. And
+one way to write a span of seconds (:func:`duration`), for the terminal and the reports alike.
 """
 
 from __future__ import annotations
@@ -60,3 +61,15 @@ def dumps(value: Any, **options: Any) -> str:
     import json
 
     return json.dumps(json_safe(value), allow_nan=False, **options)
+
+
+def duration(seconds: float) -> str:
+    """``1h05m``, ``12m30s``, ``45s``: how the terminal and the reports write a time span."""
+    seconds = max(0, int(round(seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"

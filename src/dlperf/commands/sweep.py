@@ -18,6 +18,7 @@ from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.launchers import registry, slurm_launch
+from dlperf.numbers import duration
 from dlperf.spec import Case
 from dlperf.store import Store
 from dlperf.studies.sweep import Sweep, load, with_configs
@@ -45,17 +46,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "case sets run_label: `dlperf history` and `dlperf gate` use it")
     measurelock.add_argument(parser)
     return parser
-
-
-def duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def knob_text(case: Case) -> str:

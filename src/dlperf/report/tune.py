@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dlperf import numbers
 from dlperf.report import framework_notes
 from dlperf.report.tables import Cell, Report, Table, knob_text, number
 from dlperf.tune import settings as config
@@ -72,14 +73,7 @@ def newest(found: list[dict[str, Any]]) -> list[Study]:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    seconds = max(0, int(round(seconds)))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    return "—" if seconds is None else numbers.duration(seconds)
 
 
 def speedup_text(chosen: dict[str, Any] | None) -> str:

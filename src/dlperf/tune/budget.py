@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dlperf.errors import UsageError
+from dlperf.numbers import duration
 
 #: The least a tune can do anything with: one screening run of the default and of one other
 #: configuration, and a confirmation. Anything smaller is refused before anything runs.
@@ -43,16 +44,7 @@ def parse(text: str, flag: str = "--budget") -> float:
     return seconds
 
 
-def text(seconds: float) -> str:
-    """``1h05m``, ``12m30s``, ``45s``."""
-    seconds = max(0, int(round(seconds)))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
+text = duration  # ``1h05m``, ``12m30s``, ``45s``
 
 
 @dataclass
