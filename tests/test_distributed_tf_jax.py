@@ -153,13 +153,14 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
 def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     # every framework's node 0 waits for a node 1 that never starts, and a JAX node 1 for a
     # node 0 that never starts: all end as timeout after --rdzv-timeout, after one repeat of
-    # three. TensorFlow needs every node's address; without them its workers refuse at once.
+    # three. (TensorFlow needs every node's address; without them its workers refuse at once:
+    # test_tf_workers_refuse_two_nodes_without_their_addresses, in-process.)
     # the tiny BERT: TensorFlow 1.15 builds its graph before its first collective times out
     common = [sys.executable, "-m", "dlperf.cli", "run", *TINY_BERT, "--nnodes", "2",
               "--master-addr", "127.0.0.1", "--repeats", "3", "--rdzv-timeout", "2"]
     addrs = ["--node-addrs", "127.0.0.1,127.0.0.1"]
     runs = {"jax-0": ["jax", "0"], "jax-1": ["jax", "1"], "tensorflow-0": ["tensorflow", "0", *addrs],
-            "tensorflow1-0": ["tensorflow1", "0", *addrs], "no-addrs": ["tensorflow", "0"]}
+            "tensorflow1-0": ["tensorflow1", "0", *addrs]}
     procs = {name: subprocess.Popen(
         [*common, "--framework", fw, "--node-rank", rank, *rest,
          "--master-port", str(launch.free_port()), "--db", str(tmp_path / f"{name}.db"),
@@ -181,8 +182,6 @@ def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     assert "1 of 2 workers joined at 127.0.0.1:" in results["tensorflow-0"]["error"]
     assert "(TensorFlow: Barrier timed out" in results["tensorflow-0"]["error"]
     assert "the 2 nodes never all joined" in results["tensorflow1-0"]["error"]
-    refused = results["no-addrs"]
-    assert refused["status"] == "unsupported" and "pass --node-addrs" in refused["error"]
 
 
 @pytest.mark.parametrize("framework, repeats", [("jax", 2), ("tensorflow", 1)])
@@ -232,6 +231,33 @@ def test_tf_config_names_every_worker(monkeypatch):
                         ("DLPERF_RANK_PORTS", "41000,40007")):
         monkeypatch.setenv(name, value)
     assert cluster.workers() == ["127.0.0.1:41000", "127.0.0.1:40007"]  # the reserved ports
+
+
+@pytest.mark.parallel
+def test_tf_workers_refuse_two_nodes_without_their_addresses(tmp_path, monkeypatch):
+    """What a tensorflow node 0 of 2 started without --node-addrs does, in this process: the
+    launcher gives its rank no DLPERF_NODE_ADDRS, and the rank's TF_CONFIG (which its strategy
+    sets before TensorFlow's runtime starts) refuses the case with how to name the nodes, which
+    the worker records as ``unsupported`` (a worker's refusal under dlperf.launchers.spawn ending
+    as the result: test_a_failing_rank_shows_its_own_message[tensorflow])."""
+    from dlperf.launchers import spawn
+    from dlperf.worker.__main__ import classify
+    from dlperf.worker.workload import UnsupportedError
+
+    port = launch.free_port()
+    rdzv = launch.Rendezvous(node_rank=0, master_addr="127.0.0.1", master_port=port)
+    case = Case(framework="tensorflow", model="bert-base", batch_size=2, nnodes=2, device="cpu")
+    spec = tf_launch.TFConfigLauncher(rdzv, python=sys.executable)(case, tmp_path / "c.json",
+                                                                   tmp_path)
+    assert "DLPERF_NODE_ADDRS" not in spec.env
+    monkeypatch.delenv("DLPERF_NODE_ADDRS", raising=False)
+    monkeypatch.delenv("DLPERF_RANK_PORTS", raising=False)
+    for name, value in {**spec.env, **spawn.rank_env(0, 0, 2, 1, 0, 2, "127.0.0.1",
+                                                      port)}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UnsupportedError, match="pass --node-addrs") as refused:
+        cluster.tf_config()
+    assert classify(refused.value) == "unsupported"
 
 
 @pytest.mark.parallel
