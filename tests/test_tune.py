@@ -14,7 +14,7 @@ from conftest import dlperf, dlperf_main, load, pinned_env
 from dlperf import spec
 from dlperf.spec import Case
 from dlperf.store import Store
-from dlperf.tune import budget, knobs, settings, stored
+from dlperf.tune import budget, confirm, knobs, settings, stored
 
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2",
         "--warmup-steps", "1", "--steps", "3"]
@@ -158,6 +158,10 @@ def test_budget_parsing_and_bad_input(tmp_path):
     assert budget.parse("20m") == 1200 and budget.parse("1h30m") == 5400
     assert budget.parse("90s") == 90 and budget.parse("120") == 120
     assert budget.text(3900) == "1h05m" and budget.text(75) == "1m15s"
+    # the confirmation: as many pairs as asked when they fit, fewer when not, never below two
+    assert confirm.affordable_pairs(10.0, 500.0, 1, 4) == 4
+    assert confirm.affordable_pairs(10.0, 60.0, 1, 4) == 3
+    assert confirm.affordable_pairs(10.0, 60.0, 2, 4) == 2 == confirm.affordable_pairs(10.0, 5.0, 1, 4)
     db = str(tmp_path / "t.db")
     cases = [
         (["--framework", "torch", "--budget", "30s"], "--budget: '30s' is too small for one trial"),

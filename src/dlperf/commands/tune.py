@@ -173,9 +173,14 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
     budget = budgets.Budget(budget_s, spent_before_s=sum(row["wall_s"] for row in old))
     comparisons = 2 if any(knob.changes_math for knob in knobs) else 1
 
+    def per_run(trials: list[search.Trial]) -> float | None:
+        return budgets.typical([wall for trial in trials for wall in trial.repeat_walls()])
+
     def reserve(trials: list[search.Trial]) -> float:
-        walls = [wall for trial in trials for wall in trial.repeat_walls()]
-        return confirm.cost_s(budgets.typical(walls), args.pairs, comparisons)
+        """The confirmation's share: its pairs at the runs' typical cost, at most a third of
+        the budget (a slow case confirms with fewer pairs rather than search nothing)."""
+        return min(confirm.cost_s(per_run(trials), args.pairs, comparisons),
+                   confirm.MAX_SHARE * budget_s)
 
     plan = search.Plan(study=key, case=dataclasses.replace(case, repeats=1), knobs=knobs,
                        budget=budget, reserve_s=reserve, seed=case.seed,
@@ -201,14 +206,19 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
         say(f"{case.framework}: the default configuration failed ({why}); nothing to compare")
     else:
         confirm_start = budget.spent()
-        for which in ("best", "best_fixed"):
-            chosen = outcome.get(which)
-            if chosen is None or chosen["trial"] == 0:
-                continue
+        waiting = [which for which in ("best", "best_fixed")
+                   if outcome.get(which) is not None and outcome[which]["trial"] != 0]
+        for done, which in enumerate(waiting):
+            chosen = outcome[which]
+            pairs = confirm.affordable_pairs(per_run(trials), budget.left(),
+                                             len(waiting) - done, args.pairs)
             say(f"confirming {which.replace('_', ' ')} ({config.describe(chosen['changed'])}) "
-                f"against the default: {args.pairs} interleaved pairs")
-            chosen["ab"] = confirm.confirm(plan.case, default, chosen["settings"], args.pairs,
+                f"against the default: {pairs} interleaved pairs"
+                + (f" (of --pairs {args.pairs}: what the budget left allows)"
+                   if pairs < args.pairs else ""))
+            chosen["ab"] = confirm.confirm(plan.case, default, chosen["settings"], pairs,
                                            budget, say)
+            chosen["ab"]["pairs_asked"] = args.pairs
         outcome["confirm_s"] = budget.spent() - confirm_start
     with Store(args.db) as db:
         db.finish_tune_study(key, outcome)

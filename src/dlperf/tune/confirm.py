@@ -28,9 +28,25 @@ def sides(case: Case, default: dict[str, Any], candidate: dict[str, Any]) -> lis
             for chosen in (default, candidate)]
 
 
+#: The most of a budget kept for confirming: a slow case confirms with fewer pairs instead of
+#: leaving the search no time at all.
+MAX_SHARE = 1 / 3
+MIN_PAIRS = 2  # the fewest pairs that give an interval
+
+
 def cost_s(per_run_s: float | None, pairs: int, comparisons: int) -> float:
     """What confirming costs: two runs a pair, ``comparisons`` of them."""
     return 0.0 if per_run_s is None else 2 * pairs * comparisons * per_run_s
+
+
+def affordable_pairs(per_run_s: float | None, left_s: float, comparisons: int,
+                     asked: int) -> int:
+    """The pairs each of ``comparisons`` confirmations gets from ``left_s``: as asked when
+    they fit, else as many as fit, never fewer than two (the budget still ends the last)."""
+    if not per_run_s:
+        return asked
+    fit = int(left_s // (2 * comparisons * per_run_s))
+    return max(MIN_PAIRS, min(asked, fit))
 
 
 def confirm(case: Case, default: dict[str, Any], candidate: dict[str, Any], pairs: int,
