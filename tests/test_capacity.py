@@ -92,8 +92,10 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
 
 def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp_path):
     # each size doubles the step time; a short --timeout ends the growth with `timeout` (the
-    # sizes before it, if any on this machine, ran ok): at most ~2 x 5 s of probes, not 3 x 8
-    proc, answer = run_capacity(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "32",
+    # sizes before it, if any on this machine, ran ok). From batch 256 (~1 s a step on a 2-core
+    # CPU, 6 steps) the first probe is the one that times out here: one probe of 5 s, not an ok
+    # probe at 32 before it (growth through ok probes: the boundary search above)
+    proc, answer = run_capacity(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "256",
                           "--timeout", "5")
     assert proc.returncode == 1, proc.stderr[-2000:]
     statuses = [p["status"] for p in answer["probes"]]
