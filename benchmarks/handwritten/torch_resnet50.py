@@ -33,9 +33,9 @@ y = torch.randint(0, 1000, (batch,))
 dtype = {"amp-bf16": torch.bfloat16}.get(precision)
 
 def step():
-    opt.zero_grad(set_to_none=True)
     with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
         loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)  # after the forward, as dlperf's step (docs/fidelity.md)
     loss.backward()
     opt.step()
     return loss
