@@ -17,6 +17,7 @@ from dlperf.commands._flags import add_case_arguments, add_db_argument, case_fro
 from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
+from dlperf.report import tune as tune_report
 from dlperf.spec import Case, frameworks, support
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
@@ -256,17 +257,6 @@ def outcome_of(trials: list[Any], default: dict[str, Any], record: dict[str, Any
             "trials": counts, "device": device, "unit": "samples/s"}
 
 
-def speedup_text(chosen: dict[str, Any]) -> str:
-    found = chosen.get("ab")
-    if chosen["trial"] == 0:
-        return "1.000 (the default is the best found)"
-    if not found or found.get("ratio") is None:
-        return "not confirmed (the budget ended)"
-    ci = found.get("ci95")
-    interval = f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else ""
-    return f"{found['ratio']:.3f}{interval}, {found['pairs']} pairs: {found['verdict']}"
-
-
 def show(outcome: dict[str, Any], case: Case) -> None:
     table = Table(title=f"dlperf tune: {case.framework} {case.model} {case.task}")
     for name in ("configuration", "settings", "samples/s (search)", "speedup vs default"):
@@ -282,7 +272,8 @@ def show(outcome: dict[str, Any], case: Case) -> None:
                           + ", ".join(chosen["changes_math"]) + ")"
                           if chosen["changes_math"] else "")
         table.add_row(marked, Text(config.describe(chosen["changed"])),
-                      display.number(chosen["throughput"]), Text(speedup_text(chosen)))
+                      display.number(chosen["throughput"]),
+                      Text(tune_report.speedup_text(chosen)))
     display.out.print(table)
     counts = outcome["trials"]
     say(f"{counts['complete']} configurations measured in full, {counts['pruned']} pruned, "

@@ -74,6 +74,8 @@ def confirm(case: Case, default: dict[str, Any], candidate: dict[str, Any], pair
             if status != "ok":
                 break
     summary = result.summary()
+    if summary["pairs"] < MIN_PAIRS:  # one pair is two runs minutes apart, not a comparison
+        summary.update(ratio=None, ci95=None, verdict="not confirmed")
     return {"ratio": summary["ratio"], "ci95": summary["ci95"], "pairs": summary["pairs"],
             "pairs_asked": pairs, "verdict": summary["verdict"],
             "a": {"median": summary["a"]["median"], "values": summary["a"]["values"]},
