@@ -18,7 +18,7 @@ from dlperf.numbers import finite_float
 from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS, Case,
                          frameworks)
 from dlperf.store import DEFAULT_DB
-from dlperf.studies import inputbound
+from dlperf.studies import inputbound, tuned
 from dlperf.worker import steady
 
 
@@ -346,8 +346,6 @@ def node_addrs_from_args(args: argparse.Namespace, position: slurm.JobPosition |
 # ------------------------------------------------------------------------------------------------
 # --config best: the configuration a finished `dlperf tune` found (dlperf run, dlperf infer)
 # ------------------------------------------------------------------------------------------------
-
-from dlperf.studies import tuned  # noqa: E402  (tune results: --config best)
 
 CONFIG_CHOICES = tuned.WHICH
 

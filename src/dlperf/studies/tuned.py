@@ -47,14 +47,12 @@ def _fixed_check(case: Case, settings: dict[str, Any], flag: str, which: str) ->
 def from_store(store: Store, case: Case, which: str, flag: str = "--config") -> Tuned:
     """``case`` in the configuration the newest finished tune of it in ``store`` found; one line
     (UsageError) naming what is missing otherwise."""
-    settings = stored.best_settings(store, case, which, flag)
-    tuned_case = stored.apply_best(store, case, which, flag)  # refuses stale settings
+    study, chosen = stored.chosen_best(store, case, which, flag)
+    settings = dict(chosen["settings"])
+    # refuses settings the backend no longer takes
+    tuned_case = config.apply_or_refuse(case, settings, f"{flag} {which}")
     if which == "best-fixed":
         _fixed_check(case, settings, flag, which)
-    study = stored.latest_outcome(store, case) or {}
-    outcome = study.get("outcome") or {}
-    chosen = (outcome.get("best_fixed") if which == "best-fixed" else None) \
-        or outcome.get("best") or {}
     here = config.of_case(case, list(settings))
     changed = config.changed(settings, here)
     found = chosen.get("ab") or {}
@@ -78,8 +76,8 @@ def from_db(path: str | Path, case: Case, which: str, flag: str = "--config") ->
     if which not in WHICH:
         raise UsageError(f"{flag}: {which!r} is not one of {', '.join(WHICH)}")
     if not path.is_file():
-        raise UsageError(f"{flag} {which}: {path} does not exist; run `dlperf tune --framework "
-                         f"{case.framework} --model {case.model} --db {path}` first")
+        raise UsageError(f"{flag} {which}: {path} does not exist; run "
+                         f"`{stored.tune_command(case, path)}` first")
     with Store(path, readonly=True) as store:
         return from_store(store, case, which, flag)
 

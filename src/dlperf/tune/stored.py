@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from dlperf.errors import UsageError
@@ -95,10 +94,11 @@ def latest_outcome(store: Store, case: Case) -> dict[str, Any] | None:
     return finished[-1] if finished else None
 
 
-def best_settings(store: Store, case: Case, which: str = "best",
-                  flag: str = "--config") -> dict[str, Any]:
-    """The configuration the newest finished tune of this case found; one line naming what is
-    missing (no tune of this case in the file, or none finished) otherwise."""
+def chosen_best(store: Store, case: Case, which: str = "best",
+                flag: str = "--config") -> tuple[dict[str, Any], dict[str, Any]]:
+    """The newest finished study of this case and the best ``which`` names in it (the best at
+    fixed batch and precision is the best itself where that changed neither); one line naming
+    what is missing (no tune of this case in the file, none finished, none that ran)."""
     if which not in WHICH:
         raise UsageError(f"{flag}: {which!r} is not one of {', '.join(WHICH)}")
     found = latest_outcome(store, case)
@@ -116,15 +116,10 @@ def best_settings(store: Store, case: Case, which: str = "best",
         raise UsageError(f"{flag} {which}: the newest tune of {describe_base(case)} in "
                          f"{store.path} (study {found['study']}) found no configuration that "
                          f"ran, not even the default; tune it again with --new")
-    return dict(chosen["settings"])
+    return found, chosen
 
 
-def apply_best(store: Store, case: Case, which: str = "best",
-               flag: str = "--config") -> Case:
-    """``case`` in the configuration its newest tune found (``--config best``)."""
-    return config.apply_or_refuse(case, best_settings(store, case, which, flag),
-                                  f"{flag} {which}")
-
-
-def knob_names(space: dict[str, Any]) -> Sequence[str]:
-    return list(space.get("knobs", {}))
+def best_settings(store: Store, case: Case, which: str = "best",
+                  flag: str = "--config") -> dict[str, Any]:
+    """The configuration the newest finished tune of this case found (:func:`chosen_best`)."""
+    return dict(chosen_best(store, case, which, flag)[1]["settings"])
