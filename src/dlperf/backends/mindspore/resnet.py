@@ -5,9 +5,10 @@ shapes follow :func:`dlperf.models.resnet50_convs`, so the parameter count match
 NCHW throughout: MindSpore's CPU ``Conv2d`` refuses ``data_format="NHWC"`` ("the NHWC format
 only support in GPU target").
 
-The stem's max pool pads one pixel on every side, as every other backend does, but as an explicit
-zero pad before a ``valid`` pool (:class:`_PaddedMaxPool`): ``MaxPool2d(pad_mode="pad")`` made a
-PyNative training step about 5 % slower (issue 32, docs/fidelity.md). After the ReLU every value
+The stem's max pool pads one pixel on every side, as every other backend does; in PYNATIVE_MODE as
+an explicit zero pad before a ``valid`` pool (:class:`_PaddedMaxPool`): ``MaxPool2d(pad_mode="pad")``
+made a PyNative training step about 5 % slower (issue 32, docs/fidelity.md); GRAPH_MODE keeps the
+one op (:func:`_stem_pool`). After the ReLU every value
 is >= 0, so a zero border gives the same maxima as an infinite one.
 """
 
@@ -51,6 +52,20 @@ class _PaddedMaxPool(nn.Cell):
         return self.pool(ops.pad(x, (1, 1, 1, 1)))
 
 
+def _stem_pool():
+    # type: () -> nn.Cell
+    """The stem's pool for the execution mode in force (set before any Cell is built).
+
+    PYNATIVE_MODE: the zero pad and an unpadded pool (:class:`_PaddedMaxPool`, the faster op by
+    op). GRAPH_MODE: ``MaxPool2d(pad_mode="pad")``, one op, because the compiled pad-then-pool
+    step never finishes its tenth call in MindSpore 2.10 on a CPU at image 32 (one kernel thread
+    spins in ``libmindspore_ops_cpu``; the same with the tutorials' ``nn.TrainOneStepCell``; image
+    64 and the one-op pool run on; issue 32, docs/fidelity.md)."""
+    if ms.get_context("mode") == ms.PYNATIVE_MODE:
+        return _PaddedMaxPool()  # after the ReLU: inputs >= 0
+    return nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="pad", padding=1)
+
+
 class Bottleneck(nn.Cell):
     """1x1 reduce -> 3x3 (carries the stride) -> 1x1 expand, plus the shortcut."""
 
@@ -88,7 +103,7 @@ class ResNet50(nn.Cell):
         self.conv1 = _conv(3, 64, 7, 2)
         self.bn1 = _bn(64)
         self.relu = nn.ReLU()
-        self.maxpool = _PaddedMaxPool()  # after the ReLU: inputs >= 0
+        self.maxpool = _stem_pool()
         stages = []  # type: List[nn.Cell]
         c_in = 64
         for index, (width, blocks) in enumerate(RESNET50_STAGES):
