@@ -43,7 +43,7 @@ model.train()
 opt = paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9, parameters=model.parameters(),
                                 weight_decay=1e-4)
 if compiled:
-    model = paddle.jit.to_static(model, full_graph=True, backend=None)
+    model = paddle.jit.to_static(model, backend=None)
 shape = [batch, 3, size, size] if layout == "NCHW" else [batch, size, size, 3]
 x = paddle.randn(shape)
 y = paddle.randint(0, 1000, [batch])

@@ -21,7 +21,7 @@ SUPPORT = Support(
         "cpu": {"train": ("fp32",), "infer": ("fp32",)},
         "cuda": {"train": GPU, "infer": GPU},
     },
-    modes={False: "dygraph", True: "paddle.jit.to_static(full_graph=True)"},
+    modes={False: "dygraph", True: "paddle.jit.to_static (SOT)"},
     # paddle.distributed.launch + paddle.DataParallel: gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),
     data_pipeline="paddle.io.DataLoader (worker processes, shared memory, batches prefetched)",

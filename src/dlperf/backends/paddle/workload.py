@@ -263,14 +263,20 @@ class Precision(object):
         }
 
 
+MODE_COMPILED = "paddle.jit.to_static (SOT)"  # SUPPORT.modes' label of --compile
+
+
 def compile_model(layer):
     # type: (Any) -> Any
-    """``paddle.jit.to_static`` on the whole forward-and-loss Layer (AST transcription into one
-    static program; the backward runs as that program's gradient). CINN where Paddle was built
-    with it, as ``to_static`` would choose by default; the plain PIR executor otherwise."""
+    """``paddle.jit.to_static`` on the whole forward-and-loss Layer, in its default mode as
+    Paddle's docs apply it: SOT (bytecode capture into static subgraphs, ``full_graph=False``).
+    The AST transcription (``full_graph=True``) ran ResNet-50 steps 15-20 % slower on a CPU
+    (0.60-0.67 s against 0.50-0.55 at image 64, batch 8, 2 threads; issue 32, docs/fidelity.md).
+    CINN where Paddle was built with it, as ``to_static`` would choose by default; the plain PIR
+    executor otherwise."""
     backend = "CINN" if paddle.is_compiled_with_cinn() else None
-    return paddle.jit.to_static(layer, full_graph=True, backend=backend), {
-        "compile_mode": "paddle.jit.to_static(full_graph=True)",
+    return paddle.jit.to_static(layer, backend=backend), {
+        "compile_mode": MODE_COMPILED,
         "compile_backend": backend or "PIR executor (no CINN in this build)",
     }
 
