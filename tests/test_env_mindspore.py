@@ -35,6 +35,9 @@ TINY_KNOBS = {
                   "vocab_size": 1000},
 }
 SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
+# past the tenth call of the compiled step, where a pad-then-pool stem hung GRAPH_MODE for good
+# (docs/fidelity.md); --timeout turns a hang into a failed result instead of a stuck test
+PAST_TEN = ["--warmup-steps", "2", "--steps", "10", "--repeats", "1", "--timeout", "300"]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +110,8 @@ CASES = [
 @pytest.mark.parametrize("model,extra", CASES,
                          ids=[f"{m}-{'-'.join(e) or 'pynative'}" for m, e in CASES])
 def test_tiny_training_case_runs_ok(mindspore_env, model, extra, tmp_path):
-    proc, result = run_dlperf(tmp_path, *TINY[model], *extra, *SHORT)
+    steps = PAST_TEN if extra and model == "resnet50" else SHORT
+    proc, result = run_dlperf(tmp_path, *TINY[model], *extra, *steps)
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
                                                               result.get("stderr_tail"))
     assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
