@@ -190,3 +190,23 @@ def test_config_best_without_a_tune_is_one_line(tmp_path):
         stored.best_settings(store, case)
     assert "has no finished tune of torch resnet50 train" in str(error.value)
     assert f"--db {db}" in str(error.value)
+
+
+def test_the_best_is_chosen_among_trials_the_budget_cut_short_too():
+    """A trial the pruner kept but the budget could not repeat is a candidate (the confirmation
+    judges it); one the pruner dropped, a failed one or a repeated configuration is not."""
+    from dlperf.tune import search
+
+    default = {"compile": False, "batch_size": 8}
+    trials = [
+        search.Trial(0, dict(default), "complete", 20.0),
+        search.Trial(1, {"compile": True, "batch_size": 8}, "pruned", 48.0,
+                     error=search.BUDGET_PRUNED),
+        search.Trial(2, {"compile": False, "batch_size": 16}, "pruned", 60.0),
+        search.Trial(3, {"compile": True, "batch_size": 16}, "failed", None, error="unsupported"),
+        search.Trial(4, {"compile": True, "batch_size": 32}, "complete", 90.0,
+                     error="same configuration as trial 9"),
+    ]
+    assert search.best(trials, default).number == 1
+    assert search.best(trials, default, ("batch_size",)).number == 1
+    assert search.best(trials[:1] + trials[2:], default).number == 0

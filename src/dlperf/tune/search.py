@@ -37,6 +37,9 @@ from dlperf.tune.knobs import Knob
 SWEEP = stored.SWEEP  # the stored runs of a tune's trials
 RUNGS = (1, 3)  # repeats measured by the end of each rung: the screening run, then two more
 REDUCTION = 3  # successive halving keeps the best third at each rung
+# a trial the pruner kept but the budget could not repeat: its one screening value stands, and
+# it may still be the best (the interleaved confirmation against the default decides)
+BUDGET_PRUNED = "the budget left was kept for the confirmation"
 MAX_REPEATS_IN_A_ROW = 12  # proposals of configurations already measured before the search ends
 STATES = {"complete": optuna.trial.TrialState.COMPLETE,
           "pruned": optuna.trial.TrialState.PRUNED,
@@ -196,7 +199,7 @@ class Search:
             elif not default and not self.affordable(
                     (budgets.typical(trial.repeat_walls()) or 0.0) * (RUNGS[-1] - RUNGS[0])):
                 trial.state, trial.value = "pruned", statistics.median(values)
-                trial.error = "the budget left was kept for the confirmation"
+                trial.error = BUDGET_PRUNED
             else:
                 error = self.rung(trial, RUNGS[-1] - RUNGS[0], values)
         if error is not None:
@@ -257,9 +260,12 @@ class Search:
 
 def best(trials: list[Trial], default: dict[str, Any],
          fixed: tuple[str, ...] = ()) -> Trial | None:
-    """The fastest complete trial; with ``fixed``, among those that keep these knobs at the
+    """The fastest complete trial, or trial pruned only because the budget ended (one screening
+    repeat: tensorflow1's XLA ran at 2.5x the default and was lost otherwise; the confirmation's
+    interleaved pairs judge it); with ``fixed``, among those that keep these knobs at the
     default's values."""
-    found = [t for t in trials if t.state == "complete" and t.value is not None
+    found = [t for t in trials if t.value is not None
+             and (t.state == "complete" or t.error == BUDGET_PRUNED)
              and not (t.error or "").startswith("same ")
              and all(t.settings.get(name) == default.get(name) for name in fixed)]
     return max(found, key=lambda t: t.value or 0.0) if found else None
