@@ -231,7 +231,7 @@ def set_mode(compiled):
     ms.set_context(mode=ms.GRAPH_MODE if compiled else ms.PYNATIVE_MODE)
     info = {"compile": compiled, "compile_mode": MODES[compiled]}  # type: Dict[str, Any]
     if compiled:
-        info["graph"] = "the whole step Cell (forward, value_and_grad, update), one graph"
+        info["graph"] = "the step Cell (training: forward, value_and_grad, update), one graph"
     return info
 
 
