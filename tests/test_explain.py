@@ -236,7 +236,10 @@ def test_explain_two_real_results_prints_every_category_and_a_finding(two_profil
     for name in CATEGORIES + (UNATTRIBUTED,):
         assert f"│ {name} " in proc.stdout, name
     assert "findings:" in proc.stdout
-    assert "amp-bf16 is " in proc.stdout and "x fp32's speed:" in proc.stdout
+    # which finding depends on how fast this CPU runs bf16 (on some, as fast as fp32): either
+    # the difference with its ratio, or the statement that the two step in the same time
+    assert ("amp-bf16 is " in proc.stdout and "x fp32's speed:" in proc.stdout) or \
+        "amp-bf16 and fp32 step in the same time" in proc.stdout, proc.stdout
 
 
 def test_explain_one_stored_run(two_profiled):
