@@ -210,3 +210,41 @@ def test_the_best_is_chosen_among_trials_the_budget_cut_short_too():
     assert search.best(trials, default).number == 1
     assert search.best(trials, default, ("batch_size",)).number == 1
     assert search.best(trials[:1] + trials[2:], default).number == 0
+
+
+@pytest.mark.parallel  # nothing is measured: a declared-impossible configuration never runs
+def test_a_pair_the_backend_declares_impossible_is_left_out_unmeasured(tmp_path):
+    """MXNet's amp-bf16 needs oneDNN: the space names the pair, the case is refused with the
+    backend's reason, and a search proposing it stores a refused trial and starts no run."""
+    from dlperf.tune import search
+    from dlperf.worker.support import Option
+
+    case = Case(framework="mxnet", model="resnet50", batch_size=4, device="cpu",
+                knobs={"image_size": 32})
+    space = knobs.space(case)
+    assert {"precision", "option.onednn"} <= {knob.name for knob in space}
+    assert knobs.left_out(case, space) == [
+        "option.onednn=off with precision amp-bf16: runs in fp32 only, not amp-bf16: oneDNN "
+        "has MXNet's only bf16 kernels, so amp-bf16 needs onednn=on"]
+    impossible = settings.apply(case, {"precision": "amp-bf16", "option.onednn": "off"})
+    assert knobs.declared_refusal(impossible).startswith("option onednn=off runs in fp32 only")
+    for fine in ({"precision": "amp-bf16", "option.onednn": "on"},
+                 {"precision": "fp32", "option.onednn": "off"}):
+        assert knobs.declared_refusal(settings.apply(case, fine)) is None
+    assert knobs.left_out(Case(framework="torch", model="resnet50", batch_size=4,
+                               device="cpu"), space[:0]) == []
+    with pytest.raises(ValueError, match="precisions for 'maybe'"):
+        Option(("on", "off"), "why", precisions={"maybe": (("fp32",), "no")})
+    # a search whose configuration is refused: one stored trial, no run, no time
+    db = tmp_path / "t.db"
+    with Store(db) as store:
+        store.start_tune_study("s", "base", impossible.to_dict(), {}, 60.0)
+        plan = search.Plan(study="s", case=impossible, knobs=space,
+                           budget=budget.Budget(60.0), reserve_s=lambda trials: 0.0)
+        found = search.Search(plan, store, env={}, say=lambda line: None)
+        found.replay([])
+        trials = found.run()
+        assert [(t.state, t.value, t.wall_s) for t in trials] == [("refused", None, 0.0)]
+        assert trials[0].error.startswith("declared: option onednn=off runs in fp32 only")
+        assert list(store.runs()) == []
+    assert stored_trials(str(db)) == [("s", 0, "refused")]

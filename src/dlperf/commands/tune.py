@@ -191,6 +191,8 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
     for knob in knobs:
         values = ", ".join(config.value_text(value) for value in knob.values)
         say(f"  {knob.name}: {values} — {knob.why}")
+    for line in space.left_out(case, knobs):
+        say(f"  left out, declared impossible: {line}")
     with session.measuring(args.db, wait=not args.no_wait) as opened:
         found = search.Search(plan, opened.store, opened.env, say)
         found.replay(old)
@@ -247,7 +249,7 @@ def outcome_of(trials: list[Any], default: dict[str, Any], record: dict[str, Any
         best and best["changes_math"] else None
     counts = {state: sum(1 for t in trials if t.state == state
                          and not (t.error or "").startswith("same "))
-              for state in ("complete", "pruned", "failed")}
+              for state in ("complete", "pruned", "failed", "refused")}
     return {"knobs": record["knobs"], "batch_limit": record["batch_limit"],
             "default": {"settings": dict(default), "trial": 0,
                         "throughput": first.value if first and first.state == "complete"
@@ -277,5 +279,7 @@ def show(outcome: dict[str, Any], case: Case) -> None:
     display.out.print(table)
     counts = outcome["trials"]
     say(f"{counts['complete']} configurations measured in full, {counts['pruned']} pruned, "
-        f"{counts['failed']} failed; search {budgets.text(outcome['search_s'])} of "
+        f"{counts['failed']} failed"
+        + (f", {counts['refused']} proposed and left out (declared impossible)"
+           if counts.get("refused") else "") + f"; search {budgets.text(outcome['search_s'])} of "
         f"{budgets.text(outcome['budget_s'])}; `dlperf run ... --config best` reuses the best")

@@ -187,7 +187,8 @@ def figure(study: Study) -> bytes | None:
     from dlperf.report import plots  # matplotlib, set up as the report's other figures
 
     plt = plots.plt
-    shown = [t for t in study.trials if not str(t.get("error") or "").startswith("same ")]
+    shown = [t for t in study.trials if not str(t.get("error") or "").startswith("same ")
+             and t.get("state") != "refused"]  # proposed, never measured
     if not shown:
         return None
     outcome = study.outcome

@@ -143,3 +143,29 @@ def restrict(knobs: list[Knob], names: Sequence[str], framework: str) -> list[Kn
 def fixed_math(knobs: list[Knob]) -> list[Knob]:
     """The space with batch size and precision held at the case's own (like-for-like bests)."""
     return [knob for knob in knobs if not knob.changes_math]
+
+
+def declared_refusal(case: Case) -> str | None:
+    """Why the backend's declaration refuses ``case`` on the device tune searches, or None:
+    such a configuration is never measured."""
+    return support(case.framework).refusal(case.to_dict(), device_kind(case))
+
+
+def left_out(case: Case, knobs: list[Knob]) -> list[str]:
+    """The pairs of searched values the backend declares it cannot run together (an option
+    value that runs in some precisions only), each with the backend's reason."""
+    declared = support(case.framework)
+    by_name = {knob.name: knob for knob in knobs}
+    precisions = by_name["precision"].values if "precision" in by_name else (case.precision,)
+    lines = []
+    for knob in knobs:
+        if not knob.name.startswith(OPTION_PREFIX):
+            continue
+        option = declared.options[knob.name[len(OPTION_PREFIX):]]
+        for value in knob.values:
+            for precision in precisions:
+                why = option.precision_refusal(value, precision) if value else None
+                if why is not None:
+                    lines.append(f"{knob.name}={value} with precision {precision}: {why}")
+    return lines
+

@@ -32,7 +32,7 @@ from dlperf.store import Store
 from dlperf.tune import budget as budgets
 from dlperf.tune import settings as config
 from dlperf.tune import stored
-from dlperf.tune.knobs import Knob
+from dlperf.tune.knobs import Knob, declared_refusal
 
 SWEEP = stored.SWEEP  # the stored runs of a tune's trials
 RUNGS = (1, 3)  # repeats measured by the end of each rung: the screening run, then two more
@@ -43,7 +43,10 @@ BUDGET_PRUNED = "the budget left was kept for the confirmation"
 MAX_REPEATS_IN_A_ROW = 12  # proposals of configurations already measured before the search ends
 STATES = {"complete": optuna.trial.TrialState.COMPLETE,
           "pruned": optuna.trial.TrialState.PRUNED,
-          "failed": optuna.trial.TrialState.FAIL}
+          "failed": optuna.trial.TrialState.FAIL,
+          # a pair of values the backend declares it cannot run together (SUPPORT): not
+          # measured, no time spent; Optuna learns it as a failure and proposes elsewhere
+          "refused": optuna.trial.TrialState.FAIL}
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -54,7 +57,7 @@ class Trial:
 
     number: int
     settings: dict[str, Any]
-    state: str  # complete, pruned, failed
+    state: str  # complete, pruned, failed, refused (declared impossible, never measured)
     value: float | None = None  # samples/s: median of its repeats at the last rung it reached
     rungs: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
@@ -188,6 +191,10 @@ class Search:
                             state=STATES[earlier.state])
             return Trial(asked.number, settings, earlier.state, earlier.value,
                          error=f"same configuration as trial {earlier.number}")
+        why = declared_refusal(config.apply(self.plan.case, settings))
+        if why is not None:  # the declarations say it cannot run: nothing to measure
+            self.study.tell(asked, None, state=STATES["refused"])
+            return Trial(asked.number, settings, "refused", error=f"declared: {why}")
         default = not self.trials
         trial = Trial(asked.number, settings, "failed")
         values: list[float] = []
@@ -230,15 +237,16 @@ class Search:
             trial = self.one()
             if trial is None:
                 break
-            in_a_row = in_a_row + 1 if trial.error and trial.error.startswith("same ") else 0
+            in_a_row = in_a_row + 1 if trial.state == "refused" or \
+                (trial.error or "").startswith("same ") else 0
             self.trials.append(trial)
             self.store.add_tune_trial(self.plan.study, trial.number, trial.as_stored())
             self.say(self.line(trial))
-            if self.trials[0].state == "failed":
+            if self.trials[0].state in ("failed", "refused"):
                 break  # without the default there is nothing to compare with
             if in_a_row >= MAX_REPEATS_IN_A_ROW:
-                self.say(f"the sampler proposed {in_a_row} measured configurations in a row: "
-                         f"the search has converged")
+                self.say(f"the sampler proposed {in_a_row} measured or refused configurations "
+                         f"in a row: the search has converged")
                 break
         return self.trials
 

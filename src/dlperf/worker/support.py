@@ -27,13 +27,24 @@ class Option(object):
     be one of ``values`` (ValueError otherwise: a declaration error, found on import).
 
     ``models``: the models the setting changes anything for (a layout of images means nothing
-    to BERT); None: every model. ``dlperf tune`` searches it only for those."""
+    to BERT); None: every model. ``dlperf tune`` searches it only for those.
 
-    def __init__(self, values, help, variables=None, models=None):
-        # type: (Sequence[str], str, Optional[Mapping[str, Mapping[str, str]]], Optional[Sequence[str]]) -> None
+    ``precisions``: ``{value: ((precision, ...), why)}``, the only precisions a value runs in
+    (MXNet's ``onednn=off``: fp32, since oneDNN has its only bf16 kernels); any other is refused
+    with ``why`` before anything is built, and ``dlperf tune`` leaves the pair out of its
+    search."""
+
+    def __init__(self, values, help, variables=None, models=None, precisions=None):
+        # type: (Sequence[str], str, Optional[Mapping[str, Mapping[str, str]]], Optional[Sequence[str]], Optional[Mapping[str, Tuple[Sequence[str], str]]]) -> None
         self.values = tuple(values)
         self.help = help
         self.models = None if models is None else tuple(models)
+        self.precisions = {value: (tuple(allowed), why)
+                           for value, (allowed, why) in (precisions or {}).items()}
+        for value in self.precisions:
+            if value not in self.values:
+                raise ValueError("precisions for %r, which is not one of the option's values (%s)"
+                                 % (value, ", ".join(self.values)))
         self.variables = {value: dict(names) for value, names in (variables or {}).items()}
         for value, names in self.variables.items():
             if value not in self.values:
@@ -47,6 +58,14 @@ class Option(object):
     def applies_to(self, model):
         # type: (str) -> bool
         return self.models is None or model in self.models
+
+    def precision_refusal(self, value, precision):
+        # type: (str, str) -> Optional[str]
+        """Why ``value`` cannot run in ``precision`` (its declared ``precisions``), or None."""
+        allowed, why = self.precisions.get(value, (None, ""))
+        if allowed is None or precision in allowed:
+            return None
+        return "runs in %s only, not %s: %s" % (", ".join(allowed), precision, why)
 
 
 def parse_options(text):
@@ -183,11 +202,29 @@ class Support(object):
         why = self.launcher_refusal(case.get("launcher", "native"))
         if why is not None:
             return why
+        why = self.options_refusal(case.get("options") or "", precision)
+        if why is not None:
+            return why
         processes = int(case.get("devices", 1)) * int(case.get("nnodes", 1))
         if processes > 1 and device not in self.distributed:
             return self.reason("distributed/" + device) or (
                 "the %s backend runs on one %s process; %d processes (devices x nnodes) asked"
                 % (fw, device, processes))
+        return None
+
+    def options_refusal(self, options, precision):
+        # type: (str, str) -> Optional[str]
+        """Why a case's options (``"name=value,..."``) cannot run in ``precision``, or None
+        (names and values themselves are checked when the case is read)."""
+        try:
+            chosen = parse_options(options)
+        except ValueError:
+            return None  # malformed: the case's own validation names it
+        for name in sorted(chosen):
+            option = self.options.get(name)
+            why = None if option is None else option.precision_refusal(chosen[name], precision)
+            if why is not None:
+                return "option %s=%s %s" % (name, chosen[name], why)
         return None
 
     def launcher_refusal(self, launcher):

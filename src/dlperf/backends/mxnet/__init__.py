@@ -45,7 +45,9 @@ SUPPORT = Support(
         "BLAS), what oneDNN is measured against; amp-bf16 needs it on (oneDNN has MXNet's only "
         "bf16 kernels). MXNET_SUBGRAPH_BACKEND's oneDNN fusion is not offered: MXNet applies it "
         "to inference graphs only"),
-        variables={"on": {"MXNET_MKLDNN_ENABLED": "1"}, "off": {"MXNET_MKLDNN_ENABLED": "0"}})},
+        variables={"on": {"MXNET_MKLDNN_ENABLED": "1"}, "off": {"MXNET_MKLDNN_ENABLED": "0"}},
+        precisions={"off": (("fp32",), "oneDNN has MXNet's only bf16 kernels, so amp-bf16 "
+                                       "needs onednn=on")})},
     reasons={
         "cuda": NO_GPU_BUILD,
         "cpu/tf32": CPU_TF32,
