@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 from rich.text import Text
-from scipy import stats
 
 from dlperf import display, outputs
 from dlperf.commands._flags import add_db_argument
@@ -129,6 +128,8 @@ def slower_p(base: list[float], cand: list[float], test: str) -> tuple[float | N
     """One-sided p that the candidate's repeats are lower, or why the test cannot decide."""
     if min(len(base), len(cand)) < 2:
         return None, f"fewer than 2 repeats on a side ({len(base)} and {len(cand)})"
+    from scipy import stats  # here: 0.3 s of imports that every `dlperf` command paid
+
     if test == "welch":
         if np.var(base, ddof=1) == 0 and np.var(cand, ddof=1) == 0:
             return None, "no variance on either side: Welch's t is undefined"

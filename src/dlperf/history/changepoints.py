@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import ruptures
-from scipy import stats
 
 from dlperf.stats import mannwhitney_min_p
 
@@ -72,6 +70,8 @@ def noise_sigma(medians: Sequence[float]) -> float:
 
 def candidates(medians: Sequence[float], sigma: float) -> list[int]:
     """PELT's break indices (the first result of each new segment)."""
+    import ruptures  # here, not at the top: 0.5 s (with scipy) that every `dlperf` call paid
+
     signal = np.log(np.asarray(medians, dtype=float)).reshape(-1, 1)
     penalty = PENALTY_SIGMAS * sigma ** 2 * math.log(len(medians))
     ends = ruptures.Pelt(model="l2", min_size=MIN_SIZE, jump=1).fit(signal).predict(pen=penalty)
@@ -90,6 +90,8 @@ def judge(medians: Sequence[float], repeats: Sequence[Sequence[float]], left: in
     # the smallest two-sided p the exact test can give for these sizes
     floor = mannwhitney_min_p(len(before), len(after))
     p_value: float | None = None
+    from scipy import stats  # imported when a change point is judged, like ruptures
+
     if len(set(before) | set(after)) < 2:
         reason = "the repeats are all equal"
     else:
