@@ -168,4 +168,3 @@ def left_out(case: Case, knobs: list[Knob]) -> list[str]:
                 if why is not None:
                     lines.append(f"{knob.name}={value} with precision {precision}: {why}")
     return lines
-
