@@ -248,3 +248,19 @@ def test_a_pair_the_backend_declares_impossible_is_left_out_unmeasured(tmp_path)
         assert trials[0].error.startswith("declared: option onednn=off runs in fp32 only")
         assert list(store.runs()) == []
     assert stored_trials(str(db)) == [("s", 0, "refused")]
+
+
+def test_a_trial_never_runs_into_the_confirmation_s_share(tmp_path):
+    """A trial's run is bounded by the budget left less the confirmation's reserve: a trial
+    slower than its estimate times out instead of leaving the best unconfirmed."""
+    from dlperf.tune import search
+
+    case = Case(framework="torch", model="resnet50", batch_size=2, device="cpu",
+                knobs={"image_size": 32}, warmup_steps=1, steps=3, repeats=1)
+    with Store(tmp_path / "t.db") as store:
+        plan = search.Plan(study="s", case=case, knobs=knobs.space(case),
+                           budget=budget.Budget(100.0), reserve_s=lambda trials: 98.0)
+        found = search.Search(plan, store, env={}, say=lambda line: None)
+        result, ran = found.measure(plan.default, 1)
+    assert ran.timeout_s <= 2.0
+    assert result["status"] == "timeout", result.get("error")
