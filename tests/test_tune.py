@@ -246,6 +246,8 @@ def test_a_pair_the_backend_declares_impossible_is_left_out_unmeasured(tmp_path)
         trials = found.run()
         assert [(t.state, t.value, t.wall_s) for t in trials] == [("refused", None, 0.0)]
         assert trials[0].error.startswith("declared: option onednn=off runs in fp32 only")
+        # Optuna learns it as the worst value, so TPE does not propose it again and again
+        assert [t.value for t in found.study.trials] == [search.REFUSED_VALUE]
         assert list(store.runs()) == []
     assert stored_trials(str(db)) == [("s", 0, "refused")]
 

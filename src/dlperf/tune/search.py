@@ -45,8 +45,11 @@ STATES = {"complete": optuna.trial.TrialState.COMPLETE,
           "pruned": optuna.trial.TrialState.PRUNED,
           "failed": optuna.trial.TrialState.FAIL,
           # a pair of values the backend declares it cannot run together (SUPPORT): not
-          # measured, no time spent; Optuna learns it as a failure and proposes elsewhere
-          "refused": optuna.trial.TrialState.FAIL}
+          # measured, no time spent; Optuna is told it ran at 0 samples/s, the worst there is
+          # (told as a failure, TPE ignored it and proposed MXNet's onednn=off with amp-bf16
+          # again and again beside the best)
+          "refused": optuna.trial.TrialState.COMPLETE}
+REFUSED_VALUE = 0.0
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -75,6 +78,14 @@ class Trial:
     def repeat_walls(self) -> list[float]:
         """Seconds per repeat of each measured rung (a run's start-up included)."""
         return [rung["wall_s"] / rung["repeats"] for rung in self.rungs if rung.get("repeats")]
+
+
+def told_value(trial: Trial) -> float | None:
+    """What Optuna is told a trial's objective was: its value when complete, the worst for a
+    refused one, none for a pruned or failed one (their state says it)."""
+    if trial.state == "refused":
+        return REFUSED_VALUE
+    return trial.value if trial.state == "complete" else None
 
 
 def settings_key(settings: dict[str, Any]) -> str:
@@ -133,8 +144,7 @@ class Search:
             self.trials.append(trial)
             self.study.add_trial(optuna.trial.create_trial(
                 params=trial.settings, distributions=self.dists,
-                value=trial.value if trial.state == "complete" else None,
-                state=STATES[trial.state],
+                value=told_value(trial), state=STATES[trial.state],
                 intermediate_values={rung["repeats_so_far"]: rung["value"]
                                      for rung in trial.rungs if rung.get("value") is not None}))
         if not stored:
@@ -189,14 +199,14 @@ class Search:
         earlier = next((t for t in self.trials
                         if settings_key(t.settings) == settings_key(settings)), None)
         if earlier is not None:  # measured already: Optuna learns the same answer, for free
-            self.study.tell(asked, earlier.value if earlier.state == "complete" else None,
-                            state=STATES[earlier.state])
+            self.study.tell(asked, told_value(earlier), state=STATES[earlier.state])
             return Trial(asked.number, settings, earlier.state, earlier.value,
                          error=f"same configuration as trial {earlier.number}")
         why = declared_refusal(config.apply(self.plan.case, settings))
         if why is not None:  # the declarations say it cannot run: nothing to measure
-            self.study.tell(asked, None, state=STATES["refused"])
-            return Trial(asked.number, settings, "refused", error=f"declared: {why}")
+            refused = Trial(asked.number, settings, "refused", error=f"declared: {why}")
+            self.study.tell(asked, told_value(refused), state=STATES["refused"])
+            return refused
         default = not self.trials
         trial = Trial(asked.number, settings, "failed")
         values: list[float] = []
@@ -216,8 +226,7 @@ class Search:
         elif trial.state != "pruned":
             trial.state, trial.value = "complete", statistics.median(values)
             asked.report(trial.value, RUNGS[-1])
-        self.study.tell(asked, trial.value if trial.state == "complete" else None,
-                        state=STATES[trial.state])
+        self.study.tell(asked, told_value(trial), state=STATES[trial.state])
         return trial
 
     def run(self) -> list[Trial]:
