@@ -266,3 +266,30 @@ def test_a_trial_never_runs_into_the_confirmation_s_share(tmp_path):
         result, ran = found.measure(plan.default, 1)
     assert ran.timeout_s <= 2.0
     assert result["status"] == "timeout", result.get("error")
+
+
+def test_a_configuration_far_slower_than_the_default_is_stopped(tmp_path, monkeypatch):
+    """A repeat running past SLOW_FACTOR x the default's (at least the floor) is stopped and
+    the trial pruned with why, instead of spending the budget on a configuration that cannot
+    be the best. The floor is lowered to 1 s here, so a real torch worker runs past it."""
+    from dlperf.tune import search
+
+    monkeypatch.setattr(search, "SLOW_FLOOR_S", 1.0)
+    case = Case(framework="torch", model="resnet50", batch_size=2, device="cpu",
+                knobs={"image_size": 32}, warmup_steps=1, steps=3, repeats=1)
+    space = knobs.space(case)
+    with Store(tmp_path / "t.db") as store:
+        store.start_tune_study("s", "base", case.to_dict(), {}, 300.0)
+        plan = search.Plan(study="s", case=case, knobs=space, budget=budget.Budget(300.0),
+                           reserve_s=lambda trials: 0.0)
+        found = search.Search(plan, store, env={}, say=lambda line: None)
+        assert found.slow_cap_s() is None  # nothing to compare with before the default
+        rung = {"rung": 0, "repeats": 1, "repeats_so_far": 1, "value": 50.0, "run_id": None,
+                "wall_s": 0.1}
+        found.replay([{"number": 0, "settings": plan.default, "state": "complete",
+                       "value": 50.0, "rungs": [rung], "error": None, "wall_s": 0.1}])
+        assert found.slow_cap_s() == 1.0  # 5 x 0.1 s is under the floor
+        trial = search.Trial(1, {**plan.default, "threads": 1}, "failed")
+        error = found.rung(trial, 1, [])
+    assert error is not None and error.startswith(search.SLOWER), error
+    assert "ran past" in error and trial.rungs == []

@@ -40,6 +40,13 @@ REDUCTION = 3  # successive halving keeps the best third at each rung
 # a trial the pruner kept but the budget could not repeat: its one screening value stands, and
 # it may still be the best (the interleaved confirmation against the default decides)
 BUDGET_PRUNED = "the budget left was kept for the confirmation"
+# a repeat of a configuration running past this many times the default's (and past the floor,
+# room for a compiled mode's start-up: tensorflow1's XLA repeat is 3x its default's) cannot be
+# the best: it is stopped and pruned (torch's amp-fp16 on a CPU without fp16 arithmetic ran
+# 13x slower and took a quarter of a 10-minute search; TensorFlow's amp-bf16 without oneDNN 35 %)
+SLOW_FACTOR = 5.0
+SLOW_FLOOR_S = 120.0
+SLOWER = "stopped: slower than"
 MAX_REPEATS_IN_A_ROW = 12  # proposals of configurations already measured before the search ends
 STATES = {"complete": optuna.trial.TrialState.COMPLETE,
           "pruned": optuna.trial.TrialState.PRUNED,
@@ -159,21 +166,35 @@ class Search:
         left the best unconfirmed)."""
         case = config.apply(self.plan.case, settings)
         left = self.plan.budget.left() - self.plan.reserve_s(self.trials)
-        case = dataclasses.replace(case, repeats=repeats,
-                                   timeout_s=max(1.0, min(case.timeout_s, left)))
+        limit = min(case.timeout_s, left, self.slow_cap_s() or math.inf)
+        case = dataclasses.replace(case, repeats=repeats, timeout_s=max(1.0, limit))
         return runner.run_case(case, store=self.store, env=self.env, sweep=SWEEP), case
+
+    def slow_cap_s(self) -> float | None:
+        """The longest a repeat of another configuration may run: ``SLOW_FACTOR`` times the
+        default's repeat, at least ``SLOW_FLOOR_S``; None before the default is measured."""
+        default = self.trials[0].repeat_walls() if self.trials else []
+        if not default:
+            return None
+        return max(SLOW_FLOOR_S, SLOW_FACTOR * statistics.median(default))
 
     def rung(self, trial: Trial, repeats: int, values: list[float]) -> str | None:
         """Measure ``repeats`` more; the error of a failed run, else None (values extended)."""
         start = time.monotonic()
+        cap = self.slow_cap_s()
         try:
-            result, _ = self.measure(trial.settings, repeats)
+            result, ran = self.measure(trial.settings, repeats)
         except SpecError as error:  # a combination the backend's declarations refuse together
             trial.wall_s += time.monotonic() - start
             return f"refused: {error}"
         wall = time.monotonic() - start
         trial.wall_s += wall
         measured = list((result.get("throughput") or {}).get("repeats") or [])
+        if result["status"] == "timeout" and cap is not None and ran.timeout_s == cap:
+            default = statistics.median(self.trials[0].repeat_walls())
+            return (f"{SLOWER} the default: its repeat ran past {budgets.text(cap)} (the "
+                    f"default's took {budgets.text(default)}; the limit is {SLOW_FACTOR:g}x "
+                    f"that, at least {budgets.text(SLOW_FLOOR_S)})")
         if result["status"] != "ok" or not measured:
             return f"{result['status']}: {result.get('error')}"
         values.extend(measured)
@@ -221,7 +242,9 @@ class Search:
                 trial.error = BUDGET_PRUNED
             else:
                 error = self.rung(trial, RUNGS[-1] - RUNGS[0], values)
-        if error is not None:
+        if error is not None and error.startswith(SLOWER):
+            trial.state, trial.error = "pruned", error  # too slow to be the best: no value
+        elif error is not None:
             trial.state, trial.error = "failed", error
         elif trial.state != "pruned":
             trial.state, trial.value = "complete", statistics.median(values)
