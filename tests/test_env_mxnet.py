@@ -268,6 +268,8 @@ def test_amp_bf16_is_refused_with_the_probes_reason_where_onednn_has_no_bf16(mxn
 UNSUPPORTED = [
     (["--precision", "amp-fp16"], "FP16 gemm on cpu not implemented"),
     (["--precision", "tf32"], "needs a CUDA device"),
+    (["--precision", "amp-bf16", "--option", "onednn=off"],
+     "option onednn=off runs in fp32 only, not amp-bf16: oneDNN has MXNet's only bf16 kernels"),
     (["--task", "infer", "--precision", "bf16"], "whole-model bf16 cast is not offered"),
     (["--task", "infer", "--precision", "int8"], "mxnet.contrib.quantization"),
     (["--device", "cuda"], "CPU build"),
