@@ -293,3 +293,6 @@ def test_a_configuration_far_slower_than_the_default_is_stopped(tmp_path, monkey
         error = found.rung(trial, 1, [])
     assert error is not None and error.startswith(search.SLOWER), error
     assert "ran past" in error and trial.rungs == []
+    # a screening value under 1/5 of the default's 50 samples/s cannot be the best either
+    assert found.far_slower(10.5) is None
+    assert found.far_slower(9.5).startswith(search.SLOWER + " the default: 9.50 samples/s")

@@ -170,6 +170,16 @@ class Search:
         case = dataclasses.replace(case, repeats=repeats, timeout_s=max(1.0, limit))
         return runner.run_case(case, store=self.store, env=self.env, sweep=SWEEP), case
 
+    def far_slower(self, value: float) -> str | None:
+        """Why a screening value cannot be the best (under 1/``SLOW_FACTOR`` of the default's
+        throughput: TensorFlow's amp-bf16 without oneDNN at 6.5 against 57 samples/s was kept
+        by the pruner, which cannot rank the second trial, and took 3.5 of 10 minutes), or None."""
+        default = self.trials[0].value if self.trials else None
+        if default is None or value * SLOW_FACTOR >= default:
+            return None
+        return (f"{SLOWER} the default: {value:,.2f} samples/s, under 1/{SLOW_FACTOR:g} of its "
+                f"{default:,.2f}")
+
     def slow_cap_s(self) -> float | None:
         """The longest a repeat of another configuration may run: ``SLOW_FACTOR`` times the
         default's repeat, at least ``SLOW_FLOOR_S``; None before the default is measured."""
@@ -234,7 +244,10 @@ class Search:
         error = self.rung(trial, RUNGS[0], values)
         if error is None:
             asked.report(statistics.median(values), RUNGS[0])
-            if not default and asked.should_prune():
+            slow = None if default else self.far_slower(statistics.median(values))
+            if slow is not None:  # successive halving keeps anything while few trials ran
+                trial.state, trial.value, trial.error = "pruned", statistics.median(values), slow
+            elif not default and asked.should_prune():
                 trial.state, trial.value = "pruned", statistics.median(values)
             elif not default and not self.affordable(
                     (budgets.typical(trial.repeat_walls()) or 0.0) * (RUNGS[-1] - RUNGS[0])):
