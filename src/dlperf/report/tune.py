@@ -112,8 +112,10 @@ def fixed_text(outcome: dict[str, Any]) -> str:
 
 def trials_text(outcome: dict[str, Any]) -> str:
     counts = outcome.get("trials") or {}
+    refused = counts.get("refused", 0)  # proposed, declared impossible, never measured
     return (f"{counts.get('complete', 0)} complete, {counts.get('pruned', 0)} pruned, "
-            f"{counts.get('failed', 0)} failed")
+            f"{counts.get('failed', 0)} failed"
+            + (f", {refused} left out (declared impossible)" if refused else ""))
 
 
 def time_text(outcome: dict[str, Any]) -> str:
