@@ -183,10 +183,13 @@ class Search:
     def slow_cap_s(self) -> float | None:
         """The longest a repeat of another configuration may run: ``SLOW_FACTOR`` times the
         default's repeat, at least ``SLOW_FLOOR_S``; None before the default is measured."""
-        default = self.trials[0].repeat_walls() if self.trials else []
-        if not default:
-            return None
-        return max(SLOW_FLOOR_S, SLOW_FACTOR * statistics.median(default))
+        default = self.default_repeat_s()
+        return None if default is None else max(SLOW_FLOOR_S, SLOW_FACTOR * default)
+
+    def default_repeat_s(self) -> float | None:
+        """Seconds per repeat of the default configuration (None before it is measured)."""
+        walls = self.trials[0].repeat_walls() if self.trials else []
+        return statistics.median(walls) if walls else None
 
     def rung(self, trial: Trial, repeats: int, values: list[float]) -> str | None:
         """Measure ``repeats`` more; the error of a failed run, else None (values extended)."""
@@ -201,9 +204,8 @@ class Search:
         trial.wall_s += wall
         measured = list((result.get("throughput") or {}).get("repeats") or [])
         if result["status"] == "timeout" and cap is not None and ran.timeout_s == cap:
-            default = statistics.median(self.trials[0].repeat_walls())
             return (f"{SLOWER} the default: its repeat ran past {budgets.text(cap)} (the "
-                    f"default's took {budgets.text(default)}; the limit is {SLOW_FACTOR:g}x "
+                    f"default's took {budgets.text(self.default_repeat_s() or 0.0)}; the limit is {SLOW_FACTOR:g}x "
                     f"that, at least {budgets.text(SLOW_FLOOR_S)})")
         if result["status"] != "ok" or not measured:
             return f"{result['status']}: {result.get('error')}"
