@@ -162,7 +162,8 @@ def cells(row: dict[str, Any], kinds: Sequence[tuple[str, str]]) -> list[str]:
 
 def notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     """For under the table, one line each: why a framework was skipped or failed, why it lacks
-    a loop kind, and the dlperf mode each independent loop was compared against."""
+    a loop kind, the dlperf mode each independent loop was compared against, and what dlperf
+    keeps different from a loop on purpose (with its measured cost)."""
     lines = [f"{row['framework']} {row['status']}: {row.get('reason')}" for row in rows
              if row["status"] != "measured"]
     for row in rows:
@@ -174,6 +175,9 @@ def notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     if modes:
         lines.append("independent loops run their framework's default mode, dlperf the same: "
                      + "; ".join(modes))
+    lines += [f"{row['framework']} differs from its independent loop on purpose: {differs}"
+              for row in rows
+              if (differs := ((row.get("loops") or {}).get("independent") or {}).get("differs"))]
     return lines
 
 

@@ -126,7 +126,7 @@ def test_table_as_markdown_and_json_one_kind(tmp_path):
 def test_table_with_both_kinds_from_real_summaries():
     same = table.loop_entry(LOOP, {**REAL, "b": {**REAL["b"], "devices": ["cpu"]}})
     independent = {**table.loop_entry(INDEPENDENT_LOOP, REAL_INDEPENDENT), "compile": False,
-                   "mode": "eager"}
+                   "mode": "eager", "differs": "its weight decay, 4 % of a step"}
     both = {**row({"same-recipe": same, "independent": independent}),
             "asked": ["same-recipe", "independent"]}
     # caffe2: only the independent kind (its trainer is Caffe2's own); a failed ab keeps the
@@ -168,6 +168,12 @@ def test_table_with_both_kinds_from_real_summaries():
     assert ("- independent loops run their framework's default mode, dlperf the same: torch "
             "eager (dlperf --no-compile); caffe2 Caffe2's imagenet_trainer.py (dlperf "
             "--no-compile)") in lines
+    # a difference kept on purpose is a footnote under the table, with its cost
+    assert ("- torch differs from its independent loop on purpose: its weight decay, 4 % of a "
+            "step") in lines
+    assert [line for line in lines if "on purpose" in line] == [
+        "- torch differs from its independent loop on purpose: its weight decay, 4 % of a step"]
+    assert "weight decay" in runner.INDEPENDENT["tensorflow"].differs
     # the terminal table has the same cells
     assert table.cells(both, table.kinds_measured([both])) == [
         c.strip() for c in next(line for line in lines
