@@ -66,10 +66,34 @@ def test_estimate_honours_min_duration_and_the_timeout(tmp_path: Path):
     assert estimator.case_seconds(CaseState(short_window_timeout)) == pytest.approx(3 * base)
 
 
+def test_auto_is_read_as_where_the_worker_will_run_by_sweeps_and_tunes_alike():
+    """``--device auto`` before any worker starts: cuda only where the backend declares CUDA and
+    an NVIDIA driver is loaded, else cpu; an explicit device is itself. The sweep's refusal
+    check and the tune's search space read the same answer (spec.expected_device)."""
+    from dlperf import envs
+    from dlperf.spec import Case, declared_refusal, expected_device, frameworks, support
+    from dlperf.tune import knobs
+
+    driver = envs.driver_present()
+    for framework in frameworks():
+        auto = Case(framework=framework, model="resnet50", batch_size=2, device="auto")
+        declared = support(framework).precisions
+        assert expected_device(auto) == ("cuda" if "cuda" in declared and driver else "cpu")
+        assert expected_device(Case(framework=framework, model="resnet50", batch_size=2,
+                                    device="cpu")) == "cpu"
+    torch_auto = Case(framework="torch", model="resnet50", batch_size=2, device="auto")
+    where = expected_device(torch_auto)
+    precision = next(knob for knob in knobs.space(torch_auto) if knob.name == "precision")
+    assert set(precision.values) == set(support("torch").precisions[where]["train"])
+    tf32 = Case(framework="torch", model="resnet50", batch_size=2, device="auto",
+                precision="tf32")  # TensorFloat-32 is an NVIDIA GPU's
+    assert (declared_refusal(tf32) is None) == (where == "cuda")
+
+
 def test_a_declared_refusal_costs_one_short_repeat():
     """The worker refuses before building and the harness stops at the first failed repeat."""
-    from dlperf.spec import Case
-    from dlperf.studies.sweep_runner import UNSUPPORTED_S, CaseState, declared_refusal
+    from dlperf.spec import Case, declared_refusal
+    from dlperf.studies.sweep_runner import UNSUPPORTED_S, CaseState
 
     refused = Case(framework="torch", model="resnet50", batch_size=2, precision="tf32",
                    device="cpu", repeats=3)

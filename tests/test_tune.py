@@ -227,10 +227,10 @@ def test_a_pair_the_backend_declares_impossible_is_left_out_unmeasured(tmp_path)
         "option.onednn=off with precision amp-bf16: runs in fp32 only, not amp-bf16: oneDNN "
         "has MXNet's only bf16 kernels, so amp-bf16 needs onednn=on"]
     impossible = settings.apply(case, {"precision": "amp-bf16", "option.onednn": "off"})
-    assert knobs.declared_refusal(impossible).startswith("option onednn=off runs in fp32 only")
+    assert spec.declared_refusal(impossible).startswith("option onednn=off runs in fp32 only")
     for fine in ({"precision": "amp-bf16", "option.onednn": "on"},
                  {"precision": "fp32", "option.onednn": "off"}):
-        assert knobs.declared_refusal(settings.apply(case, fine)) is None
+        assert spec.declared_refusal(settings.apply(case, fine)) is None
     assert knobs.left_out(Case(framework="torch", model="resnet50", batch_size=4,
                                device="cpu"), space[:0]) == []
     with pytest.raises(ValueError, match="precisions for 'maybe'"):

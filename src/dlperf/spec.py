@@ -69,6 +69,24 @@ def support(framework: str) -> Support:
     return importlib.import_module(f"dlperf.backends.{framework}").SUPPORT
 
 
+def expected_device(case: "Case") -> str:
+    """``cpu`` or ``cuda``: where the worker will run ``case``, from the declaration alone (no
+    framework imported). ``auto`` is cuda where the backend declares CUDA and an NVIDIA driver is
+    loaded (what selects the framework's CUDA build), else cpu."""
+    if case.device != "auto":
+        return case.device
+    from dlperf.envs import manage  # imported here: the environments' modules import this one
+
+    declared = support(case.framework)
+    return "cuda" if "cuda" in declared.precisions and manage.driver_present() else "cpu"
+
+
+def declared_refusal(case: "Case") -> str | None:
+    """The backend's declared reason it will not run ``case`` where it would run, or None: such
+    a case is never started (a sweep stores it refused, a tune leaves it out)."""
+    return support(case.framework).refusal(case.to_dict(), expected_device(case))
+
+
 def default_compile(framework: str) -> bool:
     """Off, unless the framework has no uncompiled mode (JAX jit-compiles the whole step), so
     that `dlperf run --framework jax` works without a flag."""

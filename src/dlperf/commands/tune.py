@@ -18,7 +18,7 @@ from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.report import tune as tune_report
-from dlperf.spec import Case, frameworks, support
+from dlperf.spec import Case, expected_device, frameworks, support
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
 from dlperf.tune import knobs as space
@@ -198,7 +198,7 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
         found.replay(old)
         trials = found.run() if budget.left() > 0 else found.trials
     default = plan.default
-    outcome = outcome_of(trials, default, record, budget, space.device_kind(case))
+    outcome = outcome_of(trials, default, record, budget, expected_device(case))
     if outcome["default"]["throughput"] is None:
         first = trials[0] if trials else None
         why = first.error if first else "no trial ran"

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlperf import envs, models, runner
+from dlperf import models, runner
 from dlperf import result as result_mod
 from dlperf.errors import UsageError
 from dlperf.launchers.launch import Launcher
-from dlperf.spec import Case, support
+from dlperf.spec import Case, declared_refusal
 from dlperf.store import Store
 from dlperf.studies import capacity, tuned
 from dlperf.studies.sweep import Refused, Sweep, halved, with_configs
@@ -36,14 +36,6 @@ from dlperf.worker import steady
 
 MODES = ("new", "resume", "force")
 UNSUPPORTED_S = 5.0  # a worker that starts, imports its framework and refuses the case
-
-
-def declared_refusal(case: Case) -> str | None:
-    """The backend's declared reason it will not run ``case`` here (device auto: cuda where an
-    NVIDIA driver is loaded), or None; read from SUPPORT without importing the framework."""
-    device = case.device if case.device != "auto" else (
-        "cuda" if envs.driver_present() else "cpu")
-    return support(case.framework).refusal(case.to_dict(), device)
 
 
 # warm-up steps assumed for --warmup-steps auto: the steady window and a few to settle

@@ -10,15 +10,14 @@ prints before it searches.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dlperf.backends.common import available_cpus
 from dlperf.errors import UsageError
-from dlperf.host import allocators, sysinfo
-from dlperf.spec import Case, support
+from dlperf.host import allocators
+from dlperf.spec import Case, expected_device, support
 from dlperf.tune.settings import CHANGES_MATH, OPTION_PREFIX
 from dlperf.worker.support import parse_options
 
@@ -37,20 +36,6 @@ class Knob:
     @property
     def changes_math(self) -> bool:
         return self.name in CHANGES_MATH
-
-
-@functools.lru_cache(maxsize=1)
-def gpus_present() -> bool:
-    """Whether this host lists a GPU (asked once: it may start nvidia-smi)."""
-    return bool(sysinfo.gpus())
-
-
-def device_kind(case: Case) -> str:
-    """``cpu`` or ``cuda``: where ``auto`` will run this framework on this host."""
-    if case.device != "auto":
-        return case.device
-    declared = support(case.framework)
-    return "cuda" if "cuda" in declared.precisions and gpus_present() else "cpu"
 
 
 def _first(own: Any, values: Sequence[Any]) -> tuple[Any, ...]:
@@ -83,7 +68,7 @@ def batch_sizes(batch: int, limit: int | None) -> list[int]:
 def space(case: Case, batch_limit: int | None = None) -> list[Knob]:
     """Every knob the backend of ``case`` declares for its device and task, in a fixed order."""
     declared = support(case.framework)
-    kind = device_kind(case)
+    kind = expected_device(case)
     knobs: list[Knob] = []
     precisions = declared.precisions.get(kind, {}).get(case.task, ())
     if case.precision in precisions:
@@ -143,12 +128,6 @@ def restrict(knobs: list[Knob], names: Sequence[str], framework: str) -> list[Kn
 def fixed_math(knobs: list[Knob]) -> list[Knob]:
     """The space with batch size and precision held at the case's own (like-for-like bests)."""
     return [knob for knob in knobs if not knob.changes_math]
-
-
-def declared_refusal(case: Case) -> str | None:
-    """Why the backend's declaration refuses ``case`` on the device tune searches, or None:
-    such a configuration is never measured."""
-    return support(case.framework).refusal(case.to_dict(), device_kind(case))
 
 
 def left_out(case: Case, knobs: list[Knob]) -> list[str]:

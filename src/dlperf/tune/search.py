@@ -27,12 +27,12 @@ from typing import Any
 import optuna
 
 from dlperf import runner
-from dlperf.spec import Case, SpecError
+from dlperf.spec import Case, SpecError, declared_refusal
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
 from dlperf.tune import settings as config
 from dlperf.tune import stored
-from dlperf.tune.knobs import Knob, declared_refusal
+from dlperf.tune.knobs import Knob
 
 SWEEP = stored.SWEEP  # the stored runs of a tune's trials
 RUNGS = (1, 3)  # repeats measured by the end of each rung: the screening run, then two more

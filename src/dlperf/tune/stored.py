@@ -15,11 +15,10 @@ import json
 from typing import Any
 
 from dlperf.errors import UsageError
-from dlperf.spec import Case
+from dlperf.spec import Case, expected_device
 from dlperf.store import Store
 from dlperf import models
 from dlperf.tune import settings as config
-from dlperf.tune.knobs import device_kind
 
 #: The sweep name of a tune's trial runs (reports leave them out of the results tables).
 SWEEP = "tune"
@@ -41,7 +40,7 @@ def base_identity(case: Case) -> dict[str, Any]:
     serves a later ``--device cpu`` run on a host without a GPU)."""
     data = case.to_dict()
     out = {name: data[name] for name in BASE_FIELDS}
-    out["device"] = device_kind(case)
+    out["device"] = expected_device(case)
     return out
 
 
@@ -60,7 +59,7 @@ def study_key(case: Case, space: dict[str, Any]) -> str:
 def describe_base(case: Case) -> str:
     knobs = " ".join(f"{name}={value}" for name, value in sorted(case.knobs.items())
                      if value is not None)
-    return f"{case.framework} {case.model} {case.task} on {device_kind(case)} ({knobs})"
+    return f"{case.framework} {case.model} {case.task} on {expected_device(case)} ({knobs})"
 
 
 def tune_command(case: Case, db: Any) -> str:
