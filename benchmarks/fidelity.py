@@ -100,8 +100,8 @@ INDEPENDENT = {
                 "inside its step, the loop a Keras L2(1e-4) regularizer on each kernel collected "
                 "from model.losses (the Model Garden's form); the same maths, and the "
                 "regularizers' bookkeeping cost the loop 4 % of a step without XLA (alternating "
-                "steps, one thread), so dlperf's ratio is about 1.04 there by design "
-                "(docs/fidelity.md)"),
+                "steps, one thread); fresh-process pairs showed it on one host (1.044) and not on "
+                "another (0.973) (docs/fidelity.md)"),
     "tensorflow1": Independent("independent/tensorflow1_resnet50.py", False,
                                "graph + Session, no XLA",
                                "graph + Session, XLA auto-clustering (ON_1)"),
