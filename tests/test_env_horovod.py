@@ -194,6 +194,27 @@ def test_a_missing_build_names_the_install_command(tmp_path, monkeypatch):
 
 
 @pytest.mark.parallel
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ here (`make horovod` adds it)")
+@pytest.mark.parametrize("standard", [None, "c++17"])
+def test_the_compiler_wrapper_has_the_last_word(standard, tmp_path):
+    """Horovod's build asks for -std=c++14 and -g (RelWithDebInfo); the wrapper's own options
+    come after them: no debug information, and C++17 where the registry says so."""
+    source = tmp_path / "probe.cc"
+    source.write_text("#include <optional>\nint probe() { std::optional<int> x = 3; "
+                      "if constexpr (sizeof(int) == 4) { return *x; } else { return 0; } }\n"
+                      if standard else "int probe() { return 3; }\n")
+    cxx = horovod._compiler(tmp_path, standard)
+    done = subprocess.run([str(cxx), "-std=c++14", "-g", "-O1", "-c", str(source), "-o",
+                           str(tmp_path / "probe.o")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert b".debug_info" not in (tmp_path / "probe.o").read_bytes()
+    # the same command without the wrapper does carry it: the check can see debug information
+    subprocess.run(["g++", "-g", "-O1", "-c", str(source), "-o", str(tmp_path / "plain.o")],
+                   check=True, capture_output=True)
+    assert b".debug_info" in (tmp_path / "plain.o").read_bytes()
+
+
+@pytest.mark.parallel
 def test_a_missing_compiler_names_the_apt_command(tmp_path, monkeypatch):
     bare = tmp_path / "bin"
     bare.mkdir()

@@ -18,9 +18,12 @@ resolved together with the framework's exact pins, minus what the framework's lo
 A framework that lives in dlperf's own environment (torch) is not installed again: its
 ``torch+horovod`` venv reads dlperf's own site-packages through a ``.pth`` file (torch exactly as
 dlperf runs it), holds only Horovod and what dlperf's lock lacks, and is rebuilt when that lock
-(``requirements/dlperf.txt``) changes. A registry ``cxx: c++17`` runs the compiler through a
-wrapper that puts ``-std=c++17`` last on its command line, after the ``-std=c++14`` Horovod's
-CMake adds: torch 2.13's headers need C++17, and Horovod's sources are not patched.
+(``requirements/dlperf.txt``) changes. The compiler runs through a wrapper that puts its own
+options last on g++'s command line, where they win: ``-g0``, since Horovod's setup.py always
+builds RelWithDebInfo and the debug information costs a third of the compile (the build is most
+of an empty cache's setup); and where the registry says ``cxx: c++17``, ``-std=c++17`` after the
+``-std=c++14`` Horovod's CMake adds: torch 2.13's headers need C++17, and Horovod's sources are
+not patched.
 """
 
 from __future__ import annotations
@@ -264,8 +267,7 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
             + (", mpi" if mpi else " (no Open MPI here: `make horovod` adds it)"))
         variables = {**build_variables(fw, mpi), "MAKEFLAGS": f"-j{_cpus()}"}
         build_file = Path(tempfile.mkdtemp(prefix="dlperf-horovod-")) / "build.txt"
-        if fw.horovod_cxx:
-            variables["CXX"] = str(_compiler(build_file.parent, fw.horovod_cxx))
+        variables["CXX"] = str(_compiler(build_file.parent, fw.horovod_cxx))
         # Everything but Horovod goes in first: pip builds every source archive of a step before
         # it installs anything, and Horovod's build (no isolation) imports setuptools and wheel.
         tools = [line for line in pins if line.split("==")[0] != "horovod"]
@@ -288,11 +290,13 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
             shutil.rmtree(build_file.parent, ignore_errors=True)
 
 
-def _compiler(folder: Path, standard: str) -> Path:
-    """A g++ that compiles with ``-std=<standard>`` whatever the build asks for (the last -std
-    on g++'s command line wins), for ``CXX``; Horovod's sources stay as published."""
-    path = folder / f"g++-{standard}"
-    path.write_text(f'#!/bin/sh\nexec g++ "$@" -std={standard}\n')
+def _compiler(folder: Path, standard: str | None) -> Path:
+    """A g++ for ``CXX`` that compiles without debug information, and with ``-std=<standard>``
+    where one is given, whatever the build asks for (the last -g and -std on g++'s command line
+    win); Horovod's sources and its optimisation (-O3) stay as published."""
+    path = folder / "g++-dlperf"
+    last = "-g0" + (f" -std={standard}" if standard else "")
+    path.write_text(f'#!/bin/sh\nexec g++ "$@" {last}\n')
     path.chmod(0o755)
     return path
 
