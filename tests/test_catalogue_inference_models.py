@@ -53,7 +53,9 @@ def case(model, knobs, task="infer", batch_size=2):
 def test_catalogue_has_the_study_models_with_reference_counts():
     for name in STUDY:
         spec = models.get(name)
-        assert spec.kind == "vision" and spec.defaults == {"image_size": 224, "num_classes": 1000}
+        own = {"classifier_width": 4096} if name in ("vgg16", "vgg19", "alexnet") else {}
+        assert spec.kind == "vision"
+        assert spec.defaults == {"image_size": 224, "num_classes": 1000, **own}
         assert spec.params() == REFERENCE_PARAMS[name], name
     for name, gmacs in REFERENCE_GMACS.items():
         forward = models.get(name).flops_per_sample(train=False)
@@ -68,13 +70,17 @@ def test_full_size_networks_have_the_reference_params(name):
 @pytest.mark.parametrize("name", STUDY)
 def test_flops_match_torch_flop_counter(name):
     sizes = sorted({models.smallest_image_size(name), 97})
+    # VGG's and AlexNet's classifier width, the papers' and a narrow one
+    widths = [None, 64] if "classifier_width" in models.get(name).knobs else [None]
     for size in sizes:
-        model = vision.network(name, 10).eval()
-        with FlopCounterMode(display=False) as counter, torch.no_grad():
-            out = model(torch.randn(1, 3, size, size))
-        assert out.shape == (1, 10)
-        knobs = {"image_size": size, "num_classes": 10}
-        assert counter.get_total_flops() == models.get(name).flops_per_sample(knobs, train=False)
+        for width in widths:
+            model = vision.network(name, 10, width).eval()
+            with FlopCounterMode(display=False) as counter, torch.no_grad():
+                out = model(torch.randn(1, 3, size, size))
+            assert out.shape == (1, 10)
+            knobs = {"image_size": size, "num_classes": 10, "classifier_width": width}
+            assert counter.get_total_flops() == models.get(name).flops_per_sample(
+                {k: v for k, v in knobs.items() if v is not None}, train=False)
 
 
 @pytest.mark.parametrize("name", ["vgg16", "vgg19", "alexnet", "googlenet"])
@@ -96,9 +102,9 @@ def test_smallest_image_size_is_the_real_networks(name):
     ("resnet101", {"image_size": 32, "num_classes": 10}),
     ("resnet152", {"image_size": 32, "num_classes": 7}),
     ("vgg16", {"image_size": 32, "num_classes": 10}),
-    ("vgg19", {"image_size": 40, "num_classes": 3}),
+    ("vgg19", {"image_size": 40, "num_classes": 3, "classifier_width": 64}),
     ("googlenet", {"image_size": 32, "num_classes": 10}),
-    ("alexnet", {"image_size": 64, "num_classes": 10}),
+    ("alexnet", {"image_size": 64, "num_classes": 10, "classifier_width": 32}),
 ])
 @covers("torch", ("resnet101", "resnet152", "vgg16", "vgg19", "googlenet", "alexnet"),
         ("train", "infer"), "fp32")

@@ -24,6 +24,22 @@ def test_key_is_stable_and_ignores_repeat_count():
     assert Case.from_dict(a.to_dict()) == a
 
 
+def test_a_knob_added_later_leaves_earlier_identities_as_they_were():
+    """VGG's classifier_width came after VGG results were stored: at its default a case's key
+    is the one it had before (no such knob in its identity); any other width is a new case."""
+    before = Case(framework="torch", model="vgg16", batch_size=2, knobs={"image_size": 32})
+    assert "classifier_width" not in before.identity()["knobs"]
+    assert before.knobs["classifier_width"] == 4096
+    same = Case(framework="torch", model="vgg16", batch_size=2,
+                knobs={"image_size": 32, "classifier_width": 4096})
+    narrow = Case(framework="torch", model="vgg16", batch_size=2,
+                  knobs={"image_size": 32, "classifier_width": 64})
+    assert before.key() == same.key() != narrow.key()
+    bert = Case(framework="torch", model="bert-base", batch_size=2, knobs={"hidden": 4096,
+                                                                          "heads": 16})
+    assert bert.identity()["knobs"]["hidden"] == 4096  # another model's knob of another name
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"framework": "caffe"}, "framework: 'caffe' is not one of"),
     ({"model": "vgg99"}, "model: 'vgg99' is not one of"),

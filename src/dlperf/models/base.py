@@ -182,10 +182,11 @@ class ModelSpec(object):
         return "ModelSpec(%r, kind=%r)" % (self.name, self.kind)
 
 
-def vision_spec(name, description, params_fn, flops_fn, convs_fn=None):
-    # type: (str, str, Callable[[Mapping[str, int]], int], Callable[[Mapping[str, int]], float], Optional[Callable[[int], List[Conv]]]) -> ModelSpec
-    """An image classifier's entry; ``convs_fn`` where the network has a smallest image."""
-    return ModelSpec(name, "vision", description, IMAGE_DEFAULTS, params_fn, flops_fn,
+def vision_spec(name, description, params_fn, flops_fn, convs_fn=None, defaults=IMAGE_DEFAULTS):
+    # type: (str, str, Callable[[Mapping[str, int]], int], Callable[[Mapping[str, int]], float], Optional[Callable[[int], List[Conv]]], Mapping[str, int]) -> ModelSpec
+    """An image classifier's entry; ``convs_fn`` where the network has a smallest image;
+    ``defaults``: its knobs (the image's two, and any of its own)."""
+    return ModelSpec(name, "vision", description, defaults, params_fn, flops_fn,
                      vision_check(convs_fn, name), image_inputs,
                      conv_activations(convs_fn) if convs_fn is not None else None)
 

@@ -11,7 +11,7 @@ first that works.
 
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Tuple
 
-from .base import Conv, ImageTooSmall, ModelSpec, conv_out, vision_spec
+from .base import IMAGE_DEFAULTS, Conv, ImageTooSmall, ModelSpec, conv_out, vision_spec
 
 Pool = NamedTuple("Pool", [("kernel", int), ("stride", int), ("padding", int), ("ceil", bool)])
 Linear = NamedTuple("Linear", [("name", str), ("n_in", int), ("n_out", int)])
@@ -25,6 +25,11 @@ VGG_CONFIGS = {
 }  # type: Dict[int, Tuple[Any, ...]]
 VGG_POOL = 7  # adaptive average pool in front of the classifier
 VGG_HIDDEN = 4096
+#: The ``classifier_width`` knob of VGG and AlexNet: the two hidden fully connected layers'
+#: width (the papers' 4096). They hold most of the weights (VGG-16: 119 of 138 million), so a
+#: narrower classifier keeps every layer and operator of the network at a fraction of the
+#: weights: what the tests' tiny cases use.
+CLASSIFIER_DEFAULTS = dict(IMAGE_DEFAULTS, classifier_width=VGG_HIDDEN)
 
 #: AlexNet (torchvision's one-GPU variant, Krizhevsky 2014): (c_out, kernel, stride, padding)
 #: per convolution, a 3x3 stride-2 max pool after the 1st, 2nd and 5th.
@@ -99,12 +104,12 @@ def vgg_convs(image_size, depth=16):
     return convs
 
 
-def vgg_linears(num_classes):
-    # type: (int) -> List[Linear]
+def vgg_linears(num_classes, width=VGG_HIDDEN):
+    # type: (int, int) -> List[Linear]
     last = [c for c in VGG_CONFIGS[16] if c != "M"][-1]
-    return [Linear("classifier.0", last * VGG_POOL * VGG_POOL, VGG_HIDDEN),
-            Linear("classifier.3", VGG_HIDDEN, VGG_HIDDEN),
-            Linear("classifier.6", VGG_HIDDEN, num_classes)]
+    return [Linear("classifier.0", last * VGG_POOL * VGG_POOL, width),
+            Linear("classifier.3", width, width),
+            Linear("classifier.6", width, num_classes)]
 
 
 def alexnet_convs(image_size):
@@ -121,12 +126,11 @@ def alexnet_convs(image_size):
     return convs
 
 
-def alexnet_linears(num_classes):
-    # type: (int) -> List[Linear]
-    return [Linear("classifier.1", ALEXNET_CONVS[-1][0] * ALEXNET_POOL * ALEXNET_POOL,
-                   ALEXNET_HIDDEN),
-            Linear("classifier.4", ALEXNET_HIDDEN, ALEXNET_HIDDEN),
-            Linear("classifier.6", ALEXNET_HIDDEN, num_classes)]
+def alexnet_linears(num_classes, width=ALEXNET_HIDDEN):
+    # type: (int, int) -> List[Linear]
+    return [Linear("classifier.1", ALEXNET_CONVS[-1][0] * ALEXNET_POOL * ALEXNET_POOL, width),
+            Linear("classifier.4", width, width),
+            Linear("classifier.6", width, num_classes)]
 
 
 def googlenet_convs(image_size):
@@ -153,9 +157,19 @@ def googlenet_convs(image_size):
     return convs
 
 
-def _googlenet_linears(num_classes):
-    # type: (int) -> List[Linear]
-    return [Linear("fc", GOOGLENET_FEATURES, num_classes)]
+def _googlenet_linears(k):
+    # type: (Mapping[str, int]) -> List[Linear]
+    return [Linear("fc", GOOGLENET_FEATURES, k["num_classes"])]
+
+
+def _vgg_linears(k):
+    # type: (Mapping[str, int]) -> List[Linear]
+    return vgg_linears(k["num_classes"], k["classifier_width"])
+
+
+def _alexnet_linears(k):
+    # type: (Mapping[str, int]) -> List[Linear]
+    return alexnet_linears(k["num_classes"], k["classifier_width"])
 
 
 def _conv_params(convs, bias):
@@ -170,33 +184,33 @@ def _conv_macs(convs):
     return sum(c.c_in * c.c_out * c.kernel * c.kernel * c.size_out * c.size_out for c in convs)
 
 
-def _classifier_spec(name, description, convs_fn, linears_fn, bias):
-    # type: (str, str, Callable[[int], List[Conv]], Callable[[int], List[Linear]], bool) -> ModelSpec
+def _classifier_spec(name, description, convs_fn, linears_fn, bias, defaults=IMAGE_DEFAULTS):
+    # type: (str, str, Callable[[int], List[Conv]], Callable[[Mapping[str, int]], List[Linear]], bool, Mapping[str, int]) -> ModelSpec
     """The entry of convolutions followed by fully connected layers, with its params and
     forward FLOPs."""
     def params(k):
         # type: (Mapping[str, int]) -> int
-        fc = sum(l.n_in * l.n_out + l.n_out for l in linears_fn(k["num_classes"]))
+        fc = sum(l.n_in * l.n_out + l.n_out for l in linears_fn(k))
         return _conv_params(convs_fn(224), bias) + fc
 
     def flops(k):
         # type: (Mapping[str, int]) -> float
-        fc = sum(l.n_in * l.n_out for l in linears_fn(k["num_classes"]))
+        fc = sum(l.n_in * l.n_out for l in linears_fn(k))
         return 2.0 * (_conv_macs(convs_fn(k["image_size"])) + fc)
-    return vision_spec(name, description, params, flops, convs_fn)
+    return vision_spec(name, description, params, flops, convs_fn, defaults)
 
 
 def vgg(depth):
     # type: (int) -> ModelSpec
     return _classifier_spec(
         "vgg%d" % depth, "VGG-%d (configuration %s, no batch norm), image classification"
-        % (depth, "D" if depth == 16 else "E"), lambda size: vgg_convs(size, depth), vgg_linears,
-        True)
+        % (depth, "D" if depth == 16 else "E"), lambda size: vgg_convs(size, depth), _vgg_linears,
+        True, CLASSIFIER_DEFAULTS)
 
 
 ALEXNET = _classifier_spec(
     "alexnet", "AlexNet (torchvision's single-tower variant), image classification",
-    alexnet_convs, alexnet_linears, True)
+    alexnet_convs, _alexnet_linears, True, CLASSIFIER_DEFAULTS)
 GOOGLENET = _classifier_spec(
     "googlenet", "GoogLeNet / Inception v1 (batch norm, no auxiliary heads), image "
     "classification", googlenet_convs, _googlenet_linears, False)

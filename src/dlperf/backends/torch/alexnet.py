@@ -11,12 +11,13 @@ from typing import List
 import torch
 from torch import nn
 
-from dlperf.models import ALEXNET_CONVS, ALEXNET_POOL, ALEXNET_POOL_AFTER, alexnet_linears
+from dlperf.models import (ALEXNET_CONVS, ALEXNET_HIDDEN, ALEXNET_POOL, ALEXNET_POOL_AFTER,
+                           alexnet_linears)
 
 
 class AlexNet(nn.Module):
-    def __init__(self, num_classes=1000, dropout=0.5):
-        # type: (int, float) -> None
+    def __init__(self, num_classes=1000, dropout=0.5, width=ALEXNET_HIDDEN):
+        # type: (int, float, int) -> None
         super(AlexNet, self).__init__()
         layers = []  # type: List[nn.Module]
         c_in = 3
@@ -28,7 +29,7 @@ class AlexNet(nn.Module):
             c_in = c_out
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(ALEXNET_POOL)
-        fc1, fc2, fc3 = alexnet_linears(num_classes)
+        fc1, fc2, fc3 = alexnet_linears(num_classes, width)
         self.classifier = nn.Sequential(
             nn.Dropout(dropout), nn.Linear(fc1.n_in, fc1.n_out), nn.ReLU(inplace=True),
             nn.Dropout(dropout), nn.Linear(fc2.n_in, fc2.n_out), nn.ReLU(inplace=True),

@@ -249,8 +249,8 @@ def _image_classifier(name):
     def builder(knobs, batch, device, gen, train, fmt):
         # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
         vision.check_batch(name, knobs, batch, train)
-        return _image_parts(vision.network(name, knobs["num_classes"]), knobs, batch, device,
-                            gen, train, vision.SGD_LR[name], fmt)
+        network = vision.network(name, knobs["num_classes"], knobs.get("classifier_width"))
+        return _image_parts(network, knobs, batch, device, gen, train, vision.SGD_LR[name], fmt)
 
     return builder
 

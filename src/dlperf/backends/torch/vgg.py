@@ -12,12 +12,12 @@ from typing import List
 import torch
 from torch import nn
 
-from dlperf.models import VGG_CONFIGS, VGG_POOL, vgg_linears
+from dlperf.models import VGG_CONFIGS, VGG_HIDDEN, VGG_POOL, vgg_linears
 
 
 class VGG(nn.Module):
-    def __init__(self, depth=16, num_classes=1000, dropout=0.5):
-        # type: (int, int, float) -> None
+    def __init__(self, depth=16, num_classes=1000, dropout=0.5, width=VGG_HIDDEN):
+        # type: (int, int, float, int) -> None
         super(VGG, self).__init__()
         layers = []  # type: List[nn.Module]
         c_in = 3
@@ -29,7 +29,7 @@ class VGG(nn.Module):
                 c_in = item
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(VGG_POOL)
-        fc1, fc2, fc3 = vgg_linears(num_classes)
+        fc1, fc2, fc3 = vgg_linears(num_classes, width)
         self.classifier = nn.Sequential(
             nn.Linear(fc1.n_in, fc1.n_out), nn.ReLU(inplace=True), nn.Dropout(dropout),
             nn.Linear(fc2.n_in, fc2.n_out), nn.ReLU(inplace=True), nn.Dropout(dropout),

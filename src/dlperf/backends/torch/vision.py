@@ -6,7 +6,7 @@ builders in :mod:`dlperf.backends.torch`, the ONNX export and the accuracy evalu
 Valid Python 3.7; imports only torch and the catalogue.
 """
 
-from typing import Callable, Dict, Mapping
+from typing import Callable, Dict, Mapping, Optional
 
 from torch import nn
 
@@ -21,11 +21,11 @@ NETWORKS = {
     "resnet50": ResNet50,
     "resnet101": lambda classes: ResNet(101, classes),
     "resnet152": lambda classes: ResNet(152, classes),
-    "vgg16": lambda classes: VGG(16, classes),
-    "vgg19": lambda classes: VGG(19, classes),
+    "vgg16": lambda classes, width=models.VGG_HIDDEN: VGG(16, classes, width=width),
+    "vgg19": lambda classes, width=models.VGG_HIDDEN: VGG(19, classes, width=width),
     "googlenet": GoogLeNet,
-    "alexnet": AlexNet,
-}  # type: Dict[str, Callable[[int], nn.Module]]
+    "alexnet": lambda classes, width=models.ALEXNET_HIDDEN: AlexNet(classes, width=width),
+}  # type: Dict[str, Callable[..., nn.Module]]
 
 #: Networks with batch normalisation, which needs more than one value per channel to train.
 BATCHNORM = ("resnet50", "resnet101", "resnet152", "googlenet")
@@ -35,10 +35,13 @@ BATCHNORM = ("resnet50", "resnet101", "resnet152", "googlenet")
 SGD_LR = {name: (0.1 if name in BATCHNORM else 0.01) for name in NETWORKS}
 
 
-def network(name, num_classes):
-    # type: (str, int) -> nn.Module
-    """A freshly initialised ``name`` with a ``num_classes`` classifier (seed torch first)."""
-    return NETWORKS[name](num_classes)
+def network(name, num_classes, classifier_width=None):
+    # type: (str, int, Optional[int]) -> nn.Module
+    """A freshly initialised ``name`` with a ``num_classes`` classifier (seed torch first);
+    ``classifier_width``: VGG's and AlexNet's knob of that name (None: the catalogue's)."""
+    if classifier_width is None:
+        return NETWORKS[name](num_classes)
+    return NETWORKS[name](num_classes, width=classifier_width)
 
 
 def check_batch(name, knobs, batch, train):
