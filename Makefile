@@ -110,7 +110,7 @@ horovod-envs: envs horovod
 # time) on TEST_JOBS processes (pytest-xdist), then the rest one at a time, so that no measuring
 # test shares the CPUs with another test. Both phases always run; either failing fails `make
 # test`. PYTEST_ARGS goes to both (e.g. PYTEST_ARGS="-k report"). pytest-timeout fails a test
-# that runs past 10 minutes (pyproject.toml), and each phase lists its 30 slowest tests.
+# that runs past 10 minutes (pyproject.toml), and each phase lists its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
 test: setup envs horovod-envs browser slurm allocators
