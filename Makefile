@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup envs horovod horovod-envs browser slurm allocators run run-more test clean cuda-locks fidelity
+.PHONY: setup envs horovod horovod-envs test-envs browser slurm allocators run run-more test clean cuda-locks fidelity
 
 # PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
 # The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
@@ -100,11 +100,18 @@ horovod:
 			libopenmpi-dev openmpi-bin; }
 
 # Horovod built into tensorflow1+horovod, mxnet+horovod and torch+horovod (`dlperf envs install
-# NAME --horovod`), after the plain environments; cached like them (a no-op while the pins are
-# unchanged), the compiler's output in <envs>/<fw>+horovod/install.log.
+# NAME --horovod`), each its own environment (none needs the plain one); cached like them (a
+# no-op while the pins are unchanged), the compiler's output in <envs>/<fw>+horovod/install.log.
 HOROVOD_ENVS ?= tensorflow1 mxnet torch
-horovod-envs: envs horovod
+horovod-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
+
+# `make test`'s environments: both lists in one queue, two at a time, the Horovod builds first,
+# so that the last builds compile beside the plain installs (downloading, unpacking) instead of
+# after all of them, on a core of their own.
+test-envs: setup horovod
+	printf '%s\n' $(HOROVOD_ENVS:%=%+horovod) $(TEST_ENVS) | sed 's/^\(.*\)+horovod$$/\1 --horovod/' \
+		| xargs -P $(ENV_JOBS) -L 1 $(BIN)/dlperf envs install
 
 # The tests in two phases: those marked `parallel` (they measure nothing and assert nothing about
 # time) on TEST_JOBS processes (pytest-xdist), then the rest one at a time, so that no measuring
@@ -113,7 +120,7 @@ horovod-envs: envs horovod
 # that runs past 10 minutes (pyproject.toml), and each phase lists its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
-test: setup envs horovod-envs browser slurm allocators
+test: setup test-envs browser slurm allocators
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	$(BIN)/python -m pytest -q -m "not parallel" $(PYTEST_ARGS); serial=$$?; \
 	test $$parallel -eq 0 && test $$serial -eq 0
