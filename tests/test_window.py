@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dlperf import stats
-from dlperf.worker.loop import timed_window
+from dlperf.worker.loop import measure, timed_window
 from dlperf.worker.workload import Workload
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
@@ -83,3 +83,41 @@ def test_synchronised_steps_split_the_same_way():
     out = timed_window(device, 8, 0.0, True, device.clock)
     assert out["latencies_s"] == out["step_times_s"]
     assert stats.half_drift(out["halves"]) == pytest.approx(1.0, abs=1e-2)
+
+
+class Workspaces(Workload):
+    """A device whose first step takes a one-off workspace (an autotuner's scratch) of 1000
+    bytes on top of 100 bytes of steady state; ``resettable`` says whether its framework can
+    start the peak afresh."""
+
+    samples_per_step = 1
+    params = 1
+    info: dict = {}
+
+    def __init__(self, resettable: bool) -> None:
+        self.resettable, self.steps, self.peak = resettable, 0, 0
+
+    def step(self) -> float:
+        self.steps += 1
+        self.peak = max(self.peak, 1100 if self.steps == 1 else 100)
+        return 1.0
+
+    def sync(self) -> None:
+        return None
+
+    def peak_device_bytes(self) -> int:
+        return self.peak
+
+    def reset_device_peak(self) -> bool:
+        if self.resettable:
+            self.peak = 100  # what stays allocated
+        return self.resettable
+
+
+@pytest.mark.parametrize("resettable, peak, since", [(True, 100, "window"),
+                                                     (False, 1100, "start")])
+def test_the_device_peak_is_the_steady_steps_where_the_framework_can_reset_it(
+        resettable, peak, since):
+    out = measure(lambda case: Workspaces(resettable),
+                  {"steps": 4, "warmup_steps": 2, "task": "train"}, profiling=False)
+    assert (out["peak_device_bytes"], out["peak_device_since"]) == (peak, since)

@@ -50,6 +50,9 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "params": ranks[0]["params"],
         "peak_host_bytes": max(r.get("peak_host_bytes") or 0 for r in ranks),
         "peak_device_bytes": max(device_peaks) if device_peaks else None,
+        # "window": the peak over the timed window (reset after the warm-up); "start": the
+        # framework cannot reset it, so it counts the first steps' workspaces too
+        "peak_device_since": ranks[0].get("peak_device_since") if device_peaks else None,
         # wall-clock phase starts of the rank that set the window (places monitor samples)
         "phase_starts": slowest.get("phase_starts"),
         # rank 0's profiled steps after the window (dlperf.worker.profile), when asked for
@@ -403,7 +406,8 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
                    "stop": [(w or {}).get("stop") for w in _values(ok, "warmup")]},
         "loss": {"first": _values(ok, "loss_first"), "last": _values(ok, "loss_last")},
         "memory": {"peak_host_bytes": _peak(repeats, "peak_host_bytes"),
-                   "peak_device_bytes": _peak(ok, "peak_device_bytes")},
+                   "peak_device_bytes": _peak(ok, "peak_device_bytes"),
+                   "peak_device_since": next(iter(_values(ok, "peak_device_since")), None)},
         "flops": flops_block(per_sample, achieved, case, env),
         "roofline": None,  # below, from the flops block
         "monitor": monitor_means(repeats),

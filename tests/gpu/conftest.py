@@ -7,6 +7,9 @@ for the whole folder: ``SKIPPED [1] tests/gpu/test_gpu.py: no GPU: nvidia-smi li
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,13 +27,38 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True
 
 
+GIVEN = "DLPERF_GPU_PYTHON"
+
+
+def given_interpreters(text: str) -> dict[str, str]:
+    """``DLPERF_GPU_PYTHON=torch=/opt/py/bin/python3,jax=...``: frameworks whose CUDA build is
+    already in an interpreter (a GPU machine that cannot reach the package index, a build of
+    your own), used as they are instead of installing the cuda variant. torch lives in
+    dlperf's own environment, so its entry must be the interpreter that runs the tests."""
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, path = item.partition("=")
+        found = shutil.which(path) if sep else None
+        if not found:
+            raise pytest.UsageError(f"{GIVEN}: {item!r} is not FRAMEWORK=INTERPRETER with an "
+                                    "interpreter that exists")
+        out[name] = found
+    torch = out.get("torch")
+    if torch and os.path.realpath(torch) != os.path.realpath(sys.executable):
+        raise pytest.UsageError(f"{GIVEN}: torch lives in dlperf's own environment: name the "
+                                f"interpreter running the tests ({sys.executable}), or run "
+                                f"pytest with {torch}")
+    return out
+
+
 @pytest.fixture(scope="session")
 def cuda_env():
     """Install (or find current) a framework's cuda variant the way a user does:
-    `dlperf envs install FW --variant cuda`; returns the interpreter that runs its worker."""
+    `dlperf envs install FW --variant cuda`; returns the interpreter that runs its worker.
+    A framework named in DLPERF_GPU_PYTHON is taken from the interpreter given there."""
     from dlperf import envs
 
-    done: dict[str, str] = {}
+    done: dict[str, str] = given_interpreters(os.environ.get(GIVEN, ""))
 
     def install(framework: str) -> str:
         if framework not in done:

@@ -135,6 +135,9 @@ def test_nvml_columns_in_the_timeline_are_filled(cuda_env, tmp_path):
     assert max(columns["gpu0_mem_used_bytes"]) > 0
     assert result["monitor"]["gpu_util_mean"] is not None
     assert result["monitor"]["gpu_mem_peak_bytes"] > 0
+    # the steady step's peak: cuDNN's autotuner scratch in the first steps does not count
+    assert result["memory"]["peak_device_since"] == "window"
+    assert 0 < result["memory"]["peak_device_bytes"] < 2 ** 30
 
 
 def test_dali_decodes_on_the_gpu(cuda_env, tmp_path):
@@ -172,7 +175,7 @@ def test_capacity_ends_at_a_real_device_out_of_memory(cuda_env, tmp_path):
     batch that ran."""
     cuda_env("torch")
     proc, answer = run(tmp_path, "--framework", "torch", "--model", "resnet50", "--device",
-                       "cuda", "--warmup-steps", "1", "--steps", "1", "--param", "batch_size",
+                       "cuda", "--warmup-steps", "1", "--steps", "2", "--param", "batch_size",
                        "--from", "512", command="capacity")
     statuses = [p["status"] for p in answer["probes"]]
     assert "oom" in statuses and statuses[0] == "ok", answer

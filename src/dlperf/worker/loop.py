@@ -90,6 +90,7 @@ def measure(build, case, trace_path=None, profiling=True):
 
     workload.barrier()
     workload.sync()
+    peak_since = "window" if workload.reset_device_peak() else "start"
     phase_starts["window"] = time.time()
     if case.get("scenario") == "server":
         window = serve(workload, case, clock)
@@ -113,6 +114,7 @@ def measure(build, case, trace_path=None, profiling=True):
         "loss_first": loss_first,
         "loss_last": loss_last,
         "peak_device_bytes": workload.peak_device_bytes(),
+        "peak_device_since": peak_since,
         "allreduce_s": workload.allreduce_probe(),
         "info": workload.info,
         "phase_starts": phase_starts,

@@ -74,8 +74,18 @@ class Workload(object):
 
     def peak_device_bytes(self):
         # type: () -> Optional[int]
-        """Peak device memory allocated by this process, or None on a host-only device."""
+        """Peak device memory allocated by this process since :meth:`reset_device_peak`, or
+        None on a host-only device."""
         return None
+
+    def reset_device_peak(self):
+        # type: () -> bool
+        """Start the device memory peak afresh from what is allocated now; False where the
+        framework cannot (its peak then counts from the start, and the result says so). The
+        loop calls it after the warm-up, so that the peak is the steady step's (persistent
+        state included), not the first steps' one-off workspaces: cuDNN's autotuner tries
+        algorithms with GBs of scratch, and compilers allocate while they compile."""
+        return False
 
     def profiler(self):
         # type: () -> Any

@@ -333,6 +333,13 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
             return int(paddle.device.cuda.max_memory_allocated())
         return None
 
+    def reset_device_peak(self):
+        # type: () -> bool
+        if not self.device.startswith("gpu"):
+            return False
+        paddle.device.cuda.reset_max_memory_allocated()
+        return True
+
 
 def data_only(case, knobs, batch, device, seed):
     # type: (Dict[str, Any], Dict[str, int], int, str, int) -> DataOnlyWorkload

@@ -353,6 +353,13 @@ class PaddleWorkload(Workload):
             return int(paddle.device.cuda.max_memory_allocated())
         return None
 
+    def reset_device_peak(self):
+        # type: () -> bool
+        if not self.device.startswith("gpu"):
+            return False
+        paddle.device.cuda.reset_max_memory_allocated()
+        return True
+
     def profiler(self):
         # type: () -> Any
         from dlperf.backends.paddle.profiling import PaddleProfiler

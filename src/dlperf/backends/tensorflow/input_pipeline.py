@@ -233,6 +233,13 @@ class DataOnlyWorkload(CollectiveRanks, PipelineOnlyWorkload):
             return None
         return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
 
+    def reset_device_peak(self):
+        # type: () -> bool
+        if not self.device.startswith("/GPU"):
+            return False
+        tf.config.experimental.reset_memory_stats("GPU:0")
+        return True
+
 
 def data_only(case, knobs, batch, device, seed, info, collectives=None):
     # type: (Dict[str, Any], Dict[str, int], int, str, int, Dict[str, Any], Any) -> DataOnlyWorkload

@@ -203,3 +203,11 @@ class TFWorkload(CollectiveRanks, Workload):
             return None
         return max(int(tf.config.experimental.get_memory_info("GPU:%d" % i)["peak"])
                    for i in range(len(tf.config.get_visible_devices("GPU"))))
+
+    def reset_device_peak(self):
+        # type: () -> bool
+        if not self.gpu:
+            return False
+        for i in range(len(tf.config.get_visible_devices("GPU"))):
+            tf.config.experimental.reset_memory_stats("GPU:%d" % i)
+        return True

@@ -212,6 +212,13 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
             return int(torch.cuda.max_memory_allocated(self.device))
         return None
 
+    def reset_device_peak(self):
+        # type: () -> bool
+        if self.device.type != "cuda":
+            return False
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return True
+
 
 def data_only(case, knobs, batch, device, seed):
     # type: (Dict[str, Any], Dict[str, int], int, torch.device, int) -> DataOnlyWorkload

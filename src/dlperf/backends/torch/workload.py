@@ -353,6 +353,13 @@ class TorchWorkload(Workload):
             return int(torch.cuda.max_memory_allocated(self.device))
         return None
 
+    def reset_device_peak(self):
+        # type: () -> bool
+        if self.device.type != "cuda":
+            return False
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return True
+
     def profiler(self):
         # type: () -> Any
         from dlperf.backends.torch.profiling import TorchProfiler
