@@ -275,6 +275,7 @@ def test_a_configuration_far_slower_than_the_default_is_stopped(tmp_path, monkey
     from dlperf.tune import search
 
     monkeypatch.setattr(search, "SLOW_FLOOR_S", 1.0)
+    monkeypatch.setattr(search, "COMPILED_FLOOR_S", 3.0)
     case = Case(framework="torch", model="resnet50", batch_size=2, device="cpu",
                 knobs={"image_size": 32}, warmup_steps=1, steps=3, repeats=1)
     space = knobs.space(case)
@@ -289,6 +290,10 @@ def test_a_configuration_far_slower_than_the_default_is_stopped(tmp_path, monkey
         found.replay([{"number": 0, "settings": plan.default, "state": "complete",
                        "value": 50.0, "rungs": [rung], "error": None, "wall_s": 0.1}])
         assert found.slow_cap_s() == 1.0  # 5 x 0.1 s is under the floor
+        # a repeat is a fixed number of steps: batch 40 computes 20x batch 2's samples
+        assert found.slow_cap_s({**plan.default, "batch_size": 40}) == pytest.approx(10.0)
+        # compiling where the default does not: the start-up is not throughput
+        assert found.slow_cap_s({**plan.default, "compile": True}) == search.COMPILED_FLOOR_S
         trial = search.Trial(1, {**plan.default, "threads": 1}, "failed")
         error = found.rung(trial, 1, [])
     assert error is not None and error.startswith(search.SLOWER), error

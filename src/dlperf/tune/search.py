@@ -27,7 +27,7 @@ from typing import Any
 import optuna
 
 from dlperf import runner
-from dlperf.spec import Case, SpecError, declared_refusal
+from dlperf.spec import Case, SpecError, declared_refusal, default_compile
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
 from dlperf.tune import settings as config
@@ -40,12 +40,18 @@ REDUCTION = 3  # successive halving keeps the best third at each rung
 # a trial the pruner kept but the budget could not repeat: its one screening value stands, and
 # it may still be the best (the interleaved confirmation against the default decides)
 BUDGET_PRUNED = "the budget left was kept for the confirmation"
-# a repeat of a configuration running past this many times the default's (and past the floor,
-# room for a compiled mode's start-up: tensorflow1's XLA repeat is 3x its default's) cannot be
-# the best: it is stopped and pruned (torch's amp-fp16 on a CPU without fp16 arithmetic ran
-# 13x slower and took a quarter of a 10-minute search; TensorFlow's amp-bf16 without oneDNN 35 %)
+# a repeat of a configuration running past this many times the default's, for the samples it
+# computes (a repeat is a fixed number of steps), and past the floor, cannot be the best: it is
+# stopped and pruned (torch's amp-fp16 on a CPU without fp16 arithmetic ran 13x slower and took
+# a quarter of a 10-minute search; TensorFlow's amp-bf16 without oneDNN 35 %)
 SLOW_FACTOR = 5.0
 SLOW_FLOOR_S = 120.0
+# the floor for a configuration that compiles where the default does not: its start-up is not
+# its throughput. tensorflow1's XLA repeat of ResNet-50 took 3x its default's on one 2-core
+# Zen 4, and on another ran past the 2-minute floor in all three compiled trials of a
+# 15-minute search (its default's repeat: 21 s), so that XLA, the best found before at 2.1x,
+# was never measured
+COMPILED_FLOOR_S = 300.0
 SLOWER = "stopped: slower than"
 MAX_REPEATS_IN_A_ROW = 12  # proposals of configurations already measured before the search ends
 STATES = {"complete": optuna.trial.TrialState.COMPLETE,
@@ -85,6 +91,11 @@ class Trial:
     def repeat_walls(self) -> list[float]:
         """Seconds per repeat of each measured rung (a run's start-up included)."""
         return [rung["wall_s"] / rung["repeats"] for rung in self.rungs if rung.get("repeats")]
+
+
+def compiled(case: Case) -> bool:
+    """Whether ``case`` runs a compiled step (``compile`` unset: the framework's default)."""
+    return default_compile(case.framework) if case.compile is None else bool(case.compile)
 
 
 def told_value(trial: Trial) -> float | None:
@@ -166,7 +177,7 @@ class Search:
         left the best unconfirmed)."""
         case = config.apply(self.plan.case, settings)
         left = self.plan.budget.left() - self.plan.reserve_s(self.trials)
-        limit = min(case.timeout_s, left, self.slow_cap_s() or math.inf)
+        limit = min(case.timeout_s, left, self.slow_cap_s(settings) or math.inf)
         case = dataclasses.replace(case, repeats=repeats, timeout_s=max(1.0, limit))
         return runner.run_case(case, store=self.store, env=self.env, sweep=SWEEP), case
 
@@ -180,11 +191,19 @@ class Search:
         return (f"{SLOWER} the default: {value:,.2f} samples/s, under 1/{SLOW_FACTOR:g} of its "
                 f"{default:,.2f}")
 
-    def slow_cap_s(self) -> float | None:
-        """The longest a repeat of another configuration may run: ``SLOW_FACTOR`` times the
-        default's repeat, at least ``SLOW_FLOOR_S``; None before the default is measured."""
-        default = self.default_repeat_s()
-        return None if default is None else max(SLOW_FLOOR_S, SLOW_FACTOR * default)
+    def slow_cap_s(self, settings: config.Settings | None = None) -> float | None:
+        """The longest a repeat of ``settings`` (the default's, if None) may run:
+        ``SLOW_FACTOR`` times the default's repeat, times the samples it computes against the
+        default's (batch 32 takes four times batch 8's window at the same throughput); at
+        least ``SLOW_FLOOR_S``, or ``COMPILED_FLOOR_S`` where it compiles and the default does
+        not. None before the default is measured."""
+        default_s = self.default_repeat_s()
+        if default_s is None:
+            return None
+        default = self.plan.case
+        case = config.apply(default, settings) if settings else default
+        floor = COMPILED_FLOOR_S if compiled(case) and not compiled(default) else SLOW_FLOOR_S
+        return max(floor, SLOW_FACTOR * default_s * case.batch_size / default.batch_size)
 
     def default_repeat_s(self) -> float | None:
         """Seconds per repeat of the default configuration (None before it is measured)."""
@@ -194,8 +213,8 @@ class Search:
     def rung(self, trial: Trial, repeats: int, values: list[float]) -> str | None:
         """Measure ``repeats`` more; the error of a failed run, else None (values extended)."""
         start = time.monotonic()
-        cap = self.slow_cap_s()
         try:
+            cap = self.slow_cap_s(trial.settings)
             result, ran = self.measure(trial.settings, repeats)
         except SpecError as error:  # a combination the backend's declarations refuse together
             trial.wall_s += time.monotonic() - start
@@ -205,8 +224,10 @@ class Search:
         measured = list((result.get("throughput") or {}).get("repeats") or [])
         if result["status"] == "timeout" and cap is not None and ran.timeout_s == cap:
             return (f"{SLOWER} the default: its repeat ran past {budgets.text(cap)} (the "
-                    f"default's took {budgets.text(self.default_repeat_s() or 0.0)}; the limit is {SLOW_FACTOR:g}x "
-                    f"that, at least {budgets.text(SLOW_FLOOR_S)})")
+                    f"default's took {budgets.text(self.default_repeat_s() or 0.0)}; the limit "
+                    f"is {SLOW_FACTOR:g}x that for the samples it computes, at least "
+                    f"{budgets.text(SLOW_FLOOR_S)}, {budgets.text(COMPILED_FLOOR_S)} for a "
+                    "compiled configuration of an uncompiled default)")
         if result["status"] != "ok" or not measured:
             return f"{result['status']}: {result.get('error')}"
         values.extend(measured)
