@@ -27,7 +27,7 @@ from typing import Any
 import optuna
 
 from dlperf import runner
-from dlperf.spec import Case, SpecError, declared_refusal, default_compile
+from dlperf.spec import Case, SpecError, declared_refusal
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
 from dlperf.tune import settings as config
@@ -91,11 +91,6 @@ class Trial:
     def repeat_walls(self) -> list[float]:
         """Seconds per repeat of each measured rung (a run's start-up included)."""
         return [rung["wall_s"] / rung["repeats"] for rung in self.rungs if rung.get("repeats")]
-
-
-def compiled(case: Case) -> bool:
-    """Whether ``case`` runs a compiled step (``compile`` unset: the framework's default)."""
-    return default_compile(case.framework) if case.compile is None else bool(case.compile)
 
 
 def told_value(trial: Trial) -> float | None:
@@ -202,7 +197,8 @@ class Search:
             return None
         default = self.plan.case
         case = config.apply(default, settings) if settings else default
-        floor = COMPILED_FLOOR_S if compiled(case) and not compiled(default) else SLOW_FLOOR_S
+        # Case resolves an unset compile to the framework's default when it is made
+        floor = COMPILED_FLOOR_S if case.compile and not default.compile else SLOW_FLOOR_S
         return max(floor, SLOW_FACTOR * default_s * case.batch_size / default.batch_size)
 
     def default_repeat_s(self) -> float | None:
