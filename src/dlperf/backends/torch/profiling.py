@@ -87,18 +87,30 @@ class TorchProfiler(profile.Profiler):
         if self.device.type != "cuda":
             return [_event(e, e.name, e.thread) for e in events
                     if e.device_type == DeviceType.CPU and e.time_range.end > e.time_range.start]
-        launched_by = {}  # type: Dict[int, str]
-        for event in events:
-            if event.device_type == DeviceType.CPU:
-                launched_by[event.id] = event.name
-        kernels = []  # type: List[profile.Event]
-        for event in events:
-            if event.device_type != DeviceType.CUDA:
-                continue
-            name = launched_by.get(event.linked_correlation_id, event.name)
-            kernels.append(_event(event, name, ("cuda", event.device_index,
-                                                event.device_resource_id)))
-        return kernels
+        return _kernels(self._session.profiler.kineto_results.events())
+
+
+def _kernels(kineto_events):
+    # type: (Any) -> List[profile.Event]
+    """The CUDA kernels, each named by the operator that launched it. Read from the Kineto
+    events themselves, which carry the correlation link in every torch 2.x;
+    ``FunctionEvent.linked_correlation_id`` is missing in torch 2.11 (AttributeError on an
+    H100)."""
+    from torch.autograd import DeviceType
+
+    launched_by = {}  # type: Dict[int, str]
+    for event in kineto_events:
+        if event.device_type() == DeviceType.CPU and event.linked_correlation_id() == 0:
+            launched_by[event.correlation_id()] = event.name()
+    kernels = []  # type: List[profile.Event]
+    for event in kineto_events:
+        if event.device_type() != DeviceType.CUDA or event.duration_ns() <= 0:
+            continue
+        name = launched_by.get(event.linked_correlation_id(), event.name())
+        kernels.append(profile.Event(name, ("cuda", event.device_index(),
+                                            event.device_resource_id()),
+                                     event.start_ns() / 1e9, event.duration_ns() / 1e9))
+    return kernels
 
 
 def _event(event, name, thread):
