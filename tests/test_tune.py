@@ -159,9 +159,20 @@ def test_budget_parsing_and_bad_input(tmp_path):
     assert budget.parse("90s") == 90 and budget.parse("120") == 120
     assert budget.text(3900) == "1h05m" and budget.text(75) == "1m15s"
     # the confirmation: as many pairs as asked when they fit, fewer when not, never below two
-    assert confirm.affordable_pairs(10.0, 500.0, 1, 4) == 4
-    assert confirm.affordable_pairs(10.0, 60.0, 1, 4) == 3
-    assert confirm.affordable_pairs(10.0, 60.0, 2, 4) == 2 == confirm.affordable_pairs(10.0, 5.0, 1, 4)
+    assert confirm.affordable_pairs([20.0], 500.0, 4) == 4
+    assert confirm.affordable_pairs([20.0], 60.0, 4) == 3
+    assert confirm.affordable_pairs([20.0, 20.0], 60.0, 4) == 2 == \
+        confirm.affordable_pairs([20.0], 5.0, 4)
+    # a pair costs the default's run and the candidate's own: tensorflow1's XLA (120 s a run
+    # against the default's 40) confirmed 1 pair of 4 when every run was priced at the typical
+    xla = confirm.pair_s([40.0, 41.0, 39.0], [118.0, 122.0])
+    assert xla == 160.0 and confirm.pair_s([], [50.0]) == 100.0
+    assert confirm.pair_s([], []) is None and confirm.cost_s([None], 4) == 0.0
+    assert confirm.affordable_pairs([xla], 400.0, 4) == 2
+    # the search keeps a third of a 20-minute budget, or the two pairs' cost where that is more
+    assert confirm.reserve_s([xla], 4, 1200.0) == 400.0
+    assert confirm.reserve_s([xla, 80.0], 4, 1200.0) == 480.0
+    assert confirm.reserve_s([xla], 2, 7200.0) == 320.0
     db = str(tmp_path / "t.db")
     cases = [
         (["--framework", "torch", "--budget", "30s"], "--budget: '30s' is too small for one trial"),

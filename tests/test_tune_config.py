@@ -372,3 +372,19 @@ def test_the_tune_section_parses_in_headless_chromium(tmp_path):
     assert all(len(re.findall(r"<td", t)) == len(re.findall(r"<th>", t)) for t in tables)
     assert section.count("data:image/png;base64,") == 2
     assert "<b>" not in section and "&lt;b&gt;fast&lt;/b&gt; $x$" in section
+    # in a 1200 px window the page keeps its width: a wide table scrolls in its own box
+    frame = tmp_path / "frame.html"
+    frame.write_text(f'<iframe id="f" src="{page.name}" width="1200" height="900"></iframe>'
+                     "<script>f.onload = () => { const d = f.contentDocument.documentElement;"
+                     " const w = [...f.contentDocument.querySelectorAll('table')];"
+                     " document.body.dataset.widths = [d.scrollWidth, d.clientWidth,"
+                     " Math.max(...w.map(x => x.offsetWidth))].join(' '); };</script>")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--no-first-run", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync",
+                          "--allow-file-access-from-files",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                          frame.resolve().as_uri()], capture_output=True, text=True, timeout=180)
+    page_width, view_width, widest = map(int, re.search(r'data-widths="(\d+) (\d+) (\d+)"',
+                                                         dom.stdout).groups())
+    assert page_width <= view_width < widest  # the widest table is wider than the page

@@ -39,6 +39,7 @@ figcaption, .muted { color: #57606a; font-size: 0.9em; }
 ol.notes li { font-size: 0.88em; margin-bottom: 0.3em; }
 .env td:first-child { font-weight: 600; white-space: nowrap; }
 nav ul { columns: 2; }
+div.wide { overflow-x: auto; }
 """
 
 FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], ...] = (
@@ -89,7 +90,9 @@ def table(t: Table) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
     body = "".join("<tr>" + "".join(cell(c, a) for c, a in zip(row, t.align)) + "</tr>"
                    for row in t.rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # a table wider than the page scrolls in its own box; the page keeps its width
+    return (f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
 
 
 def figure(title: str, png: bytes | None, why_not: str) -> str:

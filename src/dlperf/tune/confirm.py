@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +28,43 @@ def sides(case: Case, default: dict[str, Any], candidate: dict[str, Any]) -> lis
             for chosen in (default, candidate)]
 
 
-#: The most of a budget kept for confirming: a slow case confirms with fewer pairs instead of
-#: leaving the search no time at all.
+#: The share of a budget kept for confirming: a slow case confirms with fewer pairs instead of
+#: leaving the search no time at all; but never less than the fewest pairs cost.
 MAX_SHARE = 1 / 3
 MIN_PAIRS = 2  # the fewest pairs that give an interval
 
 
-def cost_s(per_run_s: float | None, pairs: int, comparisons: int) -> float:
-    """What confirming costs: two runs a pair, ``comparisons`` of them."""
-    return 0.0 if per_run_s is None else 2 * pairs * comparisons * per_run_s
+def pair_s(default_walls: Sequence[float], candidate_walls: Sequence[float]) -> float | None:
+    """What one pair costs: a run of the default and one of the candidate, each at its own
+    runs' typical wall. A compiled candidate's run costs several of the default's (XLA in
+    tensorflow1: 2-3x), which one typical run over all the trials hid. An unmeasured side
+    costs what the measured one does; None when neither has run."""
+    known = [w for w in (budgets.typical(default_walls), budgets.typical(candidate_walls))
+             if w]
+    return 2 * sum(known) / len(known) if known else None
 
 
-def affordable_pairs(per_run_s: float | None, left_s: float, comparisons: int,
-                     asked: int) -> int:
-    """The pairs each of ``comparisons`` confirmations gets from ``left_s``: as asked when
-    they fit, else as many as fit, never fewer than two (the budget still ends the last)."""
-    if not per_run_s:
+def cost_s(pairs_s: Sequence[float | None], pairs: int) -> float:
+    """What confirming costs: ``pairs`` pairs of each comparison, at that comparison's
+    :func:`pair_s`."""
+    return pairs * sum(cost for cost in pairs_s if cost)
+
+
+def reserve_s(pairs_s: Sequence[float | None], asked: int, budget_s: float) -> float:
+    """The budget kept from the search for confirming: the asked pairs when they cost at
+    most :data:`MAX_SHARE` of it, else that share, but at least the :data:`MIN_PAIRS` pairs
+    (a comparison of one pair is not confirmed; searching less is the better loss)."""
+    return min(cost_s(pairs_s, asked), max(MAX_SHARE * budget_s, cost_s(pairs_s, MIN_PAIRS)))
+
+
+def affordable_pairs(pairs_s: Sequence[float | None], left_s: float, asked: int) -> int:
+    """The pairs the next confirmation gets when ``pairs_s`` are it and the ones after it:
+    as asked when all fit in ``left_s``, else as many as fit, never fewer than two (the
+    budget still ends the last)."""
+    cost = cost_s(pairs_s, 1)
+    if not cost:
         return asked
-    fit = int(left_s // (2 * comparisons * per_run_s))
-    return max(MIN_PAIRS, min(asked, fit))
+    return max(MIN_PAIRS, min(asked, int(left_s // cost)))
 
 
 def confirm(case: Case, default: dict[str, Any], candidate: dict[str, Any], pairs: int,
