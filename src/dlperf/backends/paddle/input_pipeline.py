@@ -37,7 +37,7 @@ import paddle
 
 from dlperf.backends.common import loader_workers
 from dlperf.data import imagefolder
-from dlperf.backends.paddle.workload import (barrier, gather_ints, rank, runtime_info,
+from dlperf.backends.paddle.workload import (GpuPeak, barrier, gather_ints, rank, runtime_info,
                                              world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
@@ -301,7 +301,7 @@ def _one_line(error):
     return RuntimeError("{} (in {})".format(lines[-1], where))
 
 
-class DataOnlyWorkload(PipelineOnlyWorkload):
+class DataOnlyWorkload(GpuPeak, PipelineOnlyWorkload):
     """``--data-only`` in paddle: see :class:`PipelineOnlyWorkload`. With several ranks the loop's
     barrier and warm-up vote go through paddle.distributed, as a training step's would; each
     rank's feed reads its own shard."""
@@ -326,19 +326,6 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
     def all_gather_ints(self, value):
         # type: (int) -> List[int]
         return gather_ints(value)
-
-    def peak_device_bytes(self):
-        # type: () -> Optional[int]
-        if self.device.startswith("gpu"):
-            return int(paddle.device.cuda.max_memory_allocated())
-        return None
-
-    def reset_device_peak(self):
-        # type: () -> bool
-        if not self.device.startswith("gpu"):
-            return False
-        paddle.device.cuda.reset_max_memory_allocated()
-        return True
 
 
 def data_only(case, knobs, batch, device, seed):

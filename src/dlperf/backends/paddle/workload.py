@@ -281,7 +281,28 @@ def compile_model(layer):
     }
 
 
-class PaddleWorkload(Workload):
+class GpuPeak(object):
+    """The device-memory peak of a workload on ``self.device`` (Paddle's place string): its
+    allocator's, reset after the warm-up so that autotuning scratch does not count. Shared by
+    the training workload and the pipeline-only one."""
+
+    device = ""  # type: str
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        if self.device.startswith("gpu"):
+            return int(paddle.device.cuda.max_memory_allocated())
+        return None
+
+    def reset_device_peak(self):
+        # type: () -> bool
+        if not self.device.startswith("gpu"):
+            return False
+        paddle.device.cuda.reset_max_memory_allocated()
+        return True
+
+
+class PaddleWorkload(GpuPeak, Workload):
     """A forward-and-loss Layer, its optimizer, and one synthetic batch already on the device.
 
     ``forward_loss()`` runs the (possibly to_static) Layer on the stored batch and returns the
@@ -346,19 +367,6 @@ class PaddleWorkload(Workload):
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(handle.astype("float32").item())
-
-    def peak_device_bytes(self):
-        # type: () -> Optional[int]
-        if self.device.startswith("gpu"):
-            return int(paddle.device.cuda.max_memory_allocated())
-        return None
-
-    def reset_device_peak(self):
-        # type: () -> bool
-        if not self.device.startswith("gpu"):
-            return False
-        paddle.device.cuda.reset_max_memory_allocated()
-        return True
 
     def profiler(self):
         # type: () -> Any

@@ -29,8 +29,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 from dlperf.backends.common import loader_workers
 from dlperf.data import imagefolder
-from dlperf.backends.torch.workload import (barrier, gather_ints, join_process_group, rank,
-                                            runtime_info, world_size)
+from dlperf.backends.torch.workload import (CudaPeak, barrier, gather_ints,
+                                            join_process_group, rank, runtime_info,
+                                            world_size)
 from dlperf.worker.workload import PipelineOnlyWorkload, UnsupportedError
 
 PREFETCH_FACTOR = 2  # DataLoader's default: batches each worker keeps ready
@@ -179,7 +180,7 @@ def classifier_loss(feed):
     return train_loss
 
 
-class DataOnlyWorkload(PipelineOnlyWorkload):
+class DataOnlyWorkload(CudaPeak, PipelineOnlyWorkload):
     """``--data-only`` in torch: see :class:`PipelineOnlyWorkload`. With several processes the
     loop's barrier and warm-up vote go through torch.distributed (the process group
     :func:`data_only` joined, as a training step's would); each process's feed reads its own
@@ -205,19 +206,6 @@ class DataOnlyWorkload(PipelineOnlyWorkload):
     def all_gather_ints(self, value):
         # type: (int) -> List[int]
         return gather_ints(value, self.device)
-
-    def peak_device_bytes(self):
-        # type: () -> Optional[int]
-        if self.device.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.device))
-        return None
-
-    def reset_device_peak(self):
-        # type: () -> bool
-        if self.device.type != "cuda":
-            return False
-        torch.cuda.reset_peak_memory_stats(self.device)
-        return True
 
 
 def data_only(case, knobs, batch, device, seed):

@@ -248,7 +248,28 @@ def count_params(model):
 
 
 
-class TorchWorkload(Workload):
+class CudaPeak(object):
+    """The device-memory peak of a workload on ``self.device`` (a ``torch.device``): the CUDA
+    caching allocator's, reset after the warm-up so that cuDNN's autotuning scratch does not
+    count. Shared by the training workload and the pipeline-only one."""
+
+    device = None  # type: torch.device
+
+    def peak_device_bytes(self):
+        # type: () -> Optional[int]
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return None
+
+    def reset_device_peak(self):
+        # type: () -> bool
+        if self.device.type != "cuda":
+            return False
+        torch.cuda.reset_peak_memory_stats(self.device)
+        return True
+
+
+class TorchWorkload(CudaPeak, Workload):
     """A model, its optimizer and one synthetic batch already on the device.
 
     ``forward_loss(model)`` runs the model on the stored batch and returns the loss (training) or
@@ -346,19 +367,6 @@ class TorchWorkload(Workload):
     def loss_value(self, handle):
         # type: (Any) -> float
         return float(handle.detach().float().item())
-
-    def peak_device_bytes(self):
-        # type: () -> Optional[int]
-        if self.device.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.device))
-        return None
-
-    def reset_device_peak(self):
-        # type: () -> bool
-        if self.device.type != "cuda":
-            return False
-        torch.cuda.reset_peak_memory_stats(self.device)
-        return True
 
     def profiler(self):
         # type: () -> Any
