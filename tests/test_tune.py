@@ -173,6 +173,8 @@ def test_budget_parsing_and_bad_input(tmp_path):
     assert confirm.reserve_s([xla], 4, 1200.0) == 400.0
     assert confirm.reserve_s([xla, 80.0], 4, 1200.0) == 480.0
     assert confirm.reserve_s([xla], 2, 7200.0) == 320.0
+    # never more than half the budget: a slow machine still searches
+    assert confirm.reserve_s([xla], 4, 300.0) == 150.0
     db = str(tmp_path / "t.db")
     cases = [
         (["--framework", "torch", "--budget", "30s"], "--budget: '30s' is too small for one trial"),

@@ -29,8 +29,10 @@ def sides(case: Case, default: dict[str, Any], candidate: dict[str, Any]) -> lis
 
 
 #: The share of a budget kept for confirming: a slow case confirms with fewer pairs instead of
-#: leaving the search no time at all; but never less than the fewest pairs cost.
+#: leaving the search no time at all; but the fewest pairs' cost where that is more, up to
+#: half the budget (beyond it the search would measure nothing worth confirming).
 MAX_SHARE = 1 / 3
+MIN_PAIRS_SHARE = 1 / 2
 MIN_PAIRS = 2  # the fewest pairs that give an interval
 
 
@@ -53,8 +55,10 @@ def cost_s(pairs_s: Sequence[float | None], pairs: int) -> float:
 def reserve_s(pairs_s: Sequence[float | None], asked: int, budget_s: float) -> float:
     """The budget kept from the search for confirming: the asked pairs when they cost at
     most :data:`MAX_SHARE` of it, else that share, but at least the :data:`MIN_PAIRS` pairs
-    (a comparison of one pair is not confirmed; searching less is the better loss)."""
-    return min(cost_s(pairs_s, asked), max(MAX_SHARE * budget_s, cost_s(pairs_s, MIN_PAIRS)))
+    up to :data:`MIN_PAIRS_SHARE` (a comparison of one pair is not confirmed; searching less
+    is the better loss, searching nothing is not)."""
+    floor = min(cost_s(pairs_s, MIN_PAIRS), MIN_PAIRS_SHARE * budget_s)
+    return min(cost_s(pairs_s, asked), max(MAX_SHARE * budget_s, floor))
 
 
 def affordable_pairs(pairs_s: Sequence[float | None], left_s: float, asked: int) -> int:
