@@ -152,6 +152,28 @@ def space_record(knobs: list[space.Knob], limit: int | None) -> dict[str, Any]:
                       for knob in knobs}, "batch_limit": limit}
 
 
+def pair_costs(trials: list[Any], chosen: list[int | None]) -> list[float | None]:
+    """Each comparison's pair cost, from the runs of the default (trial 0) and of the chosen
+    trial (None: none found yet, the typical run of every trial stands in)."""
+    from dlperf.tune import confirm
+
+    walls = {trial.number: trial.repeat_walls() for trial in trials}
+    return [confirm.pair_s(walls.get(0, []), walls.get(number, []) if number is not None
+                           else [w for ws in walls.values() for w in ws])
+            for number in chosen]
+
+
+def leading(trials: list[Any], default: dict[str, Any], comparisons: int) -> list[int | None]:
+    """The trials the confirmation would compare now: the best, and the best at the default's
+    batch and precision where a knob changes the math."""
+    from dlperf.tune import search
+
+    found = [search.best(trials, default)]
+    if comparisons == 2:
+        found.append(search.best(trials, default, config.CHANGES_MATH))
+    return [trial.number if trial else None for trial in found]
+
+
 def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: float,
              args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     """Search, confirm and store one framework's tune; (its outcome, whether it failed)."""
@@ -174,24 +196,9 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
     budget = budgets.Budget(budget_s, spent_before_s=sum(row["wall_s"] for row in old))
     comparisons = 2 if any(knob.changes_math for knob in knobs) else 1
 
-    def pairs_s(trials: list[search.Trial], chosen: list[int | None]) -> list[float | None]:
-        """Each comparison's pair cost, from the runs of the default (trial 0) and of the
-        chosen trial (None: none found yet, the typical run of every trial stands in)."""
-        walls = {trial.number: trial.repeat_walls() for trial in trials}
-        return [confirm.pair_s(walls.get(0, []), walls.get(number, []) if number is not None
-                               else [w for ws in walls.values() for w in ws])
-                for number in chosen]
-
-    def leading(trials: list[search.Trial]) -> list[int | None]:
-        """The trials the confirmation would compare now: the best, and the best at the
-        default's batch and precision where a knob changes the math."""
-        found = [search.best(trials, plan.default)]
-        if comparisons == 2:
-            found.append(search.best(trials, plan.default, config.CHANGES_MATH))
-        return [trial.number if trial else None for trial in found]
-
     def reserve(trials: list[search.Trial]) -> float:
-        return confirm.reserve_s(pairs_s(trials, leading(trials)), args.pairs, budget_s)
+        chosen = leading(trials, plan.default, comparisons)
+        return confirm.reserve_s(pair_costs(trials, chosen), args.pairs, budget_s)
 
     plan = search.Plan(study=key, case=dataclasses.replace(case, repeats=1), knobs=knobs,
                        budget=budget, reserve_s=reserve, seed=case.seed,
@@ -224,7 +231,8 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
         for done, which in enumerate(waiting):
             chosen = outcome[which]
             pairs = confirm.affordable_pairs(
-                pairs_s(trials, [outcome[w]["trial"] for w in waiting[done:]]), budget.left(),
+                pair_costs(trials, [outcome[w]["trial"] for w in waiting[done:]]),
+                budget.left(),
                 args.pairs)
             say(f"confirming {which.replace('_', ' ')} ({config.describe(chosen['changed'])}) "
                 f"against the default: {pairs} interleaved pairs"
