@@ -96,7 +96,7 @@ def test_scaling_table_without_a_baseline_says_so(measured, tmp_path):
 def test_html_has_the_table_and_the_speedup_plot_with_the_ideal_line(measured):
     work, _, _, _ = measured
     html = (work / "report.html").read_text()
-    assert "<h3>scaling of torch · eager · cpu</h3><table>" in html
+    assert '<h3>scaling of torch · eager · cpu</h3><div class="wide"><table>' in html
     images = pngs(html)
     plot = images[f"{SECTION}: Speedup vs devices"]
     picture = Image.open(io.BytesIO(plot))
