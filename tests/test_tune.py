@@ -276,7 +276,7 @@ def test_a_trial_never_runs_into_the_confirmation_s_share(tmp_path):
         plan = search.Plan(study="s", case=case, knobs=knobs.space(case),
                            budget=budget.Budget(100.0), reserve_s=lambda trials: 98.0)
         found = search.Search(plan, store, env={}, say=lambda line: None)
-        result, ran = found.measure(plan.default, 1)
+        result, ran = found.measure(plan.default, 1, found.slow_cap_s(plan.default))
     assert ran.timeout_s <= 2.0
     assert result["status"] == "timeout", result.get("error")
 

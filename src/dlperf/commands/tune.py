@@ -230,10 +230,8 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
                    if outcome.get(which) is not None and outcome[which]["trial"] != 0]
         for done, which in enumerate(waiting):
             chosen = outcome[which]
-            pairs = confirm.affordable_pairs(
-                pair_costs(trials, [outcome[w]["trial"] for w in waiting[done:]]),
-                budget.left(),
-                args.pairs)
+            costs = pair_costs(trials, [outcome[w]["trial"] for w in waiting[done:]])
+            pairs = confirm.affordable_pairs(costs, budget.left(), args.pairs)
             say(f"confirming {which.replace('_', ' ')} ({config.describe(chosen['changed'])}) "
                 f"against the default: {pairs} interleaved pairs"
                 + (f" (of --pairs {args.pairs}: what the budget left allows)"

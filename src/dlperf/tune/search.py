@@ -165,14 +165,15 @@ class Search:
 
     # -- measuring --------------------------------------------------------------------------
 
-    def measure(self, settings: dict[str, Any], repeats: int) -> tuple[dict[str, Any], Case]:
+    def measure(self, settings: dict[str, Any], repeats: int, cap_s: float | None
+                ) -> tuple[dict[str, Any], Case]:
         """One stored run of ``repeats`` fresh-process repeats of the configuration; its time
-        bounded by what the budget has left beyond the confirmation's share (a trial slower
-        than its estimate, torch's amp-fp16 at batch 32 compiled, ran into that share and
-        left the best unconfirmed)."""
+        bounded by ``cap_s`` (:meth:`slow_cap_s`) and by what the budget has left beyond the
+        confirmation's share (a trial slower than its estimate, torch's amp-fp16 at batch 32
+        compiled, ran into that share and left the best unconfirmed)."""
         case = config.apply(self.plan.case, settings)
         left = self.plan.budget.left() - self.plan.reserve_s(self.trials)
-        limit = min(case.timeout_s, left, self.slow_cap_s(settings) or math.inf)
+        limit = min(case.timeout_s, left, cap_s or math.inf)
         case = dataclasses.replace(case, repeats=repeats, timeout_s=max(1.0, limit))
         return runner.run_case(case, store=self.store, env=self.env, sweep=SWEEP), case
 
@@ -211,7 +212,7 @@ class Search:
         start = time.monotonic()
         try:
             cap = self.slow_cap_s(trial.settings)
-            result, ran = self.measure(trial.settings, repeats)
+            result, ran = self.measure(trial.settings, repeats, cap)
         except SpecError as error:  # a combination the backend's declarations refuse together
             trial.wall_s += time.monotonic() - start
             return f"refused: {error}"

@@ -83,11 +83,11 @@ class TorchProfiler(profile.Profiler):
         from torch.autograd import DeviceType
 
         self._session.__exit__(None, None, None)
-        events = [e for e in self._session.events() if not e.is_async]
-        if self.device.type != "cuda":
-            return [_event(e, e.name, e.thread) for e in events
-                    if e.device_type == DeviceType.CPU and e.time_range.end > e.time_range.start]
-        return _kernels(self._session.profiler.kineto_results.events())
+        if self.device.type == "cuda":
+            return _kernels(self._session.profiler.kineto_results.events())
+        return [_event(e, e.name, e.thread) for e in self._session.events()
+                if not e.is_async and e.device_type == DeviceType.CPU
+                and e.time_range.end > e.time_range.start]
 
 
 def _kernels(kineto_events):
