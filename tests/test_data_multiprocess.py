@@ -52,12 +52,9 @@ def odd(tmp_path_factory) -> Path:
 
 
 def prepare(framework: str, monkeypatch) -> None:
-    """The framework's pinned environment; JAX compiles without LLVM optimisation (the train
-    step's compile, not the few samples, was most of a JAX run)."""
+    """The framework's pinned environment (JAX compiles quickly: tests/conftest.py)."""
     if framework != "torch":  # torch runs in the project's own environment
         pinned_env(framework)
-    if framework == "jax":
-        monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 
 def name_hash(name: str) -> int:

@@ -55,10 +55,6 @@ TORCH_ALL = RESNET_BERT + OTHER_VISION + ("gpt", "wide-deep", "face-resnet50")
 TORCH_LOW = ("amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 ORT_MODELS = OTHER_VISION + ("bert-base",)
 ORT_ALL = ("fp32", "fp16", "int8")  # bf16: declared on cuda only (no CPU kernels)
-# JAX's workers compile without XLA's LLVM optimisation (as in tests/test_distributed_tf_jax.py):
-# the compile of each case's step, not its 3 steps, was most of every JAX case; what runs (the
-# traced step at the declared precision, its losses and latencies) is the same
-QUICK_XLA = {"jax": {"XLA_FLAGS": "--xla_backend_optimization_level=0"}}
 
 
 def cases_of(test, both_modes: tuple[str, ...] = ()) -> list[dict]:
@@ -96,7 +92,7 @@ def run_matrix(test, tmp_path: Path, python: str | None = None,
     out = tmp_path / "out.json"
     proc = subprocess.run([python, str(HERE / "matrix_worker.py"), str(tmp_path / "cases.json"),
                            str(out)], capture_output=True, text=True, timeout=TIMEOUT,
-                          env=envs.worker_env(QUICK_XLA.get(framework))
+                          env=envs.worker_env()
                           if python != sys.executable else None)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = load(out)
@@ -195,7 +191,7 @@ def test_dlperf_infer_end_to_end(framework: str, tmp_path: Path) -> None:
     pinned_env(framework)
     out = tmp_path / "r.json"
     proc = dlperf("infer", "--framework", framework, *INFER_TINY, "--db", str(tmp_path / "r.db"),
-                  "--json", str(out), timeout=TIMEOUT, env=QUICK_XLA.get(framework))
+                  "--json", str(out), timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (result,) = load(out)
     check_latency(result, 2)

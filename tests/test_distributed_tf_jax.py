@@ -43,14 +43,6 @@ DATA_PARALLEL = {"jax": "jax.shard_map over 2 devices of 2 processes",
                                 "2 workers"}
 
 
-def quick_xla(monkeypatch, framework: str) -> None:
-    """JAX's processes compile without XLA's LLVM optimisation: the compile of the train step,
-    not the 4 measured samples, was most of every JAX run; what runs (jax.distributed, the
-    sharded step, its all-reduce) is the same. TensorFlow's runs are left as they were."""
-    if framework == "jax":
-        monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
-
-
 def check_two_ranks(result: dict, samples_per_rank: int) -> None:
     """Both ranks' figures, each with its own all-reduce probe; the job's throughput is the
     global samples over the slowest rank's window."""
@@ -65,8 +57,7 @@ def check_two_ranks(result: dict, samples_per_rank: int) -> None:
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged, monkeypatch):
-    quick_xla(monkeypatch, framework)
+def test_two_processes_and_speedup_over_one(framework, tmp_path, tagged):
     db = str(tmp_path / "r.db")
     # tiny BERT, not ResNet-50: what is asserted does not depend on the model (the failing-rank
     # test below still builds ResNet-50 under each framework's data-parallel launcher)
@@ -132,7 +123,6 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
     script = tmp_path / "failing_rank.py"
     script.write_text(FAILING_RANK)
     monkeypatch.setenv("FRAMEWORK", framework)
-    quick_xla(monkeypatch, framework)
     case = Case(framework=framework, model="resnet50", batch_size=2, repeats=2, warmup_steps=1,
                 steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
     inner = registry.launcher_for(case)
@@ -185,9 +175,7 @@ def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
 
 
 @pytest.mark.parametrize("framework, repeats", [("jax", 2), ("tensorflow", 1)])
-def test_two_nodes_on_this_machine_store_one_case(framework, repeats, tmp_path, tagged,
-                                                  monkeypatch):
-    quick_xla(monkeypatch, framework)
+def test_two_nodes_on_this_machine_store_one_case(framework, repeats, tmp_path, tagged):
     db, port = str(tmp_path / "shared.db"), launch.free_port()
     base = [sys.executable, "-m", "dlperf.cli", "run", "--framework", framework, *TINY_BERT,
             "--nnodes", "2", "--threads-per-process", "1", "--repeats", str(repeats),
