@@ -29,6 +29,7 @@ import traceback
 from typing import Any, Dict, Optional, Tuple
 
 from dlperf.worker import identity, limits, placement
+from dlperf.worker.leave import leave
 from dlperf.worker.lifeline import tie_to_harness
 from dlperf.worker.loop import NonFiniteLoss, measure
 from dlperf.worker.workload import UnsupportedError
@@ -168,8 +169,10 @@ def write_atomic(path, payload):
     os.replace(tmp, path)
 
 
-def main(argv=None):
-    # type: (Any) -> int
+def repeat(argv=None):
+    # type: (Any) -> Tuple[int, int]
+    """Measure the case file's repeat on this rank and write its result: (exit code, world
+    size)."""
     parser = argparse.ArgumentParser(prog="python -m dlperf.worker")
     parser.add_argument("--case", required=True, help="case JSON file")
     parser.add_argument("--out-dir", required=True, help="directory for rank<N>.json")
@@ -180,10 +183,10 @@ def main(argv=None):
     result = run(case, args.out_dir)
     write_atomic(rank_file(args.out_dir, result["rank"]), result)
     if result["status"] != "ok":
-        return 1
+        return 1, result["world_size"]
     if result["world_size"] > 1:
-        return gather(case, result, args.out_dir)
-    return 0
+        return gather(case, result, args.out_dir), result["world_size"]
+    return 0, 1
 
 
 def rank_file(out_dir, rank):
@@ -211,4 +214,7 @@ def gather(case, result, out_dir):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code, world_size = repeat()
+    if world_size == 1:
+        leave(exit_code)  # the result is written: skip the interpreter's teardown
+    sys.exit(exit_code)
