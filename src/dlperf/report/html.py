@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dlperf.report import historyplot, inferplots, plots, profiles, timelines
-from dlperf.report.tables import Cell, Report, Table
+from dlperf.report.tables import Cell, Report, Table, opening_count
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
@@ -206,11 +206,12 @@ def render(report: Report, title: str = "dlperf report",
     for the history figure (default: the report's results); ``tunes``: finished tunes
     (:func:`dlperf.report.tune.build`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
+    count = opening_count(len(report.results), len(tunes.studies) if tunes else 0)
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
-             f'<p class="muted">{len(report.results)} result(s), generated {_e(now)}. '
+             f'<p class="muted">{_e(count)}, generated {_e(now)}. '
              "Throughput is the median over repeats, each repeat in a fresh process; batch size "
              "is per device; speedup is throughput on N devices over 1 device of the same "
              "configuration, and scaling efficiency is speedup / N.</p>"]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dlperf.report import profiles
-from dlperf.report.tables import Cell, Report, Table
+from dlperf.report.tables import Cell, Report, Table, opening_count
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
@@ -83,8 +83,9 @@ def render(report: Report, title: str = "dlperf report",
     """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`);
     ``tunes``: finished tunes (:func:`dlperf.report.tune.build`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
+    count = opening_count(len(report.results), len(tunes.studies) if tunes else 0)
     lines = [f"# {_escape(title)}", "",
-             f"{len(report.results)} result(s), generated {now}. Throughput is the median over "
+             f"{count}, generated {now}. Throughput is the median over "
              "repeats (each in a fresh process); batch size is per device; speedup is "
              "throughput on N devices over 1 device of the same configuration.", ""]
     for section in report.sections:
