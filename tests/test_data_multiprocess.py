@@ -51,7 +51,7 @@ def odd(tmp_path_factory) -> Path:
     return tiny_dataset(tmp_path_factory.mktemp("odd"), ODD)
 
 
-def prepare(framework: str, monkeypatch) -> None:
+def prepare(framework: str) -> None:
     """The framework's pinned environment (JAX compiles quickly: tests/conftest.py)."""
     if framework != "torch":  # torch runs in the project's own environment
         pinned_env(framework)
@@ -117,8 +117,8 @@ def check_shards(framework: str, records: list[dict], root: Path, count: int) ->
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_two_processes_train_on_disjoint_shards(framework, even, tmp_path, tagged, monkeypatch):
-    prepare(framework, monkeypatch)
+def test_two_processes_train_on_disjoint_shards(framework, even, tmp_path, tagged):
+    prepare(framework)
     db = tmp_path / "r.db"
     proc = dlperf("run", "--framework", framework, *TINY, "--warmup-steps", str(WARMUP),
                   "--steps", str(STEPS), "--devices", str(RANKS), "--threads-per-process", "1",
@@ -146,11 +146,11 @@ def test_two_processes_train_on_disjoint_shards(framework, even, tmp_path, tagge
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_data_only_on_two_processes_uneven_split(framework, odd, tmp_path, tagged, monkeypatch):
+def test_data_only_on_two_processes_uneven_split(framework, odd, tmp_path, tagged):
     """`dlperf run --data-only --devices 2`: 23 files over 2 ranks, 11 each per epoch on every
     framework (tensorflow's strided shards hold 12 and 11), 2 batches, the ranks' warm-up decided
     by a vote through the framework's collectives."""
-    prepare(framework, monkeypatch)
+    prepare(framework)
     db = tmp_path / "r.db"
     proc = dlperf("run", "--framework", framework, *TINY, "--warmup-steps", "auto",
                   "--warmup-max-steps", str(VOTE_MAX_STEPS), "--steps", str(STEPS),

@@ -183,10 +183,12 @@ def repeat(argv=None):
     result = run(case, args.out_dir)
     write_atomic(rank_file(args.out_dir, result["rank"]), result)
     if result["status"] != "ok":
-        return 1, result["world_size"]
-    if result["world_size"] > 1:
-        return gather(case, result, args.out_dir), result["world_size"]
-    return 0, 1
+        code = 1
+    elif result["world_size"] > 1:
+        code = gather(case, result, args.out_dir)
+    else:
+        code = 0
+    return code, result["world_size"]
 
 
 def rank_file(out_dir, rank):
