@@ -8,6 +8,10 @@ import pytest
 
 from conftest import TINY_RESNET, dlperf, load
 
+# the machine's matmul peaks, probed on every CPU: `make test` runs this file last, alone on the
+# machine
+pytestmark = pytest.mark.whole_machine
+
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
@@ -165,3 +169,24 @@ def test_a_probe_taken_on_a_busier_host_than_now_is_replaced():
     assert not busier_than_now({"load_average": 20.0}, 1.0, cpus=16)
     assert not busier_than_now({}, 0.3)  # a probe from before loads were recorded: kept
     assert not busier_than_now({"load_average": 7.0}, None)  # no load average here
+
+
+@pytest.mark.parallel
+def test_a_probe_held_to_some_cpus_is_kept_apart_from_the_machines(tmp_path):
+    """Under ``taskset`` the machine description says how many CPUs the process may use, and a
+    peak probed there is cached under its own key: the whole machine's entry keeps its key."""
+    import subprocess
+    import sys
+
+    from dlperf.host import peak
+
+    proc = subprocess.run(["taskset", "-c", "0", sys.executable, "-c",
+                           "from dlperf.host import sysinfo; "
+                           "print(sysinfo.capture()['cpu']['allowed_cores'])"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "1"
+    whole = {"hostname": "h", "cpu": {"model": "x", "logical_cores": 2}, "gpus": []}
+    every = {**whole, "cpu": {**whole["cpu"], "allowed_cores": 2}}
+    one = {**whole, "cpu": {**whole["cpu"], "allowed_cores": 1}}
+    assert peak.machine_id(every) == peak.machine_id(whole)  # the key results were stored under
+    assert peak.machine_id(one) != peak.machine_id(whole)

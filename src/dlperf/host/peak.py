@@ -54,9 +54,16 @@ def cache_path() -> Path:
 
 
 def machine_id(env: dict[str, Any]) -> str:
-    """Same host, CPU and GPUs -> same probe results."""
-    key = json.dumps([env.get("hostname"), env["cpu"]["model"], env["cpu"]["logical_cores"],
-                      [g["name"] for g in env.get("gpus", [])]])
+    """Same host, CPU and GPUs -> same probe results. A process held to some of the CPUs
+    (``taskset``, a container's cpuset) probes their peak, not the machine's: it is kept under
+    a key of its own, so it neither stands for the whole machine nor is replaced by it."""
+    cpu = env["cpu"]
+    parts = [env.get("hostname"), cpu["model"], cpu["logical_cores"],
+             [g["name"] for g in env.get("gpus", [])]]
+    allowed = cpu.get("allowed_cores")
+    if allowed and allowed != cpu["logical_cores"]:
+        parts.append({"allowed_cores": allowed})
+    key = json.dumps(parts)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 

@@ -95,6 +95,11 @@ def git_state(directory: str | Path = ".") -> dict[str, Any] | None:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
+def allowed_cores() -> int | None:
+    """The logical CPUs this process may run on (its affinity mask: ``taskset``, a cpuset)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
 def capture() -> dict[str, Any]:
     """Everything the harness knows about the machine and the code, as plain JSON."""
     memory = psutil.virtual_memory()
@@ -108,6 +113,7 @@ def capture() -> dict[str, Any]:
             "arch": platform.machine(),
             "physical_cores": psutil.cpu_count(logical=False),
             "logical_cores": psutil.cpu_count(logical=True),
+            "allowed_cores": allowed_cores(),
             "flags": cpu_flags(),
         },
         "memory_bytes": int(memory.total),
