@@ -36,6 +36,29 @@ def pytest_configure(config: pytest.Config) -> None:
     # was most of its time (ResNet-50 at image 32 in JAX: 11.5 s -> 9.2 s a run), and what runs
     # (the traced step, its HLO passes, its losses) is the same. A user's own XLA_FLAGS wins.
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+    if os.environ.get(SHARE_CPUS) == "1" and os.environ.get("PYTEST_XDIST_WORKER"):
+        share_cpus_among_workers()
+
+
+#: set by `make test` for its middle phase: each pytest-xdist worker takes a slice of the CPUs
+SHARE_CPUS = "DLPERF_TEST_SHARE_CPUS"
+
+
+def share_cpus_among_workers() -> None:
+    """This pytest-xdist worker pinned to its own contiguous slice of the CPUs, inherited by every
+    process its tests start, and its own measurement lock. Two framework tests then run side by
+    side without sharing a core (every framework sizes its thread pools by the affinity mask:
+    one thread each on a 2-core host, where both would otherwise spin on both cores) and never
+    wait for each other's lock. Tests that need the whole machine are marked ``whole_machine``
+    and run after, one at a time, unpinned."""
+    import tempfile
+
+    from dlperf.worker.placement import share
+
+    index = int(os.environ["PYTEST_XDIST_WORKER"].lstrip("gw"))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.sched_setaffinity(0, share(sorted(os.sched_getaffinity(0)), workers, index))
+    os.environ["DLPERF_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"dlperf-test-lock-gw{index}-")
 
 
 @functools.lru_cache(maxsize=1)
@@ -172,6 +195,34 @@ def db(tmp_path: Path) -> Path:
 from sweep_session import fixture_db  # noqa: E402,F401
 # One real tiny torch ResNet-50 run per session, read by test_run and test_device_shown.
 from tiny_runs import tiny_resnet_run  # noqa: E402,F401
+
+#: every session-scoped fixture of tests/ (tests/test_structure.py checks the list): each runs once
+#: per pytest-xdist worker, so the files that use one are sent to the same worker
+SESSION_FIXTURES = ("fixture_db", "tiny_resnet_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `make test`'s framework phase, one ``xdist_group`` per file, files that share a
+    session fixture in one group: a file's module fixtures (an installed environment, a tiny
+    run) and a session fixture are each made once, on the worker that uses them."""
+    if os.environ.get(SHARE_CPUS) != "1":
+        return
+    group = {item.path.name: item.path.name for item in items}
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
+    first_user: dict[str, str] = {}
+    for item in items:
+        for fixture in SESSION_FIXTURES:
+            if fixture in item.fixturenames:
+                other = first_user.setdefault(fixture, item.path.name)
+                group[root(item.path.name)] = root(other)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(root(item.path.name)))
 
 
 # A marker every child of a test inherits: the processes a test started, found by their environment.

@@ -30,6 +30,10 @@ from conftest import (VOTE_MAX_STEPS, check_voted_warmup, dlperf, files_of, load
                       tiny_dataset)
 from dlperf.store import Store
 
+# two ranks, a core each, reading disjoint shards: `make test` runs this file last, alone on the
+# machine
+pytestmark = pytest.mark.whole_machine
+
 EVEN, ODD, BATCH, WARMUP, STEPS, RANKS = 24, 23, 4, 2, 2, 2
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
         str(BATCH), "--device", "cpu", "--repeats", "1", "--loader-workers", "1"]

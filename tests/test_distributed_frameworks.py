@@ -24,6 +24,10 @@ from dlperf.launchers import mindspore as ms_launch
 from dlperf.launchers import paddle as paddle_launch
 from dlperf.spec import Case
 
+# multi-process jobs, a rank per core, and their speedup over one: `make test` runs this file last,
+# alone on the machine
+pytestmark = pytest.mark.whole_machine
+
 # a 2-layer BERT with a 512-word vocabulary: built, traced and compiled in a fraction of
 # ResNet-50's time, which dominated these runs; the ranks, all-reduce and speedup are the same
 TINY = ["--model", "bert-base", "--seq-len", "16", "--knob", "layers=2", "--knob", "hidden=64",

@@ -26,6 +26,10 @@ from dlperf.launchers import tensorflow as tf_launch
 from dlperf.launchers import tensorflow1 as tf1_launch
 from dlperf.spec import Case
 
+# multi-process jobs, a rank per core, and their speedup over one: `make test` runs this file last,
+# alone on the machine
+pytestmark = pytest.mark.whole_machine
+
 FRAMEWORKS = ("jax", "tensorflow", "tensorflow1")
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "1",
         "--steps", "2", "--device", "cpu"]

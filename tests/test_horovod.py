@@ -39,6 +39,10 @@ from dlperf.launchers import horovod as launcher
 from dlperf.launchers.launch import free_port
 from dlperf.spec import Case
 
+# multi-process Horovod jobs, a rank per core: `make test` runs this file last, alone on the
+# machine
+pytestmark = pytest.mark.whole_machine
+
 ROOT = Path(__file__).resolve().parent.parent
 STEP = ROOT / "tests" / "horovod_step.py"
 FRAMEWORKS = ("tensorflow1", "mxnet", "torch")

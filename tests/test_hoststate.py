@@ -17,6 +17,10 @@ from dlperf.host import hoststate
 from dlperf import stats
 from dlperf.result import measurement_warnings
 
+# readings of the whole host's idle CPU and load: `make test` runs this file last, alone on the
+# machine
+pytestmark = pytest.mark.whole_machine
+
 BURNER = ("import ctypes; ctypes.CDLL(None).prctl(15, b'cpuburner', 0, 0, 0)\n"
           "while True: pass")
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--num-classes",

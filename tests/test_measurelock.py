@@ -9,7 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from dlperf.host import measurelock
+
+# the lock's waits between whole measuring commands: `make test` runs this file last, alone on the
+# machine
+pytestmark = pytest.mark.whole_machine
 
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--num-classes",
         "10", "--batch-size", "2", "--warmup-steps", "2", "--steps", "3", "--repeats", "1"]

@@ -14,6 +14,9 @@ import pytest
 
 from conftest import TINY_RESNET
 
+# a two-process job over loopback: `make test` runs this file last, alone on the machine
+pytestmark = pytest.mark.whole_machine
+
 SRC = Path(__file__).resolve().parent.parent / "src" / "dlperf"
 
 

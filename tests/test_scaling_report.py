@@ -18,6 +18,10 @@ from PIL import Image
 
 from conftest import dlperf, dlperf_main, load
 
+# a two-process job against its one-process twin: `make test` runs this file last, alone on the
+# machine
+pytestmark = pytest.mark.whole_machine
+
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--batch-size", "2",
         "--warmup-steps", "1", "--steps", "2", "--repeats", "1", "--device", "cpu"]
 SECTION = "resnet50 (image_size=32)"

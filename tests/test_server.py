@@ -11,6 +11,9 @@ from conftest import dlperf, dlperf_main, load
 from dlperf.worker.loop import poisson_arrivals, serve
 from dlperf.worker.workload import Workload
 
+# latency targets of tens of milliseconds: `make test` runs this file last, alone on the machine
+pytestmark = pytest.mark.whole_machine
+
 TINY_SERVER = ["infer", "--framework", "onnxruntime", "--model", "resnet50", "--image-size", "32",
                "--scenario", "server", "--warmup-steps", "3", "--steps", "10"]
 

@@ -13,6 +13,10 @@ import pytest
 
 from dlperf.host import system as host_system
 
+# checks of the whole host's load and busy processes, and a neighbour it makes: `make test` runs
+# this file last, alone on the machine
+pytestmark = pytest.mark.whole_machine
+
 EXPECTED = {"cpu governor", "turbo/boost", "SMT (hyper-threading)", "ASLR",
             "transparent huge pages", "isolated CPUs", "NUMA layout", "CPU thermal throttling",
             "available memory", "load average", "other busy processes",

@@ -21,6 +21,9 @@ import pytest
 from conftest import TINY_RESNET, dlperf, gpus_listed, load, tiny_dataset
 from declared import covers
 
+# a GPU's tests share it with nothing: `make test` runs them in its last phase, one at a time
+pytestmark = pytest.mark.whole_machine
+
 if not gpus_listed():
     pytest.skip("no GPU: nvidia-smi lists none; the GPU tests in tests/gpu/ did not run",
                 allow_module_level=True)
