@@ -116,8 +116,8 @@ test-envs: setup horovod
 # The tests in three phases, all of which always run; any failing fails `make test`:
 # 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
 #    pytest-xdist processes;
-# 2. the framework tests, TEST_JOBS files at a time (a file's tests on one process, with the
-#    other files that share a session fixture), each xdist process pinned to its own slice
+# 2. the framework tests, TEST_JOBS files at a time (a file's tests on one process, so that its
+#    module fixtures are made once), each xdist process pinned to its own slice
 #    of the CPUs (DLPERF_TEST_SHARE_CPUS, tests/conftest.py): every framework sizes its pools by
 #    the affinity mask, so two tests side by side never share a core; most of a tiny case is
 #    single-threaded work (imports, graph building, compiles) that this runs two at a time;
@@ -130,7 +130,7 @@ TEST_JOBS ?= 2
 PYTEST_ARGS ?=
 test: setup test-envs browser slurm allocators
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
-	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadgroup \
+	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile \
 		-m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); shared=$$?; \
 	$(BIN)/python -m pytest -q -m "whole_machine and not parallel" $(PYTEST_ARGS); whole=$$?; \
 	for code in $$parallel $$shared $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done

@@ -196,34 +196,6 @@ from sweep_session import fixture_db  # noqa: E402,F401
 # One real tiny torch ResNet-50 run per session, read by test_run and test_device_shown.
 from tiny_runs import tiny_resnet_run  # noqa: E402,F401
 
-#: every session-scoped fixture of tests/ (tests/test_structure.py checks the list): each runs once
-#: per pytest-xdist worker, so the files that use one are sent to the same worker
-SESSION_FIXTURES = ("fixture_db", "tiny_resnet_run")
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `make test`'s framework phase, one ``xdist_group`` per file, files that share a
-    session fixture in one group: a file's module fixtures (an installed environment, a tiny
-    run) and a session fixture are each made once, on the worker that uses them."""
-    if os.environ.get(SHARE_CPUS) != "1":
-        return
-    group = {item.path.name: item.path.name for item in items}
-
-    def root(name: str) -> str:
-        while group[name] != name:
-            name = group[name]
-        return name
-
-    first_user: dict[str, str] = {}
-    for item in items:
-        for fixture in SESSION_FIXTURES:
-            if fixture in item.fixturenames:
-                other = first_user.setdefault(fixture, item.path.name)
-                group[root(item.path.name)] = root(other)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(root(item.path.name)))
-
 
 # A marker every child of a test inherits: the processes a test started, found by their environment.
 TAG = "DLPERF_TEST_TAG"

@@ -188,25 +188,3 @@ def test_an_import_of_each_form_is_resolved(tmp_path, source, line):
     path.write_text(source)
     probe = Module("dlperf.worker.probe", path, False)
     assert line in imports(probe)
-
-
-def session_scoped_fixtures(folder: Path) -> set[str]:
-    """The functions in ``folder``'s modules decorated ``@pytest.fixture(scope="session")``."""
-    found = set()
-    for path in folder.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and any(
-                    isinstance(d, ast.Call) and any(k.arg == "scope" and isinstance(
-                        k.value, ast.Constant) and k.value.value == "session" for k in d.keywords)
-                    for d in node.decorator_list):
-                found.add(node.name)
-    return found
-
-
-def test_every_session_fixture_is_listed_for_the_framework_phase():
-    """`make test`'s framework phase sends the files that share a session fixture to one worker
-    (tests/conftest.py); a session fixture missing from its list would be made on both. (The
-    GPU tests, tests/gpu/, run in the last phase, one at a time.)"""
-    from conftest import SESSION_FIXTURES
-
-    assert session_scoped_fixtures(Path(__file__).parent) == set(SESSION_FIXTURES)
