@@ -32,14 +32,6 @@ def torch_threads() -> dict[str, Any]:
             "torch_cuda": torch.cuda.is_available()}
 
 
-def held_to(cpu: dict[str, Any]) -> str:
-    """", this process may use 1 of them" where an affinity mask holds it to fewer CPUs."""
-    allowed = cpu.get("allowed_cores")
-    if allowed and allowed != cpu["logical_cores"]:
-        return f", this process may use {allowed} of them"
-    return ""
-
-
 def main(args: argparse.Namespace) -> int:
     info = sysinfo.capture()
     info["torch"] = torch_threads()
@@ -51,8 +43,10 @@ def main(args: argparse.Namespace) -> int:
     table.add_column("what")
     table.add_column("value")
     cpu = info["cpu"]
+    allowed = sysinfo.held_to(cpu)
     table.add_row("CPU", f"{cpu['model']} ({cpu['arch']}), {cpu['physical_cores']} cores / "
-                         f"{cpu['logical_cores']} threads" + held_to(cpu))
+                         f"{cpu['logical_cores']} threads"
+                         + (f", this process may use {allowed} of them" if allowed else ""))
     table.add_row("CPU extensions", ", ".join(cpu["flags"]) or "-")
     table.add_row("memory", display.human_bytes(info["memory_bytes"]))
     gpus = info["gpus"]

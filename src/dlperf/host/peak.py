@@ -60,8 +60,8 @@ def machine_id(env: dict[str, Any]) -> str:
     cpu = env["cpu"]
     parts = [env.get("hostname"), cpu["model"], cpu["logical_cores"],
              [g["name"] for g in env.get("gpus", [])]]
-    allowed = cpu.get("allowed_cores")
-    if allowed and allowed != cpu["logical_cores"]:
+    allowed = sysinfo.held_to(cpu)
+    if allowed:
         parts.append({"allowed_cores": allowed})
     key = json.dumps(parts)
     return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 from dlperf import __version__
+from dlperf.backends.common import available_cpus
 from dlperf.host import monitor
 
 LIBRARIES = ("numpy", "scipy", "psutil", "rich", "PyYAML", "nvidia-ml-py", "torch")
@@ -95,9 +96,11 @@ def git_state(directory: str | Path = ".") -> dict[str, Any] | None:
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
-def allowed_cores() -> int | None:
-    """The logical CPUs this process may run on (its affinity mask: ``taskset``, a cpuset)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+def held_to(cpu: dict[str, Any]) -> int | None:
+    """How many CPUs the described process could use where an affinity mask (``taskset``, a
+    cpuset) held it to fewer than the machine's logical CPUs; None where it had them all."""
+    allowed = cpu.get("allowed_cores")
+    return allowed if allowed and allowed != cpu["logical_cores"] else None
 
 
 def capture() -> dict[str, Any]:
@@ -113,7 +116,7 @@ def capture() -> dict[str, Any]:
             "arch": platform.machine(),
             "physical_cores": psutil.cpu_count(logical=False),
             "logical_cores": psutil.cpu_count(logical=True),
-            "allowed_cores": allowed_cores(),
+            "allowed_cores": available_cpus(),
             "flags": cpu_flags(),
         },
         "memory_bytes": int(memory.total),

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dlperf.report import historyplot, inferplots, plots, profiles, timelines
-from dlperf.report.tables import Cell, Report, Table, opening_count
+from dlperf.report.tables import Cell, Report, Table
+from dlperf.report.tune import opening_count
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
@@ -206,7 +207,7 @@ def render(report: Report, title: str = "dlperf report",
     for the history figure (default: the report's results); ``tunes``: finished tunes
     (:func:`dlperf.report.tune.build`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
-    count = opening_count(len(report.results), len(tunes.studies) if tunes else 0)
+    count = opening_count(report, tunes)
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dlperf.report import profiles
-from dlperf.report.tables import Cell, Report, Table, opening_count
+from dlperf.report.tables import Cell, Report, Table
+from dlperf.report.tune import opening_count
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
@@ -83,7 +84,7 @@ def render(report: Report, title: str = "dlperf report",
     """``capacity``: stored capacity searches (:func:`dlperf.report.capacity.load`);
     ``tunes``: finished tunes (:func:`dlperf.report.tune.build`)."""
     now = dt.datetime.now().isoformat(timespec="seconds")
-    count = opening_count(len(report.results), len(tunes.studies) if tunes else 0)
+    count = opening_count(report, tunes)
     lines = [f"# {_escape(title)}", "",
              f"{count}, generated {now}. Throughput is the median over "
              "repeats (each in a fresh process); batch size is per device; speedup is "

@@ -415,13 +415,3 @@ def build(results: list[dict[str, Any]]) -> Report:
         if setting is not None:
             found.workers.setdefault(setting, []).append(result.get("label") or "?")
     return report
-
-
-def opening_count(results: int, tunes: int) -> str:
-    """A report's opening count: its results and, when it has a tune section, its tunes. A
-    tune's trials are kept out of the results tables, so a database holding only tunes would
-    otherwise open with a bare "0 result(s)" above a page of them."""
-    line = f"{results} result(s)"
-    if tunes:
-        line += f" and {tunes} tune(s), whose trials are shown in their own section"
-    return line

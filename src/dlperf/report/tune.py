@@ -225,3 +225,13 @@ def figure(study: Study) -> bytes | None:
     axes.grid(True, alpha=0.3)
     plots._legend_below(axes, 5)
     return plots._png(figure_)
+
+
+def opening_count(report: Report, tunes: Section | None) -> str:
+    """A report's opening count: its results and, when it has a tune section, its tunes. A
+    tune's trials are kept out of the results tables, so a database holding only tunes would
+    otherwise open with a bare "0 result(s)" above a page of them."""
+    line = f"{len(report.results)} result(s)"
+    if tunes and tunes.studies:
+        line += f" and {len(tunes.studies)} tune(s), whose trials are shown in their own section"
+    return line
