@@ -120,8 +120,10 @@ test-envs: setup horovod
 #    module fixtures are made once), each xdist process pinned to its own slice
 #    of the CPUs (DLPERF_TEST_SHARE_CPUS, tests/conftest.py): every framework sizes its pools by
 #    the affinity mask, so two tests side by side never share a core; most of a tiny case is
-#    single-threaded work (imports, graph building, compiles) that this runs two at a time;
-# 3. those marked `whole_machine` (multi-process jobs, speedups, host readings, a neighbour a
+#    single-threaded work (imports, graph building, compiles) that this runs two at a time; a
+#    test marked `spans_cores` (a multi-process job, a rank per core) gets every CPU back while
+#    it runs, beside the other process's one-core test;
+# 3. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
 #    test makes itself) one at a time on every CPU.
 # PYTEST_ARGS goes to all three (e.g. PYTEST_ARGS="-k report"; a phase it leaves empty passes).
 # pytest-timeout fails a test that runs past 10 minutes (pyproject.toml), and each phase lists

@@ -49,16 +49,68 @@ def share_cpus_among_workers() -> None:
     process its tests start, and its own measurement lock. Two framework tests then run side by
     side without sharing a core (every framework sizes its thread pools by the affinity mask:
     one thread each on a 2-core host, where both would otherwise spin on both cores) and never
-    wait for each other's lock. Tests that need the whole machine are marked ``whole_machine``
-    and run after, one at a time, unpinned."""
+    wait for each other's lock. A ``spans_cores`` test gets every CPU back while it runs
+    (:func:`pytest_runtest_protocol`); tests that need the whole machine are marked
+    ``whole_machine`` and run after, one at a time, unpinned."""
     import tempfile
 
     from dlperf.worker.placement import share
 
+    global _HOST_CPUS
     index = int(os.environ["PYTEST_XDIST_WORKER"].lstrip("gw"))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    os.sched_setaffinity(0, share(sorted(os.sched_getaffinity(0)), workers, index))
+    _HOST_CPUS = frozenset(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, share(sorted(_HOST_CPUS), workers, index))
     os.environ["DLPERF_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"dlperf-test-lock-gw{index}-")
+
+
+#: every CPU this worker had before :func:`share_cpus_among_workers` pinned it; None unpinned
+_HOST_CPUS: frozenset[int] | None = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """A ``spans_cores`` test (a multi-process job, a rank per core) in a pinned worker runs, from
+    its fixtures' setup to their teardown, with every CPU of the host: its ranks get a core each,
+    as a user's would, beside the other worker's one-core test instead of after it. Its checks
+    are of behaviour (ranks, all-reduce, stored rows, the speedup as computed from the stored
+    medians), never of speed, so the neighbour costs time, not truth."""
+    if _HOST_CPUS is None or item.get_closest_marker("spans_cores") is None:
+        return (yield)
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, _HOST_CPUS)
+    try:
+        return (yield)
+    finally:
+        os.sched_setaffinity(0, own)
+
+
+#: the test files that read each session fixture (tests/sweep_session.py, tests/tiny_runs.py): a
+#: session fixture is made once per xdist process, so the framework phase deals each group to one
+#: process as one unit (test_suite_layout.py checks that these are exactly the files that use them)
+SESSION_FIXTURE_FILES = {
+    "fixture_db": ("tests/test_compare.py", "tests/test_report.py", "tests/test_sweep.py"),
+    "tiny_resnet_run": ("tests/test_device_shown.py", "tests/test_run.py"),
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (a file's tests on one process, its module fixtures made once), with
+    the files that share a session fixture as one unit: the fixture's real runs (about 40 s of
+    sweeps for ``fixture_db``) are made once instead of on both processes."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    unit_of = {file: "+".join(files) for files in SESSION_FIXTURE_FILES.values()
+               for file in files}
+
+    class SessionFixtureScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return unit_of.get(file, file)
+
+    return SessionFixtureScheduling(config, log)
 
 
 @functools.lru_cache(maxsize=1)

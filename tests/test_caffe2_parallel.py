@@ -21,8 +21,9 @@ from dlperf import envs
 from conftest import dlperf, dlperf_main, pinned_env
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
-# multi-process jobs, a rank per core: `make test` runs this file last, alone on the machine
-pytestmark = pytest.mark.whole_machine
+# multi-process jobs, a rank per core.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 HERE = Path(__file__).resolve().parent
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--option",

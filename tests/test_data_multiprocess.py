@@ -30,9 +30,9 @@ from conftest import (VOTE_MAX_STEPS, check_voted_warmup, dlperf, files_of, load
                       tiny_dataset)
 from dlperf.store import Store
 
-# two ranks, a core each, reading disjoint shards: `make test` runs this file last, alone on the
-# machine
-pytestmark = pytest.mark.whole_machine
+# two ranks, a core each, reading disjoint shards.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 EVEN, ODD, BATCH, WARMUP, STEPS, RANKS = 24, 23, 4, 2, 2, 2
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",

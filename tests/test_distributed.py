@@ -22,9 +22,10 @@ from dlperf import runner
 from dlperf.launchers import torch as torchrun
 from dlperf.spec import Case
 
-# multi-process jobs, a rank per core, and their speedup over one: `make test` runs this file last,
-# alone on the machine
-pytestmark = pytest.mark.whole_machine
+# multi-process jobs, a rank per core, and their speedup over one (as computed, never
+# its size).
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 SMALL_BERT = [*TINY_BERT, "--knob", "layers=2", "--knob", "hidden=128", "--knob", "heads=2",
               "--knob", "intermediate=256"]

@@ -26,9 +26,10 @@ from dlperf.launchers import tensorflow as tf_launch
 from dlperf.launchers import tensorflow1 as tf1_launch
 from dlperf.spec import Case
 
-# multi-process jobs, a rank per core, and their speedup over one: `make test` runs this file last,
-# alone on the machine
-pytestmark = pytest.mark.whole_machine
+# multi-process jobs, a rank per core, and their speedup over one (as computed, never
+# its size).
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 FRAMEWORKS = ("jax", "tensorflow", "tensorflow1")
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "1",

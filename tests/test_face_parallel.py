@@ -21,8 +21,9 @@ from dlperf import models
 from dlperf.backends.torch.face import arcface_logits
 from dlperf.backends.torch.face_parallel import ShardedPartialFC, shard_bounds
 
-# multi-process jobs, a rank per core: `make test` runs this file last, alone on the machine
-pytestmark = pytest.mark.whole_machine
+# multi-process jobs, a rank per core.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 WORLD = 2
 PER_RANK = 4  # embeddings per rank; the global batch is WORLD * PER_RANK

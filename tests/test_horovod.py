@@ -39,9 +39,9 @@ from dlperf.launchers import horovod as launcher
 from dlperf.launchers.launch import free_port
 from dlperf.spec import Case
 
-# multi-process Horovod jobs, a rank per core: `make test` runs this file last, alone on the
-# machine
-pytestmark = pytest.mark.whole_machine
+# multi-process Horovod jobs, a rank per core.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 STEP = ROOT / "tests" / "horovod_step.py"

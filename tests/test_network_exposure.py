@@ -14,8 +14,9 @@ import pytest
 
 from conftest import TINY_RESNET
 
-# a two-process job over loopback: `make test` runs this file last, alone on the machine
-pytestmark = pytest.mark.whole_machine
+# a two-process job over loopback.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "dlperf"
 

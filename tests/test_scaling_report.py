@@ -18,9 +18,9 @@ from PIL import Image
 
 from conftest import dlperf, dlperf_main, load
 
-# a two-process job against its one-process twin: `make test` runs this file last, alone on the
-# machine
-pytestmark = pytest.mark.whole_machine
+# a two-process job against its one-process twin.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--batch-size", "2",
         "--warmup-steps", "1", "--steps", "2", "--repeats", "1", "--device", "cpu"]

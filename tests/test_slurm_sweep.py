@@ -20,8 +20,9 @@ import pytest
 from conftest import TAG, assert_nothing_left, dlperf, load
 from slurm_cluster import clean_environ, slurm_cluster  # noqa: F401  (the fixture)
 
-# Slurm steps on this host's CPUs: `make test` runs this file last, alone on the machine
-pytestmark = pytest.mark.whole_machine
+# Slurm steps on this host's CPUs.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 DLPERF = [sys.executable, "-m", "dlperf.cli"]

@@ -12,8 +12,9 @@ from dlperf import envs
 from dlperf.launchers import launch, spawn
 from dlperf.spec import Case
 
-# multi-process jobs, a rank per core: `make test` runs this file last, alone on the machine
-pytestmark = pytest.mark.whole_machine
+# multi-process jobs, a rank per core.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
 
 
 def run_spawn(tmp_path, body, nproc=2, extra=()):
