@@ -29,7 +29,6 @@ not patched.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -40,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dlperf.backends.common import available_cpus
 from dlperf.envs import interpreters, lock, manage, registry
 from dlperf.envs.manage import EnvStatus, InstallError, InstallResult
 from dlperf.envs.registry import Framework
@@ -265,7 +265,7 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
         check_toolchain()
         say(f"{env}: Horovod {VERSION} from source, controllers gloo"
             + (", mpi" if mpi else " (no Open MPI here: `make horovod` adds it)"))
-        variables = {**build_variables(fw, mpi), "MAKEFLAGS": f"-j{_cpus()}"}
+        variables = {**build_variables(fw, mpi), "MAKEFLAGS": f"-j{available_cpus()}"}
         build_file = Path(tempfile.mkdtemp(prefix="dlperf-horovod-")) / "build.txt"
         variables["CXX"] = str(_compiler(build_file.parent, fw.horovod_cxx))
         # Everything but Horovod goes in first: pip builds every source archive of a step before
@@ -321,13 +321,6 @@ def _point_at_own_environment(venv: Path) -> None:
     own = manage.site_packages(sys.executable).as_posix() + "\n"
     if not overlay.exists() or overlay.read_text() != own:
         _overlay(venv)
-
-
-def _cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def write_lock(name: str, variant: str = "cpu", say: Callable[[str], None] = print) -> Path:
