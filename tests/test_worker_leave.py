@@ -6,6 +6,7 @@ dlperf's Python and in the Python 3.7 of the tensorflow1 environment (the worker
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -45,3 +46,29 @@ def test_leave_keeps_what_an_exit_shows_and_skips_the_teardown(python, tmp_path)
     assert proc.stdout == "pool|buffered|thread done|", proc.stdout  # no "finalized"
     assert marker.read_text() == "atexit ran"
     assert proc.stderr == ""
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("case,place", [
+    # the backend cannot even be imported: the launcher's own variables place the rank
+    ({"framework": "no-such-framework"},
+     {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}),
+    # imported, then a failure before any framework loads: the backend's names (paddle's launch)
+    ({"framework": "paddle", "devices": "two"},
+     {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "PADDLE_LOCAL_RANK": "1"}),
+])
+def test_a_rank_that_fails_at_once_writes_its_own_file_as_a_rank_of_its_job(case, place,
+                                                                             tmp_path):
+    """A rank whose repeat fails before anything is built still knows its place: it writes
+    rank1.json (never rank 0's file, which its peer writes) with the job's world size, so it
+    leaves as a rank of a job does, through the interpreter's own exit."""
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    env = {**envs.worker_env(), **place}
+    proc = subprocess.run([sys.executable, "-m", "dlperf.worker", "--case",
+                           str(tmp_path / "case.json"), "--out-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert not (tmp_path / "rank0.json").exists()
+    result = json.loads((tmp_path / "rank1.json").read_text())
+    assert (result["rank"], result["world_size"], result["local_rank"]) == (1, 2, 1)
+    assert result["status"] != "ok" and result["error"], result

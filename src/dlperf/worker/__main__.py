@@ -98,8 +98,8 @@ PLACE_VARIABLES = (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
 def place(backend):
     # type: (Any) -> Tuple[int, int, int]
     """(rank, world size, local rank) of this process: the backend's ``process_place()`` where
-    its launcher names them differently, else the first set of :data:`PLACE_VARIABLES` that is
-    there (one process: 0, 1, 0)."""
+    its launcher names them differently, else (and for ``backend`` None) the first set of
+    :data:`PLACE_VARIABLES` that is there (one process: 0, 1, 0)."""
     own = getattr(backend, "process_place", None)
     if own is not None:
         return own()
@@ -133,11 +133,15 @@ def run(case, out_dir=None):
     result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
               "status": "ok", "error": None}  # type: Dict[str, Any]
     backend = None  # type: Any
+    # this rank's place first, from its launcher's variables (the backend's own names once it is
+    # imported): a rank that fails from here on still writes its own rank<N>.json and leaves as
+    # a rank of a job, never as a lone process's rank 0
+    result["rank"], result["world_size"], result["local_rank"] = place(None)
     try:
+        backend = importlib.import_module("dlperf.backends." + case["framework"])  # light
+        result["rank"], result["world_size"], result["local_rank"] = place(backend)
         result["memory_limit_bytes"] = limits.apply()  # dlperf capacity --memory-limit
         result["placement"] = placement.apply(case)  # before any framework sizes its pools
-        backend = importlib.import_module("dlperf.backends." + case["framework"])
-        result["rank"], result["world_size"], result["local_rank"] = place(backend)
         # where this rank runs, recorded even when the case is then refused: results show it
         result["device"] = backend.resolve_device(case.get("device", "auto"))
         if case.get("device") == "cpu":  # asked for: the backend's why matters under auto only
