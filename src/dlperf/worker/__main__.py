@@ -130,13 +130,13 @@ def run(case, out_dir=None):
     # type: (Dict[str, Any], Optional[str]) -> Dict[str, Any]
     """Measure ``case`` on this rank; with ``case["profile_steps"]``, rank 0 profiles after the
     window and writes its trace to ``out_dir`` (:data:`TRACE_NAME`)."""
-    result = {"rank": 0, "world_size": 1, "local_rank": 0, "host": socket.gethostname(),
-              "status": "ok", "error": None}  # type: Dict[str, Any]
-    backend = None  # type: Any
     # this rank's place first, from its launcher's variables (the backend's own names once it is
     # imported): a rank that fails from here on still writes its own rank<N>.json and leaves as
     # a rank of a job, never as a lone process's rank 0
-    result["rank"], result["world_size"], result["local_rank"] = place(None)
+    rank, world_size, local_rank = place(None)
+    result = {"rank": rank, "world_size": world_size, "local_rank": local_rank,
+              "host": socket.gethostname(), "status": "ok", "error": None}  # type: Dict[str, Any]
+    backend = None  # type: Any
     try:
         backend = importlib.import_module("dlperf.backends." + case["framework"])  # light
         result["rank"], result["world_size"], result["local_rank"] = place(backend)
