@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import dlperf, files_of, load, pinned_env, tiny_dataset
+from dlperf import envs
 
 MANIFEST = "dlperf-dataset.json"
 COUNT, BATCH, WARMUP = 24, 4, 1
@@ -77,3 +79,34 @@ def test_a_truncated_jpeg_fails_the_case_naming_the_file(framework, dataset, tmp
     result = load(tmp_path / "r.json")
     assert proc.returncode == 1 and result["status"] == "crash", proc.stderr
     assert str(victim.resolve()) in result["error"] and "DatasetError" in result["error"]
+
+
+# a strategy's feed over two logical CPUs (a MultiDeviceIterator, as a multi-worker job's) and a
+# plain one; each gives a batch, then both are dropped and collected
+KEEPS_DISTRIBUTED = """
+import gc, sys, weakref
+import tensorflow as tf
+from dlperf.backends.tensorflow import input_pipeline
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+case = {"data": sys.argv[1], "loader_workers": 1}
+distributed = input_pipeline.Feed(case, 32, 4, 0, strategy=strategy, local=2)
+plain = input_pipeline.Feed(case, 32, 4, 0)
+distributed.next(), plain.next()
+kept, freed = weakref.ref(distributed._iterator), weakref.ref(plain._iterator)
+del distributed, plain
+gc.collect()
+print("distributed kept:", kept() is not None, "plain freed:", freed() is None)
+"""
+
+
+def test_a_distributed_iterator_is_never_freed_and_a_plain_one_is(dataset):
+    """A rank's exit used to wait 0-60 s in the distributed iterator's destructor (the
+    backend's input_pipeline doc): that iterator is kept to the process's end, while a one-process
+    feed's is freed as usual."""
+    python = pinned_env("tensorflow")
+    proc = subprocess.run([python, "-c", KEEPS_DISTRIBUTED, str(dataset)], capture_output=True,
+                          text=True, timeout=300, env=envs.worker_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "distributed kept: True plain freed: True"
