@@ -145,6 +145,37 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
     assert result["repeats_done"] == 1
 
 
+# both ranks form the TensorFlow 2 cluster, then rank 1 fails and rank 0 waits as a rank whose
+# peer left it in a collective would
+STOPPED_IN_A_FORMED_CLUSTER = """\
+import os, sys, time
+from dlperf.backends.tensorflow import distribute
+distribute.make_strategy({"devices": 1}, False)
+if os.environ["DLPERF_RANK"] == "1":
+    sys.exit(3)
+time.sleep(120)
+"""
+
+
+def test_a_tensorflow_rank_in_a_formed_cluster_ends_at_its_launchers_sigterm(tmp_path, tagged):
+    """The cluster's forming installs TensorFlow's own SIGTERM handler, which ended nothing:
+    the launcher's SIGTERM was lost and the rank lived until its SIGKILL, 5 s later. The
+    backend puts the default back, so the rank dies of the SIGTERM."""
+    from dlperf import envs
+    from conftest import pinned_env
+
+    python = pinned_env("tensorflow")
+    script = tmp_path / "rank.py"
+    script.write_text(STOPPED_IN_A_FORMED_CLUSTER)
+    proc = subprocess.run([python, "-m", "dlperf.launchers.spawn", "--nproc", "2",
+                           "--master-port", str(launch.free_port()), "--", python, str(script)],
+                          capture_output=True, text=True, timeout=300, env=envs.worker_env())
+    assert proc.returncode == 3, proc.stdout + proc.stderr[-3000:]
+    assert "dlperf.launchers.spawn: rank 1 exited with code 3" in proc.stdout
+    assert "dlperf.launchers.spawn: rank 0 died from SIGTERM (exitcode -15)" in proc.stdout, \
+        proc.stdout
+
+
 def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     # every framework's node 0 waits for a node 1 that never starts, and a JAX node 1 for a
     # node 0 that never starts: all end as timeout after --rdzv-timeout, after one repeat of

@@ -19,6 +19,7 @@ strategy's replica-context ``all_reduce``/``all_gather`` in ``tf.function``s, so
 same path as the gradients.
 """
 
+import signal
 from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -66,6 +67,9 @@ def make_strategy(case, gpu):
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError) as error:
         cluster.give_up(cluster.rdzv_timeout_s(), error.message)
+    # the cluster's forming installs TensorFlow's own SIGTERM handler (a preemption notice that
+    # ends nothing): back to the default, so that a launcher stopping this rank ends it at once
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return strategy, {
         "data_parallel": "tf.distribute.MultiWorkerMirroredStrategy over %d workers x %d "
                          "replica(s), collective ops %s" % (world, local,
