@@ -17,9 +17,9 @@ import sys
 
 import pytest
 
-from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
+from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load, pinned_env
 from dlperf.launchers import launch, registry
-from dlperf import runner
+from dlperf import envs, runner
 from dlperf.launchers import jax as jax_launch
 from dlperf.backends.tensorflow import cluster
 from dlperf.launchers import tensorflow as tf_launch
@@ -161,9 +161,6 @@ def test_a_tensorflow_rank_in_a_formed_cluster_ends_at_its_launchers_sigterm(tmp
     """The cluster's forming installs TensorFlow's own SIGTERM handler, which ended nothing:
     the launcher's SIGTERM was lost and the rank lived until its SIGKILL, 5 s later. The
     backend puts the default back, so the rank dies of the SIGTERM."""
-    from dlperf import envs
-    from conftest import pinned_env
-
     python = pinned_env("tensorflow")
     script = tmp_path / "rank.py"
     script.write_text(STOPPED_IN_A_FORMED_CLUSTER)
