@@ -174,3 +174,23 @@ def test_a_launcher_error_mid_run_still_finishes_the_stored_run(tmp_path):
     assert stored["status"] == "ok" and len(stored["throughput"]["repeats"]) == 1
     assert any(w.startswith("stopped by RuntimeError: the launcher lost its way")
                for w in stored["warnings"])
+
+
+# MXNet 1.9.1's own message for a bad reshape, as `str(MXNetError)` gives it: its C++ frame first
+MXNET_MESSAGE = ('Traceback (most recent call last):\n  File "../src/ndarray/ndarray.cc", line 250\n'
+                 'NDArray.Reshape: Check failed: shape_.Size() >= shape.Size() (6 vs. 35) : '
+                 'target shape size is larger than the current shape')
+
+
+@pytest.mark.parallel
+def test_a_rank_error_says_what_went_wrong_even_when_its_message_is_a_traceback():
+    from dlperf.worker.__main__ import one_line
+
+    MXNetError = type("MXNetError", (Exception,), {})
+    assert one_line(MXNetError(MXNET_MESSAGE)) == (
+        "MXNetError: NDArray.Reshape: Check failed: shape_.Size() >= shape.Size() (6 vs. 35) : "
+        "target shape size is larger than the current shape")
+    assert one_line(ValueError("bad batch\nmore detail")) == "ValueError: bad batch"
+    assert one_line(RuntimeError("")) == "RuntimeError: "
+    assert one_line(RuntimeError(MXNET_MESSAGE.splitlines()[0])) == (
+        "RuntimeError: Traceback (most recent call last):")

@@ -81,11 +81,19 @@ def process_env():
     return env
 
 
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
 def one_line(error):
     # type: (BaseException) -> str
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    return "{}: {}".format(type(error).__name__, first)[:500]
+    """The error's type and the line of its message that says what went wrong: the first, or,
+    where the message is itself a traceback (MXNet's ``MXNetError`` puts its C++ frames first),
+    the last."""
+    text = [line for line in str(error).strip().splitlines() if line.strip()]
+    line = text[0] if text else ""
+    if line.strip() == TRACEBACK_HEAD and len(text) > 1:
+        line = text[-1].strip()
+    return "{}: {}".format(type(error).__name__, line)[:500]
 
 
 # where each launcher puts (rank, world size, local rank): torchrun and dlperf.launchers.spawn,
