@@ -216,7 +216,8 @@ def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in (0, 1)]
     outputs = [proc.communicate(timeout=TIMEOUT)[0] for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], "\n".join(outputs)
+    tails = [str(load(path).get("stderr_tail")) for path in sorted(isolated.glob("node*.json"))]
+    assert [proc.returncode for proc in procs] == [0, 0], "\n".join(outputs + tails)
     result = load(isolated / "node0.json")
     assert result["status"] == "ok" and [r["rank"] for r in result["ranks"]] == [0, 1]
     facts = result["launch"]
