@@ -205,6 +205,13 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
         assert row[6:] == [f"{tp:,.1f}", f"{speedup:.2f}", f"{speedup / int(row[4]):.1%}"]
 
 
+def nodes_said(outputs: list[str], folder: Path) -> str:
+    """Each node's output, then each stored result's stderr tail: a failed run's whole story
+    (an assert's message, so read only when it fails)."""
+    tails = [str(load(path).get("stderr_tail")) for path in sorted(folder.glob("node*.json"))]
+    return "\n".join(outputs + tails)
+
+
 def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
     horovod_python("mxnet")
     port = str(free_port())
@@ -216,8 +223,7 @@ def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in (0, 1)]
     outputs = [proc.communicate(timeout=TIMEOUT)[0] for proc in procs]
-    tails = [str(load(path).get("stderr_tail")) for path in sorted(isolated.glob("node*.json"))]
-    assert [proc.returncode for proc in procs] == [0, 0], "\n".join(outputs + tails)
+    assert [proc.returncode for proc in procs] == [0, 0], nodes_said(outputs, isolated)
     result = load(isolated / "node0.json")
     assert result["status"] == "ok" and [r["rank"] for r in result["ranks"]] == [0, 1]
     facts = result["launch"]
