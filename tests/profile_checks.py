@@ -83,11 +83,14 @@ def check_profile(result: dict[str, Any], nonzero: tuple[str, ...] = ("convoluti
 
 
 def check_bert_profile(result: dict[str, Any]) -> dict[str, Any]:
-    """:func:`check_profile` of a BERT result: no convolution, and matmul the largest
-    attributed category (the encoder's GEMMs dominate a step)."""
+    """:func:`check_profile` of a BERT result: no convolution, and matmul the largest category
+    of the network's own compute (the encoder's GEMMs are mapped to matmul, not elsewhere). The
+    optimizer is left out of that comparison: its many small updates of a 1-layer, 64-wide
+    encoder outweighed its GEMMs in a CI run on a loaded 2-core host (TensorFlow: optimizer
+    0.0193 s a step, matmul 0.0179 s), a matter of speed, not of attribution."""
     block = check_profile(result, nonzero=("matmul",))
     categories = block["categories"]
     assert categories["convolution"] == 0, categories
     assert categories["matmul"] == max(v for k, v in categories.items()
-                                       if k != UNATTRIBUTED), categories
+                                       if k not in (UNATTRIBUTED, "optimizer")), categories
     return block
