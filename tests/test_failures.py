@@ -194,3 +194,26 @@ def test_a_rank_error_says_what_went_wrong_even_when_its_message_is_a_traceback(
     assert one_line(RuntimeError("")) == "RuntimeError: "
     assert one_line(RuntimeError(MXNET_MESSAGE.splitlines()[0])) == (
         "RuntimeError: Traceback (most recent call last):")
+
+
+JAX_GLOO_TIMEOUT = ("JaxRuntimeError: UNKNOWN: Gloo context initialization failed: "
+                    "DEADLINE_EXCEEDED: GetKeyValue() timed out with key: cpu:gloo/0,2048/1 and "
+                    "duration: 29.99999987s")  # JAX 0.10.2's message, from a CI run
+
+
+@pytest.mark.parallel
+def test_a_rank_waiting_on_jaxs_gloo_context_is_a_peer_symptom_not_the_cause(tmp_path):
+    """Rank 0 waited for a peer that never joined the collectives' context; rank 1's own error
+    is the cause the result shows."""
+    import json
+
+    ranks = [{"rank": 0, "status": "crash", "error": JAX_GLOO_TIMEOUT},
+             {"rank": 1, "status": "crash", "error": "ValueError: the shard has no images"}]
+    for rank in ranks:
+        (tmp_path / f"rank{rank['rank']}.json").write_text(json.dumps(rank))
+    case = Case("jax", "resnet50", 2, devices=2)
+    outcome = runner.Outcome(returncode=1, timed_out=False, wall_s=1.0, log_tail="", monitor={})
+    record = runner.collect(case, 0, tmp_path, outcome, ranks=2)
+    assert record["status"] == "crash"
+    assert record["error"] == "rank 1: ValueError: the shard has no images"
+    assert runner.is_peer_symptom(ranks[0]) and not runner.is_peer_symptom(ranks[1])

@@ -36,7 +36,10 @@ PEER_SYMPTOMS = ("connection closed by peer", "connection reset by peer", "broke
                  "remote worker crashing",
                  # Paddle's gloo when the rank at the other end of a pair went away:
                  # "[.../gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1"
-                 "pair_rank = ")
+                 "pair_rank = ",
+                 # JAX's gloo on CPUs when a peer never posted its address for the collectives'
+                 # context (a peer that is only late, 40 s, is waited for)
+                 "gloo context initialization failed")
 
 
 class Interrupted(Exception):
