@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -205,8 +206,6 @@ JAX_GLOO_TIMEOUT = ("JaxRuntimeError: UNKNOWN: Gloo context initialization faile
 def test_a_rank_waiting_on_jaxs_gloo_context_is_a_peer_symptom_not_the_cause(tmp_path):
     """Rank 0 waited for a peer that never joined the collectives' context; rank 1's own error
     is the cause the result shows."""
-    import json
-
     ranks = [{"rank": 0, "status": "crash", "error": JAX_GLOO_TIMEOUT},
              {"rank": 1, "status": "crash", "error": "ValueError: the shard has no images"}]
     for rank in ranks:
