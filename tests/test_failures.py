@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from conftest import TINY_RESNET, dlperf, dlperf_main, load
-from dlperf.launchers import launch
+from dlperf.launchers import launch, registry
 from dlperf import runner
 from dlperf.spec import Case
 
@@ -197,22 +197,37 @@ def test_a_rank_error_says_what_went_wrong_even_when_its_message_is_a_traceback(
         "RuntimeError: Traceback (most recent call last):")
 
 
-JAX_GLOO_TIMEOUT = ("JaxRuntimeError: UNKNOWN: Gloo context initialization failed: "
-                    "DEADLINE_EXCEEDED: GetKeyValue() timed out with key: cpu:gloo/0,2048/1 and "
-                    "duration: 29.99999987s")  # JAX 0.10.2's message, from a CI run
+#: what a rank of each framework says when another rank went away under it: not its own cause
+PEER_LOST = {
+    # JAX 0.10.2's, from a CI run
+    "jax": ("JaxRuntimeError: UNKNOWN: Gloo context initialization failed: DEADLINE_EXCEEDED: "
+            "GetKeyValue() timed out with key: cpu:gloo/0,2048/1 and duration: 29.99999987s"),
+    "paddle": ("RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:584] TIMEOUT "
+               "self_rank = 0 pair_rank = 1"),
+    "torch": ("DistBackendError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] "
+              "Timed out waiting 1800000ms for recv operation to complete. This is typically "
+              "caused by a remote worker crashing."),
+}
 
 
 @pytest.mark.parallel
-def test_a_rank_waiting_on_jaxs_gloo_context_is_a_peer_symptom_not_the_cause(tmp_path):
-    """Rank 0 waited for a peer that never joined the collectives' context; rank 1's own error
-    is the cause the result shows."""
-    ranks = [{"rank": 0, "status": "crash", "error": JAX_GLOO_TIMEOUT},
+@pytest.mark.parametrize("framework", sorted(PEER_LOST))
+def test_a_rank_that_lost_its_peer_in_its_frameworks_words_is_not_the_cause(framework, tmp_path):
+    """Rank 0 only waited for a peer that went away; rank 1's own error is the cause the result
+    shows. Which words mean that is the framework's knowledge: its launcher's launch names them
+    (Launch.peer_symptoms), beside the socket's and gloo's that every launch has."""
+    ranks = [{"rank": 0, "status": "crash", "error": PEER_LOST[framework]},
              {"rank": 1, "status": "crash", "error": "ValueError: the shard has no images"}]
     for rank in ranks:
         (tmp_path / f"rank{rank['rank']}.json").write_text(json.dumps(rank))
-    case = Case("jax", "resnet50", 2, devices=2)
+    case = Case(framework, "resnet50", 2, devices=2)
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps(case.to_dict()))
+    spec = registry.launcher_for(case, python=sys.executable)(case, case_file, tmp_path)
     outcome = runner.Outcome(returncode=1, timed_out=False, wall_s=1.0, log_tail="", monitor={})
-    record = runner.collect(case, 0, tmp_path, outcome, ranks=2)
+    record = runner.collect(case, 0, tmp_path, outcome, 2, None, None, spec.peer_symptoms)
     assert record["status"] == "crash"
     assert record["error"] == "rank 1: ValueError: the shard has no images"
-    assert runner.is_peer_symptom(ranks[0]) and not runner.is_peer_symptom(ranks[1])
+    # without the launch's own words, the harness alone would have shown rank 0's wait
+    assert not runner.is_peer_symptom(ranks[0])
+    assert runner.collect(case, 0, tmp_path, outcome, 2)["error"].startswith("rank 0: ")

@@ -24,22 +24,13 @@ from dlperf import envs, result, scaling
 from dlperf.host import hoststate, timeline
 from dlperf.host.monitor import Monitor
 from dlperf.launchers import exits, launch, registry
-from dlperf.launchers.launch import Launcher
+from dlperf.launchers.launch import LOST_PEER, Launcher
 from dlperf.spec import Case
 from dlperf.store import Store
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
 FAILURES = ("oom", "timeout", "crash", "unsupported", "busy")  # busy: --require-quiet gave up
-# What a rank reports when another rank died under it: a consequence, never the cause to show.
-PEER_SYMPTOMS = ("connection closed by peer", "connection reset by peer", "broken pipe",
-                 "remote worker crashing",
-                 # Paddle's gloo when the rank at the other end of a pair went away:
-                 # "[.../gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1"
-                 "pair_rank = ",
-                 # JAX's gloo on CPUs when a peer never posted its address for the collectives'
-                 # context (a peer that is only late, 40 s, is waited for)
-                 "gloo context initialization failed")
 
 
 class Interrupted(Exception):
@@ -141,10 +132,12 @@ def signal_failure(returncode: int, log_tail: str = "", memory_limit_bytes: int 
     return exits.killed("worker", -returncode)
 
 
-def is_peer_symptom(rank_result: dict[str, Any]) -> bool:
-    """Whether a rank failed only because a peer went away (gloo/NCCL connection errors)."""
+def is_peer_symptom(rank_result: dict[str, Any],
+                    symptoms: tuple[str, ...] = LOST_PEER) -> bool:
+    """Whether a rank failed only because a peer went away: its error names one of the
+    launch's ``symptoms`` (:attr:`~dlperf.launchers.launch.Launch.peer_symptoms`)."""
     text = str(rank_result.get("error") or "").lower()
-    return any(symptom in text for symptom in PEER_SYMPTOMS)
+    return any(symptom in text for symptom in symptoms)
 
 
 def _rank_number(path: Path) -> int:
@@ -154,23 +147,27 @@ def _rank_number(path: Path) -> int:
 
 def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
             explain: Callable[[str], tuple[str, str] | None] | None = None,
-            memory_limit_bytes: int | None = None) -> dict[str, Any]:
+            memory_limit_bytes: int | None = None,
+            peer_symptoms: tuple[str, ...] = LOST_PEER) -> dict[str, Any]:
     """Turn rank files plus the process outcome into one repeat record.
 
     With several ranks the failure shown is the cause: a rank's own failure first, then what the
     launcher's log says (``explain``: a rank killed by a signal writes no file), and only then a
-    rank that merely lost its peers.
+    rank that merely lost its peers (its error names one of ``peer_symptoms``, the launch's).
     """
+    def lost_a_peer(rank_result: dict[str, Any]) -> bool:
+        return is_peer_symptom(rank_result, peer_symptoms)
+
     rank_results = []
     for path in sorted(out_dir.glob("rank*.json"), key=_rank_number):
         rank_results.append(json.loads(path.read_text()))
     record: dict[str, Any] = {"repeat": index, "wall_s": outcome.wall_s,
                               "monitor": outcome.monitor, "host": outcome.host,
                               "ranks": rank_results}
-    failed = sorted((r for r in rank_results if r["status"] != "ok"), key=is_peer_symptom)
+    failed = sorted((r for r in rank_results if r["status"] != "ok"), key=lost_a_peer)
     explained = None
     if explain is not None and not outcome.timed_out and (
-            not failed or is_peer_symptom(failed[0])) and (
+            not failed or lost_a_peer(failed[0])) and (
             outcome.returncode != 0 or len(rank_results) < ranks):
         explained = explain((out_dir / "worker.log").read_text(errors="replace")
                             if (out_dir / "worker.log").exists() else outcome.log_tail)
@@ -182,7 +179,7 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
         record.update(status=explained[0], error=explained[1])
     elif failed:
         cause = (" (it lost a peer: another rank failed first; with several nodes, see the "
-                 "output of the others)" if is_peer_symptom(failed[0]) else "")
+                 "output of the others)" if lost_a_peer(failed[0]) else "")
         record.update(status=failed[0]["status"],
                       error=f"rank {failed[0]['rank']}: {failed[0]['error']}{cause}")
     elif outcome.returncode and outcome.returncode < 0:
@@ -245,7 +242,7 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
         spec = launcher(case, case_file, work)
         outcome = execute(spec, work / "worker.log", case.timeout_s)
         record = collect(case, index, work, outcome, spec.ranks, spec.explain,
-                         spec.facts.get("memory_limit_bytes"))
+                         spec.facts.get("memory_limit_bytes"), spec.peer_symptoms)
         record["launch"] = spec.facts
         keep_trace(record, trace_dir, f"{trace_name or case.key()}-r{index + 1}.trace.json.gz")
         return record

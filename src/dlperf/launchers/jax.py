@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 
 from dlperf.launchers import spawn
-from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher, node_0_silent,
-                                     rendezvous_timeout)
+from dlperf.launchers.launch import (LOST_PEER, START_OTHERS, Launch, Rendezvous, SpawnLauncher,
+                                     node_0_silent, rendezvous_timeout)
 from dlperf.spec import Case
 
 # JAX's own fatal line when the coordination service never saw every process register
 _NOT_JOINED = re.compile(r"DEADLINE_EXCEEDED.*?(?:RegisterTask|Barrier timed out)", re.S)
 _REACHED = re.compile(r"# of tasks that reached the barrier: (\d+)/(\d+)")
+# JAX's gloo on CPUs when a peer never posted its address for the collectives' context (a peer
+# that is only late, 40 s, is waited for): "Gloo context initialization failed: DEADLINE_EXCEEDED"
+PEER_SYMPTOMS = (*LOST_PEER, "gloo context initialization failed")
 
 
 class JaxDistributed(SpawnLauncher):
@@ -30,6 +33,7 @@ class JaxDistributed(SpawnLauncher):
         spec = super().__call__(case, case_file, out_dir)
         rdzv = self.rendezvous
         spec.explain = lambda log: explain(log, case, rdzv, spec.facts["master"])
+        spec.peer_symptoms = PEER_SYMPTOMS
         spec.facts["rendezvous"] = "jax.distributed coordination service"
         return spec
 

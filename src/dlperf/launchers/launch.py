@@ -36,6 +36,11 @@ from dlperf.spec import Case, support
 from dlperf.worker.support import parse_options
 
 
+#: what a rank says when the connection to another rank broke under it: the OS's words and gloo's
+#: (the CPU collectives most frameworks here use). A consequence, never the cause to show.
+LOST_PEER = ("connection closed by peer", "connection reset by peer", "broken pipe")
+
+
 @dataclass
 class Launch:
     """A command to run for one repeat, and the variables it adds to the environment."""
@@ -46,6 +51,9 @@ class Launch:
     # reads the launcher's whole log when no rank wrote a failure: (status, message) or None
     explain: Callable[[str], tuple[str, str] | None] | None = None
     facts: dict[str, Any] = field(default_factory=dict)  # how it was launched, kept in the result
+    # lower-case words in a rank's error that mean only "another rank went away first", so the
+    # result shows another rank's own error (runner.collect): LOST_PEER, plus a framework's own
+    peer_symptoms: tuple[str, ...] = LOST_PEER
 
 
 # Starts a repeat: (case, case file, output directory) -> the command and its environment.

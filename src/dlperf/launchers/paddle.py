@@ -29,11 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.launchers import exits, launchguard
-from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous, node_0_silent,
-                                     rendezvous_timeout, worker_argv)
+from dlperf.launchers.launch import (LOST_PEER, START_OTHERS, Launch, MultiLauncher, Rendezvous,
+                                     node_0_silent, rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
 LOG_DIR = "paddle-log"  # inside the repeat's directory: workerlog.N, one per local rank
+# Paddle's gloo when the rank at the other end of a pair went away:
+# "[.../gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1"
+PEER_SYMPTOMS = (*LOST_PEER, "pair_rank = ")
 
 
 class PaddleLaunch(MultiLauncher):
@@ -66,7 +69,7 @@ class PaddleLaunch(MultiLauncher):
         if case.device == "cpu":
             env["PADDLE_DISTRI_BACKEND"] = "gloo"  # even where Paddle would pick a GPU and NCCL
         return Launch([*guard, "--", *argv], env=env, ranks=self.ranks_here(case),
-                      explain=lambda log: explain(log, case, rdzv),
+                      explain=lambda log: explain(log, case, rdzv), peer_symptoms=PEER_SYMPTOMS,
                       facts=self.facts(case, start, **details))
 
 

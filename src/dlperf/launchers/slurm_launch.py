@@ -110,7 +110,8 @@ class SlurmLauncher(launch.MultiLauncher):
                           "allocation_nodes": self.allocation.nnodes, "step_nodes": case.nnodes,
                           "srun": srun, "master_port": self.port if case.nnodes > 1 else None}
         return launch.Launch(argv, env={}, ranks=case.devices * case.nnodes,
-                             explain=lambda log: explain(log, head.explain), facts=facts)
+                             explain=lambda log: explain(log, head.explain), facts=facts,
+                             peer_symptoms=head.peer_symptoms)
 
 
 def explain(log: str, inner: Any) -> tuple[str, str] | None:
