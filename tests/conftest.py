@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -28,9 +29,7 @@ def pytest_configure(config: pytest.Config) -> None:
     machine neither holds these tests up nor is held up by them. The tests of the lock itself
     give it a directory of their own. And XLA compiles quickly (below)."""
     if "DLPERF_LOCK_DIR" not in os.environ:
-        import tempfile
-
-        os.environ["DLPERF_LOCK_DIR"] = tempfile.mkdtemp(prefix="dlperf-test-lock-")
+        os.environ.update(own_lock("run"))
     # XLA (JAX, and TensorFlow's jit_compile) compiles every test's step without LLVM's
     # optimisation passes, inherited by every worker: a tiny case's compile, not its few steps,
     # was most of its time (ResNet-50 at image 32 in JAX: 11.5 s -> 9.2 s a run), and what runs
@@ -38,6 +37,27 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     if os.environ.get(SHARE_CPUS) == "1" and os.environ.get("PYTEST_XDIST_WORKER"):
         share_cpus_among_workers()
+
+
+#: this test process's measurement-lock directories (:func:`own_lock`), made on first use
+_LOCK_ROOT: Path | None = None
+
+
+def own_lock(name: str) -> dict[str, str]:
+    """``{"DLPERF_LOCK_DIR": ...}``: the host's measurement lock in a new directory of ``name``'s
+    own, for a test run, a pinned worker, or a module whose runs must neither wait for nor hold
+    up a measuring test beside them. They all live under one directory per test process, removed
+    when it ends (:func:`pytest_unconfigure`), so repeated runs leave nothing in /tmp."""
+    global _LOCK_ROOT
+    if _LOCK_ROOT is None:
+        _LOCK_ROOT = Path(tempfile.mkdtemp(prefix="dlperf-test-locks-"))
+    return {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix=f"{name}-", dir=_LOCK_ROOT)}
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """This process's lock directories go (a lock file is empty: nothing to keep)."""
+    if _LOCK_ROOT is not None:
+        shutil.rmtree(_LOCK_ROOT, ignore_errors=True)
 
 
 #: set by `make test` for its middle phase: each pytest-xdist worker takes a slice of the CPUs
@@ -52,8 +72,6 @@ def share_cpus_among_workers() -> None:
     wait for each other's lock. A ``spans_cores`` test gets every CPU back while it runs
     (:func:`pytest_runtest_protocol`); tests that need the whole machine are marked
     ``whole_machine`` and run after, one at a time, unpinned."""
-    import tempfile
-
     from dlperf.worker.placement import share
 
     global _HOST_CPUS
@@ -61,7 +79,7 @@ def share_cpus_among_workers() -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     _HOST_CPUS = frozenset(os.sched_getaffinity(0))
     os.sched_setaffinity(0, share(sorted(_HOST_CPUS), workers, index))
-    os.environ["DLPERF_LOCK_DIR"] = tempfile.mkdtemp(prefix=f"dlperf-test-lock-gw{index}-")
+    os.environ.update(own_lock(f"gw{index}"))
 
 
 #: every CPU this worker had before :func:`share_cpus_among_workers` pinned it; None unpinned

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import math
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main, files_of, load, pinned_env, tiny_dataset
+from conftest import dlperf, dlperf_main, files_of, load, own_lock, pinned_env, tiny_dataset
 from package_index import PYPI, reachable_or_skip
 from dlperf.spec import Case
 
 COUNT, BATCH = 24, 4
 BATCHES_PER_EPOCH = COUNT // BATCH
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-dali-test-")}
+LOCK = own_lock("test_data_dali")
 TINY = ["--model", "resnet50", "--image-size", "32", "--num-classes", "4", "--batch-size",
         str(BATCH), "--warmup-steps", "1", "--repeats", "1", "--device", "cpu"]
 

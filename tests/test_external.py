@@ -6,12 +6,11 @@ import datetime as dt
 import json
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main, load
+from conftest import dlperf, dlperf_main, load, own_lock
 from dlperf.studies.external import parse_time
 
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
@@ -20,7 +19,7 @@ STEPS = ["--step-regex", r"step (\d+)", "--samples-per-step", "32"]
 # the host's measurement lock in a directory of this module's own: the fake script measures
 # nothing, so its runs neither wait for nor hold up a measuring test beside them (the tests
 # marked parallel run under pytest-xdist, beside others)
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-external-test-")}
+LOCK = own_lock("test_external")
 
 
 def external(tmp_path: Path, *flags: str, env: dict[str, str] | None = None,

@@ -33,7 +33,8 @@ def test_sigkilled_external_harness_leaves_no_grandchild(tmp_path):
     harness = subprocess.Popen(
         [sys.executable, "-m", "dlperf.cli", "external", "--name", "sleeper", "--metric",
          r"rate ([\d.]+)", "--repeats", "1", "--db", str(tmp_path / "r.db"), "--",
-         sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp_path)})  # a SIGKILLed harness leaves its folder
     def grandchild_started() -> bool:
         return any(p.info["cmdline"] == ["sleep", MARK] for p in leftovers())
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import math
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main
+from conftest import dlperf, dlperf_main, own_lock
 from dlperf.outputs import write_json
 from dlperf.spec import Case, SpecError
 
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-nonfinite-test-")}
+LOCK = own_lock("test_nonfinite")
 RUN = ["run", "--framework", "torch", "--model", "resnet50"]
 INFER = ["infer", "--framework", "torch", "--model", "resnet50"]
 SERVER = [*INFER, "--scenario", "server"]

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main
+from conftest import dlperf, dlperf_main, own_lock
 
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-outputs-test-")}
+LOCK = own_lock("test_output_paths")
 RUN = ["run", "--framework", "torch", "--model", "resnet50", "--batch-size", "2", "--steps", "3",
        "--repeats", "1"]
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")

@@ -7,16 +7,15 @@ from __future__ import annotations
 import copy
 import json
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main
+from conftest import dlperf, dlperf_main, own_lock
 from dlperf.report import capacity
 from dlperf.store import Store
 
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-capacity-report-")}
+LOCK = own_lock("test_report_capacity")
 TINY_WIDE_DEEP = ["--framework", "torch", "--model", "wide-deep", "--batch-size", "8",
                   "--knob", "hidden_units=1", "--knob", "hidden_size=16",
                   "--knob", "deep_embedding_size=4"]

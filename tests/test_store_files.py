@@ -7,12 +7,11 @@ import os
 import shutil
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, own_lock
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
@@ -22,7 +21,7 @@ READERS = (("results", "--db", "{db}"), ("report", "--db", "{db}"), ("compare", 
 RATE = ["--metric", r"imgs_per_sec : ([\d.]+)"]
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 # refusals come before any measurement: other measurements on this host must not delay them
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-store-test-")}
+LOCK = own_lock("test_store_files")
 
 
 @pytest.fixture(scope="module")

@@ -257,9 +257,12 @@ def _workers(proc: subprocess.Popen) -> list[psutil.Process]:
 
 
 def _start(path: Path, db: Path, *flags: str) -> subprocess.Popen:
+    """The sweep, its temporary files beside the database: a SIGKILLed harness cannot remove
+    its repeat's directory, and pytest removes this one."""
     return subprocess.Popen([sys.executable, "-m", "dlperf.cli", "sweep", str(path),
                              "--db", str(db), *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(db.parent)})
 
 
 def _wait_for(condition, proc: subprocess.Popen, timeout: float = 600) -> None:

@@ -4,18 +4,17 @@ exit 2, before anything is built or measured."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, own_lock
 from dlperf.studies import sweep as sweep_mod
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
 
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-sweepfiles-test-")}
+LOCK = own_lock("test_sweep_files")
 HEAD = b"defaults: {framework: torch, batch_size: 2}\nmatrix:\n"
 ALIASED = b"""defaults: {framework: torch, model: resnet50}
 matrix:

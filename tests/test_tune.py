@@ -41,8 +41,10 @@ def test_torch_tune_killed_resumed_confirmed_and_reused(tmp_path, tagged):
                "--search", "threads,option.memory_format", "--budget", "150s", "--pairs", "2",
                "--trials", "2",
                "--db", str(db), "--json", str(out)]
+    # its temporary files in the test's folder: a SIGKILLed harness cannot remove them
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, start_new_session=True)
+                             text=True, start_new_session=True,
+                             env={**os.environ, "TMPDIR": str(tmp_path)})
     deadline = time.monotonic() + 300
     while not stored_trials(db) and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)

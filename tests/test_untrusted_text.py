@@ -6,12 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import dlperf
+from conftest import dlperf, own_lock
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
@@ -19,7 +18,7 @@ pytestmark = pytest.mark.parallel
 SCRIPT = str(Path(__file__).resolve().parent / "data" / "fake_train.py")
 ERROR = "see [/opt/data] for details"
 NAME = "=HYPERLINK(x) <script>alert(1)</script> [bold]"
-LOCK = {"DLPERF_LOCK_DIR": tempfile.mkdtemp(prefix="dlperf-text-test-")}
+LOCK = own_lock("test_untrusted_text")
 FAILING = ["--", sys.executable, "-c",
            f"import sys; print({ERROR!r}, file=sys.stderr); sys.exit(3)"]
 
