@@ -13,6 +13,7 @@ environments).
 
 import json
 import sys
+import time
 
 
 def main():
@@ -23,6 +24,7 @@ def main():
         cases = json.load(handle)
     out = []
     for case in cases:
+        started = time.monotonic()
         result = run(case)
         keep = {key: result.get(key) for key in (
             "status", "error", "loss_first", "loss_last", "window_steps", "window_s",
@@ -33,8 +35,9 @@ def main():
             if key in info}
         keep["case"] = {key: case[key] for key in ("model", "task", "precision", "compile")}
         out.append(keep)
-        print("matrix: %s %s %s -> %s %s" % (case["model"], case["task"], case["precision"],
-                                              result.get("status"), result.get("error") or ""))
+        print("matrix: %s %s %s -> %s in %.1f s %s" % (
+            case["model"], case["task"], case["precision"], result.get("status"),
+            time.monotonic() - started, result.get("error") or ""))
         sys.stdout.flush()
     with open(sys.argv[2], "w") as handle:
         json.dump(out, handle)
