@@ -63,7 +63,9 @@ ORT_ALL = ("fp32", "fp16", "int8")  # bf16: declared on cuda only (no CPU kernel
 def cases_of(test, both_modes: tuple[str, ...] = ()) -> list[dict]:
     """The worker cases of a test's own @covers: tiny, 1 warm-up step, 2 timed, the framework's
     default compile mode (and the other mode too for the models in ``both_modes``, where the
-    framework has both)."""
+    framework has both), and its default threads: one per CPU this process may use (one in
+    `make test`'s pinned framework phase, where two threads on one core made torch's backward
+    several times slower)."""
     from dlperf.spec import support
 
     out = []
@@ -75,8 +77,7 @@ def cases_of(test, both_modes: tuple[str, ...] = ()) -> list[dict]:
             case = Case(combo.framework, combo.model, BATCH.get(combo.model, 2),
                         task=combo.task, precision=combo.precision, device=combo.device,
                         knobs=KNOBS[combo.model], compile=compiled, warmup_steps=1, steps=2,
-                        repeats=1, threads=None if combo.device == "cuda" else 2,
-                        timeout_s=TIMEOUT)
+                        repeats=1, timeout_s=TIMEOUT)
             out.append(case.to_dict())
     return out
 
