@@ -18,12 +18,9 @@ import re
 from pathlib import Path
 
 from dlperf.launchers import exits
-from dlperf.launchers.launch import (LOST_PEER, START_OTHERS, Launch, MultiLauncher, Rendezvous,
-                                     node_0_silent, rendezvous_timeout, worker_argv)
+from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous, node_0_silent,
+                                     rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
-
-# c10d's hint beside gloo's "Connection closed by peer" when the rank at the other end died
-PEER_SYMPTOMS = (*LOST_PEER, "remote worker crashing")
 
 
 class Torchrun(MultiLauncher):
@@ -49,8 +46,7 @@ class Torchrun(MultiLauncher):
         # the worker module and its arguments, as torchrun's ``-m`` entry point
         argv += ["-m", *worker_argv(start.python, case_file, out_dir)[2:]]
         return Launch(argv, env=self.worker_env(start), ranks=self.ranks_here(case),
-                      explain=lambda log: explain(log, rdzv), facts=facts,
-                      peer_symptoms=PEER_SYMPTOMS)
+                      explain=lambda log: explain(log, rdzv), facts=facts)
 
 
 # ------------------------------------------------------------------------------------------------
