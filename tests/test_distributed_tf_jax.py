@@ -145,6 +145,47 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
     assert result["repeats_done"] == 1
 
 
+# the real worker, with rank 1's build done 35 s after its peer's: a rank that compiles its
+# step on a loaded host reaches the first all-reduce that much later
+LATE_RANK = """\
+import os, runpy, time
+from dlperf.backends.jax import backend
+build = backend.build
+def late_build(case):
+    workload = build(case)
+    if os.environ["DLPERF_RANK"] == "1":
+        time.sleep(35)
+    return workload
+backend.build = late_build
+runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
+    """JAX's gloo waits only 30 s for the peers of the collective that forms its context: the
+    backend forms it when the processes join (jax/distributed.py), so a rank whose first step
+    comes 35 s after its peer's is waited for instead of failing the job with "Gloo context
+    initialization failed"."""
+    script = tmp_path / "late_rank.py"
+    script.write_text(LATE_RANK)
+    case = Case(framework="jax", model="resnet50", batch_size=2, repeats=1, warmup_steps=1,
+                steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
+    inner = registry.launcher_for(case)
+
+    def launcher(case, case_file, out_dir):
+        spec = inner(case, case_file, out_dir)
+        at = spec.argv.index("dlperf.worker")
+        spec.argv[at - 1:at + 1] = [str(script)]  # the rank runs the script instead of -m
+        return spec
+
+    result = runner.run_case(case, launcher=launcher)
+    assert result["status"] == "ok", result["error"]
+    ranks = result["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    # rank 0 waited for its peer in the first step, rank 1 in its build
+    assert ranks[0]["first_step_s"][0] > 30 and ranks[1]["build_s"][0] > 35, ranks
+
+
 # both ranks form the TensorFlow 2 cluster, then rank 1 fails and rank 0 waits as a rank whose
 # peer left it in a collective would
 STOPPED_IN_A_FORMED_CLUSTER = """\

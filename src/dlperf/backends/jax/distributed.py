@@ -75,6 +75,12 @@ def initialize(requested):
         shutdown_timeout_seconds=SHUTDOWN_TIMEOUT_S)
     _state["joined"] = True
     atexit.register(_leave_if_not_gathered)
+    # The collectives' context, formed now while every process has just joined: the collective
+    # that forms it waits only 30 s for the others (gloo's store timeout on CPUs: "Gloo context
+    # initialization failed: DEADLINE_EXCEEDED: GetKeyValue() timed out"), and the first step's
+    # all-reduce comes after each rank's own build and compile, which a loaded host can set
+    # further apart than that. Once formed, a collective waits for a late peer.
+    barrier()
 
 
 def _leave_if_not_gathered():
