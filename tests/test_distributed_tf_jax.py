@@ -123,6 +123,20 @@ OWN_ERROR = {
 }
 
 
+def ranks_running(script, case: Case):
+    """The case's own launcher, with every rank running ``script`` instead of ``-m
+    dlperf.worker`` (same arguments)."""
+    inner = registry.launcher_for(case)
+
+    def launcher(case, case_file, out_dir):
+        spec = inner(case, case_file, out_dir)
+        at = spec.argv.index("dlperf.worker")
+        spec.argv[at - 1:at + 1] = [str(script)]
+        return spec
+
+    return launcher
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monkeypatch):
     script = tmp_path / "failing_rank.py"
@@ -130,15 +144,7 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
     monkeypatch.setenv("FRAMEWORK", framework)
     case = Case(framework=framework, model="resnet50", batch_size=2, repeats=2, warmup_steps=1,
                 steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
-    inner = registry.launcher_for(case)
-
-    def launcher(case, case_file, out_dir):
-        spec = inner(case, case_file, out_dir)
-        at = spec.argv.index("dlperf.worker")
-        spec.argv[at - 1:at + 1] = [str(script)]  # the rank runs the script instead of -m
-        return spec
-
-    result = runner.run_case(case, launcher=launcher)
+    result = runner.run_case(case, launcher=ranks_running(script, case))
     status, message = OWN_ERROR[framework]
     assert result["status"] == status, result["error"]
     assert result["error"].startswith(message), result["error"]
@@ -170,15 +176,7 @@ def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
     script.write_text(LATE_RANK)
     case = Case(framework="jax", model="resnet50", batch_size=2, repeats=1, warmup_steps=1,
                 steps=2, knobs={"image_size": 32}, device="cpu", devices=2, timeout_s=300)
-    inner = registry.launcher_for(case)
-
-    def launcher(case, case_file, out_dir):
-        spec = inner(case, case_file, out_dir)
-        at = spec.argv.index("dlperf.worker")
-        spec.argv[at - 1:at + 1] = [str(script)]  # the rank runs the script instead of -m
-        return spec
-
-    result = runner.run_case(case, launcher=launcher)
+    result = runner.run_case(case, launcher=ranks_running(script, case))
     assert result["status"] == "ok", result["error"]
     ranks = result["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
