@@ -19,8 +19,9 @@ from dlperf.spec import Case
 # JAX's own fatal line when the coordination service never saw every process register
 _NOT_JOINED = re.compile(r"DEADLINE_EXCEEDED.*?(?:RegisterTask|Barrier timed out)", re.S)
 _REACHED = re.compile(r"# of tasks that reached the barrier: (\d+)/(\d+)")
-# JAX's gloo on CPUs when a peer never posted its address for the collectives' context (a peer
-# that is only late, 40 s, is waited for): "Gloo context initialization failed: DEADLINE_EXCEEDED"
+# JAX's gloo on CPUs when a peer never posted its address for the collectives' context within
+# 30 s (the backend forms it as the processes join, so a peer that died there): "Gloo context
+# initialization failed: DEADLINE_EXCEEDED"
 PEER_SYMPTOMS = (*LOST_PEER, "gloo context initialization failed")
 
 
