@@ -56,12 +56,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 import fidelity_table as table
 from dlperf import envs, outputs
 from dlperf.cli import Parser, one_line
+from dlperf.display import out
 from dlperf.errors import UsageError
 from dlperf.host import hoststate
 from dlperf.launchers import launch
@@ -379,11 +379,10 @@ def show(rows: list[dict[str, Any]]) -> None:
         grid.add_column(name, overflow="fold")
     for row in rows:
         grid.add_row(*table.cells(row, kinds))
-    console = Console()
-    console.print(grid)
+    out.print(grid)  # dlperf's own console: as wide when piped, every cell data
     for line in table.notes(rows):
-        console.print(line, markup=False, highlight=False)
-    console.print(table.METHOD, markup=False, highlight=False)
+        out.print(line)
+    out.print(table.METHOD)
 
 
 def main(argv: list[str] | None = None) -> int:
