@@ -153,14 +153,22 @@ TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16",
              "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
 
 
+def tiny_bert_knobs(layers: int) -> dict[str, int]:
+    """The narrow BERT's knobs, ``seq_len`` first: :func:`tiny_nets`' flags, and what a test's
+    sweep file spells as YAML."""
+    return {"seq_len": 16, "layers": layers, "hidden": 64, "heads": 2, "intermediate": 128,
+            "vocab_size": 1000}
+
+
 def tiny_nets(bert_layers: int) -> dict[str, list[str]]:
     """The other frameworks' tiny cases (no --framework): ResNet-50 at image 32, and a narrow BERT
     of ``bert_layers`` layers: the real step on small shapes."""
+    knobs = tiny_bert_knobs(bert_layers)
     return {
         "resnet50": ["--model", "resnet50", "--image-size", "32", "--batch-size", "2"],
-        "bert-base": ["--model", "bert-base", "--seq-len", "16", "--batch-size", "2",
-                      "--knob", f"layers={bert_layers}", "--knob", "hidden=64", "--knob", "heads=2",
-                      "--knob", "intermediate=128", "--knob", "vocab_size=1000"],
+        "bert-base": ["--model", "bert-base", "--seq-len", str(knobs.pop("seq_len")),
+                      "--batch-size", "2", *[flag for name, value in knobs.items()
+                                             for flag in ("--knob", f"{name}={value}")]],
     }
 
 

@@ -5,10 +5,10 @@ environments and installed under the shared environment cache (the default root,
 keeps them between runs: the install is then a no-op that reads no index). Each trains a tiny
 one-layer BERT through `dlperf run --env FW==X`, beside the pinned version, and the result says
 which version ran (what is checked is the environment the case runs in, whatever the model:
-the BERT compiles in half the time of ResNet-50's, and `envs check` below trains ResNet-50 in
-the version environment). The refusals (a version that does not exist, one this Python cannot install, one the
-backend cannot drive, torch, a framework that declares no versions) are one line and exit 2, with
-nothing installed.
+the BERT compiles in under half the time of ResNet-50's, and `envs check` below trains ResNet-50
+in the version environment). The refusals (a version that does not exist, one this Python
+cannot install, one the backend cannot drive, torch, a framework that declares no versions) are
+one line and exit 2, with nothing installed.
 """
 
 from __future__ import annotations

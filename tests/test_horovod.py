@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import dlperf, dlperf_main, load, pinned_env, tiny_nets
+from conftest import dlperf, dlperf_main, load, pinned_env, tiny_bert_knobs, tiny_nets
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from dlperf import envs
 from dlperf.envs import horovod as horovod_env
@@ -52,8 +52,8 @@ TIMEOUT = 300
 # correctness test below keeps ResNet-50, whose BatchNorm is what it reasons about
 TINY = [*tiny_nets(bert_layers=1)["bert-base"], "--warmup-steps", "2", "--steps", "3",
         "--repeats", "1", "--device", "cpu"]
-TINY_BERT_YAML = ("model: bert-base, seq_len: 16, batch_size: 2, layers: 1, hidden: 64, "
-                  "heads: 2, intermediate: 128, vocab_size: 1000")
+TINY_BERT_YAML = "model: bert-base, batch_size: 2, " + ", ".join(
+    f"{name}: {value}" for name, value in tiny_bert_knobs(1).items())
 
 
 def horovod_python(framework: str) -> str:
