@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_BERT, dlperf, load, pinned_env, tiny_nets
+from conftest import TINY_BERT, dlperf, load, pinned_env, tiny_bert_knobs, tiny_nets
 from declared import covers
 from dlperf import envs, stats
 from dlperf.spec import Case
@@ -29,8 +29,7 @@ PERCENTILES = ("p50", "p90", "p95", "p99", "p99_9")
 TIMEOUT = 1500
 
 #: tiny knobs (and batch) per model: the real network on the smallest shapes
-BERT = {"seq_len": 16, "layers": 1, "hidden": 64, "heads": 2, "intermediate": 128,
-        "vocab_size": 1000}
+BERT = tiny_bert_knobs(1)
 KNOBS = {
     "resnet50": {"image_size": 32, "num_classes": 10},
     "resnet101": {"image_size": 32, "num_classes": 10},

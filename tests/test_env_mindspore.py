@@ -21,7 +21,7 @@ import pytest
 
 from dlperf import envs, models
 from dlperf.backends.mindspore import SUPPORT
-from conftest import pinned_env, tiny_nets
+from conftest import pinned_env, tiny_bert_knobs, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 
@@ -31,8 +31,7 @@ VERSION = "2.10.0"
 TINY = tiny_nets(bert_layers=1)
 TINY_KNOBS = {
     "resnet50": {"image_size": 32},
-    "bert-base": {"seq_len": 16, "layers": 1, "hidden": 64, "heads": 2, "intermediate": 128,
-                  "vocab_size": 1000},
+    "bert-base": tiny_bert_knobs(1),
 }
 SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
 # past the tenth call of the compiled step, where a pad-then-pool stem hung GRAPH_MODE for good
