@@ -206,9 +206,12 @@ def test_a_tensorflow_rank_in_a_formed_cluster_ends_at_its_launchers_sigterm(tmp
     python = pinned_env("tensorflow")
     script = tmp_path / "rank.py"
     script.write_text(STOPPED_IN_A_FORMED_CLUSTER)
+    # each rank's own port, reserved as the launcher reserves them for one node (master port +
+    # rank is the multi-node rule: rank 1's port was once taken by the kernel's next pick)
+    ports = {"DLPERF_RANK_PORTS": ",".join(map(str, tf_launch.reserve_ports(2)))}
     proc = subprocess.run([python, "-m", "dlperf.launchers.spawn", "--nproc", "2",
                            "--master-port", str(launch.free_port()), "--", python, str(script)],
-                          capture_output=True, text=True, timeout=300, env=envs.worker_env())
+                          capture_output=True, text=True, timeout=300, env=envs.worker_env(ports))
     assert proc.returncode == 3, proc.stdout + proc.stderr[-3000:]
     assert "dlperf.launchers.spawn: rank 1 exited with code 3" in proc.stdout
     assert "dlperf.launchers.spawn: rank 0 died from SIGTERM (exitcode -15)" in proc.stdout, \
