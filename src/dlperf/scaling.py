@@ -4,8 +4,9 @@ speedup = throughput(N devices) / throughput(1 device of the same configuration)
 efficiency = speedup / N (DESIGN.md). The baseline is the newest successful 1-device result in the
 database whose configuration matches: same framework, model, task, precision, compile, batch size
 per device, resolved device (kind and GPU name: a CPU result is never the baseline of a GPU one,
-whatever ``--device`` asked for), data, model knobs and threads per process (plus the inference
-scenario).
+whatever ``--device`` asked for), data, model knobs, threads per process, environment,
+allocator, options and input pipeline (plus the inference scenario): the fields
+:class:`dlperf.spec.Case` declares ``baseline``.
 Steps, warm-up and seed may differ: they change how long we measure, not what. The baseline is
 always the framework's own (``launcher`` native): a Horovod result, at 1 process too, is scaled
 over the same 1-device native result as the native ones, so both engines' rows compare.
@@ -15,22 +16,18 @@ Without such a baseline the speedup is None with a note saying so; never 1.0 or 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
 from dlperf.result import device_kind_name, device_of, throughput_median
-from dlperf.spec import Case
+from dlperf.spec import baseline_fields, field_defaults
 from dlperf.store import Store
 
 NO_BASELINE = "no 1-device baseline"  # the same words the report shows
-# the requested device ("auto") is not among them: the resolved one is (see config)
-CONFIG_FIELDS = ("framework", "model", "task", "precision", "compile", "batch_size", "data",
-                 "knobs", "threads", "scenario", "server", "loader_workers", "cold_cache",
-                 "loader", "options")
-_DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
-             for f in dataclasses.fields(Case)
-             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+# the case fields declared to split baselines (dlperf.spec.Case); the requested device ("auto")
+# is not among them: the resolved one is (see config)
+CONFIG_FIELDS = baseline_fields()
+_DEFAULTS = field_defaults()
 
 
 def total_devices(case: dict[str, Any]) -> int:

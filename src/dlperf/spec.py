@@ -40,13 +40,6 @@ SCENARIOS = ("offline", "single-stream", "server")
 LAUNCHERS = ("native", "horovod")
 CONTROLLERS = ("gloo", "mpi")
 SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
-# Fields added after results were first stored: left out of the identity while at their default,
-# so the keys of earlier cases (and `sweep --resume`) stay what they were.
-LATER_FIELDS = {"scenario": "offline", "min_duration_s": 0.0, "server": {},
-                "loader_workers": None, "data_only": False, "cold_cache": False,
-                "warmup_max_steps": steady.MAX_STEPS, "loader": "native",
-                "launcher": "native", "controller": "gloo", "options": "", "env": "",
-                "allocator": ""}
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1, "classifier_width": models.VGG_HIDDEN}
 MAX_PROFILE_STEPS = 100
@@ -93,59 +86,86 @@ def default_compile(framework: str) -> bool:
     return False not in support(framework).modes
 
 
+# How a case field takes part in the case's identity (:meth:`Case.identity`, :meth:`Case.key`):
+ALWAYS = "always"  # in every case's key
+# added after results were first stored: out of the key while at its default, so the keys of
+# earlier cases (and `sweep --resume`) stay what they were
+UNLESS_DEFAULT = "unless-default"
+NEVER = "never"  # how often, how long or how it is tagged, not what is measured
+
+
+def declared(identity: str, baseline: bool, flag: str, default: Any = dataclasses.MISSING,
+             factory: Any = dataclasses.MISSING) -> Any:
+    """A :class:`Case` field with what the rest of dlperf needs to know about it, declared once:
+    ``identity`` (ALWAYS, UNLESS_DEFAULT or NEVER), ``baseline`` (a multi-device result's
+    1-device baseline must share it: :mod:`dlperf.scaling`) and ``flag`` (the `dlperf run` or
+    `dlperf infer` flag that sets it). A row stored before the field existed reads its default.
+    """
+    metadata = {"identity": identity, "baseline": baseline, "flag": flag}
+    return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One point of the benchmark matrix. ``batch_size`` is per device."""
 
-    framework: str
-    model: str
-    batch_size: int
-    task: str = "train"
-    precision: str = "fp32"
-    compile: bool | None = None  # None: the framework's default (see default_compile)
-    device: str = "auto"
-    devices: int = 1
-    nnodes: int = 1
-    threads: int | None = None  # per process; None: the node's cores divided among its processes
-    data: str = "synthetic"
-    knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    warmup_steps: int | str = "auto"  # "auto": until steady (dlperf.worker.steady), or a count
-    warmup_max_steps: int = steady.MAX_STEPS  # the step bound of "auto" (a fixed count ignores it)
-    steps: int = 100
-    repeats: int = 7
-    seed: int = 0
-    timeout_s: float = 1800.0
-    # inference: how queries arrive (see dlperf.studies.infer / dlperf.studies.server), and a minimum window time
-    scenario: str = "offline"
-    min_duration_s: float = 0.0
-    server: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    framework: str = declared(ALWAYS, True, "--framework")
+    model: str = declared(ALWAYS, True, "--model")
+    batch_size: int = declared(ALWAYS, True, "--batch-size")
+    task: str = declared(ALWAYS, True, "--task", "train")
+    precision: str = declared(ALWAYS, True, "--precision", "fp32")
+    # None: the framework's default (see default_compile)
+    compile: bool | None = declared(ALWAYS, True, "--compile", None)
+    # what was asked; the baseline shares the device it resolved to (dlperf.scaling.config)
+    device: str = declared(ALWAYS, False, "--device", "auto")
+    devices: int = declared(ALWAYS, False, "--devices", 1)
+    nnodes: int = declared(ALWAYS, False, "--nnodes", 1)
+    # per process; None: the node's cores divided among its processes
+    threads: int | None = declared(UNLESS_DEFAULT, True, "--threads-per-process", None)
+    data: str = declared(ALWAYS, True, "--data", "synthetic")
+    knobs: Mapping[str, Any] = declared(ALWAYS, True, "--knob", factory=dict)
+    # "auto": until steady (dlperf.worker.steady), or a count
+    warmup_steps: int | str = declared(ALWAYS, False, "--warmup-steps", "auto")
+    # the step bound of "auto" (a fixed count ignores it)
+    warmup_max_steps: int = declared(UNLESS_DEFAULT, False, "--warmup-max-steps",
+                                     steady.MAX_STEPS)
+    steps: int = declared(ALWAYS, False, "--steps", 100)
+    repeats: int = declared(NEVER, False, "--repeats", 7)
+    seed: int = declared(ALWAYS, False, "--seed", 0)
+    timeout_s: float = declared(NEVER, False, "--timeout", 1800.0)
+    # inference: how queries arrive (see dlperf.studies.infer / dlperf.studies.server), and a
+    # minimum window time
+    scenario: str = declared(UNLESS_DEFAULT, True, "--scenario", "offline")
+    min_duration_s: float = declared(UNLESS_DEFAULT, False, "--min-duration", 0.0)
+    server: Mapping[str, Any] = declared(UNLESS_DEFAULT, True, "--rate", factory=dict)
     # real input pipelines (``data`` a dataset directory): loader processes (None: min(4, the
     # worker's CPUs)), the pipeline alone with no model, the page cache dropped before each repeat
-    loader_workers: int | None = None
-    data_only: bool = False
-    cold_cache: bool = False
+    loader_workers: int | None = declared(UNLESS_DEFAULT, True, "--loader-workers", None)
+    data_only: bool = declared(UNLESS_DEFAULT, True, "--data-only", False)
+    cold_cache: bool = declared(UNLESS_DEFAULT, True, "--cold-cache", False)
     # which pipeline reads the folder: "native" (the framework's own) or "dali" (NVIDIA DALI)
-    loader: str = "native"
+    loader: str = declared(UNLESS_DEFAULT, True, "--loader", "native")
     # what starts the processes and carries the gradients: "native" (the framework's own data
-    # parallelism) or "horovod" (horovodrun; its controller "gloo" or "mpi")
-    launcher: str = "native"
-    controller: str = "gloo"
+    # parallelism) or "horovod" (horovodrun; its controller "gloo" or "mpi"). Not in the
+    # baseline: every engine is scaled over the framework's own 1-device run
+    launcher: str = declared(UNLESS_DEFAULT, False, "--launcher", "native")
+    controller: str = declared(UNLESS_DEFAULT, False, "--controller", "gloo")
     # the framework's own settings (its backend's SUPPORT.options), "name=value,..." sorted by
     # name: e.g. Caffe2's engine=cpu
-    options: str = ""
+    options: str = declared(UNLESS_DEFAULT, True, "--option", "")
     # steps run after the timed window under the framework's own profiler (0: none); like
     # repeats, not part of the experiment: the window is over before the profiler starts
-    profile_steps: int = 0
+    profile_steps: int = declared(NEVER, False, "--profile-steps", 0)
     # which environment runs the worker: "" the framework's pinned one; "FW==X" a version
     # environment (`dlperf envs install FW --version X`); an absolute path, a Python interpreter
     # dlperf did not make (bring your own: a source build, a conda env), run as it is
-    env: str = ""
+    env: str = declared(UNLESS_DEFAULT, True, "--env", "")
     # the user's tag for this measurement (a commit, a build id: `--label`); like repeats, not
     # part of the experiment: history and gate order and select results by it
-    run_label: str = ""
+    run_label: str = declared(NEVER, False, "--label", "")
     # the worker's malloc: "" the system's (glibc), or "jemalloc" / "tcmalloc" preloaded by the
     # launcher (LD_PRELOAD; dlperf.host.allocators finds the library on this machine)
-    allocator: str = ""
+    allocator: str = declared(UNLESS_DEFAULT, True, "--allocator", "")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -181,13 +201,11 @@ class Case:
     def identity(self) -> dict[str, Any]:
         """The fields that define the experiment: not how many times or how long we wait."""
         out = self.to_dict()
-        for field in ("repeats", "timeout_s", "profile_steps", "run_label"):
-            out.pop(field)
-        if out["threads"] is None:  # added later: earlier cases keep their keys
-            out.pop("threads")
-        for field, default in LATER_FIELDS.items():
-            if out[field] == default:
-                out.pop(field)
+        for field in dataclasses.fields(self):
+            rule = field.metadata["identity"]
+            at_default = out[field.name] == stored_default(field)
+            if rule == NEVER or (rule == UNLESS_DEFAULT and at_default):
+                out.pop(field.name)
         if out["warmup_steps"] != "auto":  # the bound of auto warm-up bounds nothing else
             out.pop("warmup_max_steps", None)
         for knob, default in LATER_KNOBS.items():
@@ -238,6 +256,30 @@ class Case:
             raise SpecError(f"unknown case field {unknown[0]!r}; allowed: "
                             + ", ".join(f.name for f in dataclasses.fields(cls)))
         return cls(**data)
+
+
+def stored_default(field: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+    """The value of ``field`` in a case stored before it existed: its default."""
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None if field.default is dataclasses.MISSING else field.default
+
+
+def field_defaults() -> dict[str, Any]:
+    """Every defaulted case field's value for a row stored before it existed."""
+    return {f.name: stored_default(f) for f in dataclasses.fields(Case)
+            if not (f.default is dataclasses.MISSING
+                    and f.default_factory is dataclasses.MISSING)}
+
+
+def baseline_fields() -> tuple[str, ...]:
+    """The case fields a multi-device result's 1-device baseline must share (dlperf.scaling)."""
+    return tuple(f.name for f in dataclasses.fields(Case) if f.metadata["baseline"])
+
+
+# Fields added after results were first stored, with the default at which they leave the key.
+LATER_FIELDS = {f.name: stored_default(f) for f in dataclasses.fields(Case)
+                if f.metadata["identity"] == UNLESS_DEFAULT}
 
 
 BYO_PREFIX = "python:"  # the environment name of a bring-your-own interpreter

@@ -6,17 +6,20 @@ result's resolved device), ``device_requested`` what ``--device`` asked for (``a
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from typing import Any
 
 from dlperf import numbers
 from dlperf.host import timeline
 from dlperf.result import device_of
+from dlperf.spec import Case
 from dlperf.stats import median_or_none
 
-CASE_COLUMNS = ("framework", "model", "task", "batch_size", "precision", "compile", "devices",
-                "nnodes", "data", "warmup_steps", "warmup_max_steps", "steps", "repeats", "seed",
-                "timeout_s")
+# every case field as the case holds it (empty where a row was stored before it existed), in
+# the order dlperf.spec.Case declares them; the knobs get a column each and the requested device
+# its own name, beside the resolved one
+CASE_COLUMNS = tuple(f.name for f in dataclasses.fields(Case) if f.name not in ("knobs", "device"))
 STAT_COLUMNS = ("median", "mean", "min", "max", "iqr", "cv", "n")
 TIMING_COLUMNS = ("build_s", "first_step_s", "warmup_s", "window_s", "wall_s")
 LATENCY_COLUMNS = ("mean", "p50", "p90", "p95", "p99")
@@ -30,6 +33,13 @@ def csv_cell(value: Any) -> Any:
         return ""
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
+    return value
+
+
+def cell_value(value: Any) -> Any:
+    """A case value as one cell: a mapping (the server scenario's settings) as compact JSON."""
+    if isinstance(value, dict):
+        return numbers.dumps(value, sort_keys=True, separators=(",", ":")) if value else None
     return value
 
 
@@ -49,7 +59,7 @@ def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
     }
     out["device"] = device_of(result) if case else None
     out["device_requested"] = case.get("device")
-    out.update({name: case.get(name) for name in CASE_COLUMNS})
+    out.update({name: cell_value(case.get(name)) for name in CASE_COLUMNS})
     out.update({f"knob_{name}": (case.get("knobs") or {}).get(name) for name in knobs})
     out["global_batch"] = result.get("global_batch")
     out["unit"] = result.get("unit")
