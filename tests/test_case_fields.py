@@ -124,6 +124,7 @@ def test_reproduce_writes_every_field_that_makes_the_case(tmp_path):
     assert back.run_label == case.run_label
 
 
+@pytest.mark.spans_cores
 def test_a_jemalloc_two_process_case_is_scaled_over_the_jemalloc_one_process_result(tmp_path):
     """Real torch runs: a 1-process jemalloc result, a newer 1-process one with the system's
     malloc, then 2 processes with jemalloc: its baseline is the jemalloc run."""
