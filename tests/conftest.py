@@ -203,6 +203,13 @@ class _StillRunning(BaseException):
     pass
 
 
+def _print_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   file: Any = None, line: str | None = None) -> None:
+    """A warning as the interpreter shows it: on (the captured) stderr. Under pytest, which
+    records warnings, warnings.catch_warnings() alone would hand them to pytest instead."""
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def _still_running(signum: int, frame: object) -> None:
     raise _StillRunning
 
@@ -237,6 +244,7 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
                              DeprecationWarning):
                 warnings.filterwarnings("ignore", category=category)
             warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+            warnings.showwarning = _print_warning  # put back as it was when the block ends
             try:
                 code = _exit_status(cli.main(list(args)), err)
             except SystemExit as stop:

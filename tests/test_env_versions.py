@@ -124,8 +124,8 @@ def test_envs_check_takes_a_version_environment(version_env):
 
 # --- refusals: one line, exit 2, nothing installed ------------------------------------------
 
-def _refused(*args: str) -> str:
-    proc = dlperf_main("envs", "install", *args, timeout=120)
+def _refused(*args: str, action: str = "install", env: dict[str, str] | None = None) -> str:
+    proc = dlperf_main("envs", action, *args, timeout=120, env=env)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert lines and lines[-1].startswith("dlperf envs: error: "), proc.stderr
@@ -204,3 +204,36 @@ def test_envs_remove_refuses_a_pinned_or_unknown_environment():
     assert proc.returncode == 2 and "is not a version environment" in proc.stderr
     proc = dlperf_main("envs", "remove", "jax==0.0.1")
     assert proc.returncode == 2 and "no environment jax==0.0.1" in proc.stderr
+
+
+@pytest.mark.parallel
+def test_a_name_that_leaves_the_environments_folder_is_refused_and_nothing_deleted(tmp_path):
+    """`FW==` then a path: one line, exit 2, and the folder it points at outside the
+    environments' root is still there (the two folders made here are all such a path needs to
+    resolve and open its install lock)."""
+    root, victim = tmp_path / "envs", tmp_path / "victim"
+    (victim / "keep").mkdir(parents=True)
+    for made in ("jax==", ".jax=="):
+        (root / made).mkdir(parents=True)
+    env = {"DLPERF_ENVS": str(root)}
+    for name in ("jax==/../../victim", "jax==../victim", "jax==0.9.2/.."):
+        line = _refused(name, action="remove", env=env)
+        assert line.startswith(f"envs remove: {name!r} is not a version environment"), line
+        proc = dlperf_main("envs", "check", name, env=env)
+        assert proc.returncode == 2 and f"unknown framework {name!r}" in proc.stderr, proc.stderr
+    assert (victim / "keep").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["envs", "victim"]
+
+
+@pytest.mark.parallel
+def test_a_name_or_version_ending_in_a_newline_is_refused(tmp_path):
+    """`$` matches before a final newline: such a name is no environment, and such a version
+    makes none (nothing locked, nothing created)."""
+    root = tmp_path / "envs"
+    (root / "jax==0.9.2\n").mkdir(parents=True)  # as an install that took the version left it
+    env = {"DLPERF_ENVS": str(root)}
+    line = _refused("jax==0.9.2\n", action="remove", env=env)
+    assert line.startswith("envs remove: 'jax==0.9.2\\n' is not a version environment"), line
+    assert _refused("jax", "--version", "0.9.2\n", env=env) == \
+        "--version: '0.9.2\\n' is not a release number like 0.9.2"
+    assert [p.name for p in root.iterdir()] == ["jax==0.9.2\n"]

@@ -94,6 +94,64 @@ def test_an_environment_that_cannot_run_is_refused_before_anything_is_stored(tmp
     assert runs_in(db) == 0
 
 
+def refused_run(tmp_path: Path, *flags: str, timeout: int = 60) -> str:
+    """`dlperf run` of a tiny torch case with ``flags``: its one line of refusal (exit 2,
+    nothing stored)."""
+    db = tmp_path / "r.db"
+    proc = dlperf_main("run", "--framework", "torch", *TINY, *flags, "--db", str(db),
+                       timeout=timeout)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("dlperf run: error: "), proc.stderr
+    assert runs_in(db) == 0
+    return lines[0][len("dlperf run: error: "):]
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("flags, words", [
+    (["--label", "v1\n"], "label: 'v1\\n' must be 1-100 printable characters"),
+    (["--env", "torch==2.0\n"], "--env: 'torch==2.0\\n' is not an environment name"),
+])
+def test_a_label_or_environment_ending_in_a_newline_is_refused(tmp_path, flags, words):
+    """`$` matches before a final newline; neither field takes one."""
+    assert refused_run(tmp_path, *flags).startswith(words)
+
+
+@pytest.mark.parallel
+def test_an_env_that_is_a_path_is_refused_pointing_at_python(tmp_path):
+    """--env names an environment; an interpreter (here one that runs torch) is --python's."""
+    line = refused_run(tmp_path, "--env", os.sys.executable)
+    assert line == (f"--env: {os.sys.executable!r} is not an environment name; --env takes a "
+                    f"version environment FRAMEWORK==VERSION (`dlperf envs list`); an "
+                    f"interpreter of your own is --python PATH")
+
+
+def fake_python(tmp_path: Path, body: str) -> Path:
+    """An executable named python that runs the shell ``body`` whatever it is asked."""
+    path = tmp_path / "bin" / "python"
+    path.parent.mkdir()
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parallel
+def test_a_python_that_floods_its_output_is_stopped_at_1_mib(tmp_path):
+    """The --python check reads at most 1 MiB of what the interpreter prints (this one prints
+    64 MiB and ends, so that a check without the bound also ends)."""
+    python = fake_python(tmp_path, "head -c 67108864 /dev/zero")
+    assert refused_run(tmp_path, "--python", str(python)) == \
+        f"--python: {python} cannot run the torch worker: importing torch printed more than 1 MiB"
+
+
+@pytest.mark.parallel
+def test_a_python_that_hangs_is_refused_after_60_s(tmp_path):
+    """The --python check waits 60 s for the import, not the 300 s it once did."""
+    python = fake_python(tmp_path, "exec sleep 600")
+    assert refused_run(tmp_path, "--python", str(python), timeout=150) == \
+        f"--python: {python} cannot run the torch worker: importing torch took over 60 s"
+
+
 def test_an_interpreter_without_the_framework_is_refused(tmp_path):
     """dlperf's own interpreter has torch, not mxnet: one line, exit 2, nothing stored."""
     db = tmp_path / "r.db"

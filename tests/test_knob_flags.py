@@ -1,5 +1,6 @@
-"""A model knob given twice (two --knob pairs, or --knob beside the knob's own flag) is refused
-with one line, in every command that builds a case from flags: never silently resolved."""
+"""A model knob given twice (two --knob pairs, or --knob beside the knob's own flag), or a
+--profile-steps that profiles nothing, is refused with one line, in every command that builds a
+case from flags: never silently resolved or ignored."""
 from __future__ import annotations
 
 import pytest
@@ -37,3 +38,21 @@ def test_partial_fc_beside_its_knob_is_refused(tmp_path):
                        env={"DLPERF_LOCK_DIR": str(tmp_path)})
     assert proc.returncode == 2
     assert "--knob partial_fc=50: partial_fc has its own flag, --partial-fc" in proc.stderr
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("command, base", [("run", RUN), ("infer", INFER)])
+@pytest.mark.parametrize("extra, says", [
+    (["--profile", "--profile-steps", "0"],
+     "--profile-steps: 0 would profile nothing; give 1 or more with --profile"),
+    (["--profile-steps", "5"],
+     "--profile-steps: 5 does nothing without --profile; add --profile or leave --profile-steps "
+     "out"),
+])
+def test_profile_steps_that_profile_nothing_are_refused(tmp_path, command, base, extra, says):
+    db = tmp_path / "r.db"
+    proc = dlperf_main(command, *base, "--db", str(db), *extra, timeout=30,
+                       env={"DLPERF_LOCK_DIR": str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"dlperf {command}: error: {says}"], proc.stderr
+    assert not db.exists()

@@ -4,7 +4,10 @@ with nothing measured (no database, the stand-in never ran) and no stray tempora
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -85,9 +88,72 @@ def test_report_to_a_directory_or_missing_directory(stored, tmp_path):
     assert not (tmp_path / "r.md.tmp").exists()
 
 
+def test_a_device_fifo_or_link_is_written_through_never_replaced(stored, tmp_path):
+    """`-o` naming a character device, a FIFO or a link writes through it: each keeps its type
+    (as root, a rename over /dev/null would make it a regular file), a link's target gets the
+    report, and no temporary is left."""
+    db = tmp_path / "r.db"
+    shutil.copy(stored, db)
+    out = tmp_path / "out"
+    out.mkdir()
+    # a null device of our own where this user may make one; else /dev/null itself, which a
+    # user who cannot make one cannot replace either
+    device: Path | None = out / "null"
+    try:
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        device = Path("/dev/null") if os.geteuid() != 0 else None
+    (out / "to-null").symlink_to("/dev/null")
+    (out / "real.md").write_text("old\n")
+    (out / "link.md").symlink_to("real.md")
+    os.mkfifo(out / "pipe")
+    reader = subprocess.Popen(["cat", str(out / "pipe")], stdout=subprocess.PIPE)
+    try:
+        for target in [device, out / "to-null", out / "link.md", out / "pipe"]:
+            if target is None:
+                continue
+            proc = dlperf_main("report", "--db", str(db), "--format", "md", "-o", str(target),
+                               timeout=120)
+            assert proc.returncode == 0, (target, proc.stderr)
+        if device is not None:
+            assert stat.S_ISCHR(os.lstat(device).st_mode)
+        assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+        assert (out / "to-null").is_symlink() and (out / "link.md").is_symlink()
+        assert stat.S_ISREG(os.lstat(out / "real.md").st_mode)
+        assert (out / "real.md").read_text().startswith("# dlperf")
+        assert stat.S_ISFIFO(os.lstat(out / "pipe").st_mode)
+        piped, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert piped.decode().startswith("# dlperf")
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["link.md", "pipe", "real.md", "to-null"] + (["null"] if device == out / "null" else []))
+
+
 def test_compare_json_to_a_missing_directory(stored, tmp_path):
     refused(["compare", str(stored), str(stored), "--json", "/missing/dir/x.json"],
             "--json: directory /missing/dir does not exist", tmp_path)
     refused(["compare", str(stored), str(stored), "--json", str(tmp_path)],
             "is a directory", tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parallel
+def test_a_link_planted_at_the_temporary_name_is_never_followed(tmp_path):
+    """The temporary beside the output is made exclusively: a link someone placed at the old
+    fixed name (``out.json.tmp``) is neither written through nor replaced; the output keeps the
+    permissions it had."""
+    from dlperf import outputs
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    out = tmp_path / "out.json"
+    out.write_text("{}")
+    out.chmod(0o640)
+    (tmp_path / "out.json.tmp").symlink_to(victim)
+    outputs.write_text("--json", out, "[1]")
+    assert out.read_text() == "[1]" and victim.read_text() == "keep"
+    assert (tmp_path / "out.json.tmp").is_symlink()
+    assert oct(out.stat().st_mode & 0o777) == oct(0o640)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "out.json.tmp", "victim"]

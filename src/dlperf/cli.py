@@ -20,6 +20,9 @@ COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
             "data", "history", "gate", "tune")
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: commands whose exit 1 is a verdict a CI job acts on ("slower"): a crash there must not read
+#: as one, so anything unexpected is exit 2 too
+VERDICTS = ("gate", "compare")
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,9 +32,13 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message)}\n")
 
 
+#: what str.splitlines (and a terminal) takes for a line break, written as its escape
+LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 def one_line(message: object) -> str:
-    """An error stays one line even when the value it quotes holds a newline."""
-    return str(message).replace("\r", "\\r").replace("\n", "\\n")
+    """An error stays one line even when the value it quotes holds a line break."""
+    return str(message).translate(LINE_BREAKS)
 
 
 def build_parser() -> Parser:
@@ -71,6 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except (UsageError, SpecError, StoreError) as error:
         print(f"dlperf {args.command}: error: {one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as error:
+        if args.command not in VERDICTS:
+            raise
+        print(f"dlperf {args.command}: internal error, not a verdict: {type(error).__name__}: "
+              f"{one_line(error)[:300]} (a bug in dlperf: please report it with the command "
+              f"line)", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         if _received:  # SIGTERM -> 143, SIGHUP -> 129, as a shell reports them

@@ -108,27 +108,28 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
         ("TFLOP/s", "right"), ("MFU", "right"), ("peak mem", "right"), ("status", "left")))
     notes: list[str] = []
     for result in results:
-        case, tp = result["case"], result["throughput"]
+        # a result stored bare (its aggregation failed) has no throughput, FLOPs or memory
+        case, tp = result["case"], result.get("throughput") or {}
+        flops, memory = result.get("flops") or {}, result.get("memory") or {}
         ci = tp.get("ci95")
-        achieved = result["flops"].get("achieved_per_s")
+        achieved = flops.get("achieved_per_s")
         status = Text(result["status"], style="" if result["status"] == "ok" else "red")
         if result["status"] != "ok":
-            notes.append(f"{result['label']}: {result['error']}")
-        for warning in result.get("warnings", []):
+            notes.append(f"{result['label']}: {result.get('error')}")
+        for warning in result.get("warnings") or []:
             notes.append(f"{result['label']}: {warning}")
         environment = result.get("environment") or {}
         table.add_row(
             case["framework"], Text(environment_text(environment)),
             *((Text(environment.get("label") or ""),) if labelled else ()),
-            case["model"], case["task"], case["precision"],
-            "yes" if case["compile"] else "no", Text(device_of(result)),
-            str(case["devices"] * case["nnodes"]),
-            str(case["batch_size"]), number(tp["median"]),
+            case["model"], str(case.get("task", "-")), str(case.get("precision", "-")),
+            "yes" if case.get("compile") else "no", Text(device_of(result)),
+            str((case.get("devices") or 1) * (case.get("nnodes") or 1)),
+            str(case.get("batch_size")), number(tp.get("median")),
             f"{number(ci[0])}–{number(ci[1])}" if ci else "-", percent(tp.get("cv")),
             str(tp.get("n", 0)), number(achieved / 1e12, 2) if achieved else "-",
-            percent(result["flops"].get("mfu")),
-            human_bytes(result["memory"].get("peak_device_bytes")
-                        or result["memory"].get("peak_host_bytes")),
+            percent(flops.get("mfu")),
+            human_bytes(memory.get("peak_device_bytes") or memory.get("peak_host_bytes")),
             status)
     out.print(table)
     for note in notes:

@@ -17,9 +17,14 @@ MAX_SECONDS = 7 * 86400.0  # a timeout or minimum window longer than a week is a
 
 
 def is_number(value: Any) -> bool:
-    """A real, finite int or float (bool is not a number here)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    """A real, finite int or float (bool is not a number here; nor an int too large for a
+    float, which JSON reads from a long run of digits)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def finite_float(text: str) -> float:

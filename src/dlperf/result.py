@@ -213,7 +213,7 @@ def environment_block(case: Case, worker: dict[str, Any]) -> dict[str, Any]:
             "packages": found.get("packages"),
             "python": found.get("python") or worker.get("python_executable"),
             "python_version": found.get("python_version") or worker.get("python"),
-            "byo": bool(case.env) and not VERSION_ENV.match(case.env),
+            "byo": bool(case.env) and not VERSION_ENV.fullmatch(case.env),
             "label": case.run_label or None}
 
 

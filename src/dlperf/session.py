@@ -34,16 +34,17 @@ def measuring(db: str | Path, wait: bool, probe_peaks: bool = True,
     """Hold the lock (waiting for it unless ``wait`` is false) and open ``db`` for the block.
 
     ``probe_peaks``: make sure this machine's matmul peaks are known (the commands whose
-    results report MFU). ``db_first``: open the database before waiting for the lock, for a
-    command whose bad ``--db`` should fail at once rather than after the wait (accuracy).
+    results report MFU). ``db_first``: check the database, read-only, before waiting for the
+    lock, for a command whose bad ``--db`` should fail at once rather than after the wait
+    (accuracy); it is opened for writing only once the lock is held.
     """
     with contextlib.ExitStack() as stack:
-        if db_first:
-            store = stack.enter_context(Store(db))
-            stack.enter_context(measurelock.held(wait))
-        else:
-            stack.enter_context(measurelock.held(wait))
-            store = stack.enter_context(Store(db))
+        if db_first:  # checked read-only: a command that then gives up has written nothing
+            peeked = Store.peek(db)
+            if peeked is not None:
+                peeked.close()
+        stack.enter_context(measurelock.held(wait))
+        store = stack.enter_context(Store(db))
         env = sysinfo.capture()
         if probe_peaks:
             peak.ensure(env, say=display.note)

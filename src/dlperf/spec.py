@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from dlperf import models
 from dlperf.data import imagefolder
 from dlperf.envs import registry as envs_registry
+from dlperf.envs.versions import ENV_NAME as VERSION_ENV
 from dlperf.host.allocators import ALLOCATORS
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
@@ -283,8 +284,7 @@ LATER_FIELDS = {f.name: stored_default(f) for f in dataclasses.fields(Case)
 
 
 BYO_PREFIX = "python:"  # the environment name of a bring-your-own interpreter
-VERSION_ENV = re.compile(r"^([a-z0-9_]+)==([0-9][0-9A-Za-z.+!-]*)$")
-LABEL = re.compile(r"^[^\x00-\x1f\x7f]{1,100}$")
+LABEL = re.compile(r"[^\x00-\x1f\x7f]{1,100}")  # fullmatch: `$` lets a final newline through
 
 
 def environment_name(framework: str, env: str) -> str:
@@ -293,7 +293,7 @@ def environment_name(framework: str, env: str) -> str:
     user's own."""
     if not env:
         return framework
-    return env if VERSION_ENV.match(env) else BYO_PREFIX + env
+    return env if VERSION_ENV.fullmatch(env) else BYO_PREFIX + env
 
 
 def _validate_env(case: Case) -> None:
@@ -301,7 +301,8 @@ def _validate_env(case: Case) -> None:
     an interpreter (which :mod:`dlperf.envs.selection` checks before anything runs)."""
     if not isinstance(case.env, str):
         raise SpecError(f"env: {case.env!r} must be text: FRAMEWORK==VERSION or a Python path")
-    if not isinstance(case.run_label, str) or (case.run_label and not LABEL.match(case.run_label)):
+    if not isinstance(case.run_label, str) or (case.run_label
+                                               and not LABEL.fullmatch(case.run_label)):
         raise SpecError(f"label: {case.run_label!r} must be 1-100 printable characters")
     if not case.env:
         return
@@ -309,7 +310,7 @@ def _validate_env(case: Case) -> None:
         raise SpecError(f"env: --launcher horovod runs in the {case.framework}+horovod "
                         f"environment (`dlperf envs install {case.framework} --horovod`), not "
                         f"in {case.env}")
-    version = VERSION_ENV.match(case.env)
+    version = VERSION_ENV.fullmatch(case.env)
     if version:
         if version.group(1) != case.framework:
             raise SpecError(f"env: {case.env!r} is an environment of {version.group(1)}, not of "

@@ -7,6 +7,7 @@ repeat), that several tools can read, and that needs nothing beyond the standard
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import sqlite3
@@ -14,6 +15,8 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from dlperf.report import reading
 
 SCHEMA_VERSION = 1
 DEFAULT_DB = "dlperf.db"
@@ -113,6 +116,16 @@ ADDED_TABLES = ("accuracy", "tune_studies", "tune_trials")
 ACCURACY_COLUMNS = ("model", "framework", "precision", "status", "error", "fp32_top1",
                     "fp32_top5", "top1", "top5", "diff_top1", "diff_top5", "changed_top1",
                     "samples")
+ACCURACY_TEXT = ("model", "framework", "precision", "status", "error")
+#: stored JSON checked field by field as it is read (dlperf.report.reading)
+CHECKED = {("runs", "result_json"): reading.STORED,
+           ("tune_studies", "case_json"): reading.CASE,
+           ("tune_studies", "space_json"): reading.SPACE,
+           ("tune_studies", "outcome_json"): reading.OUTCOME}
+RUNGS = (("rungs", reading.Items((("value", reading.number, False),
+                                  ("run_id", reading.whole, False),
+                                  ("repeats", reading.whole, False),
+                                  ("wall_s", reading.amount, False))), True),)
 
 
 class StoreError(RuntimeError):
@@ -145,11 +158,30 @@ def _open_readonly(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, timeout=30.0)
 
 
+def _foreign(db: sqlite3.Connection) -> str | None:
+    """What marks a file without tables as another application's (its views, indexes or
+    triggers, its user_version or application_id), or None for an empty database."""
+    objects = [f"{kind} {name!r}" for kind, name in
+               db.execute("SELECT type, name FROM sqlite_master ORDER BY rowid LIMIT 3")]
+    if objects:
+        return f"it holds {', '.join(objects)} and no dlperf table"
+    for pragma in ("user_version", "application_id"):
+        value = db.execute(f"PRAGMA {pragma}").fetchone()[0]
+        if value:
+            return f"its {pragma} is {value}"
+    return None
+
+
 def _verify(db: sqlite3.Connection, path: Path, flag: str, empty_ok: bool) -> None:
-    """The file is a dlperf database of this schema (or, where ``empty_ok``, has no tables)."""
+    """The file is a dlperf database of this schema (or, where ``empty_ok``, an empty one: no
+    schema objects at all, nothing another application set)."""
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if not tables and empty_ok:
-        return
+        foreign = _foreign(db)
+        if foreign is None:
+            return
+        raise StoreError(f"{flag}: {path} is not a dlperf database ({foreign}); point {flag} "
+                         f"at a dlperf results file or at a new path")
     missing = [name for name in TABLES if name not in tables]
     if missing:
         raise StoreError(f"{flag}: {path} is not a dlperf database (no {', '.join(missing)} "
@@ -165,6 +197,28 @@ def _verify(db: sqlite3.Connection, path: Path, flag: str, empty_ok: bool) -> No
         newer = "a newer dlperf" if version > SCHEMA_VERSION else "an older dlperf"
         raise StoreError(f"{flag}: {path} has schema version {version}, written by {newer}; "
                          f"this dlperf reads {SCHEMA_VERSION}")
+    for table, wanted in _columns().items():  # a table edited by hand: refused before a query
+        if table in tables:
+            have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            missing = [name for name in wanted if name not in have]
+            if missing:
+                raise StoreError(f"{flag}: {path}: table {table} has no column {missing[0]}; "
+                                 f"it was not written by dlperf, or was edited by hand: "
+                                 f"restore the file from a copy")
+
+
+@functools.lru_cache(maxsize=1)
+def _columns() -> dict[str, tuple[str, ...]]:
+    """Each table's columns, as SCHEMA makes them (no column was added to a table since)."""
+    memory = sqlite3.connect(":memory:")
+    try:
+        memory.executescript(SCHEMA)
+        names = [row[0] for row in memory.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")]
+        return {name: tuple(row[1] for row in memory.execute(f"PRAGMA table_info({name})"))
+                for name in names}
+    finally:
+        memory.close()
 
 
 class Store:
@@ -172,11 +226,13 @@ class Store:
 
     ``readonly`` (results, report, compare): the file must exist and is opened with SQLite's
     ``mode=ro``, so reading never creates, converts or extends it. A writable store checks an
-    existing file the same way, read-only, before its first write.
+    existing file the same way, read-only, before its first write: a file without tables is
+    taken only when nothing else marks it (``empty_ok`` takes it read-only too: :meth:`peek`).
+    Each stored result is checked as it is decoded (:mod:`dlperf.report.reading`).
     """
 
     def __init__(self, path: str | Path = DEFAULT_DB, readonly: bool = False,
-                 flag: str = "--db") -> None:
+                 flag: str = "--db", empty_ok: bool = False) -> None:
         self.path = Path(path)
         self.flag = flag
         _check_path(self.path, flag, readonly)
@@ -184,7 +240,7 @@ class Store:
             if readonly or (self.path.exists() and self.path.stat().st_size > 0):
                 probe = _open_readonly(self.path)
                 try:
-                    _verify(probe, self.path, flag, empty_ok=not readonly)
+                    _verify(probe, self.path, flag, empty_ok=empty_ok or not readonly)
                     if not readonly:  # never append results to a damaged file
                         problem = probe.execute("PRAGMA quick_check(1)").fetchone()[0]
                         if problem != "ok":
@@ -209,6 +265,22 @@ class Store:
         except sqlite3.DatabaseError as error:
             raise self._damaged(error) from None
 
+    @classmethod
+    def peek(cls, path: str | Path, flag: str = "--db") -> "Store | None":
+        """The database a writing command is about to use, opened read-only for the checks it
+        makes first (so a refusal has created, converted and extended nothing); None where
+        there is nothing to read yet (no file, an empty one). Another application's file is
+        refused here, untouched."""
+        path = Path(path)
+        _check_path(path, flag, readonly=False)
+        if not path.exists() or path.stat().st_size == 0:
+            return None
+        store = cls(path, readonly=True, flag=flag, empty_ok=True)
+        if not store.has_table("runs"):
+            store.close()
+            return None
+        return store
+
     def _damaged(self, error: sqlite3.Error) -> StoreError:
         text = " ".join(str(error).split())[:200]
         if "malformed" in text or "corrupt" in text or "decode" in text:
@@ -216,18 +288,36 @@ class Store:
                               + DAMAGED_FIX.replace("FILE", str(self.path)))
         return StoreError(f"{self.flag}: {self.path} is not a usable dlperf database ({text})")
 
-    def decode(self, row: sqlite3.Row, column: str = "result_json",
-               table: str = "runs") -> dict[str, Any]:
-        """One stored JSON object; a damaged row is one line naming the file and row id."""
+    def _unreadable(self, row: sqlite3.Row, column: str, table: str, why: object,
+                    kind: str = "an unreadable") -> StoreError:
+        what = "run" if table == "runs" else f"{table} row"
+        return StoreError(f"{self.flag}: {self.path}: {what} {row['id']} has {kind} {column} "
+                          f"({str(why)[:200]}); delete that {what} (DELETE FROM {table} WHERE "
+                          f"id={row['id']}) or restore the file from a copy")
+
+    def _load(self, row: sqlite3.Row, column: str, table: str, kind: type) -> Any:
+        """One stored JSON value of type ``kind``; else one line naming the file and row id."""
         try:
             value = json.loads(row[column])
+        except RecursionError:
+            value = "nested too deeply"
         except (TypeError, ValueError) as error:
             value = error
-        if not isinstance(value, dict):
-            what = "run" if table == "runs" else f"{table} row"
-            raise StoreError(f"{self.flag}: {self.path}: {what} {row['id']} has an unreadable "
-                             f"{column} ({value}); delete that {what} (DELETE FROM {table} WHERE "
-                             f"id={row['id']}) or restore the file from a copy")
+        else:
+            value = reading.too_deep(value) or value
+        if not isinstance(value, kind):
+            raise self._unreadable(row, column, table, value)
+        return value
+
+    def decode(self, row: sqlite3.Row, column: str = "result_json",
+               table: str = "runs") -> dict[str, Any]:
+        """One stored JSON object, its fields of the types readers rely on
+        (:mod:`dlperf.report.reading`); a damaged row is one line naming the file and row id."""
+        value = self._load(row, column, table, dict)
+        fields = CHECKED.get((table, column))
+        why = reading.problem(value, fields) if fields else None
+        if why:
+            raise self._unreadable(row, column, table, why, "a malformed")
         if table == "runs" and column == "result_json" and not value.get("device"):
             # a result stored before the resolved device was recorded: derived, never a KeyError
             from dlperf.result import device_of  # result imports the catalogue: only when needed
@@ -345,6 +435,11 @@ class Store:
                     if not name.endswith("_json")}
             for column in ("dataset_json", "detail_json", "env_json"):
                 item[column[:-5]] = self.decode(row, column, "accuracy") if row[column] else {}
+            for name in ACCURACY_COLUMNS:  # SQLite keeps any type in any column
+                check = reading.text if name in ACCURACY_TEXT else reading.number
+                why = None if item[name] is None else check(item[name])
+                if why:
+                    raise self._unreadable(row, name, "accuracy", why, "a malformed")
             out.append(item)
         return out
 
@@ -404,12 +499,27 @@ class Store:
         out = []
         for row in self._rows("SELECT * FROM tune_trials WHERE study=? ORDER BY number",
                               (study,)):
+            for name, check in (("number", reading.whole), ("state", reading.text),
+                                ("value", reading.number_or_null), ("error", reading.text_or_null),
+                                ("wall_s", reading.amount)):
+                why = check(row[name])  # SQLite keeps any type in any column
+                if why:
+                    raise self._unreadable(row, name, "tune_trials", why, "a malformed")
             out.append({"number": row["number"], "state": row["state"], "value": row["value"],
                         "error": row["error"], "wall_s": row["wall_s"],
                         "created_at": row["created_at"],
                         "settings": self.decode(row, "settings_json", "tune_trials"),
-                        "rungs": json.loads(row["rungs_json"] or "[]")})
+                        "rungs": self._rungs(row)})
         return out
+
+    def _rungs(self, row: sqlite3.Row) -> list[dict[str, Any]]:
+        if not row["rungs_json"]:
+            return []
+        rungs = self._load(row, "rungs_json", "tune_trials", list)
+        why = reading.problem({"rungs": rungs}, RUNGS)
+        if why:
+            raise self._unreadable(row, "rungs_json", "tune_trials", why, "a malformed")
+        return rungs
 
     def results(self, where: str = "result_json IS NOT NULL",
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

@@ -11,12 +11,13 @@ import os
 from typing import Any
 
 from dlperf import models
+from dlperf.envs import interpreters, selection
 from dlperf.errors import UsageError
 from dlperf.host import allocators
 from dlperf.launchers import launch, slurm
 from dlperf.numbers import finite_float
-from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS, Case,
-                         frameworks)
+from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS,
+                         VERSION_ENV, Case, frameworks)
 from dlperf.store import DEFAULT_DB
 from dlperf.studies import inputbound, tuned
 from dlperf.worker import steady
@@ -136,13 +137,24 @@ def add_profile_arguments(parser: argparse.ArgumentParser, step: str = "step") -
                         help=f"after the timed window, run --profile-steps more {step}s under "
                              "the framework's own profiler: where the time goes by category, "
                              "the top operators, a Chrome trace (`dlperf explain`)")
-    parser.add_argument("--profile-steps", type=positive_int, default=PROFILE_STEPS,
-                        metavar="N", help=f"{step}s profiled with --profile "
-                                          f"(default {PROFILE_STEPS})")
+    parser.add_argument("--profile-steps", type=positive_int, default=None,
+                        metavar="N", help=f"{step}s profiled with --profile (default "
+                                          f"{PROFILE_STEPS}; 1 or more, only with --profile)")
 
 
 def profile_steps_from_args(args: argparse.Namespace) -> int:
-    return args.profile_steps if getattr(args, "profile", False) else 0
+    """The case's profile_steps; --profile-steps that would profile nothing (0, or without
+    --profile) is refused rather than ignored."""
+    steps = getattr(args, "profile_steps", None)
+    if not getattr(args, "profile", False):
+        if steps is not None:
+            raise UsageError(f"--profile-steps: {steps} does nothing without --profile; add "
+                             f"--profile or leave --profile-steps out")
+        return 0
+    if steps is not None and steps < 1:
+        raise UsageError(f"--profile-steps: {steps} would profile nothing; give 1 or more "
+                         f"with --profile")
+    return PROFILE_STEPS if steps is None else steps
 
 
 def add_environment_arguments(parser: argparse.ArgumentParser) -> None:
@@ -154,7 +166,10 @@ def add_environment_arguments(parser: argparse.ArgumentParser) -> None:
                             "--version VERSION`; `dlperf envs list`) instead of the pinned one")
     where.add_argument("--python", metavar="PATH", default="",
                        help="run the worker with this interpreter (your own build, a conda env): "
-                            "checked that the framework imports, recorded, never changed")
+                            f"checked that the framework imports (within "
+                            f"{selection.BYO_CHECK_TIMEOUT_S:g} s, at most "
+                            f"{interpreters.OUTPUT_LIMIT // 2**20} MiB of its output read), "
+                            f"recorded, never changed")
     parser.add_argument("--label", default="", metavar="TEXT",
                         help="tag the results (a commit, a build id): `dlperf history` and "
                              "`dlperf gate` order and select by it")
@@ -167,7 +182,12 @@ def environment_fields(args: argparse.Namespace) -> dict[str, str]:
     python = getattr(args, "python", "") or ""
     if python:
         python = os.path.abspath(os.path.expanduser(python))
-    return {"env": python or getattr(args, "env", "") or "",
+    env = getattr(args, "env", "") or ""
+    if env and not VERSION_ENV.fullmatch(env):
+        raise UsageError(f"--env: {env!r} is not an environment name; --env takes a version "
+                         f"environment FRAMEWORK==VERSION (`dlperf envs list`); an interpreter "
+                         f"of your own is --python PATH")
+    return {"env": python or env,
             "run_label": getattr(args, "label", "") or ""}
 
 

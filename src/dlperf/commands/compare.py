@@ -7,7 +7,6 @@ sweep name in ``--db`` (``run:ID`` and ``sweep:NAME`` say which explicitly).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from pathlib import Path
@@ -17,7 +16,8 @@ from rich.text import Text
 
 from dlperf import display, outputs
 from dlperf.errors import UsageError
-from dlperf.numbers import finite_float, is_number
+from dlperf.numbers import finite_float
+from dlperf.report import reading
 from dlperf.report import results as stored
 from dlperf.store import DEFAULT_DB, Store
 
@@ -90,65 +90,20 @@ def _from_file(path: Path, which: str) -> list[dict[str, Any]]:
         with Store(path, readonly=True, flag=which) as store:
             return stored.load(store)
     try:
-        data = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        data = reading.parse_json(path.read_bytes())
+    except ValueError as error:
         raise UsageError(f"{which}: {path} is neither a result JSON file nor a dlperf database "
-                         f"({reason})") from None
+                         f"({error})") from None
     items = data if isinstance(data, list) else [data]
     if not items:
         raise UsageError(f"{which}: {path} holds an empty list; it needs dlperf result objects")
     return items
 
 
-MAX_RATE = 1e15  # samples/s: above this a number is corrupt, and ratios of it under/overflow
-
-
-def _rate_problem(value: Any, allow_none: bool) -> str | None:
-    if value is None:
-        return None if allow_none else "missing"
-    if not is_number(value) or not 0 < value <= MAX_RATE:
-        return f"{value!r} is not a throughput in (0, {MAX_RATE:g}]"
-    return None
-
-
-def _shape_problem(item: Any) -> str | None:
-    """What is wrong with one result object's shape, for the fields compare reads."""
-    if not isinstance(item, dict):
-        kind = {"int": "number", "float": "number", "str": "text", "bool": "boolean",
-                "NoneType": "null", "list": "list"}.get(type(item).__name__, "value")
-        return f"is a {kind}, not a result object"
-    if not isinstance(item.get("case"), dict):
-        return "'case' must be an object"
-    for name in ("status", "label", "case_key", "error"):
-        if item.get(name) is not None and not isinstance(item[name], (str, int)):
-            return f"'{name}' must be text"
-    if "throughput" not in item:
-        return "needs 'throughput'"
-    throughput = item["throughput"]
-    if throughput is None:
-        return None if item.get("status") != "ok" else "'throughput' is null on an ok result"
-    if not isinstance(throughput, dict):
-        return "'throughput' must be an object"
-    ok = item.get("status") == "ok"
-    problem = _rate_problem(throughput.get("median"), allow_none=not ok)
-    if problem:
-        return f"throughput.median {problem}"
-    repeats = throughput.get("repeats")
-    if repeats is not None:
-        if not isinstance(repeats, list):
-            return "throughput.repeats must be a list"
-        for value in repeats:
-            problem = _rate_problem(value, allow_none=False)
-            if problem:
-                return f"throughput.repeats: {problem}"
-    return None
-
-
 def check_shape(items: list[Any], which: str, source: str) -> list[dict[str, Any]]:
     """Every item a result object compare can read; else one line naming the first bad one."""
     for index, item in enumerate(items):
-        problem = _shape_problem(item)
+        problem = reading.result_problem(item)
         if problem:
             where = f"run {item.get('run_id')}" if isinstance(item, dict) and item.get(
                 "run_id") is not None else f"item {index}"

@@ -16,6 +16,7 @@ from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
 from dlperf.explain import findings
 from dlperf.explain.diff import ORDER, differ
+from dlperf.report import reading
 from dlperf.store import DEFAULT_DB
 
 
@@ -49,6 +50,10 @@ def one_result(spec: str, which: str, db: str) -> dict[str, Any]:
     if not isinstance(block["categories"], dict) or not _number(block.get("step_s")):
         raise UsageError(f"{which}: {spec}: profile.categories must be an object and "
                          f"profile.step_s a positive number")
+    why = reading.problem(result, reading.PROFILED)
+    if why:
+        raise UsageError(f"{which}: {spec}: {why}; explain reads the profile block `dlperf run "
+                         f"--profile` records")
     return result
 
 
@@ -115,7 +120,7 @@ def show_facts(result: dict[str, Any]) -> None:
             f"{'-' if roof.get('ridge') is None else format(roof['ridge'], '.2f')}, "
             f"{roof.get('bound') or 'bound unknown'}-bound, "
             f"{'-' if reach is None else display.percent(reach)} of the roof "
-            f"({roof['bandwidth_source']})")
+            f"({roof.get('bandwidth_source') or 'bandwidth unknown'})")
 
 
 def top_ops(result: dict[str, Any], limit: int = 10) -> None:

@@ -12,7 +12,6 @@ bootstrap interval over pairs). A failing case prints the commands that reproduc
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from dlperf.commands._flags import add_db_argument
 from dlperf.commands.compare import TESTS, threshold
 from dlperf.errors import UsageError
 from dlperf.history import reproduce, series
+from dlperf.report import reading
 from dlperf.store import Store
 from dlperf.stats import mannwhitney_min_p
 from dlperf.studies import ab
@@ -71,27 +71,39 @@ def side_points(text: str, flag: str, everything: list[series.Point] | None,
             seen = sorted({str(getattr(p, field)) for p in everything if getattr(p, field)})
             raise UsageError(f"{flag}: no successful result in {db} has {name} {value!r}; "
                              f"there are: {', '.join(seen[:12]) or 'none'}")
-        return chosen
+        return readable(chosen)
     path = Path(text)
     if not path.is_file():
         raise UsageError(f"{flag}: {text!r} is neither {'=X, '.join(SELECTORS)}=X nor a result "
                          f"JSON file")
     try:
-        loaded = json.loads(path.read_text())
+        loaded = reading.parse_json(path.read_bytes())
     except (OSError, ValueError) as error:
         raise UsageError(f"{flag}: {path} is not a result JSON file ({error})") from None
     items = loaded if isinstance(loaded, list) else [loaded]
     out = []
     for number, item in enumerate(items, 1):
-        if not isinstance(item, dict) or "case" not in item or "throughput" not in item:
-            raise UsageError(f"{flag}: {path} item {number} is not a dlperf result")
-        found = series.point({"id": item.get("run_id") or 0, "finished_at": "",
-                              "started_at": ""}, item)
+        where = f"{flag}: {path} item {number}"
+        if isinstance(item, dict) and ("case" not in item or "throughput" not in item):
+            raise UsageError(f"{where} is not a dlperf result")
+        found = series.point({"id": item.get("run_id") or 0 if isinstance(item, dict) else 0,
+                              "finished_at": "", "started_at": ""}, item, where)
         if found is not None:
             out.append(found)
     if not out:
         raise UsageError(f"{flag}: {path} holds no successful result")
-    return out
+    return readable(out)
+
+
+def readable(points: list[series.Point]) -> list[series.Point]:
+    """``points``, each of whose case reads as a case (the experiment it is compared in, the
+    command that measures it again); else one line naming the field and where it was read."""
+    for p in points:
+        try:
+            reading.case_of(p.result["case"])
+        except UsageError as error:
+            raise UsageError(f"{p.where}: {error}") from None
+    return points
 
 
 @dataclass(frozen=True)
@@ -177,7 +189,10 @@ def remeasured_verdict(base: Side, cand: Side, limit: float, pairs: int) -> dict
 def command(side: Side) -> str:
     """The `dlperf run` line that measures the side's latest result again, its repeats too."""
     case = side.latest.result["case"]
-    return reproduce.command_line(case, case.get("repeats") or len(side.latest.repeats))
+    try:
+        return reproduce.command_line(case, case.get("repeats") or len(side.latest.repeats))
+    except UsageError as error:
+        raise UsageError(f"{side.latest.where}: {error}") from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -203,12 +218,12 @@ def main(args: argparse.Namespace) -> int:
         if shared:
             raise UsageError(f"--candidate: run {shared[0]} is on both sides; choose sides that "
                              f"differ")
+        commands = {"baseline_command": command(b), "candidate_command": command(c)}
         found = (remeasured_verdict(b, c, args.max_slowdown, args.pairs) if args.remeasure
                  else stored_verdict(b, c, args.max_slowdown, args.test))
         found.update(case=c.latest.result.get("label"), experiment=key,
                      baseline_runs=b.runs, candidate_runs=c.runs, baseline_median=b.median,
-                     candidate_median=c.median,
-                     baseline_command=command(b), candidate_command=command(c))
+                     candidate_median=c.median, **commands)
         rows.append(found)
     show(rows, args)
     for label in alone:

@@ -202,8 +202,9 @@ def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool,
             fitted: slurm_launch.SweepFit | None = None) -> int:
     states = [CaseState(case) for case in sweep.cases]
     history: list[dict[str, Any]] = []
-    if db.exists():
-        with Store(db) as store:
+    store = Store.peek(db)  # a dry run measures nothing: it reads, and creates no file
+    if store is not None:
+        with store:
             history = store.results()
             if not force:
                 since = int(store.get_meta(f"sweep_since:{sweep.name}") or 0)

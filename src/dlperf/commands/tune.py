@@ -5,6 +5,7 @@ best``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from dlperf.commands._flags import add_case_arguments, add_db_argument, case_fro
 from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
+from dlperf.report import reading
 from dlperf.report import tune as tune_report
 from dlperf.spec import Case, expected_device, frameworks, support
 from dlperf.store import Store
@@ -87,12 +89,20 @@ def chosen_frameworks(args: argparse.Namespace) -> list[str]:
     return names
 
 
-def capacity_limit(store: Store, case: Case) -> int | None:
+def capacity_limit(store: Store | None, case: Case) -> int | None:
     """The largest batch size a stored `dlperf capacity` search ran for this case, if any."""
+    if store is None:
+        return None
     key = stored.base_key(case)
-    sizes = [Case.from_dict(result["case"]).batch_size
-             for result in store.results("sweep='capacity' AND status='ok'")
-             if stored.base_key(Case.from_dict(result["case"])) == key]
+    sizes = []
+    for result in store.results("sweep='capacity' AND status='ok'"):
+        try:
+            found = reading.case_of(result["case"])
+        except UsageError as error:
+            raise UsageError(f"{store.flag}: {store.path}: run {result.get('run_id')}: "
+                             f"{error}") from None
+        if stored.base_key(found) == key:
+            sizes.append(found.batch_size)
     return max(sizes) if sizes else None
 
 
@@ -124,7 +134,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget: {args.budget} shared by {len(cases)} frameworks leaves "
                          f"{budgets.text(share)} each, too small for one trial; give at least "
                          f"{budgets.text(budgets.MIN_BUDGET_S * len(cases))}")
-    with Store(args.db) as db:
+    # every refusal comes before the database is written, or created
+    with Store.peek(args.db) or contextlib.nullcontext() as db:
         plans = [plan_of(case, wanted, db, share) for case in cases]
     outcomes, code = [], 0
     for case, (knobs, limit) in zip(cases, plans):
@@ -136,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
     return code
 
 
-def plan_of(case: Case, wanted: list[str], db: Store, budget_s: float
+def plan_of(case: Case, wanted: list[str], db: Store | None, budget_s: float
             ) -> tuple[list[space.Knob], int | None]:
     """The knobs to search for ``case`` (refusing a name the backend does not declare)."""
     limit = capacity_limit(db, case)
@@ -181,18 +192,19 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
 
     record = space_record(knobs, limit)
     key = stored.study_key(case, record)
-    with Store(args.db) as db:
-        earlier = db.tune_study(key)
-        if earlier and earlier.get("outcome") and args.new:
-            key = f"{key}-{len(db.tune_studies(stored.base_key(case))) + 1}"
+    earlier, old = None, []
+    with Store.peek(args.db) or contextlib.nullcontext() as db:  # read-only: lock first
+        if db is not None:
             earlier = db.tune_study(key)
-        if earlier and earlier.get("outcome"):
-            say(f"{case.framework}: {args.db} holds a finished tune of this case (study {key}); "
-                f"shown below (--new searches again)")
-            show(earlier["outcome"], case)
-            return earlier["outcome"], False
-        db.start_tune_study(key, stored.base_key(case), case.to_dict(), record, budget_s)
-        old = db.tune_trials(key)
+            if earlier and earlier.get("outcome") and args.new:
+                key = f"{key}-{len(db.tune_studies(stored.base_key(case))) + 1}"
+                earlier = db.tune_study(key)
+            old = db.tune_trials(key)
+    if earlier and earlier.get("outcome"):
+        say(f"{case.framework}: {args.db} holds a finished tune of this case (study {key}); "
+            f"shown below (--new searches again)")
+        show(earlier["outcome"], case)
+        return earlier["outcome"], False
     budget = budgets.Budget(budget_s, spent_before_s=sum(row["wall_s"] for row in old))
     comparisons = 2 if any(knob.changes_math for knob in knobs) else 1
 
@@ -211,6 +223,8 @@ def tune_one(case: Case, knobs: list[space.Knob], limit: int | None, budget_s: f
     for line in space.left_out(case, knobs):
         say(f"  left out, declared impossible: {line}")
     with session.measuring(args.db, wait=not args.no_wait) as opened:
+        opened.store.start_tune_study(key, stored.base_key(case), case.to_dict(), record,
+                                      budget_s)
         found = search.Search(plan, opened.store, opened.env, say)
         found.replay(old)
         trials = found.run() if budget.left() > 0 else found.trials

@@ -35,7 +35,7 @@ def check(name: str, device: str = "auto") -> CheckReport:
     """``name``: a framework (its pinned environment) or a version environment ``FW==X``."""
     env = name if selection.is_version_env(name) else ""
     if env:
-        name = selection.VERSION_ENV.match(env).group(1)  # type: ignore[union-attr]
+        name = selection.VERSION_ENV.fullmatch(env).group(1)  # type: ignore[union-attr]
         registry.get(name)  # an unknown framework: one line
         python = selection.version_env_python(env)  # UsageError when not installed
     else:

@@ -110,7 +110,7 @@ def check_toolchain() -> None:
     missing = [tool for tool in TOOLS if not shutil.which(tool)]
     if missing:
         raise UsageError(f"building Horovod needs {', '.join(missing)}: {APT}")
-    out = subprocess.run(["cmake", "--version"], capture_output=True, text=True).stdout
+    out = interpreters.run_bounded(["cmake", "--version"], 30.0).stdout
     found = re.search(r"version\s+(\d+)\.(\d+)", out)
     if not found or tuple(int(x) for x in found.groups()) < CMAKE_MINIMUM:
         raise UsageError(f"building Horovod needs cmake >= 3.13 (found: "

@@ -63,8 +63,19 @@ def root() -> Path:
     return Path(cache) / "dlperf" / "envs"
 
 
+def checked_name(env_name: str) -> str:
+    """``env_name`` when it names one entry directly in the cache root (resolved lexically: no
+    ``/``, ``..``, or control character); else one line, so a name never becomes a path
+    outside it."""
+    base = os.path.abspath(root())
+    inside = os.path.dirname(os.path.abspath(os.path.join(base, env_name or "."))) == base
+    if not inside or any(ord(c) < 32 or c == "\x7f" for c in env_name):
+        raise UsageError(f"environment {env_name!r} is not a name of one folder in {root()}")
+    return env_name
+
+
 def env_dir(env_name: str) -> Path:
-    return root() / env_name
+    return root() / checked_name(env_name)
 
 
 def env_python(env_name: str) -> Path:
@@ -204,7 +215,7 @@ def variant_of(name: str) -> str:
 def _locked(name: str) -> Iterator[None]:
     """One install of a framework at a time (two `make test` runs, two engineers)."""
     root().mkdir(parents=True, exist_ok=True)
-    with open(root() / f".{name}.lock", "w") as handle:
+    with open(root() / f".{checked_name(name)}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -246,11 +257,13 @@ def import_version(python: str, fw: Framework, timeout_s: float = IMPORT_TIMEOUT
     code = (f"import {fw.import_name} as m, dlperf.worker.loop; "
             f"print('DLPERF_VERSION=' + str(getattr(m, '__version__', '?')))")
     env = worker_env({**QUIET_ENV, **framework_variables(fw, python)})
-    try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                              timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
+    # the interpreter may be the user's (--python): bounded in time and in what is kept
+    done = interpreters.run_bounded([python, "-c", code], timeout_s, env=env)
+    if done.stopped == "time":
         return False, f"importing {fw.import_name} took over {timeout_s:g} s"
+    if done.stopped == "output":
+        return False, (f"importing {fw.import_name} printed more than "
+                       f"{interpreters.OUTPUT_LIMIT // 2**20} MiB")
     for line in done.stdout.splitlines():
         if line.startswith("DLPERF_VERSION="):
             return True, line.split("=", 1)[1].strip()

@@ -11,24 +11,25 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 
 from dlperf.envs import manage, registry
+from dlperf.envs.versions import ENV_NAME as VERSION_ENV
 from dlperf.errors import UsageError
 
-VERSION_ENV = re.compile(r"^([a-z0-9_]+)==(.+)$")
 # a brought environment's worker: the user's tree gets no __pycache__ of ours or the framework's
 BYO_VARIABLES = {"PYTHONDONTWRITEBYTECODE": "1"}
+# how long a brought interpreter may take to import its framework before it is refused
+BYO_CHECK_TIMEOUT_S = 60.0
 
 
 def is_version_env(env: str) -> bool:
-    return bool(VERSION_ENV.match(env))
+    return bool(VERSION_ENV.fullmatch(env))
 
 
 def version_env_python(env: str) -> str:
     """The interpreter of an installed version environment; one line naming the install
     command when it is not installed."""
-    match = VERSION_ENV.match(env)
+    match = VERSION_ENV.fullmatch(env)
     assert match is not None
     if manage.read_stamp(env) is None or not manage.env_python(env).exists():
         raise UsageError(f"environment {env} is not installed: run `dlperf envs install "
@@ -44,7 +45,8 @@ def checked_byo(framework: str, python: str) -> str:
         raise UsageError(f"--python: {python} is not an executable file")
     if framework not in registry.load():
         raise UsageError(f"--python: framework {framework} has no environment entry to check")
-    ok, said = manage.import_version(python, registry.get(framework), timeout_s=300.0)
+    ok, said = manage.import_version(python, registry.get(framework),
+                                     timeout_s=BYO_CHECK_TIMEOUT_S)
     if not ok:
         raise UsageError(f"--python: {python} cannot run the {framework} worker: {said}")
     return python

@@ -38,10 +38,12 @@ from dlperf.envs.registry import Framework, Versions
 from dlperf.errors import UsageError
 
 SEPARATOR = "=="
-ENV_NAME = re.compile(r"^([a-z0-9_]+)==(.+)$")  # as dlperf.envs.selection.VERSION_ENV
+# a version environment's name, the one pattern (dlperf.spec and .selection import it): it
+# becomes a folder name, so fullmatch only (`$` lets a final newline through) and no "/"
+ENV_NAME = re.compile(r"([a-z0-9_]+)==([0-9][0-9A-Za-z.+!-]*)")
 LOCK_SUFFIX = ".requirements.txt"
 # PEP 440 releases as published: 0.9.2, 0.9.0.1, 2.15.0.post1, 2.16.0rc0
-RELEASE = re.compile(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?$")
+RELEASE = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?")
 # pip's public index (lock.py resolves with --isolated: the same one), its PEP 691 JSON pages
 INDEX = "https://pypi.org/simple/"
 INDEX_TIMEOUT_S = 30.0
@@ -52,7 +54,7 @@ PRE_ORDER = {"a": 0, "b": 1, "rc": 2}
 def release_key(version: str) -> tuple[Any, ...] | None:
     """A sort key for a published version (releases after their pre-releases, post-releases
     after both), or None for text that is not one."""
-    match = RELEASE.match(version)
+    match = RELEASE.fullmatch(version)
     if not match:
         return None
     release, pre, pre_n, post, dev = match.groups()
@@ -64,7 +66,7 @@ def release_key(version: str) -> tuple[Any, ...] | None:
 
 
 def is_prerelease(version: str) -> bool:
-    match = RELEASE.match(version)
+    match = RELEASE.fullmatch(version)
     return bool(match and (match.group(2) or match.group(5)))
 
 
@@ -94,7 +96,7 @@ def env_name(framework: str, version: str) -> str:
 def lock_file(env: str) -> Path:
     """A version environment's hashed lock: beside it under the cache root, not in the source
     tree (it is this machine's resolution, made when the environment was first installed)."""
-    return manage.root() / f"{env}{LOCK_SUFFIX}"
+    return manage.root() / f"{manage.checked_name(env)}{LOCK_SUFFIX}"
 
 
 def policy(name: str, variant: str | None = None) -> Versions:
@@ -292,7 +294,7 @@ def installed(framework_name: str | None = None) -> list[VersionEnv]:
         return []
     out = []
     for path in sorted(root.iterdir()):
-        match = ENV_NAME.match(path.name)
+        match = ENV_NAME.fullmatch(path.name)
         if not path.is_dir() or not match or match.group(1) not in registry.load():
             continue
         if framework_name is not None and match.group(1) != framework_name:
@@ -317,7 +319,7 @@ def installed(framework_name: str | None = None) -> list[VersionEnv]:
 
 def remove(env: str, say: Callable[[str], None] = print) -> None:
     """Delete version environment ``env``, its lock and its install log."""
-    match = ENV_NAME.match(env)
+    match = ENV_NAME.fullmatch(env)
     if not match:
         raise UsageError(f"envs remove: {env!r} is not a version environment (FRAMEWORK==VERSION, "
                          f"as `dlperf envs list` names them); pinned environments stay")

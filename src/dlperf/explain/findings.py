@@ -120,7 +120,8 @@ def _roofline(result: dict[str, Any]) -> list[Finding]:
     roof = result.get("roofline") or {}
     if roof.get("roof_note"):
         return [Finding("roofline", f"no roofline verdict: {roof['roof_note']}", {})]
-    if not roof.get("bound") or roof.get("of_roof") is None:
+    if not roof.get("bound") or None in (roof.get("of_roof"), roof.get("intensity"),
+                                         roof.get("ridge")):
         return []
     figures = {k: roof[k] for k in ("intensity", "ridge", "bound", "of_roof")}
     text = (f"at {roof['intensity']:.1f} FLOP/byte (this machine's ridge: {roof['ridge']:.1f}) "

@@ -14,13 +14,15 @@ from typing import Any
 
 from dlperf import models
 from dlperf.errors import UsageError
-from dlperf.spec import VERSION_ENV, Case
+from dlperf.report import reading
+from dlperf.spec import VERSION_ENV
 from dlperf.worker import steady
 
 
 def run_flags(case: dict[str, Any]) -> list[str]:
-    """``run`` and the flags of ``case`` (a stored case dict), without --repeats/--db/--json."""
-    c = Case.from_dict(case)
+    """``run`` and the flags of ``case`` (a stored case dict), without --repeats/--db/--json;
+    one line naming the field that keeps it from being a case."""
+    c = reading.case_of(case)
     if c.scenario != "offline":
         raise UsageError(f"a {c.scenario} inference case ({c.label()}) is measured by `dlperf "
                          f"infer --scenario {c.scenario}`, not by `dlperf run`")
@@ -60,7 +62,7 @@ def run_flags(case: dict[str, Any]) -> list[str]:
         if c.cold_cache:
             flags.append("--cold-cache")
     if c.env:
-        flags += ["--env" if VERSION_ENV.match(c.env) else "--python", c.env]
+        flags += ["--env" if VERSION_ENV.fullmatch(c.env) else "--python", c.env]
     if c.run_label:
         flags += ["--label", c.run_label]
     return flags

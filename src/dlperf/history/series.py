@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlperf.errors import UsageError
+from dlperf.report import reading
 from dlperf.result import device_of
 from dlperf.spec import Case, SpecError
 from dlperf.store import Store
@@ -37,13 +38,15 @@ class Point:
     ci95: tuple[float, float] | None
     repeats: tuple[float, ...]
     result: dict[str, Any]
+    where: str = ""  # the file or database row it was read from, for a message naming it
 
 
 def experiment_key(case: dict[str, Any]) -> str:
     """The key of ``case`` with its environment and label cleared."""
     try:
         return Case.from_dict({**case, "env": "", "run_label": ""}).key()
-    except (SpecError, TypeError):  # not a Case: `dlperf external`'s, or an older form
+    except (SpecError, TypeError, ValueError, AttributeError, KeyError):
+        # not a Case: `dlperf external`'s, or an older form
         rest = {k: v for k, v in case.items() if k not in ("env", "run_label", "repeats")}
         text = json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str)
         return "other:" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -56,29 +59,32 @@ def experiment_of(result: dict[str, Any]) -> str:
     return f"{experiment_key(result['case'])}@{device_of(result)}"
 
 
-def point(row: Any, result: dict[str, Any]) -> Point | None:
-    """A finished, successful result as a point; None for a failure (no throughput)."""
+def point(row: Any, result: dict[str, Any], where: str) -> Point | None:
+    """A finished, successful result as a point; None for a failure (no throughput). A result
+    without the fields a series reads, of their types, is one line naming ``where`` it is."""
+    why = reading.result_problem(result, reading.SERIES)
+    if why:
+        raise UsageError(f"{where}: {why}")
     tp = result.get("throughput") or {}
     if result.get("status") != "ok" or not tp.get("median"):
         return None
     environment = result.get("environment") or {}
+    worker = ((result.get("env") or {}).get("worker") or {}).get("framework") or {}
     ci = tp.get("ci95")
     return Point(run_id=int(row["id"]), finished_at=str(row["finished_at"] or row["started_at"]),
                  case_key=str(result.get("case_key")),
                  environment=str(environment.get("name") or result["case"]["framework"]),
-                 version=environment.get("framework_version")
-                 or ((result.get("env") or {}).get("worker") or {}).get("framework", {}).get(
-                     "version"),
+                 version=environment.get("framework_version") or worker.get("version"),
                  label=environment.get("label"), median=float(tp["median"]),
                  ci95=(float(ci[0]), float(ci[1])) if ci else None,
                  repeats=tuple(float(v) for v in tp.get("repeats") or [tp["median"]]),
-                 result=result)
+                 result=result, where=where)
 
 
 def all_points(store: Store) -> list[Point]:
     out = []
     for row in store.runs("result_json IS NOT NULL"):
-        found = point(row, store.decode(row))
+        found = point(row, store.decode(row), f"{store.flag}: {store.path}: run {row['id']}")
         if found is not None:
             out.append(found)
     return out

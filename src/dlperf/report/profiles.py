@@ -61,11 +61,16 @@ def finding_lines(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: what a point under the roof is drawn from (a stored block may lack any of them)
+ROOF = ("of_roof", "intensity", "ridge", "peak_flops_per_s", "bandwidth_bytes_per_s",
+        "roof_flops_per_s")
+
+
 def roofline_points(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Results placed under a roof: probed, achieved, and below the probe (``of_roof`` set;
     a probe the step beat has no verdict to draw)."""
     return [r for r in results if r.get("status") == "ok"
-            and (r.get("roofline") or {}).get("of_roof") is not None]
+            and all((r.get("roofline") or {}).get(name) is not None for name in ROOF)]
 
 
 def roofline_figure(results: list[dict[str, Any]]) -> bytes | None:

@@ -43,12 +43,12 @@ PROBE_WARMUP = 2  # a probe's short window: enough to allocate everything a step
 PROBE_STEPS = 3
 GROWTH = 2
 MAX_PROBES = 40
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(i?B?)?\s*$", re.I)
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(i?B?)?\s*", re.I)
 
 
 def parse_count(text: str, flag: str) -> int:
     """``3.2M`` -> 3200000, ``512`` -> 512, ``64K`` -> 64000 (decimal suffixes)."""
-    found = _SIZE.match(text)
+    found = _SIZE.fullmatch(text)
     if not found or found.group(3):
         raise UsageError(f"{flag}: {text!r} must be a positive integer, optionally with K, M or G "
                          f"(e.g. 3.2M)")
@@ -61,7 +61,7 @@ def parse_count(text: str, flag: str) -> int:
 
 def parse_bytes(text: str, flag: str = "--memory-limit") -> int:
     """``8GiB`` / ``8G`` (binary units: memory sizes are) -> bytes; at least 64 MiB."""
-    found = _SIZE.match(text)
+    found = _SIZE.fullmatch(text)
     if not found:
         raise UsageError(f"{flag}: {text!r} must be a size such as 8GiB, 512MiB or 8G")
     unit = found.group(2).upper()

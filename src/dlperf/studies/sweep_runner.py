@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import json
 import os
 import re
 import statistics
@@ -102,10 +101,11 @@ def state_of(store: Store, case: Case, sweep_name: str, since: int) -> CaseState
     row = store.latest_run(case.key(), sweep_name, since)
     if row is None:
         return CaseState(case)
-    stored = json.loads(row["result_json"]) if row["result_json"] else None
+    # decoded by the store: a damaged row is one line naming it, not a traceback
+    stored = store.decode(row) if row["result_json"] else None
     if stored is not None and not stored.get("interrupted"):
         return CaseState(case, run_id=row["id"], result=stored)
-    env = json.loads(row["env_json"]) if row["env_json"] else None
+    env = store.decode(row, "env_json") if row["env_json"] else None
     return CaseState(case, run_id=row["id"], done=store.repeats(row["id"]), env=env)
 
 
@@ -350,8 +350,7 @@ class SweepRun:
         """A ``config: best`` case with no tune to read: an ``unsupported`` result with the
         reason, under the cell's own identity (the stored one when there is one)."""
         row = self.store.latest_run(cell.key, self.sweep.name, self.since)
-        stored = json.loads(row["result_json"]) if row is not None and row["result_json"] \
-            else None
+        stored = self.store.decode(row) if row is not None and row["result_json"] else None
         if stored is not None:
             self.outcome.reused += 1
             self.observer.case_done(cell.case, stored, reused=True)

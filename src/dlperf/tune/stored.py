@@ -110,7 +110,7 @@ def chosen_best(store: Store, case: Case, which: str = "best",
                          f"{describe_base(case)}; run `{tune_command(case, store.path)}` "
                          f"first{hint}")
     outcome = found["outcome"]
-    chosen = outcome.get("best_fixed" if which == "best-fixed" else "best") or outcome["best"]
+    chosen = outcome.get("best_fixed" if which == "best-fixed" else "best") or outcome.get("best")
     if not chosen:
         raise UsageError(f"{flag} {which}: the newest tune of {describe_base(case)} in "
                          f"{store.path} (study {found['study']}) found no configuration that "
