@@ -63,3 +63,8 @@ def test_lifeline_passes_the_commands_exit_and_signal_through():
                            "-c", "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"],
                           env=env, timeout=60)
     assert done.returncode == -signal.SIGABRT
+    # SIGKILL takes no handler: passed through all the same (a killed emulated host's node)
+    done = subprocess.run([sys.executable, "-m", "dlperf.worker.lifeline", "--", sys.executable,
+                           "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                          env=env, timeout=60)
+    assert done.returncode == -signal.SIGKILL

@@ -22,6 +22,7 @@ from dlperf import models
 from dlperf.data import imagefolder
 from dlperf.envs import registry as envs_registry
 from dlperf.envs.versions import ENV_NAME as VERSION_ENV
+from dlperf.host import emulated
 from dlperf.host.allocators import ALLOCATORS
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
@@ -167,6 +168,10 @@ class Case:
     # the worker's malloc: "" the system's (glibc), or "jemalloc" / "tcmalloc" preloaded by the
     # launcher (LD_PRELOAD; dlperf.host.allocators finds the library on this machine)
     allocator: str = declared(UNLESS_DEFAULT, True, "--allocator", "")
+    # the rate of the links between emulated hosts (`dlperf run --emulate-hosts N --link RATE`,
+    # dlperf.host.emulated) in one spelling, "1gbit"; "": not shaped. Not in the baseline: a
+    # 1-node result has no link
+    link: str = declared(UNLESS_DEFAULT, False, "--link", "")
 
     def __post_init__(self) -> None:
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
@@ -182,6 +187,11 @@ class Case:
                 object.__setattr__(self, "options", format_options(parse_options(self.options)))
             except ValueError as error:
                 raise SpecError(f"options: {error}; write NAME=VALUE[,NAME=VALUE]") from None
+        if isinstance(self.link, str):  # one spelling per rate: 1000mbit is 1gbit, none is ""
+            try:
+                object.__setattr__(self, "link", emulated.normalize_rate(self.link, "link"))
+            except ValueError as error:
+                raise SpecError(str(error)) from None
         validate(self)
         try:
             resolved = models.resolve_knobs(self.model, dict(self.knobs))
@@ -236,6 +246,8 @@ class Case:
             parts.append(environment_name(self.framework, self.env))
         if self.allocator:
             parts.append(self.allocator)
+        if self.link:
+            parts.append(f"{self.link}-link")
         if self.scenario != "offline":
             parts.append(self.scenario)
         if self.server:
@@ -368,6 +380,7 @@ def validate(case: Case) -> None:
     if case.allocator != "" and case.allocator not in ALLOCATORS:
         raise SpecError(f"allocator: {case.allocator!r} is not one of {', '.join(ALLOCATORS)} "
                         f"(or empty: the system's malloc)")
+    _validate_link(case)
     allowed_knobs = models.get(case.model).knobs
     for name, value in case.knobs.items():
         if value is None:
@@ -435,6 +448,16 @@ def _validate_data(case: Case) -> None:
         # several processes: each reads its own shard, the window barriered and the warm-up
         # voted through the framework's collectives (one process with several GPUs, e.g.
         # tensorflow's MirroredStrategy, is the backend's own unsupported result)
+
+
+def _validate_link(case: Case) -> None:
+    """A link rate (normalised by ``__post_init__``: :func:`dlperf.host.emulated.normalize_rate`)
+    only between two or more nodes."""
+    if not isinstance(case.link, str):
+        raise SpecError(f"link: {case.link!r} must be a rate such as 1gbit, or empty")
+    if case.link and case.nnodes < 2:
+        raise SpecError(f"link: a link rate shapes the network between nodes; it needs nnodes "
+                        f"2 or more, not {case.nnodes}")
 
 
 def _validate_launcher(case: Case) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from dlperf import models
 from dlperf.envs import interpreters, selection
 from dlperf.errors import UsageError
-from dlperf.host import allocators
+from dlperf.host import allocators, emulated
 from dlperf.launchers import launch, slurm
 from dlperf.numbers import finite_float
 from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS,
@@ -233,15 +233,17 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 launcher=getattr(args, "launcher", "native"),
                 controller=getattr(args, "controller", "gloo"),
                 options=",".join(getattr(args, "options", None) or []),
-                allocator=getattr(args, "allocator", None) or "",
+                allocator=getattr(args, "allocator", None) or "", link=link_from_args(args),
                 profile_steps=profile_steps_from_args(args), **input_fields(args),
                 **environment_fields(args))
 
 
 def nnodes_from_args(args: argparse.Namespace) -> int:
-    """--nnodes, else the Slurm step's node count, else 1."""
+    """--nnodes, else --emulate-hosts, else the Slurm step's node count, else 1."""
     if getattr(args, "nnodes", None) is not None:
         return int(args.nnodes)
+    if getattr(args, "emulate_hosts", None) is not None:
+        return int(args.emulate_hosts)
     position = slurm.position(os.environ)
     return position.nnodes if position else 1
 
@@ -361,6 +363,33 @@ def node_addrs_from_args(args: argparse.Namespace, position: slurm.JobPosition |
                     None)
     hosts = tuple(slurm.hostnames(nodelist)) if nodelist else ()
     return hosts if len(hosts) == nnodes else ()
+
+
+def add_emulation_arguments(parser: argparse.ArgumentParser) -> None:
+    """--emulate-hosts and --link (the case's link): the case across hosts emulated on this
+    machine (:mod:`dlperf.launchers.emulated`)."""
+    group = parser.add_argument_group(
+        "emulated hosts", "run the case across N hosts emulated on this machine (as root: network "
+        "namespaces on a bridge, each with its own address, host name and CPUs), every node's "
+        "`dlperf run` started for you")
+    group.add_argument("--emulate-hosts", type=positive_int, default=None, metavar="N",
+                       help="hosts to emulate (2 or more, at most one per CPU); sets --nnodes")
+    group.add_argument("--link", default=None, metavar="RATE",
+                       help="with --emulate-hosts: shape each host's link to RATE (tc's "
+                            "spelling: 10gbit, 1gbit, 100mbit; at least 1mbit); part of the case")
+
+
+def link_from_args(args: argparse.Namespace) -> str:
+    """The case's link: --link in its one spelling; only with --emulate-hosts, or in a node that
+    an emulation started (whose hosts it shaped), since dlperf shapes no real network."""
+    text = getattr(args, "link", None)
+    if text is None:
+        return ""
+    if getattr(args, "emulate_hosts", None) is None and not os.environ.get(
+            emulated.NODE_VARIABLE):
+        raise UsageError(f"--link: {text} shapes the links between emulated hosts; it needs "
+                         f"--emulate-hosts N (dlperf shapes no real network)")
+    return emulated.normalize_rate(text, "--link")
 
 
 # ------------------------------------------------------------------------------------------------

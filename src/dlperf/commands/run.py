@@ -14,13 +14,13 @@ from rich.text import Text
 from dlperf import display, outputs, runner, scaling, session
 from dlperf.envs import selection
 from dlperf.commands._flags import (add_case_arguments, add_config_argument, add_db_argument,
-                                    add_input_arguments, add_profile_arguments,
-                                    add_rendezvous_arguments, cases_from_args,
-                                    config_from_args, rendezvous_from_args)
+                                    add_emulation_arguments, add_input_arguments,
+                                    add_profile_arguments, add_rendezvous_arguments,
+                                    cases_from_args, config_from_args, rendezvous_from_args)
 from dlperf.errors import UsageError
 from dlperf.explain import findings
 from dlperf.host import measurelock
-from dlperf.launchers import launch, registry
+from dlperf.launchers import emulated, launch, registry
 from dlperf.numbers import finite_float
 from dlperf.spec import Case, support
 from dlperf.studies import inputbound, tuned
@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_profile_arguments(parser)
     add_input_arguments(parser)
     add_rendezvous_arguments(parser)
+    add_emulation_arguments(parser)
     add_db_argument(parser)
     add_config_argument(parser)
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
@@ -41,9 +42,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              f"3 s), at most SECONDS (default {QUIET_WAIT_S:g}); a host that "
                              "never quiets fails the case as busy")
     measurelock.add_argument(parser)
+    PARSERS[:] = [parser]
     return parser
 
 
+# the parser add_parser made last: --emulate-hosts writes each node's command line
+# from the parsed flags with it
+PARSERS: list[argparse.ArgumentParser] = []
 QUIET_WAIT_S = 300.0
 
 
@@ -67,6 +72,8 @@ def refuse_unbuilt_model(case: Case) -> None:
 def main(args: argparse.Namespace) -> int:
     """One case, or the input-bound study's two (compute-only, then data+compute): checked,
     launched on every node, measured and stored on node 0, shown."""
+    if args.emulate_hosts is not None:
+        return across_emulated_hosts(args)
     cases, marker = configured(args, cases_from_args(args))
     refuse_unbuilt_model(cases[-1])
     study = len(cases) == 2
@@ -100,6 +107,18 @@ def main(args: argparse.Namespace) -> int:
         display.out.print(inputbound.describe(block))
     write(results)
     return 0 if all(result["status"] == "ok" for result in results) else 1
+
+
+def across_emulated_hosts(args: argparse.Namespace) -> int:
+    """--emulate-hosts N: checked here as a plain run is, then every node's `dlperf run` on its
+    emulated host (:mod:`dlperf.launchers.emulated`; --config is applied by node 0)."""
+    emulated.check_flags(args)
+    cases = cases_from_args(args)
+    refuse_unbuilt_model(cases[-1])
+    outputs.check_writable("--json", args.json)
+    check_quiet_wait(args.require_quiet_s)
+    selection.case_python(cases[-1].framework, cases[-1].env)
+    return emulated.run(args, PARSERS[-1], cases)
 
 
 def configured(args: argparse.Namespace, cases: list[Case]

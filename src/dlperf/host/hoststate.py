@@ -22,6 +22,8 @@ from typing import Any
 
 import psutil
 
+from dlperf.host import emulated
+
 COMPETING_SHARE = 0.05  # of the machine's CPU time during the repeat
 # Steal (CPU time the hypervisor ran other guests on our cores), as a share of the machine.
 # From STEAL_NOTE a noisy or unsteady result names the steal of the repeats it concerns: a
@@ -182,8 +184,9 @@ class OtherProcesses:
             except psutil.Error:
                 pass
         out = {}
+        job = emulated.job_namespaces()  # on an emulated host: the job's other hosts
         for proc in psutil.process_iter(["name"]):
-            if proc.pid in skip:
+            if proc.pid in skip or job and _net_namespace(proc.pid) in job:
                 continue
             try:
                 out[proc.pid] = (proc.info["name"] or "?", _cpu_seconds(proc))
@@ -219,6 +222,14 @@ class OtherProcesses:
             "seconds": round(elapsed, 3),
             **time_shares(self._times, times, capacity),
         }
+
+
+def _net_namespace(pid: int) -> tuple[int, int] | None:
+    try:
+        info = os.stat(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def competing(state: dict[str, Any]) -> str | None:

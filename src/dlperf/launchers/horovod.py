@@ -48,6 +48,8 @@ _GLOO_WAIT = re.compile(r"Wait timeout after \d+ seconds for key\(s\): ([0-9, ]+
 _SILENT = re.compile(r"dlperf\.launchers\.horovod_gloo: node 0's rendezvous at \S+ never "
                      r"answered")
 _FIRST_EXIT = re.compile(r"Process name: (\d+)\s+Exit code: (-?\d+)")
+# Horovod's Gloo connecting to a peer that advertised a loopback address
+_LOOPBACK_PEER = re.compile(r"connect \[(127\.[0-9.]+)\]:\d+: Connection refused")
 
 
 def install_hint(framework: str, force: bool = False) -> str:
@@ -155,6 +157,14 @@ def explain_nodes(log: str, case: Case, rdzv: Rendezvous) -> tuple[str, str] | N
     """(status, message) for a job across nodes: ``timeout`` when Gloo's rendezvous store gave up
     waiting for ranks (Horovod aborts the rank: no result of its own), else as
     :mod:`dlperf.launchers.spawn` reads a rank killed by a signal."""
+    loopback = _LOOPBACK_PEER.search(log)
+    if loopback:
+        return "crash", (f"a rank's peer advertised {loopback.group(1)}, the loopback address "
+                         f"its host name resolves to, and could not be reached: Horovod 0.28.1 "
+                         f"makes its process sets' Gloo contexts without --socket-ifname "
+                         f"(HOROVOD_GLOO_IFACE) and so from the host name; make each node's "
+                         f"host name resolve to its address on the nodes' network (/etc/hosts "
+                         f"or DNS)")
     found = _GLOO_WAIT.search(log)
     if _SILENT.search(log) or (found is not None and rdzv.node_rank > 0):
         return rendezvous_timeout(rdzv, node_0_silent(rdzv.endpoint))

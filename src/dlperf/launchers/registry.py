@@ -7,7 +7,10 @@ This is the only place a launcher is picked by framework.
 
 from __future__ import annotations
 
-from dlperf.host import allocators
+import os
+
+from dlperf.errors import UsageError
+from dlperf.host import allocators, emulated
 from dlperf.launchers import (caffe2, horovod, jax, mindspore, mxnet, oneflow, paddle,
                               tensorflow, tensorflow1, torch)
 from dlperf.launchers.launch import Launcher, MultiLauncher, Rendezvous, local
@@ -39,9 +42,14 @@ def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
     ``unsupported`` with the backend's own reason, as for any other undeclared combination.
 
     A case whose allocator is not installed here is refused (UsageError) before anything runs:
-    every launcher preloads it."""
+    every launcher preloads it; so is a case with a link rate outside a node of emulated hosts
+    (:mod:`dlperf.launchers.emulated`), where nothing would shape it."""
     if case.allocator:
         allocators.library(case.allocator)
+    if case.link and not os.environ.get(emulated.NODE_VARIABLE):
+        raise UsageError(f"link: {case.link} is shaped between emulated hosts only; measure it "
+                         f"with `dlperf run --emulate-hosts N --link {case.link}` (a sweep "
+                         f"cannot shape links yet)")
     if case.launcher == "horovod":
         return horovod.HorovodLaunch(case, rendezvous, python)
     multi = MULTI_PROCESS.get(case.framework)

@@ -89,7 +89,10 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: kill_group())
     code = child.wait()
     if code < 0:  # die of the same signal, so the harness sees what the command died of
-        signal.signal(-code, signal.SIG_DFL)
+        try:
+            signal.signal(-code, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL and SIGSTOP take no handler: already default
+            pass
         os.kill(os.getpid(), -code)
     return code
 

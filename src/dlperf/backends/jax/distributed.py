@@ -65,6 +65,7 @@ def initialize(requested):
         return
     rank, world, local_rank = job()
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    _gloo_endpoint(os.environ["DLPERF_MASTER_ADDR"], int(os.environ["DLPERF_MASTER_PORT"]))
     jax.distributed.initialize(
         coordinator_address="%s:%s" % (os.environ["DLPERF_MASTER_ADDR"],
                                        os.environ["DLPERF_MASTER_PORT"]),
@@ -81,6 +82,57 @@ def initialize(requested):
     # all-reduce comes after each rank's own build and compile, which a loaded host can set
     # further apart than that. Once formed, a collective waits for a late peer.
     barrier()
+
+
+def local_address(master_addr, master_port):
+    # type: (str, int) -> str
+    """The address of this host on its route to the master (a UDP socket's connect sends
+    nothing; it picks the route): what the peers can reach it at."""
+    import socket
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect((master_addr, master_port))
+        return str(probe.getsockname()[0])
+    finally:
+        probe.close()
+
+
+def _gloo_endpoint(master_addr, master_port):
+    # type: (str, int) -> None
+    """Where this process's gloo listens and what it advertises to its peers: the interface
+    --socket-ifname names (``GLOO_SOCKET_IFNAME``, which the launcher sets), else the address
+    on the route to the master. Left to itself, JAX's gloo advertises the address its host name
+    resolves to, which a Debian host's /etc/hosts makes 127.0.1.1: a peer on another host is
+    then refused ("Connection refused, remote=[127.0.1.1]"). JAX's backend factory takes no
+    argument for it, so the factory's call is given one. Where this jaxlib has no such call
+    (the collectives are made elsewhere), nothing changes."""
+    interface = os.environ.get("GLOO_SOCKET_IFNAME")
+    endpoint = ({"interface": interface} if interface
+                else {"hostname": local_address(master_addr, master_port)})
+    modules = []
+    try:
+        from jax._src.lib import _jax
+        modules.append(_jax)
+    except ImportError:
+        pass
+    try:
+        from jax._src.lib import xla_client
+        modules.append(xla_client._xla)
+    except (ImportError, AttributeError):
+        pass
+    for module in modules:
+        make = getattr(module, "make_gloo_tcp_collectives", None)
+        if make is None or getattr(make, "dlperf_endpoint", None) is not None:
+            continue
+
+        def made(distributed_client, hostname=None, interface=None, _make=make):
+            # type: (Any, Optional[str], Optional[str], Any) -> Any
+            return _make(distributed_client=distributed_client, **endpoint)
+        made.dlperf_endpoint = endpoint  # type: ignore[attr-defined]
+        try:
+            module.make_gloo_tcp_collectives = made
+        except (AttributeError, TypeError):
+            pass
 
 
 def _leave_if_not_gathered():
