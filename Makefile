@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup envs horovod horovod-envs test-envs browser slurm allocators run run-more test clean cuda-locks fidelity
+.PHONY: setup lint envs horovod horovod-envs test-envs browser slurm allocators run run-more test clean cuda-locks fidelity
 
 # PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
 # The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
@@ -56,6 +56,14 @@ run-more: run
 	-$(QUICK_COMPARE) quick-bert-fp32.json quick-bert-amp-bf16.json
 	$(QUICK_REPORT)
 	@echo "report: $(CURDIR)/quick-report.html"
+
+# Mistakes found without running anything, the first step of `make test`: ruff (pyflakes and
+# syntax errors) over src, tests and benchmarks, and mypy over the harness side (the worker side,
+# Python 3.7 with `# type:` comments, is read for its types only). Both are configured in
+# pyproject.toml and come from the lock.
+lint: setup
+	$(BIN)/ruff check
+	$(BIN)/mypy
 
 # The framework environments the tests use, each from its pinned set in src/dlperf/envs/requirements.
 # Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
@@ -133,7 +141,7 @@ test-envs: setup horovod
 # its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
-test: setup test-envs browser slurm allocators
+test: setup lint test-envs browser slurm allocators
 	$(BIN)/python -m compileall -q src tests
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile \

@@ -1,5 +1,7 @@
 """The ``dlperf`` command. Each subcommand lives in ``dlperf.commands.<name>`` and is a thin layer
 over a library function; this module only wires them up and turns bad input into exit code 2.
+``dlperf COMMAND ...`` imports that command's module alone (a command's imports reach numpy,
+rich, the store...), and ``dlperf --help`` none: it lists ``commands.HELP``.
 """
 
 from __future__ import annotations
@@ -11,13 +13,10 @@ import sys
 from collections.abc import Sequence
 
 from dlperf import __version__
+from dlperf.commands import HELP
 from dlperf.errors import UsageError
-from dlperf.spec import SpecError
-from dlperf.store import StoreError
 
-COMMANDS = ("run", "models", "sysinfo", "system", "results", "envs",
-            "sweep", "report", "compare", "explain", "ab", "external", "infer", "accuracy", "capacity",
-            "data", "history", "gate", "tune")
+COMMANDS = tuple(HELP)
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 #: commands whose exit 1 is a verdict a CI job acts on ("slower"): a crash there must not read
@@ -41,16 +40,29 @@ def one_line(message: object) -> str:
     return str(message).translate(LINE_BREAKS)
 
 
-def build_parser() -> Parser:
+def build_parser(only: str | None = None) -> Parser:
+    """Every command's parser; with ``only``, that command's alone ("": none), the others
+    stand-ins that ``--help`` lists (name and help from ``commands.HELP``) without importing
+    their modules."""
     parser = Parser(prog="dlperf", description="Trustworthy deep-learning framework benchmarks.")
     parser.add_argument("--version", action="version", version=f"dlperf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name, help=HELP[name])
+            continue
         module = importlib.import_module(f"dlperf.commands.{name}")
         command = module.add_parser(sub)
         command.set_defaults(handler=module.main)
     return parser
+
+
+def chosen(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (``dlperf`` itself takes
+    none with a value), when that is a command; None for ``--help``, ``--version`` or a typo."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return first if first in HELP else None
 
 
 class Terminated(KeyboardInterrupt):
@@ -71,7 +83,14 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    # nothing chosen: every command a stand-in (``--help`` lists them; a typo is refused by name)
+    args = build_parser(chosen(words) or "").parse_args(words)
+    # bad input from the case or the store: imported once a command is chosen (they reach numpy),
+    # so that `--help` and a typo cost neither
+    from dlperf.spec import SpecError
+    from dlperf.store import StoreError
+
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _terminate)
     try:

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -80,7 +80,7 @@ def progress(case: Case) -> Iterator[Callable[[dict[str, Any]], None]]:
         yield on_repeat
 
 
-def new_table(title: str | None, columns: Sequence[tuple[str, str]]) -> Table:
+def new_table(title: str | None, columns: Sequence[tuple[str, JustifyMethod]]) -> Table:
     """A rich table with these (name, justify) columns: every table dlperf prints."""
     made = Table(title=title, show_lines=False)
     for name, justify in columns:

@@ -246,7 +246,7 @@ def _cache(repeats: list[dict[str, Any]]) -> dict[str, Any]:
     per_repeat = [[r["page_cache"] for r in record.get("ranks", []) if r.get("page_cache")]
                   for record in repeats]
     states = {c["state"] for nodes in per_repeat for c in nodes}
-    first = next((c for nodes in per_repeat for c in nodes), {})
+    first: dict[str, Any] = next((c for nodes in per_repeat for c in nodes), {})
     return {"requested": first.get("requested"),
             "state": states.pop() if len(states) == 1 else ("mixed" if states else None),
             "method": first.get("method"), "note": first.get("note"),
@@ -259,7 +259,7 @@ def data_block(case: Case, repeats: list[dict[str, Any]]) -> dict[str, Any]:
     if case.data == "synthetic":
         return {"mode": "synthetic"}
     ok = [record for record in repeats if record["status"] == "ok"]
-    info = next((r["info"]["data"] for record in ok for r in record.get("ranks", [])
+    info: dict[str, Any] = next((r["info"]["data"] for record in ok for r in record.get("ranks", [])
                  if isinstance((r.get("info") or {}).get("data"), dict)), {})
     block: dict[str, Any] = {"mode": "data-only" if case.data_only else "data+compute",
                              "path": case.data, "dataset": info.get("manifest"),
@@ -381,7 +381,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     note = auto_cpu_note(case.framework, case.device, env, worker.get("device"))
     if note:
         warnings.insert(0, note)
-    result = {
+    result: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": run_id,
         "case_key": case.key(),

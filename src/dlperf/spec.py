@@ -12,11 +12,10 @@ import dataclasses
 import hashlib
 import importlib
 import json
-import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from dlperf import models
 from dlperf.data import imagefolder
@@ -271,7 +270,7 @@ class Case:
         return cls(**data)
 
 
-def stored_default(field: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+def stored_default(field: dataclasses.Field) -> Any:
     """The value of ``field`` in a case stored before it existed: its default."""
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory()
@@ -341,8 +340,12 @@ def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
 def _at_least(field: str, value: Any, low: float, kind: type = int,
               high: float | None = None) -> None:
     """``low <= value (<= high)``; NaN and infinity fail (every comparison with NaN is false)."""
-    ok = (not isinstance(value, bool) and isinstance(value, (kind, int))
-          and math.isfinite(value) and low <= value and (high is None or value <= high))
+    # is_number first: a finite int or float, False (not OverflowError) for an int past float's
+    # range, which YAML and JSON read from a long run of digits
+    ok = is_number(value) and isinstance(value, (kind, int))
+    if ok:
+        number = cast(float, value)
+        ok = low <= number and (high is None or number <= high)
     if not ok:
         what = "an integer" if kind is int else "a finite number"
         bound = f" and <= {high:g}" if high is not None else ""

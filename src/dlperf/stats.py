@@ -31,7 +31,7 @@ def median_or_none(values: Sequence[float] | None) -> float | None:
     return statistics.median(values) if values else None
 
 
-def bootstrap_ci(values: Sequence[float], seed: int = 0, level: float = 0.95,
+def bootstrap_ci(values: Sequence[float] | np.ndarray, seed: int = 0, level: float = 0.95,
                  n_resamples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the median; None when there is nothing to resample."""
     data = np.asarray(values, dtype=float)
@@ -202,3 +202,29 @@ def mannwhitney_min_p(n1: int, n2: int, sides: int = 2) -> float:
     """Smallest p-value the exact Mann-Whitney U test can give for samples of these sizes
     (``sides`` 2: two-sided, 1: one-sided): below some sizes no result can be significant."""
     return min(1.0, sides / math.comb(n1 + n2, n1))
+
+
+#: the two-sample tests on per-repeat values that `dlperf compare` and `dlperf gate` offer
+TESTS = ("mannwhitney", "welch")
+
+
+def shift_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray, test: str,
+            alternative: str = "two-sided") -> tuple[float | None, str | None]:
+    """The p-value of Mann-Whitney U or Welch's t (one of :data:`TESTS`) that ``first`` and
+    ``second`` differ (``alternative="less"``: that ``first`` is the lower), or None and why the
+    test is undefined for these values. Both need at least 2 values a side; whether Mann-Whitney
+    can reach a given alpha at all with so few is the caller's to say (:func:`mannwhitney_min_p`).
+    """
+    if test not in TESTS:
+        raise ValueError(f"test: {test!r} is not one of {', '.join(TESTS)}")
+    a = np.asarray(first, dtype=float)
+    b = np.asarray(second, dtype=float)
+    from scipy import stats as scipy_stats  # here: 0.3 s of imports that every `dlperf` command paid
+
+    if test == "welch":
+        if np.var(a, ddof=1) == 0 and np.var(b, ddof=1) == 0:
+            return None, "no variance on either side: Welch's t is undefined"
+        p = float(scipy_stats.ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+        return (p, None) if math.isfinite(p) else (None, "Welch's t is undefined for these values")
+    p = float(scipy_stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
+    return (p, None) if math.isfinite(p) else (None, "the test is undefined for these values")

@@ -341,7 +341,8 @@ class Store:
                 "INSERT INTO runs (case_key, label, case_json, sweep, env_json, started_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (case_key, label, json.dumps(case), sweep, json.dumps(env), _now()))
-        return int(cursor.lastrowid)
+        assert cursor.lastrowid is not None  # set by every INSERT
+        return cursor.lastrowid
 
     def add_repeat(self, run_id: int, index: int, repeat: dict[str, Any]) -> None:
         """Store one finished repeat; ``repeat`` is the runner's per-repeat record."""
@@ -422,7 +423,8 @@ class Store:
                 f"({', '.join('?' * (len(ACCURACY_COLUMNS) + 6))})",
                 (key, *(row.get(name) for name in ACCURACY_COLUMNS), dataset_key, dataset_text,
                  json.dumps(detail), json.dumps(env), _now()))
-        return int(cursor.lastrowid)
+        assert cursor.lastrowid is not None  # set by every INSERT
+        return cursor.lastrowid
 
     def accuracy(self) -> list[dict[str, Any]]:
         """Every stored accuracy row, oldest first, with its dataset, detail and env decoded;

@@ -175,7 +175,7 @@ def add_environment_arguments(parser: argparse.ArgumentParser) -> None:
                              "`dlperf gate` order and select by it")
 
 
-def environment_fields(args: argparse.Namespace) -> dict[str, str]:
+def environment_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The case fields of --env / --python / --label. A --python path is made absolute but not
     resolved: a venv's bin/python is a link to its base interpreter, and only the link's path
     finds the venv's packages."""

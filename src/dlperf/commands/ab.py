@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, outputs
+from dlperf.commands import HELP
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.studies import ab
@@ -18,7 +19,7 @@ from dlperf.studies import ab
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "ab", help="two cases alternately in fresh processes: ratio B/A with a bootstrap CI",
+        "ab", help=HELP["ab"],
         description="Each side is a dlperf measuring command: `-- run FLAGS` or `-- external "
                     "FLAGS -- COMMAND`. The sides run one repeat at a time, A B, B A, A B, ...; "
                     "the ratio of medians B/A gets a bootstrap 95% interval over pairs. Prefer "

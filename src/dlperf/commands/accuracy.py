@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument, add_timeout_argument, positive_int
 from dlperf.host import measurelock
 from dlperf.numbers import finite_float
@@ -24,7 +25,7 @@ def _names(text: str) -> list[str]:
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     vision = [n for n in models.names() if models.get(n).kind == "vision"]
     parser = sub.add_parser(
-        "accuracy", help="top-1/top-5 of fp32 vs lower precisions (int8...) on real data",
+        "accuracy", help=HELP["accuracy"],
         description="Train each model briefly on scikit-learn's handwritten digits (upscaled; "
                     "weights cached), or use --data with an ImageNet-style folder, then score "
                     "fp32 and each lower precision on the held-out images. INT8 is calibrated "

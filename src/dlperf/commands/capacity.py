@@ -12,6 +12,7 @@ from rich.text import Text
 
 from dlperf import display, outputs, session
 from dlperf.envs import selection
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_case_arguments, add_db_argument, case_from_args, positive_int
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
@@ -20,8 +21,7 @@ from dlperf.studies import capacity
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "capacity", help="the largest batch size or knob value that fits (grow x2 until out of "
-                         "memory, then bisect), or --table: latency and memory over a range")
+        "capacity", help=HELP["capacity"])
     add_case_arguments(parser)
     parser.set_defaults(repeats=1, steps=capacity.PROBE_STEPS,
                         warmup_steps=capacity.PROBE_WARMUP)
@@ -99,6 +99,7 @@ def main(args: argparse.Namespace) -> int:
             f"worker, {search.case.steps} steps, stored in {args.db})")
         try:
             if args.table:
+                assert search.stop is not None  # build_search refuses --table without --to
                 for value in capacity.series(search.start, search.stop):
                     capacity.probe(search, value, opened.store, opened.env, show_probe)
             else:

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from dlperf import display, outputs
+from dlperf.commands import HELP
 from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.report import reading
 from dlperf.report import results as stored
+from dlperf.stats import TESTS
 from dlperf.store import DEFAULT_DB, Store
 
 if TYPE_CHECKING:
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
     from dlperf.report.compare import Comparison
 
 # as in dlperf.report.compare, which loads scipy only when a comparison runs
-TESTS = ("mannwhitney", "welch")
 DEFAULT_ALPHA = 0.05
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -60,7 +61,7 @@ def points(text: str) -> float:
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("compare", help="compare two result sets with significance tests")
+    parser = sub.add_parser("compare", help=HELP["compare"])
     parser.add_argument("baseline", help="result JSON file, database file, run id or sweep name")
     parser.add_argument("candidate", help="result JSON file, database file, run id or sweep name")
     parser.add_argument("--db", default=DEFAULT_DB, help="database for run ids and sweep names")

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import display
+from dlperf.commands import HELP
 from dlperf.commands._flags import positive_int
 from dlperf.data import make_images as datasets
 from dlperf.errors import UsageError
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("data", help="make datasets for real input pipelines (run --data)")
+    parser = sub.add_parser("data", help=HELP["data"])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
     make = actions.add_parser(

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, envs
+from dlperf.commands import HELP
 from dlperf.envs import check as env_check
 from dlperf.envs import dali as env_dali
 from dlperf.envs import horovod as env_horovod
@@ -22,7 +23,7 @@ from dlperf.spec import frameworks, support
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("envs", help="per-framework environments: list, install, check")
+    parser = sub.add_parser("envs", help=HELP["envs"])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
 

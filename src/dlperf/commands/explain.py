@@ -12,6 +12,7 @@ import argparse
 from typing import Any
 
 from dlperf import display
+from dlperf.commands import HELP
 from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
 from dlperf.explain import findings
@@ -21,8 +22,7 @@ from dlperf.store import DEFAULT_DB
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("explain", help="where a profiled result's time goes; with two, "
-                                            "why one is faster")
+    parser = sub.add_parser("explain", help=HELP["explain"])
     parser.add_argument("results", nargs="*", metavar="RESULT",
                         help="one or two results: a JSON file (dlperf run --json), or a run id "
                              "in --db")

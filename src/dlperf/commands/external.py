@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import display, outputs, runner, session
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument, add_timeout_argument
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
@@ -17,7 +18,7 @@ from dlperf.studies.external import ExternalCase, ExternalRun
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "external", help="wrap an external training command and parse its throughput",
+        "external", help=HELP["external"],
         description="Run COMMAND (after --) --repeats times, read its speed from its output and "
                     "store the median like any other case. Either --metric (per-step or "
                     "per-interval rate lines; harmonic mean after the warm-up lines) or "

@@ -15,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from dlperf import display, outputs
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument, positive_int
 from dlperf.errors import UsageError
 from dlperf.history import changepoints, series
@@ -24,7 +25,7 @@ from dlperf.store import Store
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "history", help="one case's results over time, versions or labels, with change points",
+        "history", help=HELP["history"],
         description="The results of one experiment (a case in any environment, with any label) "
                     "in order, each with its median and 95%% interval, and the change points "
                     "found in them (ruptures' PELT on the medians, each confirmed by a "

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
+from dlperf.commands import HELP
 from dlperf.commands._flags import (add_db_argument, add_environment_arguments,
                                     add_knob_arguments, add_profile_arguments,
                                     add_timeout_argument, environment_fields,
@@ -65,7 +66,7 @@ def positive_float(text: str) -> float:
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "infer", help="inference: batch sweep with latency percentiles, or the server scenario",
+        "infer", help=HELP["infer"],
         description="Inference throughput and latency (mean, p50, p90, p95, p99, p99.9 in ms; "
                     "numpy 'linear' percentiles over all repeats' iterations pooled) per batch "
                     "size, and the speedup over fp32 at the same batch size. The server scenario "
@@ -193,9 +194,10 @@ def show_sweep(results: list[dict[str, Any]]) -> None:
     for column in infer.TABLE_COLUMNS:
         table.add_column(column, justify="left" if column in ("Precision", "Status") else "right")
     for row in infer.table_rows(results):
+        cells: list[str | Text] = list(row)
         if row[-1] != "ok":
-            row[-1] = Text(row[-1], style="red")
-        table.add_row(*row)
+            cells[-1] = Text(row[-1], style="red")
+        table.add_row(*cells)
     display.out.print(table)
     for result in results:
         label = result.get("label")

@@ -9,10 +9,11 @@ from typing import Any
 from rich.table import Table
 
 from dlperf import display, models
+from dlperf.commands import HELP
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("models", help="the model catalogue")
+    parser = sub.add_parser("models", help=HELP["models"])
     parser.add_argument("--json", action="store_true", help="print the catalogue as JSON")
     return parser
 

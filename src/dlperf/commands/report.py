@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import outputs
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument
 from dlperf.errors import UsageError
 from dlperf.report import results
@@ -20,7 +21,7 @@ FORMATS = ("md", "html", "csv", "json")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("report", help="tables and plots of stored results (md/html/csv/json)")
+    parser = sub.add_parser("report", help=HELP["report"])
     add_db_argument(parser)
     parser.add_argument("--sweep", help="only this sweep's results (default: everything stored)")
     parser.add_argument("--format", choices=FORMATS, help="default: from the -o suffix, else md")

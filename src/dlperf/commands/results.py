@@ -6,11 +6,12 @@ import argparse
 from typing import Any
 
 from dlperf import display, numbers
+from dlperf.commands import HELP
 from dlperf.store import DEFAULT_DB, Store
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("results", help="list stored results")
+    parser = sub.add_parser("results", help=HELP["results"])
     parser.add_argument("--db", default=DEFAULT_DB)
     parser.add_argument("--last", type=int, default=20, help="how many (default 20)")
     parser.add_argument("--json", action="store_true", help="print result objects as JSON")

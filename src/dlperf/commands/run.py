@@ -13,6 +13,7 @@ from rich.text import Text
 
 from dlperf import display, outputs, runner, scaling, session
 from dlperf.envs import selection
+from dlperf.commands import HELP
 from dlperf.commands._flags import (add_case_arguments, add_config_argument, add_db_argument,
                                     add_emulation_arguments, add_input_arguments,
                                     add_profile_arguments, add_rendezvous_arguments,
@@ -27,7 +28,7 @@ from dlperf.studies import inputbound, tuned
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("run", help="measure one case (fresh worker per repeat)")
+    parser = sub.add_parser("run", help=HELP["run"])
     add_case_arguments(parser)
     add_profile_arguments(parser)
     add_input_arguments(parser)

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn, TimeE
 from rich.text import Text
 
 from dlperf import display, models, outputs, session
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument
 from dlperf.envs import selection
 from dlperf.errors import UsageError
@@ -26,7 +27,7 @@ from dlperf.studies.sweep_runner import CaseState, Estimator, Eta, Observer, Swe
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("sweep", help="run a sweep file (matrix of cases), resumable")
+    parser = sub.add_parser("sweep", help=HELP["sweep"])
     parser.add_argument("file", type=Path, help="sweep YAML file (see sweeps/)")
     add_db_argument(parser)
     mode = parser.add_mutually_exclusive_group()

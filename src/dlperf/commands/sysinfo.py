@@ -9,11 +9,12 @@ from typing import Any
 from rich.table import Table
 
 from dlperf import display
+from dlperf.commands import HELP
 from dlperf.host import peak, sysinfo
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("sysinfo", help="hardware, OS, libraries, threads")
+    parser = sub.add_parser("sysinfo", help=HELP["sysinfo"])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--probe", action="store_true",
                         help="measure peak matmul FLOP/s per precision and memory bandwidth "

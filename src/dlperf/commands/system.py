@@ -10,12 +10,12 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display
+from dlperf.commands import HELP
 from dlperf.host import system
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
-    parser = sub.add_parser("system", help="what on this host disturbs benchmarks (show), and "
-                                           "whether it is fit to measure now (check: exit 1 if not)")
+    parser = sub.add_parser("system", help=HELP["system"])
     parser.add_argument("action", choices=("show", "check"))
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     return parser

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dlperf import display, envs, outputs, session
+from dlperf.commands import HELP
 from dlperf.commands._flags import add_case_arguments, add_db_argument, case_from_args
 from dlperf.envs import selection
 from dlperf.errors import UsageError
@@ -34,8 +35,7 @@ SCREEN_STEPS = 20  # a trial's window: long enough to rank configurations, short
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser = sub.add_parser(
-        "tune", help="search a framework's own settings for the fastest configuration within "
-                     "a budget; confirm it against the default; stored for --config best",
+        "tune", help=HELP["tune"],
         description="Searches the knobs the framework's backend declares (precision, compile "
                     "mode, its options, threads, allocator, batch size), screening each "
                     "configuration with one fresh-process repeat, keeping the best third "

@@ -281,7 +281,7 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
         steps.append([*hashed, "-v", "--no-cache-dir", "--no-binary=horovod",
                       "--no-build-isolation", "-r",
                       str(lock_file(fw))])
-        step_env = [{} for _ in steps[:-1]] + [variables]
+        step_env: list[dict[str, str]] = [{} for _ in steps[:-1]] + [variables]
         try:
             return manage.build(manage.Build(fw, env, base, full, wanted, steps, step_env,
                                              _checker(fw, mpi, start),

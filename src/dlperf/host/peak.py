@@ -95,8 +95,8 @@ def matmul_peaks(size: int | None = None, repeats: int = 10) -> dict[str, float]
         import torch
     except ImportError:
         size = size or CPU_SIZE
-        a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
-        return {"float32": _best_rate(lambda: a @ a, 2.0 * size ** 3, repeats)}
+        m = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+        return {"float32": _best_rate(lambda: m @ m, 2.0 * size ** 3, repeats)}
     device = "cuda" if torch.cuda.is_available() else "cpu"
     size = size or (GPU_SIZE if device == "cuda" else CPU_SIZE)
     flops = 2.0 * size ** 3

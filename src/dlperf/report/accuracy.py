@@ -43,7 +43,8 @@ def _points(value: float | None) -> str:
 
 def dataset_text(row: dict[str, Any]) -> str:
     data = row.get("dataset") or {}
-    name = {"sklearn-digits": "digits"}.get(data.get("name"), data.get("name") or "?")
+    raw = data.get("name") or "?"
+    name: str = {"sklearn-digits": "digits"}.get(raw, raw)
     if data.get("path"):
         name += f" {data['path']}"
     return f"{name} (image {data.get('image_size', '?')}, seed {data.get('split_seed', '?')})"

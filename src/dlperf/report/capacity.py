@@ -173,7 +173,9 @@ def _differing(first: dict[str, Any], case: dict[str, Any]) -> set[str] | None:
 
 def _probe(result: dict[str, Any], param: str | None) -> Probe:
     value = _settings(_case(result)).get(param) if param else None
-    memory = result.get("memory") if isinstance(result.get("memory"), dict) else {}
+    memory = result.get("memory")
+    if not isinstance(memory, dict):
+        memory = {}
     rate = (result.get("throughput") or {}).get("median")
     latency = result.get("iteration_ms")
     return Probe(run_id=result.get("run_id"), value=value if isinstance(value, int) else None,
@@ -288,7 +290,7 @@ def figure(search: Search) -> str | None:
     plt = plots.plt
     ok = [p for p in probes if p.status == "ok"]
     failed = [p for p in probes if p.status != "ok"]
-    values = [p.value for p in probes]
+    values = [p.value for p in probes if p.value is not None]  # all of them
     peaks = [b for p in ok for b in (p.peak_host_bytes, p.peak_device_bytes) if b]
     scale, unit = ((2**30, "GiB") if peaks and max(peaks) >= 2**30 else (2**20, "MiB"))
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": None, "font.size": 7,
@@ -323,7 +325,7 @@ def figure(search: Search) -> str | None:
             axes.grid(True, alpha=0.3, linewidth=0.5)
             # failed probes: an x at the value on the axis, labelled with the status
             where = transforms.blended_transform_factory(axes.transData, axes.transAxes)
-            for index, found in enumerate(sorted(failed, key=lambda p: p.value)):
+            for index, found in enumerate(sorted(failed, key=lambda p: p.value or 0)):
                 axes.plot([found.value], [0.04], "x", color="C3", markersize=6,
                           markeredgewidth=1.5, transform=where, clip_on=False)
                 # staggered: neighbouring failures (a bisection's last probes) stay readable

@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 
 from dlperf.result import device_of, throughput_median
-from dlperf.stats import mannwhitney_min_p
+from dlperf.stats import TESTS, mannwhitney_min_p, shift_p
 
-TESTS = ("mannwhitney", "welch")
 DEFAULT_ALPHA = 0.05
 DEFAULT_THRESHOLD = 0.05
 
@@ -62,23 +61,14 @@ def significance(baseline: list[float], candidate: list[float], test: str = "man
     if a.size < 2 or b.size < 2:
         return TestResult(test, None, f"needs at least 2 repeats on each side "
                                       f"(have {a.size} and {b.size})")
-    from scipy import stats  # here: 0.3 s of imports that every `dlperf` command paid
-
-    if test == "mannwhitney":
-        p = float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
-        floor = mannwhitney_min_p(a.size, b.size)
-        if not math.isfinite(p):
-            return TestResult(test, None, "the test is undefined for these values")
-        if floor >= alpha:
-            return TestResult(test, p, f"with {a.size} and {b.size} repeats Mann–Whitney U "
-                                       f"cannot reach p<{alpha:g} (smallest p is {floor:.3g}); "
-                                       f"use more repeats or --test welch")
-        return TestResult(test, p)
-    if np.var(a, ddof=1) == 0 and np.var(b, ddof=1) == 0:
-        return TestResult(test, None, "no variance on either side: Welch's t is undefined")
-    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
-    if not math.isfinite(p):
-        return TestResult(test, None, "Welch's t is undefined for these values")
+    p, undefined = shift_p(a, b, test)
+    if p is None:
+        return TestResult(test, None, undefined)
+    floor = mannwhitney_min_p(a.size, b.size) if test == "mannwhitney" else 0.0
+    if floor >= alpha:
+        return TestResult(test, p, f"with {a.size} and {b.size} repeats Mann–Whitney U "
+                                   f"cannot reach p<{alpha:g} (smallest p is {floor:.3g}); "
+                                   f"use more repeats or --test welch")
     return TestResult(test, p)
 
 

@@ -30,7 +30,8 @@ def load(store: Store, sweep: str | None = None,
         known = ", ".join(store.sweeps()) or "none"
         raise UsageError(f"--sweep: no sweep named {sweep!r} in {store.path}; stored sweeps: "
                          f"{known}")
-    where, params = "result_json IS NOT NULL", ()
+    where = "result_json IS NOT NULL"
+    params: tuple[str, ...] = ()
     if sweep is not None:
         where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
     elif leave_out:
@@ -51,7 +52,8 @@ def load(store: Store, sweep: str | None = None,
 def load_history(store: Store, sweep: str | None = None) -> list[dict[str, Any]]:
     """Every finished, successful result (within ``sweep`` when given) in run order: the
     history figure draws an experiment from all of them, not only the newest per case."""
-    where, params = "result_json IS NOT NULL", ()
+    where = "result_json IS NOT NULL"
+    params: tuple[str, ...] = ()
     if sweep is not None:
         where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
     out = []

@@ -229,13 +229,13 @@ def _load_image(path: Path, image_size: int) -> np.ndarray:
     """RGB, shorter side resized to image_size x 256/224, centre crop: ImageNet evaluation."""
     from PIL import Image
 
-    with Image.open(path) as image:
-        image = image.convert("RGB")
+    with Image.open(path) as opened:
+        image = opened.convert("RGB")
         width, height = image.size
         short = max(image_size, int(round(image_size * RESIZE_RATIO)))
         scale = short / min(width, height)
         image = image.resize((max(short, round(width * scale)), max(short, round(height * scale))),
-                             Image.BILINEAR)
+                             Image.Resampling.BILINEAR)
         width, height = image.size
         left, top = (width - image_size) // 2, (height - image_size) // 2
         image = image.crop((left, top, left + image_size, top + image_size))
@@ -263,16 +263,17 @@ def prepare_folder(root: Path, directory: Path, image_size: int, seed: int, pret
         split = (f"{len(test_idx)} images evaluated; {len(train_idx)} others (seed {seed}) "
                  "held back for INT8 calibration")
     else:
-        train_idx, test_idx = [], []
+        train_list: list[int] = []
+        test_list: list[int] = []
         for label in range(len(classes)):
             members = rng.permutation(np.flatnonzero(labels == label))
             cut = max(1, int(round(len(members) * FOLDER_TEST_FRACTION)))
             if len(members) < 2:
                 raise UsageError(f"--data: class {classes[label]!r} has {len(members)} image; "
                                  "training and held-out splits need at least 2 per class")
-            test_idx += list(members[:cut])
-            train_idx += list(members[cut:])
-        train_idx, test_idx = np.sort(train_idx), np.sort(test_idx)
+            test_list += list(members[:cut])
+            train_list += list(members[cut:])
+        train_idx, test_idx = np.sort(train_list), np.sort(test_list)
         split = (f"stratified {1 - FOLDER_TEST_FRACTION:.0%} train / "
                  f"{FOLDER_TEST_FRACTION:.0%} held out, seed {seed}")
     for name, index in (("train", train_idx), ("test", test_idx)):
@@ -468,15 +469,17 @@ def comparison_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             by_engine.setdefault(cell["framework"], []).append(cell)
         for framework, cells in by_engine.items():
             fp32 = next((c for c in cells if c["precision"] == "fp32"), None)
-            others = [c for c in cells if c["precision"] != "fp32"] or [None]
+            others: list[dict[str, Any] | None] = [
+                c for c in cells if c["precision"] != "fp32"] or [None]
             for cell in others:
                 row = dict(base, framework=framework,
                            precision=cell["precision"] if cell else "fp32",
                            samples=(fp32 or cell or {}).get("samples"),
                            device=_cell_device(cell or fp32))
-                ok32 = fp32 is not None and fp32["status"] == "ok"
-                row["fp32_top1"] = fp32["top1"] if ok32 else None
-                row["fp32_top5"] = fp32["top5"] if ok32 else None
+                # fp32's cell when it ran ok
+                ok32 = fp32 if fp32 is not None and fp32["status"] == "ok" else None
+                row["fp32_top1"] = ok32["top1"] if ok32 is not None else None
+                row["fp32_top5"] = ok32["top5"] if ok32 is not None else None
                 if cell is None:
                     row.update(status=fp32["status"] if fp32 else "crash",
                                error=fp32.get("error") if fp32 else None)
@@ -486,10 +489,10 @@ def comparison_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 if cell["status"] == "ok":
                     row["top1"], row["top5"] = cell["top1"], cell["top5"]
                     row["changed_top1"] = cell.get("changed_top1")
-                    if ok32:
-                        row["diff_top1"] = cell["top1"] - fp32["top1"]
-                        row["diff_top5"] = cell["top5"] - fp32["top5"]
-                elif not ok32:
+                    if ok32 is not None:
+                        row["diff_top1"] = cell["top1"] - ok32["top1"]
+                        row["diff_top5"] = cell["top5"] - ok32["top5"]
+                elif ok32 is None:
                     row["status"] = fp32["status"] if fp32 else cell["status"]
                 rows.append(row)
     return rows

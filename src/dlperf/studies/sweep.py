@@ -145,7 +145,7 @@ class _Reader:
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{where}: expected a mapping of field: value")
         seen: dict[str, int] = {}
-        items = []
+        items: list[tuple[str, yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.error(key_node, f"{where}: field names are text")

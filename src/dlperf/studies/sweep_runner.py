@@ -163,8 +163,8 @@ class Estimator:
         # each device computes its own batch, so time per step follows batch per device
         step_s = case.batch_size * per_sample / rate
         # auto: the steps after the first stop at warmup_max_steps, steady or not
-        warmup = (min(AUTO_WARMUP_GUESS, case.warmup_max_steps) if case.warmup_steps == "auto"
-                  else case.warmup_steps - 1)
+        warmup = (case.warmup_steps - 1 if isinstance(case.warmup_steps, int)
+                  else min(AUTO_WARMUP_GUESS, case.warmup_max_steps))  # "auto", the one text
         # the window is at least --steps and at least --min-duration; the harness stops a repeat
         # at its timeout, and a timed-out case runs no further repeat (see case_seconds)
         window_s = max(case.steps * step_s, case.min_duration_s)

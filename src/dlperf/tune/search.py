@@ -109,7 +109,7 @@ def space_size(knobs: list[Knob]) -> int:
     return math.prod(len(knob.values) for knob in knobs)
 
 
-def distributions(knobs: list[Knob]) -> dict[str, optuna.distributions.CategoricalDistribution]:
+def distributions(knobs: list[Knob]) -> dict[str, optuna.distributions.BaseDistribution]:
     return {knob.name: optuna.distributions.CategoricalDistribution(knob.values)
             for knob in knobs}
 
