@@ -12,6 +12,16 @@ RUN = ["--framework", "torch", "--model", "resnet50", "--batch-size", "2", "--st
 INFER = ["--framework", "torch", "--model", "resnet50", "--batch-sizes", "1", "--steps", "3"]
 
 
+def refused_alone(tmp_path, command: str, argv: list[str], says: str) -> None:
+    """``dlperf COMMAND ARGV`` exits 2 with ``says`` as its one line, and creates no database."""
+    db = tmp_path / "r.db"
+    proc = dlperf_main(command, *argv, "--db", str(db), timeout=30,
+                       env={"DLPERF_LOCK_DIR": str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"dlperf {command}: error: {says}"], proc.stderr
+    assert not db.exists()
+
+
 @pytest.mark.parallel
 @pytest.mark.parametrize("command, base", [("run", RUN), ("infer", INFER),
                                            ("capacity", RUN + ["--param", "batch_size"])])
@@ -22,12 +32,7 @@ INFER = ["--framework", "torch", "--model", "resnet50", "--batch-sizes", "1", "-
      "--knob num_classes: given twice (10 and 20); give it once"),
 ])
 def test_a_knob_given_twice_is_refused(tmp_path, command, base, extra, says):
-    db = tmp_path / "r.db"
-    proc = dlperf_main(command, *base, "--db", str(db), *extra, timeout=30,
-                       env={"DLPERF_LOCK_DIR": str(tmp_path)})
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"dlperf {command}: error: {says}"], proc.stderr
-    assert not db.exists()
+    refused_alone(tmp_path, command, [*base, *extra], says)
 
 
 @pytest.mark.parallel
@@ -50,9 +55,4 @@ def test_partial_fc_beside_its_knob_is_refused(tmp_path):
      "out"),
 ])
 def test_profile_steps_that_profile_nothing_are_refused(tmp_path, command, base, extra, says):
-    db = tmp_path / "r.db"
-    proc = dlperf_main(command, *base, "--db", str(db), *extra, timeout=30,
-                       env={"DLPERF_LOCK_DIR": str(tmp_path)})
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.strip().splitlines() == [f"dlperf {command}: error: {says}"], proc.stderr
-    assert not db.exists()
+    refused_alone(tmp_path, command, [*base, *extra], says)
