@@ -389,8 +389,11 @@ TEXTS = ["", " ", "ok", "failed", "nan", "1e999", "-1", "[bold]x[/bold]", "[/]",
          "../../etc/passwd", "x" * 5000, "torch", "resnet50", "cpu", "label=a", "run:1"]
 
 
+# subnormals as literals, not drawn: a library an earlier test in this process loaded may have set
+# flush-to-zero (process-wide), and hypothesis then refuses to draw them at all
 SCALARS = st.one_of(st.none(), st.sampled_from(NUMBERS), st.sampled_from(TEXTS), st.integers(),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
+                    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=False),
+                    st.sampled_from([5e-324, -2.2250738585072e-309]), st.text(max_size=12))
 # a value to put where another was: any JSON type, hostile ones first
 VALUES = st.one_of(SCALARS,
                    st.sampled_from([[], {}, [None], [[]], {"": None}, [1, "x", None],
