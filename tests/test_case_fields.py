@@ -148,3 +148,16 @@ def test_a_jemalloc_two_process_case_is_scaled_over_the_jemalloc_one_process_res
     assert two["speedup_baseline"]["run_id"] == jemalloc_one["run_id"], two["speedup_baseline"]
     with Store(db, readonly=True) as store:
         assert scaling.find_baseline(store, two)["run_id"] == jemalloc_one["run_id"]
+
+
+@pytest.mark.parallel
+def test_the_result_reader_checks_every_case_field():
+    """report.reading derives its case checks from the declaration: every field, the newest
+    (`link`) included, is type-checked where stored results are read."""
+    from dlperf.report import reading
+
+    checked = {name for name, _, _ in reading.CASE}
+    assert {f.name for f in FIELDS} <= checked
+    case = Case(framework="torch", model="resnet50", batch_size=2).to_dict()
+    assert reading.problem(case, reading.CASE) is None
+    assert "link" in (reading.problem({**case, "link": 5}, reading.CASE) or "")

@@ -180,11 +180,9 @@ class Values:
 #: (then not null either). A parent comes before its children.
 Field = tuple[str, "Check | Set | Items | Values", bool]
 
-_CASE_TEXT = ("framework", "model", "task", "precision", "device", "data", "loader",
-              "launcher", "controller", "options", "env", "run_label", "allocator", "scenario")
-_CASE_WHOLE = ("batch_size", "devices", "nnodes", "threads", "loader_workers", "steps",
-               "repeats", "seed", "warmup_max_steps", "profile_steps")
-_CASE_SET = ("devices", "nnodes", "repeats", "seed")  # the others: null in `dlperf external`'s
+# the whole-number fields dlperf never stores as null (`dlperf external`'s records leave the
+# others null)
+_CASE_SET = ("devices", "nnodes", "repeats", "seed")
 
 #: a profile block's fields, of their types where present (worker/profile.py writes them)
 _PROFILE: tuple[Field, ...] = (
@@ -203,19 +201,27 @@ _PROFILE: tuple[Field, ...] = (
 )
 
 
+#: the check of a case field's value, by its annotation in dlperf.spec.Case
+_BY_ANNOTATION: dict[str, Any] = {
+    "str": Set(text), "int": whole, "int | None": whole, "bool": flag, "bool | None": flag,
+    "float": amount, "Mapping[str, Any]": obj, "int | str": count_or_text}
+
+
 def _case(prefix: str) -> tuple[Field, ...]:
-    """A stored case's fields (``Case.to_dict``, or `dlperf external`'s), under ``prefix``."""
-    return (*((f"{prefix}{name}", Set(text), False) for name in _CASE_TEXT),
-            *((f"{prefix}{name}", Set(whole) if name in _CASE_SET else whole, False)
-              for name in _CASE_WHOLE),
-            (f"{prefix}compile", flag, False), (f"{prefix}data_only", flag, False),
-            (f"{prefix}cold_cache", flag, False), (f"{prefix}knobs", obj, False),
-            (f"{prefix}server", obj, False), (f"{prefix}external", obj, False),
-            (f"{prefix}warmup_steps", count_or_text, False),
-            (f"{prefix}timeout_s", amount, False), (f"{prefix}min_duration_s", amount, False))
+    """A stored case's fields (``Case.to_dict``, or `dlperf external`'s), under ``prefix``:
+    each field of :class:`dlperf.spec.Case` checked by its declared type (a field whose type
+    has no check here fails at import, so a new field cannot go unchecked)."""
+    from dlperf.spec import Case
+
+    fields = []
+    for field in dataclasses.fields(Case):
+        check = _BY_ANNOTATION[str(field.type)]
+        if field.name in _CASE_SET:
+            check = Set(check)
+        fields.append((f"{prefix}{field.name}", check, False))
+    return (*fields, (f"{prefix}external", obj, False))
 
 
-#: a stored case object (``tune_studies.case``): dlperf wrote it, so it names both
 CASE: tuple[Field, ...] = (("framework", text, True), ("model", text, True), *_case(""))
 
 RESULT: tuple[Field, ...] = (
