@@ -21,7 +21,6 @@ import pytest
 
 from conftest import dlperf_main
 from dlperf import cli
-from dlperf.commands import run as run_command
 from dlperf.host import emulated
 from dlperf.launchers import emulated as emulated_launch
 from dlperf.spec import Case
@@ -157,10 +156,9 @@ def test_each_node_gets_the_command_line_the_user_gave():
             "--require-quiet", "--timeout", "99.5", "--emulate-hosts", "2", "--link", "1gbit",
             "--db", "x.db", "--json", "x.json", "--rdzv-timeout", "60", "--label", "two words"]
     args = parser.parse_args(argv)
-    written = emulated_launch.flags_of(run_command.PARSERS[-1], args,
-                                       emulated_launch.NOT_PASSED)
+    written = emulated_launch.flags_of(args.run_parser, args, emulated_launch.NOT_PASSED)
     back = parser.parse_args(["run", *written])
-    drop = emulated_launch.NOT_PASSED | {"handler"}
+    drop = emulated_launch.NOT_PASSED | {"handler", "run_parser"}
     assert {k: v for k, v in vars(back).items() if k not in drop} == {
         k: v for k, v in vars(args).items() if k not in drop}
     assert "--emulate-hosts" not in written and "--db" not in written

@@ -43,13 +43,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              f"3 s), at most SECONDS (default {QUIET_WAIT_S:g}); a host that "
                              "never quiets fails the case as busy")
     measurelock.add_argument(parser)
-    PARSERS[:] = [parser]
+    # --emulate-hosts writes each node's command line from the parsed flags with it
+    parser.set_defaults(run_parser=parser)
     return parser
 
 
-# the parser add_parser made last: --emulate-hosts writes each node's command line
-# from the parsed flags with it
-PARSERS: list[argparse.ArgumentParser] = []
 QUIET_WAIT_S = 300.0
 
 
@@ -119,7 +117,7 @@ def across_emulated_hosts(args: argparse.Namespace) -> int:
     outputs.check_writable("--json", args.json)
     check_quiet_wait(args.require_quiet_s)
     selection.case_python(cases[-1].framework, cases[-1].env)
-    return emulated.run(args, PARSERS[-1], cases)
+    return emulated.run(args, args.run_parser, cases)
 
 
 def configured(args: argparse.Namespace, cases: list[Case]
