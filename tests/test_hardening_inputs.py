@@ -162,8 +162,13 @@ def test_tune_refuses_a_bad_search_before_it_opens_the_database(stored, tmp_path
     assert fingerprint(stored) == before
 
 
-def test_tune_no_wait_writes_nothing_while_another_measurement_holds_the_lock(stored, tmp_path,
-                                                                            monkeypatch):
+@pytest.mark.parametrize("argv", [
+    ["tune", "--framework", "torch", *TINY, "--budget", "5m"],
+    # accuracy checks --db before the wait (a bad one fails at once), read-only
+    ["accuracy", "--framework", "torch", "--model", "resnet50"],
+], ids=["tune", "accuracy"])
+def test_no_wait_writes_nothing_while_another_measurement_holds_the_lock(stored, tmp_path,
+                                                                         monkeypatch, argv):
     """session.py's promise: a command that gives up on the lock has touched no database."""
     lock = own_lock("held")
     monkeypatch.setenv("DLPERF_LOCK_DIR", lock["DLPERF_LOCK_DIR"])
@@ -171,24 +176,7 @@ def test_tune_no_wait_writes_nothing_while_another_measurement_holds_the_lock(st
     before = fingerprint(stored)
     with measurelock.held(wait=False):
         for db in (stored, missing):
-            one_line(dlperf_main("tune", "--framework", "torch", *TINY, "--budget", "5m",
-                                 "--no-wait", "--db", str(db), env=lock),
-                     "--no-wait: another measurement is running")
-    assert fingerprint(stored) == before
-    assert not missing.exists()
-
-
-def test_accuracy_no_wait_writes_nothing_while_another_measurement_holds_the_lock(
-        stored, tmp_path, monkeypatch):
-    """accuracy checks --db before the wait (a bad one fails at once), read-only."""
-    lock = own_lock("held")
-    monkeypatch.setenv("DLPERF_LOCK_DIR", lock["DLPERF_LOCK_DIR"])
-    missing = tmp_path / "missing.db"
-    before = fingerprint(stored)
-    with measurelock.held(wait=False):
-        for db in (stored, missing):
-            one_line(dlperf_main("accuracy", "--framework", "torch", "--model", "resnet50",
-                                 "--no-wait", "--db", str(db), env=lock),
+            one_line(dlperf_main(*argv, "--no-wait", "--db", str(db), env=lock),
                      "--no-wait: another measurement is running")
     assert fingerprint(stored) == before
     assert not missing.exists()
