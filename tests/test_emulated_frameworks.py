@@ -51,13 +51,27 @@ def test_resnet50_trains_across_two_emulated_hosts(framework, tmp_path):
     print(f"{framework}: {run.seconds:.0f} s")
 
 
-def test_horovod_across_two_emulated_hosts_says_why_it_cannot(tmp_path):
-    """Horovod 0.28.1 makes its process sets' Gloo contexts without HOROVOD_GLOO_IFACE, so each
-    rank advertises the address of its host name: 127.0.1.1 on a Debian host, as on the emulated
-    ones. The case fails with that reason in one line (and runs where host names resolve to the
-    hosts' addresses)."""
+@pytest.mark.parametrize("framework", ["mxnet", "tensorflow1", "torch"])
+def test_horovod_across_two_emulated_hosts(framework, tmp_path):
+    """Horovod over Gloo, its own rendezvous served by node 0 (dlperf.launchers.horovod_gloo),
+    a rank per host; the hosts' own names resolve to their addresses, as on a cluster."""
     skip_without_emulation()
-    run = across_two_hosts("torch", tmp_path, "--launcher", "horovod")
+    run = across_two_hosts(framework, tmp_path, "--launcher", "horovod")
+    if run.returncode == 2 and "--horovod" in run.stderr:
+        pytest.skip(f"{framework}+horovod is not installed: {run.stderr.strip()}")
+    check_across_two_hosts(run)
+    launch = run.result["launch"]
+    assert launch["launcher"] == "horovodrun" and launch["controller"] == "gloo", launch
+
+
+def test_horovod_where_host_names_resolve_to_loopback_says_why(tmp_path):
+    """Horovod 0.28.1 makes its process sets' Gloo contexts without HOROVOD_GLOO_IFACE, so each
+    rank advertises the address of its host name: 127.0.1.1 on a Debian host
+    (DLPERF_EMULATED_OWN_NAME=loopback makes the emulated hosts' files so). The case fails with
+    that reason in one line."""
+    skip_without_emulation()
+    run = across_two_hosts("torch", tmp_path, "--launcher", "horovod",
+                           env={"DLPERF_EMULATED_OWN_NAME": "loopback"})
     if run.returncode == 2 and "--horovod" in run.stderr:
         pytest.skip(f"torch+horovod is not installed: {run.stderr.strip()}")
     assert run.returncode == 1 and run.result["status"] == "crash", run.why()

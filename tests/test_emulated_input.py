@@ -53,6 +53,8 @@ def check_refused(proc: subprocess.CompletedProcess, flag: str, words: str) -> N
 
 @pytest.mark.parametrize("extra, flag, words", [
     (["--emulate-hosts", "1"], "--emulate-hosts", "2 or more"),
+    (["--emulate-hosts", "2", "env:DLPERF_EMULATED_OWN_NAME=dns"], "DLPERF_EMULATED_OWN_NAME",
+     "is not one of address, loopback"),
     (["--emulate-hosts", "0"], "--emulate-hosts", "2 or more"),
     (["--emulate-hosts", str(CPUS + 1)], "--emulate-hosts", f"this process may run on {CPUS}"),
     (["--emulate-hosts", "2", "--link", "fast"], "--link", "is not a link rate"),
@@ -68,7 +70,10 @@ def check_refused(proc: subprocess.CompletedProcess, flag: str, words: str) -> N
 def test_bad_input_is_one_line_naming_the_flag_and_makes_nothing(extra, flag, words, tmp_path):
     before = namespaces()
     db = tmp_path / "r.db"
-    proc = dlperf_main(*TINY, *extra, "--db", str(db), "--json", str(tmp_path / "r.json"))
+    env = dict(arg[4:].split("=", 1) for arg in extra if arg.startswith("env:"))
+    extra = [arg for arg in extra if not arg.startswith("env:")]
+    proc = dlperf_main(*TINY, *extra, "--db", str(db), "--json", str(tmp_path / "r.json"),
+                       env=env)
     check_refused(proc, flag, words)
     assert not db.exists() and not (tmp_path / "r.json").exists()
     assert not records_of(os.getpid())

@@ -52,14 +52,17 @@ class Run:
         return f"{self.framework} exit {self.returncode}: {error}\n{tail}"
 
 
-def across_two_hosts(framework: str, folder: Path, *extra: str) -> Run:
-    """`dlperf run --framework FRAMEWORK <tiny ResNet-50> --emulate-hosts 2`; every process it
-    started is gone when it returns (a marker in their environment)."""
+def across_two_hosts(framework: str, folder: Path, *extra: str,
+                     env: dict[str, str] | None = None) -> Run:
+    """`dlperf run --framework FRAMEWORK <tiny ResNet-50> --emulate-hosts 2` (``env`` added to
+    its environment); every process it started is gone when it returns (a marker in their
+    environment)."""
     folder.mkdir(parents=True, exist_ok=True)
     db, out, tag = folder / "r.db", folder / "r.json", uuid.uuid4().hex
     started = time.monotonic()
     proc = dlperf("run", "--framework", framework, *TINY_RESNET50, *extra, "--emulate-hosts",
-                  "2", "--db", str(db), "--json", str(out), env={TAG: tag}, timeout=1200)
+                  "2", "--db", str(db), "--json", str(out), env={**(env or {}), TAG: tag},
+                  timeout=1200)
     seconds = time.monotonic() - started
     assert_nothing_left(tag)
     result = json.loads(out.read_text()) if out.exists() else None

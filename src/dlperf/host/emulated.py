@@ -56,6 +56,8 @@ COMMAND_TIMEOUT_S = 20.0
 KILL_WAIT_S = 10.0
 # the variable a node's `dlperf run` finds when an emulation started it (its token)
 NODE_VARIABLE = "DLPERF_EMULATED_HOSTS"
+OWN_NAME_VARIABLE = "DLPERF_EMULATED_OWN_NAME"
+OWN_NAME_CHOICES = ("address", "loopback")
 
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)bit\s*", re.I)
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -416,7 +418,7 @@ def _new_record(count: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------
 
 def _bring_up(record: dict[str, Any], count: int, cpus: list[int],
-              link_bits: int | None) -> Hosts:
+              link_bits: int | None, own_name: str) -> Hosts:
     """Make the bridge, then each host: namespace (IPv6 off), veth into it, address, the hosts
     file its names resolve through, the shaper."""
     token = record["token"]
@@ -446,26 +448,49 @@ def _bring_up(record: dict[str, Any], count: int, cpus: list[int],
              INTERFACE)
         _run("ip", "-n", namespace, "link", "set", INTERFACE, "up")
         if link_bits:
-            # tbf needs a bucket of at least one timer tick of traffic at its rate
-            burst = max(64 * 1024, link_bits // 8 // 250)
-            _run("tc", "-n", namespace, "qdisc", "add", "dev", INTERFACE, "root", "tbf",
-                 "rate", f"{link_bits}bit", "burst", str(burst), "latency", TBF_LATENCY)
+            shape(host, link_bits)
         hosts.append(host)
     with _records_locked():  # /etc/netns is shared with other runs, which remove it when empty
         for host in hosts:
-            _write_hosts_file(host, hosts)
+            _write_hosts_file(host, hosts, own_name)
     return Hosts(token, tuple(hosts), bridge, str(subnet), link_bits,
                  state_dir() / f"{PREFIX}{token}.json")
 
 
-def _write_hosts_file(host: Host, hosts: list[Host]) -> None:
-    """/etc/hosts as the host sees it (``ip netns exec`` mounts /etc/netns/NS/hosts there): the
-    other hosts by name, as a cluster's DNS gives them, and its own name on 127.0.1.1, as a
-    Debian host's own /etc/hosts has it, so a framework that advertises the address of its own
-    host name instead of the interface it was given shows up here as it would on such a host."""
+def shape(host: Host, link_bits: int | None) -> None:
+    """Shape ``host``'s egress to ``link_bits`` per second (a token bucket whose bucket holds at
+    least one timer tick of traffic at its rate), or remove its shaping (None)."""
+    if link_bits is None:
+        shown = _run("tc", "-n", host.namespace, "qdisc", "show", "dev", host.interface)
+        if " tbf " in f" {shown} ":
+            _run("tc", "-n", host.namespace, "qdisc", "del", "dev", host.interface, "root")
+        return
+    burst = max(64 * 1024, link_bits // 8 // 250)
+    _run("tc", "-n", host.namespace, "qdisc", "replace", "dev", host.interface, "root", "tbf",
+         "rate", f"{link_bits}bit", "burst", str(burst), "latency", TBF_LATENCY)
+
+
+def own_name_resolution() -> str:
+    """Where each host's own name resolves in its hosts file: ``address`` (its own address, as a
+    cluster's DNS or hosts file has it; the default) or ``loopback`` (127.0.1.1, as Debian's
+    installer writes a host's own /etc/hosts), chosen by ``DLPERF_EMULATED_OWN_NAME``: to see
+    how a framework behaves on hosts of the second kind (one that advertises the address of its
+    own host name then gives its peers an address they cannot reach)."""
+    value = (os.environ.get(OWN_NAME_VARIABLE) or "address").strip().lower()
+    if value not in OWN_NAME_CHOICES:
+        raise UsageError(f"{OWN_NAME_VARIABLE}: {value!r} is not one of "
+                         f"{', '.join(OWN_NAME_CHOICES)}")
+    return value
+
+
+def _write_hosts_file(host: Host, hosts: list[Host], own_name: str) -> None:
+    """/etc/hosts as the host sees it (``ip netns exec`` mounts /etc/netns/NS/hosts there): every
+    host by name, as a cluster's DNS gives them; the host's own name on its own address, or on
+    127.0.1.1 (``own_name`` ``loopback``, :func:`own_name_resolution`)."""
     folder = Path("/etc/netns", host.namespace)
     folder.mkdir(parents=True, exist_ok=True)
-    lines = ["127.0.0.1\tlocalhost", f"127.0.1.1\t{host.hostname}"]
+    own = "127.0.1.1" if own_name == "loopback" else host.address
+    lines = ["127.0.0.1\tlocalhost", f"{own}\t{host.hostname}"]
     lines += [f"{other.address}\t{other.hostname}" for other in hosts if other is not host]
     (folder / "hosts").write_text("\n".join(lines) + "\n")
 
@@ -499,12 +524,13 @@ def emulated(count: int, link_bits: int | None, cpus: list[int] | None = None,
     lacking = missing(link_bits is not None)
     if lacking:
         raise UsageError(lacking)
+    own_name = own_name_resolution()
     clean_stale(say)
     with _records_locked():
         record = _new_record(count)
     hosts = None
     try:
-        hosts = _bring_up(record, count, cpus, link_bits)
+        hosts = _bring_up(record, count, cpus, link_bits, own_name)
         yield hosts
     finally:
         if hosts is None:  # the bring-up failed: remove what it made by the record

@@ -65,6 +65,7 @@ def check_flags(args: argparse.Namespace) -> None:
     """UsageError naming the flag: a host count that is not 2 .. the CPUs this process may run
     on, or a flag that the emulation sets on every node itself. Nothing is made before."""
     emulated.check_request(args.emulate_hosts, sorted(os.sched_getaffinity(0)))
+    emulated.own_name_resolution()
     for dest, flag in SET_HERE.items():
         if getattr(args, dest, None) is not None:
             raise UsageError(f"{flag}: --emulate-hosts sets it on every node itself; leave it "
@@ -113,15 +114,15 @@ def _text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def check_launchers(cases: list[Case], count: int) -> None:
+def check_launchers(cases: list[Case]) -> None:
     """What every node's launcher would refuse (a Horovod environment missing, ...), refused
-    here before any host is made: the rendezvous as node 0 will see it."""
-    rendezvous = launch.Rendezvous(node_rank=0, master_addr=str(emulated.NETWORK[1]),
-                                   socket_ifname=emulated.INTERFACE,
-                                   node_addrs=tuple(str(emulated.NETWORK[1 + k])
-                                                    for k in range(count)),
-                                   store_dir=tempfile.gettempdir())
+    here before any host is made: the rendezvous as node 0 of each case will see it."""
     for case in cases:  # the link is shaped here, not by a launcher
+        rendezvous = launch.Rendezvous(node_rank=0, master_addr=str(emulated.NETWORK[1]),
+                                       socket_ifname=emulated.INTERFACE,
+                                       node_addrs=tuple(str(emulated.NETWORK[1 + k])
+                                                        for k in range(case.nnodes)),
+                                       store_dir=tempfile.gettempdir())
         registry.launcher_for(dataclasses.replace(case, link=""), rendezvous)
 
 
@@ -348,7 +349,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser, cases: list[C
     lacking = emulated.missing(link_bits is not None)
     if lacking:
         raise UsageError(lacking)
-    check_launchers(cases, count)
+    check_launchers(cases)
     base = flags_of(parser, args, NOT_PASSED)
     with measurelock.held(wait=not args.no_wait), \
             tempfile.TemporaryDirectory(prefix="dlperf-emulated-") as tmp, \
