@@ -151,7 +151,8 @@ def test_too_few_nodes_in_the_allocation_refuse_the_sweep(slurm_cluster, tmp_pat
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert (f"case '{TWO}' and 1 more need 2 nodes (Slurm job {job} has 1 node(s)): run the "
             f"sweep inside a Slurm allocation of >= 2 nodes (salloc -N 2 dlperf sweep "
-            f"{tmp_path / 's.yaml'}), or pass --skip-multinode") in lines[0]
+            f"{tmp_path / 's.yaml'}), across hosts emulated on this machine (--emulate-hosts, "
+            f"as root), or pass --skip-multinode") in lines[0]
     assert not (tmp_path / "s.db").exists()
     # with the flag, the plan lists them as skipped and the rest stays measurable
     proc = slurm_cluster.run(["salloc", "-N", "1", *DLPERF, "sweep", str(tmp_path / "s.yaml"),
@@ -184,8 +185,9 @@ def test_multinode_sweep_is_refused_outside_slurm(tmp_path):
             f"dlperf sweep: error: sweep dlperf-v1: case 'torch resnet50 train bs128 fp32 2n8d' "
             f"and 5 more need 2 nodes; case 'torch resnet50 train bs128 fp32 4n8d' and 5 more "
             f"need 4 nodes (not inside a Slurm allocation): run the sweep inside a Slurm "
-            f"allocation of >= 4 nodes (salloc -N 4 dlperf sweep {v1}), or pass "
-            f"--skip-multinode to measure the other 12 case(s) without them")
+            f"allocation of >= 4 nodes (salloc -N 4 dlperf sweep {v1}), across hosts emulated "
+            f"on this machine (--emulate-hosts, as root), or pass --skip-multinode to measure "
+            f"the other 12 case(s) without them")
         assert not db.exists()
     proc = dlperf("sweep", str(v1), "--db", str(db), "--dry-run", "--skip-multinode",
                   env=clean_environ())

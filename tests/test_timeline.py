@@ -142,7 +142,7 @@ def test_html_report_draws_the_timeline(run):
     assert "Resources over time" in html and html.count("<svg") == 1
     figure = html[html.index("<svg"):html.index("</svg>")]
     for text in ("CPU (% of machine)", "memory (RSS, GB)", "disk (MB/s, host)",
-                 "network (MB/s, host)", "window", "build", "worker tree", "rest of host",
+                 "network (MB/s, host, loopback left out)", "window", "build", "worker tree", "rest of host",
                  "hypervisor (steal)"):
         assert f">{text}<" in figure, text
     assert "Window means over every repeat: CPU worker tree" in html
@@ -172,3 +172,39 @@ def test_report_of_many_cases_stays_small_and_escapes_labels(run):
         out.stat().st_size)
     assert "<b>1</b>" not in html and "case 1 $x$ &lt;b&gt;1&lt;/b&gt;" in html
     assert json.loads(json.dumps(big))["points"] <= timeline.MAX_POINTS
+
+
+LOOPBACK_TRAFFIC = """
+import socket, time
+server = socket.create_server(("127.0.0.1", 0))
+client = socket.create_connection(server.getsockname())
+peer, _ = server.accept()
+block, sent, end = b"x" * (1 << 16), 0, time.monotonic() + 1.0
+while sent < 32 << 20 or time.monotonic() < end:
+    client.sendall(block)
+    sent += len(block)
+    got = 0
+    while got < len(block):
+        got += len(peer.recv(1 << 16))
+"""
+
+
+@pytest.mark.parallel
+def test_the_monitors_network_counters_leave_loopback_out():
+    """32 MB or more, for a second, between two sockets of one process over 127.0.0.1: the
+    host's network, as the monitor reads it, carried none of it (another process's traffic on
+    a real interface may pass, but not 16 MB in this test's second)."""
+    import subprocess
+    import sys
+
+    from dlperf.host.monitor import Monitor
+
+    proc = subprocess.Popen([sys.executable, "-c", LOOPBACK_TRAFFIC])
+    with Monitor(proc.pid, interval=0.1) as watch:
+        assert proc.wait(timeout=60) == 0
+    summary = watch.summary()
+    assert "lo" not in summary["net_by_interface"]
+    for counters in summary["net_by_interface"].values():
+        assert counters["tx_bytes"] < 16 << 20 and counters["rx_bytes"] < 16 << 20, summary
+    rates = watch.timeline()["columns"]["net_tx_bytes_s"]
+    assert sum(rate or 0.0 for rate in rates) * 0.1 < 16 << 20, rates

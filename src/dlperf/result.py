@@ -114,6 +114,8 @@ def monitor_means(repeats: list[dict[str, Any]]) -> dict[str, Any]:
                   if (r.get("monitor") or {}).get(key) is not None]
         if not values:
             out[key] = None
+        elif all(isinstance(value, dict) for value in values):  # per interface: each its mean
+            out[key] = monitor_means([{"monitor": value} for value in values])
         elif key.endswith("_max") or key.endswith("_peak_bytes"):
             out[key] = max(values)
         else:

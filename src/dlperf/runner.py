@@ -243,7 +243,7 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
         outcome = execute(spec, work / "worker.log", case.timeout_s)
         record = collect(case, index, work, outcome, spec.ranks, spec.explain,
                          spec.facts.get("memory_limit_bytes"), spec.peer_symptoms)
-        record["launch"] = spec.facts
+        record["launch"] = {**spec.facts, **spec.observed()} if spec.observed else spec.facts
         keep_trace(record, trace_dir, f"{trace_name or case.key()}-r{index + 1}.trace.json.gz")
         return record
 

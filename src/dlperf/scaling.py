@@ -17,6 +17,7 @@ Without such a baseline the speedup is None with a note saying so; never 1.0 or 
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
 from dlperf.result import device_kind_name, device_of, throughput_median
@@ -107,3 +108,33 @@ def describe(result: dict[str, Any], db: str | None = None) -> str:
         return (f"speedup: none — {NO_BASELINE} of this configuration{where}; measure it with "
                 f"the same command and --devices 1 --nnodes 1")
     return f"speedup: none — {result.get('speedup_note') or 'not computed'}"
+
+
+def emulated_hosts(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The emulated hosts ``result`` ran on (:mod:`dlperf.host.emulated`), or None: a `dlperf run
+    --emulate-hosts` result holds them as ``emulated_hosts`` (the whole job's traffic), a sweep's
+    in its launch facts (its first repeat's traffic; each repeat's is stored with the repeat)."""
+    return result.get("emulated_hosts") or (result.get("launch") or {}).get("emulated_hosts")
+
+
+def allreduce_bus_bandwidth(result: dict[str, Any]) -> float | None:
+    """Bytes per second of the job's gradient all-reduce, as nccl-tests' bus bandwidth: the
+    fp32 buffer of the model's parameters (what every backend's all-reduce probe reduces) times
+    2(n-1)/n over the probe's time, the slowest rank's, median over the repeats. In a ring this
+    is what each process sends over its own link per second, so it cannot exceed the link's
+    rate. None for one process or without the probe."""
+    n = total_devices(result["case"])
+    params = (result.get("model") or {}).get("params")
+    if n < 2 or not params:
+        return None
+    per_repeat: list[list[float]] = []
+    for rank in result.get("ranks") or []:
+        for index, seconds in enumerate(rank.get("allreduce_s") or []):
+            while len(per_repeat) <= index:
+                per_repeat.append([])
+            if seconds:
+                per_repeat[index].append(float(seconds))
+    slowest = [max(times) for times in per_repeat if times]
+    if not slowest:
+        return None
+    return 4 * int(params) * 2 * (n - 1) / n / statistics.median(slowest)

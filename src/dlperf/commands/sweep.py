@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -17,8 +18,8 @@ from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument
 from dlperf.envs import selection
 from dlperf.errors import UsageError
-from dlperf.host import measurelock
-from dlperf.launchers import registry, slurm_launch
+from dlperf.host import emulated, measurelock
+from dlperf.launchers import emulated_sweep, registry, slurm, slurm_launch
 from dlperf.numbers import duration
 from dlperf.spec import Case
 from dlperf.store import Store
@@ -45,6 +46,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--label", default="", metavar="TEXT",
                         help="tag every result of the sweep (a commit, a build id), unless its "
                              "case sets run_label: `dlperf history` and `dlperf gate` use it")
+    parser.add_argument("--emulate-hosts", action="store_true",
+                        help="run the multi-node cases across hosts emulated on this machine "
+                             "(as root), as many as the largest case's nnodes, each case's "
+                             "link shaping theirs (`dlperf run --emulate-hosts`)")
     measurelock.add_argument(parser)
     return parser
 
@@ -217,9 +222,26 @@ def dry_run(sweep: Sweep, db: Path, resume: bool, force: bool,
     return 0
 
 
-def runnable(sweep: Sweep, skip_multinode: bool) -> tuple[Sweep, slurm_launch.SweepFit]:
+def runnable(sweep: Sweep, skip_multinode: bool,
+             emulate_hosts: bool = False) -> tuple[Sweep, slurm_launch.SweepFit]:
     """The sweep's cases that can run here, and where; multi-node cases without the nodes
-    refuse the sweep (one line, exit 2) unless ``skip_multinode`` leaves them out."""
+    refuse the sweep (one line, exit 2) unless ``skip_multinode`` leaves them out. With
+    ``emulate_hosts`` every case runs here, the multi-node ones across emulated hosts (checked
+    when they are brought up)."""
+    if emulate_hosts:
+        if os.environ.get(emulated.NODE_VARIABLE) or slurm.allocation(os.environ):
+            raise UsageError("--emulate-hosts: run the sweep outside Slurm and outside emulated "
+                             "hosts")
+        emulated.check_request(emulated_sweep.host_count(sweep.cases),
+                               sorted(os.sched_getaffinity(0)))
+        emulated.own_name_resolution()
+        lacking = emulated.missing(any(case.link for case in sweep.cases))
+        if lacking:
+            raise UsageError(lacking)
+        for case in sweep.cases:
+            if case.env:
+                selection.case_python(case.framework, case.env)
+        return sweep, slurm_launch.SweepFit(None, "emulated hosts")
     fitted = slurm_launch.fit(sweep.cases, os.environ)
     if fitted.refused and not skip_multinode:
         raise UsageError(slurm_launch.refusal(fitted, sweep.name, sweep.path,
@@ -247,22 +269,27 @@ def main(args: argparse.Namespace) -> int:
     # config: best cases in the tuned settings (from tune_db: or --db), before the plan
     sweep = with_configs(load(args.file), Path(args.db))
     outputs.check_writable("--json", args.json)
-    sweep, fitted = runnable(labelled(sweep, args.label), args.skip_multinode)
+    sweep, fitted = runnable(labelled(sweep, args.label), args.skip_multinode,
+                             args.emulate_hosts)
     db = Path(args.db)
     if args.dry_run:
         return dry_run(sweep, db, args.resume, args.force, fitted)
     mode = "resume" if args.resume else "force" if args.force else "new"
     started = dt.datetime.now().isoformat(timespec="seconds")
     # the host's lock first: a sweep that must wait (or give up) has touched no session state
-    with session.measuring(db, wait=not args.no_wait) as opened:
+    with session.measuring(db, wait=not args.no_wait) as opened, contextlib.ExitStack() as up:
         watcher = SweepDisplay(sweep)
         alloc = fitted.allocation
-        run = SweepRun(sweep, opened.store, mode=mode, env=opened.env, observer=watcher,
-                       launchers=(lambda case: slurm_launch.launcher(case, alloc))
-                       if alloc is not None else None)
-        if alloc is not None:
+        launchers = None
+        if args.emulate_hosts:
+            launchers = up.enter_context(emulated_sweep.launchers(
+                sweep.cases, lambda text: display.err.print(text, soft_wrap=True)))
+        elif alloc is not None:
+            launchers = lambda case: slurm_launch.launcher(case, alloc)  # noqa: E731
             display.err.print(f"Slurm job {alloc.job_id} ({alloc.nnodes} node(s)): each repeat "
                               f"runs as a job step (srun)", highlight=False)
+        run = SweepRun(sweep, opened.store, mode=mode, env=opened.env, observer=watcher,
+                       launchers=launchers)
         with watcher:
             outcome = run.run()
     results = outcome.results

@@ -21,6 +21,31 @@ except ImportError:  # pragma: no cover - nvidia-ml-py is a declared dependency
     pynvml = None
 
 
+def _loopback(name: str) -> bool:
+    return name == "lo" or name.startswith("lo:")
+
+
+def network_counters() -> dict[str, Any]:
+    """Bytes each network interface has sent and received so far, loopback left out: a job's
+    traffic between its own processes on one host is not the network's."""
+    return {name: counters for name, counters in psutil.net_io_counters(pernic=True).items()
+            if not _loopback(name)}
+
+
+class _Total:
+    """The interfaces' counters summed, as the one net_io_counters() would give without
+    loopback."""
+
+    def __init__(self, nics: dict[str, Any]) -> None:
+        self.nics = nics
+        self.bytes_recv = sum(c.bytes_recv for c in nics.values())
+        self.bytes_sent = sum(c.bytes_sent for c in nics.values())
+
+
+def _network() -> _Total:
+    return _Total(network_counters())
+
+
 def _gpu_handles() -> list[Any]:
     if pynvml is None:
         return []
@@ -59,7 +84,7 @@ class Monitor:
         self._start_time = time.monotonic()
         self._t0 = time.time()
         self._io0 = psutil.disk_io_counters()
-        self._net0 = psutil.net_io_counters()
+        self._net0 = _network()
         self._last = (self._start_time, psutil.cpu_times(), self._io0, self._net0)
         self._gpus = _gpu_handles()
         self._thread.start()
@@ -109,7 +134,7 @@ class Monitor:
         disk/network rates, over the interval since the previous sample (percentages of the
         whole machine)."""
         now, times, disk, net = (time.monotonic(), psutil.cpu_times(),
-                                 psutil.disk_io_counters(), psutil.net_io_counters())
+                                 psutil.disk_io_counters(), _network())
         then, times0, disk0, net0 = self._last or (now, times, disk, net)
         self._last = (now, times, disk, net)
         elapsed = max(now - then, 1e-9)
@@ -205,7 +230,7 @@ class Monitor:
     def summary(self) -> dict[str, Any]:
         """Means over the repeat's lifetime; rates in MB/s (10^6 bytes)."""
         elapsed = max(time.monotonic() - self._start_time, 1e-9)
-        io1, net1 = psutil.disk_io_counters(), psutil.net_io_counters()
+        io1, net1 = psutil.disk_io_counters(), _network()
         samples = self._cpu[1:] or self._cpu  # the first interval includes process start-up
 
         def rate(before: Any, after: Any, field: str) -> float | None:
@@ -221,6 +246,13 @@ class Monitor:
             "disk_write_mb_s": rate(self._io0, io1, "write_bytes"),
             "net_rx_mb_s": rate(self._net0, net1, "bytes_recv"),
             "net_tx_mb_s": rate(self._net0, net1, "bytes_sent"),
+            # what each interface carried over the repeat (bytes), loopback left out
+            "net_by_interface": {
+                name: {"rx_bytes": after.bytes_recv - self._net0.nics[name].bytes_recv,
+                       "tx_bytes": after.bytes_sent - self._net0.nics[name].bytes_sent}
+                for name, after in net1.nics.items() if name in self._net0.nics
+                and (after.bytes_recv, after.bytes_sent) != (self._net0.nics[name].bytes_recv,
+                                                             self._net0.nics[name].bytes_sent)},
             "gpu_util_mean": (sum(self._gpu_util) / len(self._gpu_util)
                               if self._gpu_util else None),
             "gpu_mem_peak_bytes": self._gpu_mem_peak or None,

@@ -306,9 +306,10 @@ def node_env(hosts: emulated.Hosts, work: Path) -> dict[str, str]:
 
 def node_argv(base: list[str], args: argparse.Namespace, hosts: emulated.Hosts,
               host: emulated.Host, work: Path, rdzv_dir: str) -> list[str]:
-    """Node ``host.rank``'s `dlperf run`: the case's flags and the cluster's, as on real hosts."""
+    """Node ``host.rank``'s `dlperf run` (or the command that asked: `dlperf collectives`): the
+    case's flags and the cluster's, as on real hosts."""
     first = hosts.hosts[0]
-    return [sys.executable, "-m", "dlperf.cli", "run", *base,
+    return [sys.executable, "-m", "dlperf.cli", getattr(args, "command", None) or "run", *base,
             "--nnodes", str(len(hosts.hosts)), "--node-rank", str(host.rank),
             "--master-addr", first.address,
             "--master-port", str(args.master_port or launch.DEFAULT_PORT),

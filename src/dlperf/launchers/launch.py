@@ -54,6 +54,9 @@ class Launch:
     # lower-case words in a rank's error that mean only "another rank went away first", so the
     # result shows another rank's own error (runner.collect): LOST_PEER, plus a framework's own
     peer_symptoms: tuple[str, ...] = LOST_PEER
+    # what the launch saw while the repeat ran, asked once it ended (the bytes emulated hosts'
+    # links carried): added to the repeat's launch facts
+    observed: Callable[[], dict[str, Any]] | None = None
 
 
 # Starts a repeat: (case, case file, output directory) -> the command and its environment.

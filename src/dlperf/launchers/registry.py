@@ -48,8 +48,8 @@ def launcher_for(case: Case, rendezvous: Rendezvous | None = None,
         allocators.library(case.allocator)
     if case.link and not os.environ.get(emulated.NODE_VARIABLE):
         raise UsageError(f"link: {case.link} is shaped between emulated hosts only; measure it "
-                         f"with `dlperf run --emulate-hosts N --link {case.link}` (a sweep "
-                         f"cannot shape links yet)")
+                         f"with `dlperf run --emulate-hosts N --link {case.link}`, or `dlperf sweep "
+                         f"FILE --emulate-hosts`")
     if case.launcher == "horovod":
         return horovod.HorovodLaunch(case, rendezvous, python)
     multi = MULTI_PROCESS.get(case.framework)

@@ -190,5 +190,6 @@ def refusal(fitted: SweepFit, sweep_name: str, path: Path, total: int) -> str:
                  f"{fitted.allocation.nnodes} node(s)")
     others = total - len(fitted.refused)
     return (f"sweep {sweep_name}: {'; '.join(parts)} ({where}): run the sweep inside a Slurm "
-            f"allocation of >= {most} nodes (salloc -N {most} dlperf sweep {path}), or pass "
+            f"allocation of >= {most} nodes (salloc -N {most} dlperf sweep {path}), across "
+            f"hosts emulated on this machine (--emulate-hosts, as root), or pass "
             f"--skip-multinode to measure the other {others} case(s) without them")

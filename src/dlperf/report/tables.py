@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import models
+from dlperf.host import emulated
 from dlperf.report import framework_notes, inference
 from dlperf.report.results import NO_BASELINE, total_devices
 from dlperf.result import device_of
+from dlperf.scaling import allreduce_bus_bandwidth, emulated_hosts
 from dlperf.spec import environment_name, frameworks, support
 
 PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
 NOTE_CHARS = 220
+# a measured bus bandwidth may pass a shaped link's rate by this much (the token bucket's burst,
+# the probe's timer) before the report says it cannot be
+LINK_SLACK = 1.05
 
 
 @dataclass
@@ -248,6 +253,25 @@ def efficiency_text(result: dict[str, Any]) -> str:
     return "—" if efficiency is None else f"{efficiency:.1%}"
 
 
+def link_cells(report: Report, result: dict[str, Any]) -> list[Cell]:
+    """The link a result's hosts had (``unshaped`` between emulated hosts, ``—`` on one host)
+    and its all-reduce's bus bandwidth; a bandwidth above the link's rate gets a note: a shaped
+    link cannot carry more, so the probe or the shaping is wrong."""
+    case = result["case"]
+    rate = case.get("link") or ""
+    hosts = emulated_hosts(result)
+    shown = rate or ("unshaped" if hosts else "—")
+    bandwidth = allreduce_bus_bandwidth(result)
+    if bandwidth is None:
+        return [Cell(shown), Cell("—")]
+    notes = []
+    limit = emulated.parse_rate(rate, "link") if rate else None
+    if limit is not None and bandwidth * 8 > limit * LINK_SLACK:
+        notes.append(report.note(f"{bandwidth * 8 / 1e9:.3g} Gbit/s measured over a "
+                                 f"{rate} link: more than the link carries"))
+    return [Cell(shown), Cell(f"{bandwidth * 8 / 1e9:.3g} Gbit/s", notes)]
+
+
 def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     """DLPerf's scaling tables: per framework and variant, the configurations (precision, batch
     per device) measured on more than one device, a row per nodes × devices per node; where
@@ -268,11 +292,16 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
         unit = next(iter(scaled.values()))[0].get("unit", "samples/s")
         engines = any(engine(r["case"]) != "native" for members in scaled.values()
                       for r in members)
+        # emulated hosts: their link's rate, and the all-reduce's measured bus bandwidth beside it
+        links = any(emulated_hosts(r) or r["case"].get("link") for members in scaled.values()
+                    for r in members)
         table = Table(f"scaling of {framework} · {kind} · {where}",
                       ["precision", "batch/device", "nodes", "devices/node", "devices",
                        *(["engine"] if engines else []),
+                       *(["link", "all-reduce bus bw (measured)"] if links else []),
                        f"throughput ({unit}, median)", "speedup", "scaling efficiency"],
-                      ["l", "r", "r", "r", "r", *(["l"] if engines else []), "r", "r", "r"])
+                      ["l", "r", "r", "r", "r", *(["l"] if engines else []),
+                       *(["l", "r"] if links else []), "r", "r", "r"])
         for (precision, batch), members in sorted(
                 scaled.items(), key=lambda item: (precision_rank(item[0][0]), item[0][1])):
             members = sorted(members, key=lambda r: (total_devices(r), r["case"].get("nnodes", 1),
@@ -288,6 +317,7 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                     Cell(precision), Cell(str(batch)), Cell(str(case.get("nnodes", 1))),
                     Cell(str(case.get("devices", 1))), Cell(str(total_devices(result))),
                     *([Cell(engine(case))] if engines else []),
+                    *(link_cells(report, result) if links else []),
                     Cell(number(tp) if ok else str(result.get("status", "?")), notes),
                     Cell(speedup_text(result)), Cell(efficiency_text(result))])
         tables.append(table)

@@ -67,7 +67,7 @@ def figure(result: dict[str, Any]) -> str | None:
               ("memory (RSS, GB)", [("worker tree", "rss_bytes", 1e9)]),
               ("disk (MB/s, host)", [("read", "disk_read_bytes_s", MB),
                                      ("write", "disk_write_bytes_s", MB)]),
-              ("network (MB/s, host)", [("rx", "net_rx_bytes_s", MB),
+              ("network (MB/s, host, loopback left out)", [("rx", "net_rx_bytes_s", MB),
                                         ("tx", "net_tx_bytes_s", MB)])]
     if gpus:
         panels.append(("GPU utilisation (%)", [(gpu, f"{gpu}_util_pct", 1.0) for gpu in gpus]))
