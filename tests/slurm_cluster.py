@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -39,7 +40,7 @@ DAEMONS = ("munged", "slurmctld", "slurmd", "salloc", "srun", "sinfo", "scontrol
 
 SLURM_CONF = """\
 ClusterName=dlperftest
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={head}
 SlurmctldPort={ctld_port}
 AuthType=auth/munge
 CredType=cred/munge
@@ -90,9 +91,15 @@ def clean_environ() -> dict[str, str]:
 
 
 class SlurmCluster:
-    """munged + slurmctld + one slurmd per node name, all on this host."""
+    """munged + slurmctld + one slurmd per node name, all on this host; with ``hosts`` (emulated
+    hosts, dlperf.host.emulated), each slurmd on a host of its own, named as the host, at its
+    address (NodeAddr), and slurmctld and every client command (salloc, srun, sinfo) on the first
+    host, as on a cluster whose head is its first node."""
 
-    def __init__(self, nodes: tuple[str, ...] = NODES) -> None:
+    def __init__(self, nodes: tuple[str, ...] = NODES, hosts: Any = None) -> None:
+        self.hosts = hosts
+        if hosts is not None:
+            nodes = tuple(host.hostname for host in hosts.hosts)
         self.nodes = nodes
         self.root = Path(tempfile.mkdtemp(prefix="dlperf-slurm-cluster-", dir="/tmp"))
         self.root.chmod(0o755)
@@ -109,10 +116,14 @@ class SlurmCluster:
         env.update(extra or {})
         return env
 
+    def on_head(self, argv: list[str], node: int = 0) -> list[str]:
+        """``argv`` where the cluster's commands run: this host, or emulated host ``node``."""
+        return argv if self.hosts is None else self.hosts.command(self.hosts.hosts[node], argv)
+
     def run(self, argv: list[str], timeout: float = 600,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=self.env(env))
+        return subprocess.run(self.on_head(argv), capture_output=True, text=True,
+                              timeout=timeout, env=self.env(env))
 
     def log(self, name: str) -> str:
         path = self.root / "log" / name
@@ -120,9 +131,9 @@ class SlurmCluster:
 
     # -- start and stop ---------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, argv: list[str], node: int = 0) -> subprocess.Popen:
         out = open(self.root / "log" / f"{name}.out", "wb")
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(self.on_head(argv, node), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=self.env())
         out.close()
         self.daemons.append((name, proc))
@@ -167,25 +178,50 @@ class SlurmCluster:
             f"--log-file={self.root / 'log' / 'munged.log'}"])
         self._wait("munged", socket_path.exists, [("munged", proc, "munged.log")])
 
-        host = socket.gethostname().split(".")[0]
-        nodes = "\n".join(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
-                          f"Port={free_port()} CPUs={CPUS_PER_NODE} State=UNKNOWN"
-                          for name in self.nodes)
+        if self.hosts is None:  # every node on this host, a port each
+            host = socket.gethostname().split(".")[0]
+            head = f"{host}(127.0.0.1)"
+            nodes = "\n".join(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 "
+                              f"Port={free_port()} CPUs={CPUS_PER_NODE} State=UNKNOWN"
+                              for name in self.nodes)
+        else:  # each node on its own host, at its address, on Slurm's own ports
+            first = self.hosts.hosts[0]
+            head = f"{first.hostname}({first.address})"
+            nodes = "\n".join(f"NodeName={h.hostname} NodeHostname={h.hostname} "
+                              f"NodeAddr={h.address} Port=6818 CPUs={CPUS_PER_NODE} "
+                              f"State=UNKNOWN" for h in self.hosts.hosts)
         (self.root / "plugstack.conf").write_text("")
         self.conf.write_text(SLURM_CONF.format(
-            host=host, ctld_port=free_port(), root=self.root, first_job=self.first_job,
-            nodes=nodes, node_names=",".join(self.nodes)))
+            head=head, ctld_port=6817 if self.hosts else free_port(), root=self.root,
+            first_job=self.first_job, nodes=nodes, node_names=",".join(self.nodes)))
         ctld = self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
         slurmds = [(f"slurmd-{name}", self._spawn(f"slurmd-{name}", [
-            "slurmd", "-D", "-f", str(self.conf), "-N", name]), f"slurmd-{name}.log")
-            for name in self.nodes]
+            *self.cgroups(), "slurmd", "-D", "-f", str(self.conf), "-N", name], node),
+            f"slurmd-{name}.log") for node, name in enumerate(self.nodes)]
         self._wait("the nodes (sinfo idle)", self._idle,
                    [("slurmctld", ctld, "slurmctld.log"), *slurmds])
         return self
 
+    def cgroups(self) -> list[str]:
+        """On an emulated host, what mounts this machine's cgroup hierarchies under /sys again
+        (`ip netns exec` mounts a fresh sysfs of the namespace's own, without them), which
+        slurmd reads at start: each as this process's mount table has it."""
+        if self.hosts is None:
+            return []
+        steps = []
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            device, point, kind, options = line.split()[:4]
+            if not point.startswith("/sys/fs/cgroup") or kind not in ("tmpfs", "cgroup",
+                                                                        "cgroup2"):
+                continue
+            kept = ",".join(o for o in options.split(",") if o not in ("rw", "relatime"))
+            steps.append(f"mkdir -p {point} && mount -t {kind} "
+                         f"{'-o ' + kept + ' ' if kept else ''}{device} {point}")
+        return ["sh", "-c", " && ".join([*steps, 'exec "$@"']), "sh"]
+
     def _idle(self) -> bool:
-        proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
-                              text=True, timeout=30, env=self.env())
+        proc = subprocess.run(self.on_head(["sinfo", "-h", "-N", "-o", "%N %T"]),
+                              capture_output=True, text=True, timeout=30, env=self.env())
         states = dict(line.split() for line in proc.stdout.splitlines() if line.strip())
         return all(states.get(name) == "idle" for name in self.nodes)
 
@@ -237,6 +273,27 @@ def slurm_cluster():
         pytest.fail(f"the one-host Slurm cluster did not start: {error}", pytrace=False)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def emulated_slurm_cluster():
+    """A started cluster whose two slurmd run on two emulated hosts (their own addresses,
+    names and CPUs); skipped with this machine's reason where hosts cannot be emulated."""
+    from dlperf.host import emulated
+
+    why = emulated.missing(link=False)
+    if why:
+        pytest.skip(f"cannot emulate hosts here: {why}")
+    with emulated.emulated(2, None, say=print) as hosts:
+        cluster = SlurmCluster(hosts=hosts)
+        try:
+            cluster.start()
+        except (ClusterError, OSError, subprocess.SubprocessError) as error:
+            cluster.stop()
+            pytest.fail(f"the Slurm cluster on emulated hosts did not start: {error}",
+                        pytrace=False)
+        yield cluster
+        cluster.stop()
 
 
 def main(argv: list[str]) -> int:

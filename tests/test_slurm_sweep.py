@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TAG, assert_nothing_left, dlperf, load
-from slurm_cluster import clean_environ, slurm_cluster  # noqa: F401  (the fixture)
+from slurm_cluster import (clean_environ, emulated_slurm_cluster,  # noqa: F401  (fixtures)
+                           slurm_cluster)
 
 # Slurm steps on this host's CPUs.
 # spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
@@ -216,3 +217,36 @@ def test_every_node_address_reaches_a_step_that_names_its_workers(tmp_path):
     replacements = [(slurm_step.node_placeholder(r), a) for r, a in enumerate(place[2])]
     text = ",".join(addrs[0])
     assert slurm_step.substitute(text, replacements) == ",".join(place[2])
+
+
+def test_a_two_node_sweep_across_emulated_hosts_meets_over_their_network(
+        emulated_slurm_cluster, tmp_path):
+    """The same sweep on a cluster whose two slurmd run on emulated hosts (each its own network
+    namespace, name, address and CPU; NodeAddr its address): `salloc -N 2 dlperf sweep` on the
+    first host starts each repeat as an srun step whose tasks run on both hosts, and the ranks
+    meet across the hosts' link, as on a cluster."""
+    from two_hosts import GRADIENT_BYTES
+
+    cluster = emulated_slurm_cluster
+    hosts = cluster.hosts
+    (tmp_path / "s.yaml").write_text(SWEEP.replace("  - {nnodes: 1}\n", "").replace(
+        "  - {nnodes: 2, precision: tf32}\n", ""))
+    tag = uuid.uuid4().hex
+    before = hosts.counters()
+    proc = cluster.run(["salloc", "-N", "2", *DLPERF, "sweep", str(tmp_path / "s.yaml"),
+                        "--db", str(tmp_path / "s.db"), "--json", str(tmp_path / "out.json")],
+                       env={TAG: tag, "DLPERF_LOCK_DIR": str(tmp_path)})
+    after = hosts.counters()
+    assert_nothing_left(tag, within_s=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (two,) = load(tmp_path / "out.json")
+    assert two["status"] == "ok" and two["label"] == TWO
+    names = [h.hostname for h in hosts.hosts]
+    assert [r["host"] for r in two["ranks"]] == names  # a rank on each emulated host
+    assert two["launch"]["slurm"]["step_nodes"] == 2
+    for start, end in zip(before, after):  # every training step's gradients crossed the link
+        sent, loop = end["tx_bytes"] - start["tx_bytes"], end["lo_tx_bytes"] - start["lo_tx_bytes"]
+        assert sent >= 3 * GRADIENT_BYTES and end["rx_bytes"] - start["rx_bytes"] >= 3 * GRADIENT_BYTES
+        assert loop < 0.05 * sent, (sent, loop)
+    for name in names:
+        assert "launch task StepId=" in cluster.log(f"slurmd-{name}.log")
