@@ -27,6 +27,8 @@ HELP = {
     "data": "make datasets for real input pipelines (run --data)",
     "history": "one case's results over time, versions or labels, with change points",
     "gate": "fail (exit 1) when the candidate is significantly slower than the baseline",
+    "reference": "the seed studies' published tables, with their provenance: list them, or "
+                 "show one as published",
     "tune": "search a framework's own settings for the fastest configuration within a budget; "
             "confirm it against the default; stored for --config best",
 }
