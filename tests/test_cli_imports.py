@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -45,8 +46,8 @@ def test_help_imports_no_command_and_lists_every_one(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     listed = capsys.readouterr().out
-    for name in HELP:
-        assert f"    {name} " in listed
+    for name in HELP:  # a name over 9 characters has its help on the next line (argparse)
+        assert re.search(rf"^    {name}\s", listed, re.M), name
 
 
 def test_a_command_imports_its_own_module_alone(tmp_path):

@@ -108,11 +108,38 @@ CREATE TABLE IF NOT EXISTS tune_trials (
     created_at TEXT NOT NULL,
     UNIQUE (study, number)
 );
+CREATE TABLE IF NOT EXISTS collectives (
+    id INTEGER PRIMARY KEY,
+    run INTEGER NOT NULL,
+    framework TEXT NOT NULL,
+    path TEXT NOT NULL,
+    env TEXT NOT NULL,
+    device TEXT NOT NULL,
+    nproc INTEGER NOT NULL,
+    nnodes INTEGER NOT NULL,
+    link TEXT,
+    emulated INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    op TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    iters INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    time_us REAL NOT NULL,
+    time_p10_us REAL NOT NULL,
+    time_p90_us REAL NOT NULL,
+    algbw_gbs REAL NOT NULL,
+    busbw_gbs REAL NOT NULL,
+    times_json TEXT NOT NULL,
+    detail_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (run, op, bytes)
+);
+CREATE INDEX IF NOT EXISTS collectives_key ON collectives (framework, path, op, nproc, nnodes);
 """
 #: Tables added after a file's schema version was set. They come with no new version (older
 #: files gain them at their next write; readers treat a missing one as empty), because an added
 #: table changes nothing an older dlperf reads; changing or removing a column needs a new one.
-ADDED_TABLES = ("accuracy", "tune_studies", "tune_trials")
+ADDED_TABLES = ("accuracy", "tune_studies", "tune_trials", "collectives")
 ACCURACY_COLUMNS = ("model", "framework", "precision", "status", "error", "fp32_top1",
                     "fp32_top5", "top1", "top5", "diff_top1", "diff_top5", "changed_top1",
                     "samples")
@@ -122,6 +149,14 @@ CHECKED = {("runs", "result_json"): reading.STORED,
            ("tune_studies", "case_json"): reading.CASE,
            ("tune_studies", "space_json"): reading.SPACE,
            ("tune_studies", "outcome_json"): reading.OUTCOME}
+#: ``dlperf collectives``: one row per (run, operation, message size), each column's check
+COLLECTIVE_COLUMNS = {
+    "run": reading.whole, "framework": reading.text, "path": reading.text, "env": reading.text,
+    "device": reading.text, "nproc": reading.whole, "nnodes": reading.whole,
+    "link": reading.text_or_null, "emulated": reading.whole, "host": reading.text,
+    "op": reading.text, "bytes": reading.whole, "iters": reading.whole, "warmup": reading.whole,
+    "time_us": reading.amount, "time_p10_us": reading.amount, "time_p90_us": reading.amount,
+    "algbw_gbs": reading.amount, "busbw_gbs": reading.amount}
 RUNGS = (("rungs", reading.Items((("value", reading.number, False),
                                   ("run_id", reading.whole, False),
                                   ("repeats", reading.whole, False),
@@ -522,6 +557,46 @@ class Store:
         if why:
             raise self._unreadable(row, "rungs_json", "tune_trials", why, "a malformed")
         return rungs
+
+    # -- collectives (issue 56): one row per operation and message size of a run ------------
+
+    def add_collectives(self, rows: list[dict[str, Any]]) -> int:
+        """Store one ``dlperf collectives`` run's rows (each with :data:`COLLECTIVE_COLUMNS`,
+        ``times`` and ``detail``) in one transaction, under the next run number; that number."""
+        names = tuple(COLLECTIVE_COLUMNS)[1:]
+        sql = (f"INSERT INTO collectives (run, {', '.join(names)}, times_json, detail_json, "
+               f"created_at) VALUES ({', '.join('?' * (len(names) + 4))})")
+        now = _now()
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")  # the run number and its rows: one writer
+            run = int(self.db.execute("SELECT COALESCE(MAX(run), 0) + 1 FROM collectives"
+                                      ).fetchone()[0])
+            for row in rows:
+                self.db.execute(sql, (run, *(row[name] for name in names),
+                                      json.dumps(row["times"]), json.dumps(row["detail"]), now))
+        return run
+
+    def collectives(self, where: str = "1=1",
+                    params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Stored collectives rows (``where`` over their columns), oldest first, each column
+        checked and ``times`` / ``detail`` decoded; none from a file older than the table."""
+        if not self.has_table("collectives"):
+            return []
+        out = []
+        for row in self._rows(f"SELECT * FROM collectives WHERE {where} ORDER BY id", params):
+            for name, check in COLLECTIVE_COLUMNS.items():  # SQLite keeps any type anywhere
+                why = check(row[name])
+                if why:
+                    raise self._unreadable(row, name, "collectives", why, "a malformed")
+            item = {name: row[name] for name in COLLECTIVE_COLUMNS}
+            item["times"] = self._load(row, "times_json", "collectives", list)
+            why = reading.numbers(item["times"])
+            if why:
+                raise self._unreadable(row, "times_json", "collectives", why, "a malformed")
+            item["detail"] = self.decode(row, "detail_json", "collectives")
+            item["created_at"] = row["created_at"]
+            out.append(item)
+        return out
 
     def results(self, where: str = "result_json IS NOT NULL",
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

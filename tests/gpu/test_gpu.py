@@ -126,6 +126,22 @@ def test_two_gpu_data_parallel_over_nccl(cuda_env, tmp_path):
     assert "nccl" in json.dumps(result["env"]["worker"]["framework"]).lower()
 
 
+def test_collectives_over_nccl_on_two_gpus(cuda_env, tmp_path):
+    """`dlperf collectives --path nccl`: torch's NCCL process group, one GPU per rank."""
+    if len(gpus_listed()) < 2:
+        pytest.skip("NCCL collectives need two GPUs (one per rank); nvidia-smi lists one")
+    cuda_env("torch")
+    from dlperf import collective_model
+
+    db, out = tmp_path / "c.db", tmp_path / "c.json"
+    proc = dlperf("collectives", "--path", "nccl", "--sizes", "4K:1M", "--iters", "5",
+                  "--db", str(db), "--json", str(out), timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert load(out)["facts"]["backend"] == "nccl"
+    key = collective_model.Key("torch", "nccl", "allreduce", 2)
+    assert collective_model.model_for(db, key).sizes[-1] == 2 ** 20
+
+
 def test_nvml_columns_in_the_timeline_are_filled(cuda_env, tmp_path):
     cuda_env("torch")
     proc, result = run(tmp_path, *TINY_RESNET, "--device", "cuda", "--repeats", "1",

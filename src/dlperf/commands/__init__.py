@@ -27,6 +27,9 @@ HELP = {
     "data": "make datasets for real input pipelines (run --data)",
     "history": "one case's results over time, versions or labels, with change points",
     "gate": "fail (exit 1) when the candidate is significantly slower than the baseline",
+    "collectives": "all-reduce, all-gather, broadcast... over message sizes through a "
+                   "framework's own collective path: time, algbw and busbw per size, stored, "
+                   "and the latency-bandwidth model fitted (--show lists the models)",
     "reference": "the seed studies' published tables, with their provenance: list them, or "
                  "show one as published",
     "tune": "search a framework's own settings for the fastest configuration within a budget; "

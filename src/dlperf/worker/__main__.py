@@ -192,6 +192,8 @@ def repeat(argv=None):
     tie_to_harness()  # a killed harness takes this rank with it, under any launcher
     with open(args.case) as handle:
         case = json.load(handle)
+    if "collectives" in case:  # `dlperf collectives`: the same launchers, another driver
+        return collectives_repeat(case, args.out_dir)
     result = run(case, args.out_dir)
     write_atomic(rank_file(args.out_dir, result["rank"]), result)
     if result["status"] != "ok":
@@ -201,6 +203,19 @@ def repeat(argv=None):
     else:
         code = 0
     return code, result["world_size"]
+
+
+def collectives_repeat(case, out_dir):
+    # type: (Dict[str, Any], str) -> Tuple[int, int]
+    """The collectives' driver (:mod:`dlperf.worker.collectives`) on this rank, its result
+    written as a training rank's is: rank 0's holds the whole job's times, so nothing is
+    gathered."""
+    from dlperf.worker import collectives
+
+    result = collectives.run(case, place, lambda error: (classify(error), one_line(error)))
+    result["env"] = process_env()
+    write_atomic(rank_file(out_dir, result["rank"]), result)
+    return (0 if result["status"] == "ok" else 1), result["world_size"]
 
 
 def rank_file(out_dir, rank):

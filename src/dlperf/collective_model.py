@@ -1,0 +1,188 @@
+"""The latency-bandwidth model of a collective path, fitted to what ``dlperf collectives`` stored.
+
+Per (framework, path, operation, processes per node, nodes, link, environment) the newest stored
+run's median time per message size is fitted by Hockney's alpha-beta model, t(m) = alpha + m x
+beta: alpha the start-up latency, 1/beta the algorithm bandwidth the large messages approach,
+and nccl-tests' bus bandwidth factor of the operation times 1/beta the bus bandwidth (the link
+speed the operation achieved, whatever the ranks). The fit is derived from the stored rows each
+time it is read, never stored beside them: the rows are the one record.
+
+The least squares are weighted by 1/t, so they minimise the *relative* error of every size: the
+microsecond latencies of small messages count as much as the seconds of large ones (unweighted,
+the largest sizes alone would decide alpha too). Both parameters are kept non-negative; a
+latency-bound range (no growth with size) fits beta = 0 and has no bandwidth.
+
+:func:`model_for` is what a projection calls; it raises :class:`NoModel`, naming the command that
+measures the missing key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from dlperf.errors import UsageError
+from dlperf.store import DEFAULT_DB, Store
+from dlperf.worker.collectives import bus_factor
+
+
+class NoModel(UsageError):
+    """No stored measurement for a key; the message names the command that measures it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """What a model is of: a framework's collective path, one operation, the job's shape and
+    network (``link``: the emulated hosts' link rate, None where not shaped) and environment
+    (``env``: "" the framework's pinned one, else a version environment or interpreter)."""
+
+    framework: str
+    path: str
+    op: str
+    nproc: int  # processes per node
+    nnodes: int = 1
+    link: str | None = None
+    env: str = ""
+
+    @property
+    def ranks(self) -> int:
+        return self.nproc * self.nnodes
+
+    def describe(self) -> str:
+        shape = f"{self.nproc} processes" + (f" x {self.nnodes} nodes" if self.nnodes > 1
+                                             else "")
+        where = f", link {self.link}" if self.link else ""
+        env = f", env {self.env}" if self.env else ""
+        return f"{self.framework} {self.path} {self.op} on {shape}{where}{env}"
+
+    def command(self, db: str | Path) -> str:
+        """The `dlperf collectives` command line that measures this key into ``db``."""
+        words = ["dlperf", "collectives", "--framework", self.framework, "--path", self.path,
+                 "--ops", self.op, "--nproc", str(self.nproc)]
+        if self.nnodes > 1:
+            words += ["--emulate-hosts", str(self.nnodes)] + (
+                ["--link", self.link] if self.link else [])
+        if self.env:
+            words += ["--python" if self.env.startswith("/") else "--env", self.env]
+        if str(db) != DEFAULT_DB:
+            words += ["--db", str(db)]
+        return " ".join(shlex.quote(word) for word in words)
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """t(m) = alpha_s + m x beta_s (m in bytes), and its relative errors at the fitted sizes."""
+
+    alpha_s: float
+    beta_s: float  # seconds per byte
+    median_error: float  # |fitted / measured - 1|, median over the sizes
+    max_error: float
+
+    def seconds(self, nbytes: float) -> float:
+        return self.alpha_s + nbytes * self.beta_s
+
+
+def fit(sizes: Sequence[float], times: Sequence[float]) -> Fit:
+    """Non-negative least squares of alpha + m x beta to ``times`` (seconds) at ``sizes``
+    (bytes), each residual relative to its measured time. Two unknowns: the unconstrained
+    solution where both are >= 0, else the better of alpha alone and beta alone."""
+    m = np.asarray(sizes, dtype=float)
+    t = np.asarray(times, dtype=float)
+    if m.size != t.size or len(set(m.tolist())) < 2:
+        raise ValueError("the fit needs times at two or more different sizes")
+    if not (np.all(t > 0) and np.all(m > 0)):
+        raise ValueError("sizes and times must be > 0")
+    design = np.column_stack([1 / t, m / t])  # each row divided by its time: relative errors
+    ones = np.ones_like(t)
+    (alpha, beta), *_ = np.linalg.lstsq(design, ones, rcond=None)
+    if alpha < 0 or beta < 0:
+        only_alpha = (float(np.sum(1 / t) / np.sum(1 / t ** 2)), 0.0)
+        only_beta = (0.0, float(np.sum(m / t) / np.sum((m / t) ** 2)))
+        alpha, beta = min((only_alpha, only_beta), key=lambda ab: float(
+            np.sum((design @ np.array(ab) - 1) ** 2)))
+    errors = np.abs((alpha + beta * m) / t - 1)
+    return Fit(float(alpha), float(beta), float(np.median(errors)), float(errors.max()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A key's fit over its newest stored run, and where that run was measured."""
+
+    key: Key
+    run: int
+    fit: Fit
+    sizes: tuple[int, ...]  # the message sizes fitted, bytes
+    host: str
+    emulated: bool
+    device: str
+    measured_at: str
+    framework_version: str | None
+
+    @property
+    def factor(self) -> float:
+        """nccl-tests' bus bandwidth factor of the operation on the key's ranks."""
+        return bus_factor(self.key.op, self.key.ranks)
+
+    @property
+    def alpha_us(self) -> float:
+        return self.fit.alpha_s * 1e6
+
+    @property
+    def busbw_gbs(self) -> float | None:
+        """The bus bandwidth large messages approach (GB/s, 1e9 bytes), None when the fit has
+        no bandwidth term (a latency-bound range)."""
+        return self.factor / self.fit.beta_s / 1e9 if self.fit.beta_s > 0 else None
+
+    def seconds(self, nbytes: float) -> float:
+        """The fitted time of one operation on an ``nbytes`` message."""
+        return self.fit.seconds(nbytes)
+
+
+def _model(key: Key, rows: list[dict]) -> Model:
+    """The fit of one run's rows (all of ``key``)."""
+    rows = sorted(rows, key=lambda row: row["bytes"])
+    first = rows[0]
+    return Model(key=key, run=first["run"],
+                 fit=fit([row["bytes"] for row in rows], [row["time_us"] / 1e6 for row in rows]),
+                 sizes=tuple(row["bytes"] for row in rows), host=first["host"],
+                 emulated=bool(first["emulated"]), device=first["device"],
+                 measured_at=first["created_at"],
+                 framework_version=first["detail"].get("framework_version"))
+
+
+def key_of(row: dict) -> Key:
+    return Key(row["framework"], row["path"], row["op"], row["nproc"], row["nnodes"],
+               row["link"], row["env"])
+
+
+def models(store: Store) -> list[Model]:
+    """Every stored key's model (from its newest run), in the order the keys were first
+    measured; a key whose newest run has fewer than two sizes has none."""
+    newest: dict[Key, list[dict]] = {}
+    for row in store.collectives():
+        key = key_of(row)
+        held = newest.get(key)
+        if held is None or row["run"] > held[0]["run"]:
+            newest[key] = [row]
+        elif row["run"] == held[0]["run"]:
+            held.append(row)
+    return [_model(key, rows) for key, rows in newest.items()
+            if len({row["bytes"] for row in rows}) >= 2]
+
+
+def model_for(db: str | Path, key: Key) -> Model:
+    """The model of ``key`` from the newest run stored in ``db``; :class:`NoModel` (one line
+    naming the `dlperf collectives` command that measures it) when ``db`` holds none."""
+    missing = NoModel(f"no collective model of {key.describe()} in {db}: measure it with "
+                      f"`{key.command(db)}`")
+    if not Path(db).is_file():
+        raise missing
+    with Store(db, readonly=True) as store:
+        found = [model for model in models(store) if model.key == key]
+    if not found:
+        raise missing
+    return found[0]
