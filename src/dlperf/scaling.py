@@ -117,15 +117,12 @@ def emulated_hosts(result: dict[str, Any]) -> dict[str, Any] | None:
     return result.get("emulated_hosts") or (result.get("launch") or {}).get("emulated_hosts")
 
 
-def allreduce_bus_bandwidth(result: dict[str, Any]) -> float | None:
-    """Bytes per second of the job's gradient all-reduce, as nccl-tests' bus bandwidth: the
-    fp32 buffer of the model's parameters (what every backend's all-reduce probe reduces) times
-    2(n-1)/n over the probe's time, the slowest rank's, median over the repeats. In a ring this
-    is what each process sends over its own link per second, so it cannot exceed the link's
-    rate. None for one process or without the probe."""
-    n = total_devices(result["case"])
-    params = (result.get("model") or {}).get("params")
-    if n < 2 or not params:
+def allreduce_seconds(result: dict[str, Any]) -> float | None:
+    """Seconds of one all-reduce of the model's gradients across ``result``'s job, as its ranks'
+    probe measured it after the timed window (an fp32 buffer of the parameters, reduced by the
+    framework's own collective): the slowest rank's, median over the repeats. None for one
+    process or without the probe."""
+    if total_devices(result["case"]) < 2:
         return None
     per_repeat: list[list[float]] = []
     for rank in result.get("ranks") or []:
@@ -135,6 +132,19 @@ def allreduce_bus_bandwidth(result: dict[str, Any]) -> float | None:
             if seconds:
                 per_repeat[index].append(float(seconds))
     slowest = [max(times) for times in per_repeat if times]
-    if not slowest:
+    return statistics.median(slowest) if slowest else None
+
+
+def allreduce_bus_bandwidth(result: dict[str, Any]) -> float | None:
+    """Bytes per second of the job's gradient all-reduce (:func:`allreduce_seconds`) as
+    nccl-tests' bus bandwidth: the buffer's bytes times 2(n-1)/n over the time. In a ring this
+    is what each process sends over its own link per second, so it cannot exceed the link's
+    rate. None for one process or without the probe."""
+    from dlperf.worker.collectives import bus_factor
+
+    n = total_devices(result["case"])
+    params = (result.get("model") or {}).get("params")
+    seconds = allreduce_seconds(result)
+    if not params or seconds is None:
         return None
-    return 4 * int(params) * 2 * (n - 1) / n / statistics.median(slowest)
+    return 4 * int(params) * bus_factor("allreduce", n) / seconds

@@ -135,11 +135,19 @@ CREATE TABLE IF NOT EXISTS collectives (
     UNIQUE (run, op, bytes)
 );
 CREATE INDEX IF NOT EXISTS collectives_key ON collectives (framework, path, op, nproc, nnodes);
+CREATE TABLE IF NOT EXISTS projections (
+    id INTEGER PRIMARY KEY,
+    source_run INTEGER,
+    case_key TEXT,
+    label TEXT NOT NULL,
+    projection_json TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 """
 #: Tables added after a file's schema version was set. They come with no new version (older
 #: files gain them at their next write; readers treat a missing one as empty), because an added
 #: table changes nothing an older dlperf reads; changing or removing a column needs a new one.
-ADDED_TABLES = ("accuracy", "tune_studies", "tune_trials", "collectives")
+ADDED_TABLES = ("accuracy", "tune_studies", "tune_trials", "collectives", "projections")
 ACCURACY_COLUMNS = ("model", "framework", "precision", "status", "error", "fp32_top1",
                     "fp32_top5", "top1", "top5", "diff_top1", "diff_top5", "changed_top1",
                     "samples")
@@ -149,6 +157,15 @@ CHECKED = {("runs", "result_json"): reading.STORED,
            ("tune_studies", "case_json"): reading.CASE,
            ("tune_studies", "space_json"): reading.SPACE,
            ("tune_studies", "outcome_json"): reading.OUTCOME}
+#: a stored projection, checked as it is read: what the report draws from it
+PROJECTION = (("kind", reading.text, True), ("label", reading.text, True),
+              ("model", reading.obj, True),
+              ("points", reading.Items((("nodes", reading.whole, True),
+                                        ("devices_per_node", reading.whole, True),
+                                        ("devices", reading.whole, True),
+                                        ("throughput", reading.obj, True),
+                                        ("speedup", reading.obj, True),
+                                        ("scaling_efficiency", reading.obj, True))), True))
 #: ``dlperf collectives``: one row per (run, operation, message size), each column's check
 COLLECTIVE_COLUMNS = {
     "run": reading.whole, "framework": reading.text, "path": reading.text, "env": reading.text,
@@ -602,3 +619,32 @@ class Store:
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Finished results (the JSON contract), oldest first."""
         return [self.decode(row) for row in self.runs(where, params)]
+
+    # -- projections (issue 56): `dlperf project`, never mixed with measured runs ------------
+
+    def add_projection(self, projection: dict[str, Any]) -> int:
+        """Store one projection (:meth:`dlperf.projection.Projection.to_dict`); its id."""
+        source = projection.get("source") or {}
+        with self.db:
+            cursor = self.db.execute(
+                "INSERT INTO projections (source_run, case_key, label, projection_json, "
+                "created_at) VALUES (?, ?, ?, ?, ?)",
+                (source.get("run_id"), source.get("case_key"), str(projection["label"]),
+                 json.dumps(projection), _now()))
+        return int(cursor.lastrowid or 0)
+
+    def projections(self) -> list[dict[str, Any]]:
+        """Stored projections, oldest first, each with its ``id``; none from a file older than
+        the table."""
+        if not self.has_table("projections"):
+            return []
+        out = []
+        for row in self._rows("SELECT * FROM projections ORDER BY id"):
+            item = self._load(row, "projection_json", "projections", dict)
+            why = reading.problem(item, PROJECTION)
+            if why:
+                raise self._unreadable(row, "projection_json", "projections", why,
+                                       "a malformed")
+            item["id"] = row["id"]
+            out.append(item)
+        return out

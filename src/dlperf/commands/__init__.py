@@ -32,6 +32,9 @@ HELP = {
                    "and the latency-bandwidth model fitted (--show lists the models)",
     "reference": "the seed studies' published tables, with their provenance: list them, or "
                  "show one as published",
+    "project": "a 1-device result projected to N devices and nodes (all-reduce model, measured "
+               "overlap), with its interval; or a published table's scaling projected and "
+               "compared",
     "tune": "search a framework's own settings for the fastest configuration within a budget; "
             "confirm it against the default; stored for --config best",
 }

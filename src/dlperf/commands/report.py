@@ -42,13 +42,15 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
            accuracy_rows: list[dict[str, Any]] | None = None,
            searches: list[Any] | None = None,
            history: list[dict[str, Any]] | None = None,
-           tunes: list[dict[str, Any]] | None = None) -> str:
+           tunes: list[dict[str, Any]] | None = None,
+           projections: list[dict[str, Any]] | None = None) -> str:
     """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html);
     ``searches``: stored capacity searches (:func:`dlperf.report.capacity.load`; md, html);
     ``history``: every stored successful result, for the history figure (html);
-    ``tunes``: finished `dlperf tune` studies (:func:`dlperf.tune.stored.outcomes`; md, html)."""
+    ``tunes``: finished `dlperf tune` studies (:func:`dlperf.tune.stored.outcomes`; md, html);
+    ``projections``: stored `dlperf project` projections, each under its start's section."""
     # matplotlib and the renderers load here, not when every dlperf command starts
-    from dlperf.report import accuracy, export, html, markdown, tables, tune
+    from dlperf.report import accuracy, export, html, markdown, projected, tables, tune
 
     scaled = results.with_scaling(found)
     if fmt == "csv":
@@ -56,6 +58,7 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
     if fmt == "json":
         return export.to_json(scaled)
     content = tables.build(scaled)
+    projected.attach(content, projections or [])
     if accuracy_rows:
         content.accuracy.append(accuracy.table(content, accuracy_rows, scaled))
         accuracy.add_environments(content, accuracy_rows)
@@ -80,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
 
             tunes = tune_report.for_results(stored.outcomes(store), found, args.sweep)
         history = results.load_history(store, args.sweep) if fmt == "html" else None
+        projections = store.projections() if fmt in ("md", "html") else []
         searches: list[Any] = []
         if fmt in ("md", "html") and args.sweep in (None, capacity.SWEEP_NAME):
             from dlperf.report import capacity as capacity_report
@@ -91,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
                          + (" (its accuracy rows appear in md and html reports)" if scored
                             else ""))
     title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
-    text = render(found, fmt, title, scored, searches, history, tunes)
+    text = render(found, fmt, title, scored, searches, history, tunes, projections)
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0

@@ -68,10 +68,11 @@ NO_LINK = ("", "none")
 # what was asked: hosts, CPUs, a link rate
 # ------------------------------------------------------------------------------------------------
 
-def parse_rate(text: str, flag: str = "--link") -> int | None:
+def parse_rate(text: str, flag: str = "--link", most: int = MAX_RATE_BITS) -> int | None:
     """Bits per second of a rate written as tc writes one (``10gbit``, ``1gbit``, ``100mbit``,
     ``1500kbit``); None for ``none`` or nothing. UsageError naming ``flag`` otherwise, and
-    below 1 Mbit/s (the frameworks' rendezvous and heartbeats would time out) or above 1 Tbit/s."""
+    below 1 Mbit/s (the frameworks' rendezvous and heartbeats would time out) or above ``most``
+    (1 Tbit/s: what a shaped link may be)."""
     if text is None or str(text).strip().lower() in NO_LINK:
         return None
     found = _RATE.fullmatch(str(text))
@@ -85,8 +86,8 @@ def parse_rate(text: str, flag: str = "--link") -> int | None:
     if bits < MIN_RATE_BITS:
         raise UsageError(f"{flag}: {text!r} is below 1 Mbit/s (1mbit), the slowest link the "
                          f"frameworks' rendezvous and heartbeats are sure to survive")
-    if bits > MAX_RATE_BITS:
-        raise UsageError(f"{flag}: {text!r} is above 1 Tbit/s (1tbit)")
+    if bits > most:
+        raise UsageError(f"{flag}: {text!r} is above {format_rate(most)}")
     return int(round(bits))
 
 

@@ -1,0 +1,122 @@
+"""Validate `dlperf project` on this machine: each 2-host case of a link-rate sweep
+(sweeps/link-rates.yaml, run with `dlperf sweep ... --emulate-hosts`) projected from its
+framework's 1-process result, the overlap taken from the same engine's unshaped 2-host result,
+and set beside what was measured: the error per case, in a table.
+
+    python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
+
+The links between the hosts: the framework's measured all-reduce model over that link where
+`dlperf collectives --emulate-hosts 2 --link RATE` stored one in the same database, else the
+link's rate as given (RATE@0us, what tbf lets through). An unshaped case is the overlap's
+source, so it is not validated (it would be its own answer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from dlperf import scaling
+from dlperf.store import Store
+
+BUCKET_MB = {"native": None, "horovod": 64}
+
+
+def results(db: Path, sweep: str | None) -> list[dict[str, Any]]:
+    with Store(db, readonly=True) as store:
+        rows = store.runs("result_json IS NOT NULL AND status = 'ok'" +
+                          (" AND sweep = ?" if sweep else ""), (sweep,) if sweep else ())
+        out = []
+        for row in rows:
+            result = store.decode(row)
+            result.setdefault("run_id", row["id"])
+            out.append(result)
+    return out
+
+
+def project(db: Path, start: dict[str, Any], target: dict[str, Any],
+            overlap: dict[str, Any]) -> dict[str, Any]:
+    case = target["case"]
+    link = case.get("link") or ""
+    engine = case.get("launcher") or "native"
+    inter = f"measured:{link}"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p.json"
+        base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
+                str(db), "--devices-per-node", "1", "--nnodes", str(case["nnodes"]),
+                "--intra", "1000gbit", "--overlap-from", str(overlap["run_id"]), "--no-store",
+                "--json", str(out)]
+        if BUCKET_MB[engine]:
+            base += ["--bucket-mb", str(BUCKET_MB[engine])]
+        proc = subprocess.run([*base, "--inter", inter], capture_output=True, text=True)
+        how = f"measured model over {link}"
+        if proc.returncode == 2 and "no collective model" in proc.stderr:
+            proc = subprocess.run([*base, "--inter", f"{link}@0us"], capture_output=True,
+                                  text=True)
+            how = f"given: {link}"
+        if proc.returncode != 0:
+            raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
+        made = json.loads(out.read_text())
+    point = made["points"][0]
+    measured = float(target["throughput"]["median"])
+    return {"framework": case["framework"], "engine": engine, "link": link,
+            "measured": measured, "projected": point["throughput"],
+            "error": point["throughput"]["value"] / measured - 1,
+            "inside": point["throughput"]["low"] <= measured <= point["throughput"]["high"],
+            "links": how, "overlap": made["model"]["overlap"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--sweep", default="link-rates")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--markdown", type=Path)
+    args = parser.parse_args()
+    found = results(args.db, args.sweep)
+    rows = []
+    for result in found:
+        case = result["case"]
+        if int(case.get("nnodes") or 1) < 2 or not case.get("link"):
+            continue
+        engine = case.get("launcher") or "native"
+        start = next((r for r in found if scaling.total_devices(r["case"]) == 1
+                      and scaling.config(r) == scaling.config(result)
+                      and (r["case"].get("launcher") or "native") == "native"), None)
+        overlap = next((r for r in found if r["case"].get("nnodes") == case["nnodes"]
+                        and not r["case"].get("link") and scaling.config(r) == scaling.config(result)
+                        and (r["case"].get("launcher") or "native") == engine), None)
+        if start is None or overlap is None:
+            print(f"{result['label']}: no 1-process or unshaped result beside it; left out",
+                  file=sys.stderr)
+            continue
+        rows.append(project(args.db, start, result, overlap))
+    lines = ["| framework | engine | link | measured (samples/s) | projected (interval) | error "
+             "| inside | links | overlap |", "|---|---|---|---:|---:|---:|---|---|---|"]
+    for row in rows:
+        p = row["projected"]
+        overlap = row["overlap"]["value"]
+        lines.append(f"| {row['framework']} | {row['engine']} | {row['link']} | "
+                     f"{row['measured']:.2f} | {p['value']:.2f} ({p['low']:.2f}–{p['high']:.2f}) "
+                     f"| {row['error']:+.1%} | {'yes' if row['inside'] else 'no'} | "
+                     f"{row['links']} | {'—' if overlap is None else f'{overlap:.0%}'} |")
+    text = "\n".join(lines)
+    print(text)
+    if rows:
+        errors = sorted(abs(r["error"]) for r in rows)
+        print(f"\n{len(rows)} cases: median |error| {errors[len(errors) // 2]:.1%}, "
+              f"largest {errors[-1]:.1%}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

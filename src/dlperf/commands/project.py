@@ -1,0 +1,392 @@
+"""``dlperf project``: a measured 1-device result projected to N devices and nodes
+(:mod:`dlperf.projection`), or a published 1-GPU figure projected to the study's own shapes and
+set beside the published ones (``--published TABLE``)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from dlperf import collective_model, display, models, outputs, projection, scaling
+from dlperf.commands import HELP
+from dlperf.commands.compare import resolve
+from dlperf.errors import UsageError
+from dlperf.projection import Inputs, Link, Overlap, Shape, Span
+from dlperf.store import DEFAULT_DB, Store
+
+MEASURED = "measured"
+
+
+def node_counts(text: str) -> list[int]:
+    try:
+        counts = [int(word) for word in text.split(",") if word.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 1 for n in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: node counts, whole numbers >= 1 separated "
+                                         f"by commas, e.g. 1,2,4,8")
+    return counts
+
+
+def whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1")
+    return value
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = sub.add_parser("project", help=HELP["project"])
+    parser.add_argument("result", nargs="?", metavar="RESULT",
+                        help="the result to start from (1 device, or 1 node's devices): a run "
+                             "id in --db, or a result JSON file")
+    parser.add_argument("--db", default=DEFAULT_DB,
+                        help="database of the result, the collective models, the overlap's "
+                             "result; the projection is stored there")
+    parser.add_argument("--devices-per-node", type=whole, default=1, metavar="N",
+                        help="devices on each node of every target (default 1)")
+    parser.add_argument("--nnodes", type=node_counts, default=[1], metavar="N,N,...",
+                        help="node counts to project to (default 1)")
+    parser.add_argument("--intra", default=MEASURED, metavar="SPEC",
+                        help="the link between a node's processes: measured (the framework's "
+                             "all-reduce model from `dlperf collectives` on one host), or "
+                             "RATE@LATENCY, e.g. 1200gbit@2us (up to 100tbit)")
+    parser.add_argument("--inter", default=None, metavar="SPEC",
+                        help="the link between nodes: measured[:LINK] (the model measured "
+                             "across emulated hosts, over LINK), or RATE@LATENCY, e.g. "
+                             "100gbit@5us; needed for targets of several nodes")
+    parser.add_argument("--overlap-from", metavar="RESULT",
+                        help="a multi-process result of the same configuration whose step "
+                             "shows the overlap (default: the newest in --db; none: the "
+                             "interval spans 0-100 %%)")
+    parser.add_argument("--bucket-mb", type=float, default=None, metavar="MIB",
+                        help="gradient bucket (default: DDP's 25 MiB; Horovod's fusion 64 MiB)")
+    parser.add_argument("--published", metavar="TABLE",
+                        help="project a published table's 1-GPU figures to its own shapes and "
+                             "compare (`dlperf reference` lists them); needs --intra/--inter "
+                             "as RATE@LATENCY of the study's hardware")
+    parser.add_argument("--from-node", action="store_true",
+                        help="with --published: start from each framework's 1-node figure "
+                             "with the most GPUs (not its 1-GPU one)")
+    parser.add_argument("--no-store", action="store_true", help="show, do not store")
+    parser.add_argument("--json", type=Path, help="also write the projection(s) as JSON")
+    return parser
+
+
+# ------------------------------------------------------------------------------------------------
+# links
+# ------------------------------------------------------------------------------------------------
+
+def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Link:
+    """The newest stored all-reduce model of ``framework``'s default collective path, on one host
+    (``inter`` False) or across nodes over ``link``; one line naming the command when none."""
+    from dlperf.studies import collectives as study
+
+    path = study.path_named(framework, None).name
+    key = collective_model.Key(framework, path, "allreduce", 2 if not inter else 1,
+                               2 if inter else 1, link if inter else None)
+    found = []
+    if Path(db).is_file():
+        with Store(db, readonly=True) as store:
+            found = [m for m in collective_model.models(store)
+                     if (m.key.framework, m.key.path, m.key.op) == (framework, path, "allreduce")
+                     and (m.key.nnodes > 1) == inter and m.key.ranks >= 2
+                     and (not inter or m.key.link == link)]
+    if not found:
+        flag = "--inter" if inter else "--intra"
+        raise UsageError(f"{flag}: no collective model of {framework} {path} allreduce "
+                         f"{'across nodes' + (f' over {link}' if link else '') if inter else 'on one host'} "
+                         f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY")
+    return projection.link_of_model(max(found, key=lambda m: m.run))
+
+
+def link_spec(spec: str | None, flag: str, db: str, framework: str) -> Link | None:
+    if spec is None:
+        return None
+    word, _, link = spec.partition(":")
+    if word.strip() == MEASURED:
+        from dlperf.host import emulated
+
+        return measured_link(db, framework, flag == "--inter",
+                             emulated.normalize_rate(link, flag) or None if link else None)
+    return projection.given_link(spec, flag)
+
+
+# ------------------------------------------------------------------------------------------------
+# a measured result
+# ------------------------------------------------------------------------------------------------
+
+def one(spec: str, which: str, db: str) -> dict[str, Any]:
+    items = resolve(spec, which, db)
+    if len(items) != 1:
+        raise UsageError(f"{which}: {spec} holds {len(items)} results; name one")
+    return items[0]
+
+
+def source_result(args: argparse.Namespace) -> dict[str, Any]:
+    result = one(args.result, "RESULT", args.db)
+    case = result["case"]
+    if int(case.get("nnodes") or 1) != 1 or (case.get("launcher") or "native") != "native":
+        raise UsageError(f"RESULT: {result.get('label')} ran on {case.get('nnodes')} nodes "
+                         f"with {case.get('launcher')}; a projection starts from a 1-device or "
+                         f"1-node result of the framework's own engine")
+    if result.get("status") != "ok" or not (result.get("throughput") or {}).get("median"):
+        raise UsageError(f"RESULT: {result.get('label')} did not succeed "
+                         f"({result.get('status')}); nothing to project")
+    if case.get("task", "train") != "train":
+        raise UsageError(f"RESULT: {result.get('label')} is {case.get('task')}; a projection "
+                         f"models data-parallel training")
+    return result
+
+
+def multi_results(db: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Successful multi-device results of ``result``'s configuration in ``db``, oldest first."""
+    if not Path(db).is_file():
+        return []
+    wanted = scaling.config(result)
+    out = []
+    with Store(db, readonly=True) as store:
+        for row in store.runs("result_json IS NOT NULL AND status = 'ok'"):
+            other = store.decode(row)
+            if scaling.total_devices(other["case"]) > 1 and scaling.config(other) == wanted \
+                    and (other["case"].get("launcher") or "native") == "native":
+                other.setdefault("run_id", row["id"])
+                out.append(other)
+    return out
+
+
+def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
+               gradient: int, bucket: int, intra: Link, inter: Link | None,
+               start: Shape) -> Overlap:
+    """The overlap the named (or newest) result of the configuration on more devices than the
+    start shows: its step against the start's, over the model's all-reduce it adds."""
+    if args.overlap_from:
+        other = one(args.overlap_from, "--overlap-from", args.db)
+        if scaling.config(other) != scaling.config(result) or \
+                scaling.total_devices(other["case"]) <= start.devices:
+            raise UsageError(f"--overlap-from: {other.get('label')} is not a result of "
+                             f"{result.get('label')}'s configuration on more devices")
+    else:
+        found = [r for r in multi_results(args.db, result)
+                 if scaling.total_devices(r["case"]) > start.devices]
+        if not found:
+            return Overlap(None, f"no multi-process result of this configuration in {args.db}")
+        other = found[-1]
+    case = other["case"]
+    nodes, per_node = int(case.get("nnodes") or 1), int(case.get("devices") or 1)
+    step = int(other.get("global_batch") or 0) / float(other["throughput"]["median"])
+    source = f"run {other.get('run_id')}: {other.get('label')}"
+    # what its all-reduce took there: its ranks' own probe (the whole gradient at once), else
+    # the model at its shape (its link may not be the target's)
+    probed = scaling.allreduce_seconds(other)
+    if probed is not None:
+        comm = probed - projection.allreduce_s(gradient, gradient, start.per_node, start.nodes,
+                                               intra, inter)
+        return projection.overlap_from(step, compute_s, comm, source + " (its all-reduce "
+                                       f"probe: {probed * 1e3:.4g} ms)")
+    if nodes > 1 and inter is None:
+        return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
+                             f"nodes is known")
+    comm = (projection.allreduce_s(gradient, bucket, per_node, nodes, intra, inter)
+            - projection.allreduce_s(gradient, bucket, start.per_node, start.nodes, intra,
+                                     inter))
+    return projection.overlap_from(step, compute_s, comm, source)
+
+
+def bucket_bytes(args: argparse.Namespace, launcher: str) -> int:
+    if args.bucket_mb is not None:
+        if not args.bucket_mb > 0:
+            raise UsageError(f"--bucket-mb: {args.bucket_mb} must be > 0")
+        return int(args.bucket_mb * projection.MIB)
+    return projection.BUCKET_BYTES.get(launcher, projection.BUCKET_BYTES["native"])
+
+
+def from_result(args: argparse.Namespace) -> projection.Projection:
+    result = source_result(args)
+    case = result["case"]
+    shapes = projection.targets(args.devices_per_node, args.nnodes)
+    intra = link_spec(args.intra, "--intra", args.db, case["framework"])
+    assert intra is not None
+    inter = link_spec(args.inter, "--inter", args.db, case["framework"])
+    if any(s.nodes > 1 for s in shapes) and inter is None:
+        raise UsageError("--inter: targets of several nodes need the link between nodes "
+                         "(measured[:LINK] or RATE@LATENCY)")
+    params = (result.get("model") or {}).get("params")
+    if not params:
+        raise UsageError(f"RESULT: {result.get('label')} records no parameter count")
+    gradient = projection.gradient_bytes(int(params), case.get("precision", "fp32"))
+    bucket = bucket_bytes(args, "native")
+    median, low, high = projection.spread_of(result["throughput"])
+    batch = int(case["batch_size"])
+    start = Shape(int(case.get("devices") or 1), 1)
+    samples = batch * start.devices  # the start's step, from its whole job's throughput
+    compute = Span(samples / median, samples / high, samples / low)
+    overlap = overlap_of(args, result, compute.value, gradient, bucket, intra, inter, start)
+    inputs = Inputs(compute, batch, gradient, bucket, intra, inter, overlap, start)
+    warnings = []
+    cv = (result.get("throughput") or {}).get("cv")
+    if cv is not None and cv > 0.05:
+        warnings.append(f"the 1-device result is noisy (CV {cv:.1%}): its interval is wide")
+    if (result.get("warmup") or {}).get("steady") is False:
+        warnings.append("the 1-device result's window was not steady")
+    if overlap.value is None:
+        warnings.append(f"overlap not measured ({overlap.source}): the interval spans no "
+                        f"overlap to full overlap")
+    return projection.Projection(
+        str(result.get("label")),
+        {"run_id": result.get("run_id"), "label": result.get("label"),
+         "case_key": result.get("case_key"), "throughput": median,
+         "throughput_interval": [low, high]},
+        inputs, [projection.project(inputs, s) for s in shapes], warnings)
+
+
+# ------------------------------------------------------------------------------------------------
+# a published table
+# ------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Compared:
+    """One published figure beside its projection."""
+
+    framework: str
+    shape: Shape
+    published: float
+    point: projection.Point
+
+    @property
+    def error(self) -> float:
+        return self.point.throughput.value / self.published - 1
+
+    @property
+    def inside(self) -> bool:
+        return self.point.throughput.low <= self.published <= self.point.throughput.high
+
+
+def published(args: argparse.Namespace) -> tuple[projection.Projection | None, list[Compared]]:
+    from dlperf import reference
+
+    try:
+        table = reference.table(args.published)
+    except reference.ReferenceFileError as error:
+        raise UsageError(f"--published: {error}") from None
+    intra = link_spec(args.intra, "--intra", args.db, "torch")
+    inter = link_spec(args.inter, "--inter", args.db, "torch")
+    if intra is None or inter is None or MEASURED in (args.intra, args.inter):
+        raise UsageError("--published: give the study's links as --intra RATE@LATENCY and "
+                         "--inter RATE@LATENCY (its hardware, not this machine's)")
+    values = [v for v in table.values() if v.quantity == "throughput" and v.value]
+    keys = values[0].keys if values else {}
+    model, precision = str(keys.get("model", "")), str(keys.get("precision", "fp32"))
+    batch = keys.get("batch_size")
+    if model not in models.names() or not isinstance(batch, int):
+        raise UsageError(f"--published: {args.published} has no model of the catalogue and "
+                         f"batch size per device to project")
+    params = models.get(model).params({})
+    gradient = projection.gradient_bytes(params, precision.lower())
+    compared = []
+    for framework in dict.fromkeys(v.column for v in values):  # a column per implementation
+        mine = [v for v in values if v.column == framework]
+        one_node = [v for v in mine if v.keys.get("nodes") == 1 and v.value]
+        if args.from_node:
+            one_node = sorted(one_node, key=lambda v: -int(v.keys.get("gpus_per_node") or 1))
+        else:
+            one_node = [v for v in one_node if v.keys.get("gpus_per_node") == 1]
+        if not one_node:
+            continue
+        start_value = one_node[0]
+        start = Shape(int(start_value.keys.get("gpus_per_node") or 1), 1)
+        step = batch * start.devices / float(start_value.value or 0)
+        inputs = Inputs(Span(step, step, step), batch, gradient, bucket_bytes(args, "native"),
+                        intra, inter, Overlap(None, "the study states none"), start)
+        for value in mine:
+            shape = Shape(int(value.keys.get("gpus_per_node") or 1),
+                          int(value.keys.get("nodes") or 1))
+            if shape.devices <= start.devices or value.value is None:
+                continue
+            compared.append(Compared(framework, shape, float(value.value),
+                                     projection.project(inputs, shape)))
+    if not compared:
+        raise UsageError(f"--published: {args.published} has no 1-GPU figure with larger "
+                         f"shapes to project")
+    return None, compared
+
+
+# ------------------------------------------------------------------------------------------------
+# showing and storing
+# ------------------------------------------------------------------------------------------------
+
+def span_text(span: Span, digits: int = 1, pct: bool = False) -> str:
+    if pct:
+        return f"{span.value:.1%} ({span.low:.1%}–{span.high:.1%})"
+    return f"{span.value:,.{digits}f} ({span.low:,.{digits}f}–{span.high:,.{digits}f})"
+
+
+def show(made: projection.Projection) -> None:
+    rows = [[str(p.shape.nodes), str(p.shape.per_node), str(p.shape.devices),
+             span_text(p.allreduce_s.scaled(1e3), 1), span_text(p.step_s.scaled(1e3), 1),
+             span_text(p.throughput), span_text(p.speedup, 2),
+             span_text(p.efficiency, pct=True)] for p in made.points]
+    table = display.new_table(f"projected (not measured): {made.label}", [
+        ("nodes", "right"), ("devices/node", "right"), ("devices", "right"),
+        ("all-reduce ms", "right"), ("step ms", "right"), ("samples/s", "right"),
+        ("speedup", "right"), ("scaling efficiency", "right")])
+    for row in rows:
+        table.add_row(*row)
+    display.out.print(table)
+    display.out.print(f"model: {made.model_text()}", soft_wrap=True, highlight=False)
+    display.out.print("not modelled: " + "; ".join(projection.NOT_MODELLED), soft_wrap=True,
+                      highlight=False)
+    for warning in made.warnings:
+        display.warn(warning)
+
+
+def show_published(table_id: str, compared: list[Compared]) -> None:
+    rows = [[c.framework, str(c.shape.nodes), str(c.shape.devices), f"{c.published:,.1f}",
+             span_text(c.point.throughput), f"{c.error:+.1%}", "yes" if c.inside else "no"]
+            for c in compared]
+    table = display.new_table(f"{table_id}: published against projected from each 1-GPU "
+                              f"figure", [("framework", "left"), ("nodes", "right"),
+                                          ("GPUs", "right"), ("published", "right"),
+                                          ("projected (interval)", "right"),
+                                          ("error", "right"), ("inside", "left")])
+    for row in rows:
+        table.add_row(*row)
+    display.out.print(table)
+    errors = sorted(abs(c.error) for c in compared)
+    display.out.print(f"{len(errors)} figures: median |error| {errors[len(errors) // 2]:.1%}, "
+                      f"largest {errors[-1]:.1%}; overlap not stated by the study: each "
+                      f"interval spans none to full", highlight=False)
+
+
+def main(args: argparse.Namespace) -> int:
+    outputs.check_writable("--json", args.json)
+    if args.published:
+        if args.result:
+            raise UsageError("RESULT: give a result or --published, not both")
+        _, compared = published(args)
+        show_published(args.published, compared)
+        if args.json:
+            outputs.write_json(args.json, [
+                {"framework": c.framework, "nodes": c.shape.nodes,
+                 "gpus_per_node": c.shape.per_node, "published": c.published,
+                 "projected": dataclasses.asdict(c.point.throughput), "error": c.error,
+                 "inside": c.inside} for c in compared])
+        return 0
+    if not args.result:
+        raise UsageError("RESULT: name the 1-device result (a run id in --db or a JSON file), "
+                         "or --published TABLE")
+    made = from_result(args)
+    show(made)
+    stored = made.to_dict()
+    if not args.no_store:
+        with Store(args.db) as store:
+            stored["id"] = store.add_projection(stored)
+        display.out.print(f"stored as projection {stored['id']} in {args.db}", highlight=False)
+    if args.json:
+        outputs.write_json(args.json, stored)
+    return 0

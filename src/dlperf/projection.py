@@ -1,0 +1,322 @@
+"""Projecting a data-parallel case beyond the devices measured: the model of docs/projection.md.
+
+A data-parallel step on N devices is the 1-device step (each device computes its own batch)
+plus the part of the gradient all-reduce the backward pass does not hide:
+
+    step(N) = compute + (1 - overlap) x allreduce(N)
+
+* ``compute``: the measured 1-device step (batch / throughput), with the measurement's interval.
+* ``allreduce(N)``: the gradients (parameters x bytes per gradient element) cut into buckets,
+  each bucket all-reduced by a ring on one node (2(N-1) latencies and 2(N-1)/N of the bucket
+  over the link), or across nodes hierarchically (a ring reduce-scatter and all-gather inside
+  each node, a ring all-reduce between the nodes over their NICs, which every process of the node
+  shares). The links' latency and bandwidth are measured (``dlperf collectives``: Hockney's
+  alpha-beta fit of the framework's own collective path) or given (a rate and a latency).
+* ``overlap``: the share of the all-reduce the backend hides behind its backward pass,
+  measured from a multi-process result of the same configuration (its step time against the
+  1-device step and the model's all-reduce at its shape); never assumed: without one, the
+  interval spans no overlap to full overlap and says so.
+
+Every projected figure carries an interval: the 1-device measurement's, the links' fit error and
+the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
+each). What the model leaves out is listed with every projection (:data:`NOT_MODELLED`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf.errors import UsageError
+from dlperf.host import emulated
+
+# default gradient bucket (bytes) of each engine: PyTorch DDP's bucket_cap_mb (25 MiB) and
+# Horovod's tensor fusion threshold (HOROVOD_FUSION_THRESHOLD, 64 MiB); the other frameworks'
+# all-reduce packing is taken as DDP's (--bucket-mb sets it)
+MIB = 1 << 20
+BUCKET_BYTES = {"native": 25 * MIB, "horovod": 64 * MIB}
+NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
+                "pipeline or tensor parallelism", "a parameter server's bottleneck",
+                "input pipelines that slow down as more processes read")
+MAX_LINK_BITS = 100 * 10**12  # a given link: NVLink-class fabrics pass 1 Tbit/s
+_LATENCY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)\s*", re.I)
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+@dataclass(frozen=True)
+class Link:
+    """One level of the network a collective crosses: per process (or per node's NIC, between
+    nodes) the bus bandwidth in bytes/s and the latency of one ring hop; ``error`` the relative
+    error of the fit it came from (0 when given)."""
+
+    bandwidth: float
+    latency: float
+    source: str
+    error: float = 0.0
+
+    def describe(self) -> str:
+        return (f"{self.bandwidth * 8 / 1e9:.3g} Gbit/s, {self.latency * 1e6:.3g} us per hop "
+                f"({self.source})")
+
+
+def parse_latency(text: str, flag: str) -> float:
+    found = _LATENCY.fullmatch(text)
+    if not found:
+        raise UsageError(f"{flag}: {text!r} is not a latency; write NUMBER followed by ns, us, "
+                         f"ms or s, e.g. 5us")
+    return float(found.group(1)) * _SECONDS[found.group(2).lower()]
+
+
+def given_link(text: str, flag: str) -> Link:
+    """``RATE`` or ``RATE@LATENCY`` (tc's rate spelling: 100gbit@5us); latency 0 when left
+    out."""
+    rate, _, latency = text.partition("@")
+    bits = emulated.parse_rate(rate, flag, most=MAX_LINK_BITS)
+    if bits is None:
+        raise UsageError(f"{flag}: {text!r} names no rate; write e.g. 100gbit@5us or measured")
+    seconds = parse_latency(latency, flag) if latency else 0.0
+    return Link(bits / 8, seconds, f"given: {text.strip()}")
+
+
+def link_of_model(model: Any) -> Link:
+    """A measured :class:`dlperf.collective_model.Model` of an all-reduce on n ranks as a ring's
+    link: its bus bandwidth, and its latency spread over the ring's 2(n-1) hops."""
+    ranks = model.key.ranks
+    if model.key.op != "allreduce" or ranks < 2:
+        raise UsageError(f"collective model {model.key.describe()}: an all-reduce on 2 or more "
+                         f"ranks is needed")
+    if model.fit.beta_s <= 0:
+        raise UsageError(f"collective model {model.key.describe()}: its sizes show no bandwidth "
+                         f"(latency-bound); measure larger sizes")
+    return Link(model.factor / model.fit.beta_s, model.fit.alpha_s / (2 * (ranks - 1)),
+                f"measured: {model.key.describe()}, run {model.run}", model.fit.max_error)
+
+
+def ring_allreduce_s(nbytes: float, ranks: int, link: Link) -> float:
+    """A ring all-reduce of ``nbytes`` on ``ranks``: 2(n-1) hops of latency and 2(n-1)/n of the
+    message over each process's link."""
+    if ranks < 2:
+        return 0.0
+    return 2 * (ranks - 1) * link.latency + 2 * (ranks - 1) / ranks * nbytes / link.bandwidth
+
+
+def hierarchical_allreduce_s(nbytes: float, per_node: int, nodes: int, intra: Link,
+                             inter: Link) -> float:
+    """Reduce-scatter inside each node (a ring of ``per_node``), all-reduce between the nodes
+    (each process its 1/per_node shard, all of them through the node's NIC at once: 2(n-1)/n of
+    the whole message per NIC), all-gather inside each node."""
+    inside = 0.0
+    if per_node > 1:
+        inside = 2 * ((per_node - 1) * intra.latency
+                      + (per_node - 1) / per_node * nbytes / intra.bandwidth)
+    between = 0.0
+    if nodes > 1:
+        between = (2 * (nodes - 1) * inter.latency
+                   + 2 * (nodes - 1) / nodes * nbytes / inter.bandwidth)
+    return inside + between
+
+
+def buckets(total: float, bucket: float) -> list[float]:
+    """The gradient's buckets: full ones of ``bucket`` bytes and the remainder."""
+    if total <= 0:
+        return []
+    full = int(total // bucket)
+    rest = total - full * bucket
+    return [bucket] * full + ([rest] if rest > 0 else [])
+
+
+def allreduce_s(gradient_bytes: float, bucket: float, per_node: int, nodes: int, intra: Link,
+                inter: Link | None) -> float:
+    """One step's gradient all-reduce, bucket by bucket (each pays its latency)."""
+    total = 0.0
+    for size in buckets(gradient_bytes, bucket):
+        if nodes == 1:
+            total += ring_allreduce_s(size, per_node, intra)
+        else:
+            assert inter is not None
+            total += hierarchical_allreduce_s(size, per_node, nodes, intra, inter)
+    return total
+
+
+def gradient_bytes(params: int, precision: str) -> int:
+    """Bytes of one step's gradients: fp32 for fp32, tf32 and autocast (the parameters, and so
+    their gradients, stay fp32); 2 bytes for pure fp16/bf16 training."""
+    return params * (2 if precision in ("fp16", "bf16") else 4)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A target: ``per_node`` devices on each of ``nodes`` nodes."""
+
+    per_node: int
+    nodes: int
+
+    @property
+    def devices(self) -> int:
+        return self.per_node * self.nodes
+
+
+@dataclass(frozen=True)
+class Span:
+    """A value and its interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def scaled(self, factor: float) -> "Span":
+        ends = sorted((self.low * factor, self.high * factor))
+        return Span(self.value * factor, ends[0], ends[1])
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """The share of the all-reduce hidden behind the backward pass, and where it came from."""
+
+    value: float | None  # None: not measured, the interval spans 0..1
+    source: str
+
+    @property
+    def ends(self) -> tuple[float, float, float]:
+        """(low, value, high) of the overlap used."""
+        if self.value is None:
+            return 0.0, 0.5, 1.0
+        return self.value, self.value, self.value
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything a projection is computed from: the measured step at ``start`` (one device, or
+    one node's devices), whose own all-reduce the targets' replaces."""
+
+    compute_s: Span  # the measured step at ``start``, seconds
+    batch: int  # per device
+    gradient_bytes: int
+    bucket: int
+    intra: Link
+    inter: Link | None
+    overlap: Overlap
+    start: Shape = Shape(1, 1)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One projected target."""
+
+    shape: Shape
+    allreduce_s: Span
+    step_s: Span
+    throughput: Span  # samples/s, the whole job
+    speedup: Span
+    efficiency: Span
+
+
+def project(inputs: Inputs, shape: Shape) -> Point:
+    """The model at ``shape``: the measured step at the start plus the exposed part of the
+    all-reduce the target adds over the start's own (step(start) + (1 - overlap) x (allreduce(
+    target) - allreduce(start))). Its interval: the fast end at the fast ends of every input
+    (the shorter measured step, the links' fit error in their favour, the larger overlap), the
+    slow end at the slow ones."""
+    if shape.nodes > 1 and inputs.inter is None:
+        raise UsageError("--inter: a target of several nodes needs the link between nodes "
+                         "(measured or RATE@LATENCY)")
+    start = inputs.start
+    if shape.devices < start.devices or shape.nodes < start.nodes or \
+            shape.per_node < start.per_node:
+        raise UsageError(f"--nnodes/--devices-per-node: {shape.nodes} x {shape.per_node} is "
+                         f"below what was measured ({start.nodes} x {start.per_node}); "
+                         f"project upwards only")
+    comm = (allreduce_s(inputs.gradient_bytes, inputs.bucket, shape.per_node, shape.nodes,
+                        inputs.intra, inputs.inter)
+            - allreduce_s(inputs.gradient_bytes, inputs.bucket, start.per_node, start.nodes,
+                          inputs.intra, inputs.inter))
+    error = max(inputs.intra.error, inputs.inter.error if inputs.inter else 0.0)
+    comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
+    low_o, mid_o, high_o = inputs.overlap.ends
+    c = inputs.compute_s
+    step = Span(c.value + (1 - mid_o) * comm_span.value,
+                c.low + (1 - high_o) * comm_span.low,
+                c.high + (1 - low_o) * comm_span.high)
+    samples = inputs.batch * shape.devices
+    throughput = Span(samples / step.value, samples / step.high, samples / step.low)
+    at_start = inputs.batch * start.devices / c.value
+    speedup = throughput.scaled(start.devices / at_start)  # over one device at the start's pace
+    return Point(shape, comm_span, step, throughput, speedup,
+                 speedup.scaled(1 / shape.devices))
+
+
+def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:
+    """The overlap a multi-process result shows: 1 - (its step - the 1-device step) / the
+    model's all-reduce at its shape, within [0, 1]."""
+    if comm_s <= 0:
+        return Overlap(None, f"{source}: the model's all-reduce there is 0 s")
+    exposed = measured_step_s - compute_s
+    return Overlap(min(max(1 - exposed / comm_s, 0.0), 1.0), source)
+
+
+@dataclass
+class Projection:
+    """A projection of one case, as stored and shown."""
+
+    label: str
+    source: dict[str, Any]  # the 1-device result it starts from (run id, label, throughput)
+    inputs: Inputs
+    points: list[Point]
+    warnings: list[str] = field(default_factory=list)
+
+    def model_text(self) -> str:
+        i = self.inputs
+        where = ("1 device" if i.start.devices == 1
+                 else f"{i.start.nodes} x {i.start.per_node} devices")
+        parts = [f"measured step {i.compute_s.value * 1e3:.4g} ms on {where}",
+                 f"gradients {i.gradient_bytes / 1e6:.4g} MB in {i.bucket / MIB:g} MiB buckets",
+                 f"intra-node {i.intra.describe()}"]
+        if i.inter is not None:
+            parts.append(f"between nodes {i.inter.describe()}")
+        overlap = ("not measured: 0-100 %" if i.overlap.value is None
+                   else f"{i.overlap.value:.0%}")
+        parts.append(f"overlap {overlap} ({i.overlap.source})")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        def span(s: Span) -> dict[str, float]:
+            return {"value": s.value, "low": s.low, "high": s.high}
+
+        i = self.inputs
+        return {
+            "kind": "projection", "label": self.label, "source": self.source,
+            "model": {"text": self.model_text(), "compute_s": span(i.compute_s),
+                      "batch_per_device": i.batch, "gradient_bytes": i.gradient_bytes,
+                      "bucket_bytes": i.bucket,
+                      "start": {"nodes": i.start.nodes, "devices_per_node": i.start.per_node},
+                      "intra": vars(i.intra), "inter": vars(i.inter) if i.inter else None,
+                      "overlap": {"value": i.overlap.value, "source": i.overlap.source},
+                      "not_modelled": list(NOT_MODELLED)},
+            "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,
+                        "devices": p.shape.devices, "allreduce_s": span(p.allreduce_s),
+                        "step_s": span(p.step_s), "throughput": span(p.throughput),
+                        "speedup": span(p.speedup), "scaling_efficiency": span(p.efficiency)}
+                       for p in self.points],
+            "warnings": list(self.warnings)}
+
+
+def targets(per_node: int, nodes: list[int]) -> list[Shape]:
+    """The shapes asked for, each checked."""
+    if per_node < 1 or not nodes or any(n < 1 for n in nodes):
+        raise UsageError("--nnodes: node counts must be whole numbers >= 1, e.g. 1,2,4,8")
+    shapes = [Shape(per_node, n) for n in nodes]
+    if all(s.devices < 2 for s in shapes):
+        raise UsageError("--devices-per-node/--nnodes: every target is one device, which was "
+                         "measured, not projected")
+    return shapes
+
+
+def spread_of(throughput: dict[str, Any]) -> tuple[float, float, float]:
+    """(median, low, high) of a stored throughput: its 95 % interval where it has one."""
+    median = float(throughput["median"])
+    interval = throughput.get("ci95") or [throughput.get("min"), throughput.get("max")]
+    low, high = (float(v) if v is not None and math.isfinite(float(v)) else median
+                 for v in interval)
+    return median, min(low, median), max(high, median)

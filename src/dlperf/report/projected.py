@@ -1,0 +1,43 @@
+"""Stored projections (`dlperf project`) in a report: a table of their own under the section of
+the result they start from, titled as projected, never a row among measured ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlperf.report.tables import Report, Table, Cell
+
+
+def span_text(span: dict[str, float], digits: int = 1, pct: bool = False) -> str:
+    if pct:
+        return f"{span['value']:.1%} ({span['low']:.1%}–{span['high']:.1%})"
+    return (f"{span['value']:,.{digits}f} ({span['low']:,.{digits}f}–"
+            f"{span['high']:,.{digits}f})")
+
+
+def table(projection: dict[str, Any]) -> Table:
+    """One projection's targets: nodes, devices, throughput, speedup and efficiency, each with
+    its interval; the model in the title."""
+    made = Table(f"projected (not measured): {projection['label']} — projection "
+                 f"{projection.get('id', '?')}; model: {projection['model'].get('text', '?')}",
+                 ["nodes", "devices/node", "devices", "throughput (samples/s, projected)",
+                  "speedup (projected)", "scaling efficiency (projected)"],
+                 ["r", "r", "r", "r", "r", "r"])
+    for point in projection["points"]:
+        made.rows.append([Cell(str(point["nodes"])), Cell(str(point["devices_per_node"])),
+                          Cell(str(point["devices"])), Cell(span_text(point["throughput"])),
+                          Cell(span_text(point["speedup"], 2)),
+                          Cell(span_text(point["scaling_efficiency"], pct=True))])
+    return made
+
+
+def attach(report: Report, projections: list[dict[str, Any]]) -> None:
+    """Each projection whose starting result the report shows, as a table after that
+    section's scaling tables (the newest projection of a start last)."""
+    for projection in projections:
+        source = projection.get("source") or {}
+        for section in report.sections:
+            if any(r.get("case_key") == source.get("case_key") and
+                   r.get("label") == source.get("label") for r in section.results):
+                section.scaling.append(table(projection))
+                break

@@ -1,0 +1,161 @@
+"""`dlperf project`'s model (dlperf.projection) on constructed inputs, each term against a hand
+calculation, and the command's refusals and its published-table mode (no worker starts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import dlperf_main
+from dlperf import projection
+from dlperf.errors import UsageError
+from dlperf.projection import Inputs, Link, Overlap, Shape, Span
+
+pytestmark = pytest.mark.parallel
+
+GBIT = 1e9 / 8  # bytes/s
+LINK = Link(10 * GBIT, 0.0, "given")  # 10 Gbit/s, no latency: the hand calculations below
+
+
+def test_a_ring_all_reduce_sends_2_n_minus_1_over_n_of_the_message():
+    # 100 MB over 4 ranks at 10 Gbit/s: 2*3/4 * 100e6 / 1.25e9 = 0.12 s
+    assert projection.ring_allreduce_s(100e6, 4, LINK) == pytest.approx(0.12)
+    # 2 ranks: the whole message once; latency 2(n-1) hops
+    slow = Link(10 * GBIT, 1e-3, "given")
+    assert projection.ring_allreduce_s(100e6, 2, slow) == pytest.approx(0.08 + 0.002)
+    assert projection.ring_allreduce_s(100e6, 1, slow) == 0.0
+
+
+def test_hierarchical_all_reduce_inside_then_between_the_nodes():
+    intra, inter = Link(100 * GBIT, 0.0, "given"), Link(10 * GBIT, 0.0, "given")
+    # 8 per node x 4 nodes, 100 MB: inside 2 * 7/8 * 100e6 / 12.5e9 = 0.014 s; between
+    # 2 * 3/4 * 100e6 / 1.25e9 = 0.12 s (the node's NIC carries every process's shard)
+    assert projection.hierarchical_allreduce_s(100e6, 8, 4, intra, inter) == pytest.approx(
+        0.014 + 0.12)
+
+
+def test_buckets_each_pay_their_latency():
+    assert projection.buckets(60 * projection.MIB, 25 * projection.MIB) == [
+        25 * projection.MIB, 25 * projection.MIB, 10 * projection.MIB]
+    lat = Link(10 * GBIT, 1e-3, "given")
+    one = projection.allreduce_s(60e6, 100e6, 2, 1, lat, None)
+    three = projection.allreduce_s(60e6, 20e6, 2, 1, lat, None)
+    assert three - one == pytest.approx(2 * 2 * 1e-3)  # two more buckets, 2 hops each
+
+
+def test_gradient_bytes_follow_the_precision():
+    assert projection.gradient_bytes(1000, "fp32") == 4000
+    assert projection.gradient_bytes(1000, "amp-bf16") == 4000  # autocast keeps fp32 gradients
+    assert projection.gradient_bytes(1000, "bf16") == 2000
+
+
+def inputs(overlap: Overlap, compute: Span = Span(0.1, 0.1, 0.1)) -> Inputs:
+    # 25 MB of gradients in one bucket: 2 ranks at 10 Gbit/s all-reduce in 0.02 s
+    return Inputs(compute, 8, 25_000_000, 100_000_000, LINK, LINK, overlap)
+
+
+def test_the_overlap_hides_its_share_and_the_interval_spans_its_range():
+    none = projection.project(inputs(Overlap(0.0, "given")), Shape(2, 1))
+    assert none.allreduce_s.value == pytest.approx(0.02)
+    assert none.step_s.value == pytest.approx(0.12)
+    assert none.throughput.value == pytest.approx(16 / 0.12)
+    assert none.speedup.value == pytest.approx(2 * 0.1 / 0.12)
+    assert none.efficiency.value == pytest.approx(0.1 / 0.12)
+    half = projection.project(inputs(Overlap(0.5, "given")), Shape(2, 1))
+    assert half.step_s.value == pytest.approx(0.11)
+    unknown = projection.project(inputs(Overlap(None, "not measured")), Shape(2, 1))
+    assert (unknown.step_s.low, unknown.step_s.high) == (pytest.approx(0.1),
+                                                         pytest.approx(0.12))
+    # the 1-device measurement's interval carries through
+    spread = projection.project(inputs(Overlap(0.0, "given"), Span(0.1, 0.09, 0.11)),
+                                Shape(2, 1))
+    assert spread.step_s.low == pytest.approx(0.11) and spread.step_s.high == pytest.approx(0.13)
+
+
+def test_the_overlap_a_multi_process_result_shows():
+    # 1 device 0.10 s, 2 processes 0.11 s, the model's all-reduce there 0.02 s: half hidden
+    found = projection.overlap_from(0.11, 0.10, 0.02, "run 7")
+    assert found.value == pytest.approx(0.5) and found.source == "run 7"
+    assert projection.overlap_from(0.20, 0.10, 0.02, "x").value == 0.0  # clipped
+    assert projection.overlap_from(0.09, 0.10, 0.02, "x").value == 1.0
+
+
+def test_a_measured_model_becomes_a_rings_link():
+    from dlperf import collective_model as cm
+
+    key = cm.Key("torch", "gloo", "allreduce", 2)
+    fit = cm.Fit(alpha_s=1e-4, beta_s=1 / 1e9, median_error=0.01, max_error=0.05)
+    model = cm.Model(key, 1, fit, (1024, 2048), "vm", False, "cpu", "now", None)
+    link = projection.link_of_model(model)
+    assert link.bandwidth == pytest.approx(1e9)  # factor 2(n-1)/n = 1 at 2 ranks
+    assert link.latency == pytest.approx(1e-4 / 2)  # alpha over the ring's 2(n-1) hops
+    assert link.error == 0.05
+
+
+def test_a_target_below_the_start_is_refused():
+    start = Inputs(Span(0.1, 0.1, 0.1), 8, 1, 100, LINK, LINK, Overlap(0, "x"), Shape(4, 1))
+    with pytest.raises(UsageError, match="below what was measured"):
+        projection.project(start, Shape(2, 1))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--intra", "fast@1us"], "--intra: 'fast' is not a link rate"),
+    (["--intra", "10gbit@soon"], "--intra: 'soon' is not a latency"),
+    (["--nnodes", "0"], "--nnodes"),
+])
+def test_bad_input_is_one_line(args, words, tmp_path):
+    proc = dlperf_main("project", "--published", "dlperf-report-v1/resnet50-fp32", "--inter",
+                       "100gbit@5us", *(["--intra", "400gbit@2us"] if "--intra" not in args
+                                        else []), *args, "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_missing_collective_model_names_the_command(tmp_path):
+    (tmp_path / "one.json").write_text(json.dumps(ONE_DEVICE))
+    proc = dlperf_main("project", str(tmp_path / "one.json"), "--devices-per-node", "2",
+                       "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2, proc.stderr
+    assert "no collective model of torch gloo allreduce on one host" in proc.stderr
+    assert "dlperf collectives --framework torch --path gloo --ops allreduce --nproc 2" \
+        in proc.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_result_on_two_nodes_is_no_start(tmp_path):
+    two = json.loads(json.dumps(ONE_DEVICE))
+    two["case"]["nnodes"] = 2
+    (tmp_path / "two.json").write_text(json.dumps(two))
+    proc = dlperf_main("project", str(tmp_path / "two.json"), "--intra", "10gbit",
+                       "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2 and "a projection starts from a 1-device or 1-node result" \
+        in proc.stderr, proc.stderr
+
+
+def test_a_published_table_projected_from_its_one_gpu_figures(tmp_path):
+    out = tmp_path / "p.json"
+    proc = dlperf_main("project", "--published", "dlperf-report-v1/resnet50-fp32", "--intra",
+                       "400gbit@2us", "--inter", "100gbit@5us", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())
+    oneflow = [r for r in rows if r["framework"] == "OneFlow"]
+    assert [(r["nodes"], r["gpus_per_node"]) for r in oneflow] == [(1, 8), (2, 8), (4, 8)]
+    at_32 = oneflow[-1]
+    assert at_32["published"] == 12411.97
+    # never above 32 x the 1-GPU figure (397.64 img/s), whatever the links
+    assert at_32["projected"]["high"] <= 32 * 397.64 + 1e-6
+    assert at_32["error"] == pytest.approx(at_32["projected"]["value"] / 12411.97 - 1)
+    assert "median |error|" in proc.stdout
+
+
+# a stored 1-device result as `dlperf run --json` writes it, cut to what a projection reads
+ONE_DEVICE = {
+    "schema": 1, "label": "torch resnet50 train bs8 fp32", "status": "ok", "run_id": 1,
+    "case": {"framework": "torch", "model": "resnet50", "task": "train", "precision": "fp32",
+             "batch_size": 8, "devices": 1, "nnodes": 1, "device": "cpu"},
+    "throughput": {"median": 20.0, "ci95": [19.0, 21.0], "cv": 0.02, "n": 3,
+                   "repeats": [19.0, 20.0, 21.0]},
+    "model": {"params": 25557032}, "global_batch": 8, "unit": "samples/s",
+}

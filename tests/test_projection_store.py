@@ -1,0 +1,44 @@
+"""A projection's round trip: a real 1-device run and a real 2-process all-reduce model in one
+database, `dlperf project` from them (the intra-node link measured), stored, and the report's
+table of it, titled as projected and apart from the measured rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import dlperf
+from dlperf.store import Store
+
+TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--batch-size",
+        "2", "--warmup-steps", "1", "--steps", "2", "--repeats", "2", "--threads", "1"]
+
+
+@pytest.mark.spans_cores
+def test_a_projection_from_a_run_and_a_measured_model_is_stored_and_reported(tmp_path):
+    db = tmp_path / "r.db"
+    dlperf("run", *TINY, "--db", str(db), check=True)
+    dlperf("collectives", "--ops", "allreduce", "--nproc", "2", "--sizes", "256K:4M",
+           "--iters", "3", "--warmup", "1", "--db", str(db), check=True)
+    out = tmp_path / "p.json"
+    proc = dlperf("project", "1", "--db", str(db), "--devices-per-node", "2", "--nnodes", "1",
+                  "--json", str(out), check=True)
+    assert "projected (not measured)" in proc.stdout
+    assert "overlap not measured" in proc.stdout  # no 2-process result of the case stored
+    made = json.loads(out.read_text())
+    (point,) = made["points"]
+    assert made["model"]["intra"]["source"].startswith("measured: torch gloo allreduce")
+    assert point["devices"] == 2
+    span = point["throughput"]
+    assert span["low"] <= span["value"] <= span["high"]
+    # never faster than two devices each at the 1-device pace
+    single = made["source"]["throughput_interval"][1]
+    assert span["high"] <= 2 * single + 1e-9
+    with Store(db, readonly=True) as store:
+        (stored,) = store.projections()
+        assert stored["id"] == made["id"] and stored["points"] == made["points"]
+        assert len(store.results()) == 1  # a projection is no measured result
+    report = dlperf("report", "--db", str(db), "--format", "md", check=True).stdout
+    assert f"projected (not measured): {made['label']} — projection {made['id']}" in report
+    assert "| throughput (samples/s, projected) |" in report
