@@ -152,6 +152,12 @@ def test_the_reproduce_command_is_the_same_case():
     again = _flags.case_from_args(parser.parse_args(flags))
     assert again.key() == case.key() and again.run_label == "v2"
     assert "--env" in flags and "--label" in flags
+    # a case over a shaped link ran across emulated hosts: its command emulates them again
+    linked = Case("torch", "resnet50", 8, nnodes=2, link="1gbit")
+    flags = reproduce.run_flags(linked.to_dict())
+    assert flags[flags.index("--emulate-hosts") + 1] == "2" and "--nnodes" not in flags
+    again = _flags.case_from_args(parser.parse_args(flags))
+    assert again.key() == linked.key() and again.link == "1gbit"
 
 
 # ---- real runs ---------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ def run_flags(case: dict[str, Any]) -> list[str]:
              "--compile" if c.compile else "--no-compile", "--device", c.device]
     if c.devices != 1:
         flags += ["--devices", str(c.devices)]
-    if c.nnodes != 1:
+    if c.link:  # a shaped link exists only between emulated hosts: emulate them again
+        flags += ["--emulate-hosts", str(c.nnodes), "--link", c.link]
+    elif c.nnodes != 1:
         flags += ["--nnodes", str(c.nnodes)]
     if c.threads is not None:
         flags += ["--threads-per-process", str(c.threads)]
