@@ -13,7 +13,7 @@ from dlperf import models, stats
 from dlperf.explain import roofline
 from dlperf.host import hoststate, timeline
 from dlperf.host.peak import PRECISION_DTYPE, ceiling
-from dlperf.spec import VERSION_ENV, Case, environment_name
+from dlperf.spec import AUTO_MIN_REPEATS, VERSION_ENV, Case, environment_name
 from dlperf.worker.support import device_label
 
 SCHEMA = 1
@@ -362,6 +362,16 @@ def repeat_status(repeats: list[dict[str, Any]]
     return ok, failed, status, error
 
 
+def repeats_policy(case: Case, values: list[float]) -> dict[str, Any] | None:
+    """What ``--repeats auto`` (a target interval) did: None for a fixed count."""
+    if not case.target_ci:
+        return None
+    return {"target_ci": case.target_ci, "most": case.repeats,
+            "max_time_s": case.max_time_s or None, "taken": len(values),
+            "half_width": stats.half_width(values) if len(values) > 1 else None,
+            "reached": stats.interval_reached(values, case.target_ci, AUTO_MIN_REPEATS)}
+
+
 def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """Fold per-repeat records into the result contract."""
@@ -379,6 +389,15 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
                         f"{spec.params(dict(case.knobs)):,}")
     if interrupted:
         warnings.append(f"interrupted: {len(ok)} of {case.repeats} repeats finished")
+    policy = repeats_policy(case, _values(ok, "throughput"))
+    if policy and not policy["reached"] and status == "ok" and not interrupted:
+        width = policy["half_width"]
+        warnings.append(f"repeats: the 95% interval of the median is "
+                        f"{'unknown' if width is None else f'±{width:.1%}'} after "
+                        f"{policy['taken']} repeats, wider than the target "
+                        f"±{case.target_ci:.1%}: the budget ({case.repeats} repeats"
+                        + (f" or {case.max_time_s:g} s" if case.max_time_s else "")
+                        + ") ended first")
     worker = worker_env(repeats)
     note = auto_cpu_note(case.framework, case.device, env, worker.get("device"))
     if note:
@@ -397,6 +416,9 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "unit": UNIT,
         "global_batch": case.global_batch,
         "throughput": throughput,
+        # --repeats auto / --target-ci: how many repeats it took, and whether the interval got
+        # within the target (None: a fixed count)
+        "repeats_policy": policy,
         "latency_ms": stats.latency_ms(_latencies(ok)) if case.task == "infer" else None,
         # one iteration of the whole job at the median throughput (DLPerf's "latency per
         # iteration" of Wide & Deep and the capacity tables)

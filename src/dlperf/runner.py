@@ -20,12 +20,12 @@ from typing import Any
 
 import psutil
 
-from dlperf import envs, result, scaling
+from dlperf import envs, result, scaling, stats
 from dlperf.host import hoststate, timeline
 from dlperf.host.monitor import Monitor
 from dlperf.launchers import exits, launch, registry
 from dlperf.launchers.launch import LOST_PEER, Launcher
-from dlperf.spec import Case
+from dlperf.spec import AUTO_MIN_REPEATS, Case
 from dlperf.store import Store
 
 STDERR_TAIL_LINES = 30
@@ -248,6 +248,18 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
         return record
 
 
+def enough(case: Case, repeats: list[dict[str, Any]], elapsed_s: float) -> bool:
+    """Whether a case with a target interval (``--repeats auto``, ``--target-ci``) needs no
+    more repeats: its interval is within the target (:func:`dlperf.stats.interval_reached`), or
+    its time budget is spent. A fixed count never stops early."""
+    if not case.target_ci:
+        return False
+    if case.max_time_s and elapsed_s >= case.max_time_s:
+        return True
+    values = [r["throughput"] for r in repeats if r.get("status") == "ok" and r.get("throughput")]
+    return stats.interval_reached(values, case.target_ci, AUTO_MIN_REPEATS)
+
+
 def default_launcher(case: Case) -> Launcher:
     """One local process, or the framework's own launcher for several (one node; several nodes
     need a :class:`launch.Rendezvous`, which ``dlperf run`` builds)."""
@@ -271,8 +283,11 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
         run_id = store.start_run(case.key(), case.label(), case.to_dict(), env, sweep)
     trace_dir = traces_dir(store.path) if store is not None and case.profile_steps else None
     trace_name = f"run{run_id}-{case.key()}"
+    started = time.monotonic()
     try:
         for index in range(len(repeats), case.repeats):
+            if enough(case, repeats, time.monotonic() - started):
+                break
             record = run_repeat(case, index, launcher, require_quiet_s, trace_dir, trace_name)
             repeats.append(record)
             if store is not None and run_id is not None:

@@ -44,6 +44,13 @@ SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Knobs added to a model after results were first stored, likewise left out while at default.
 LATER_KNOBS = {"clip_grad_norm": 1, "classifier_width": models.VGG_HIDDEN}
 MAX_PROFILE_STEPS = 100
+# `--repeats auto`: fresh-process repeats until the 95 % interval of the median (the percentile
+# bootstrap of dlperf.stats) is within DEFAULT_TARGET_CI of it, at least AUTO_MIN_REPEATS (fewer
+# give no interval worth the name) and at most AUTO_REPEATS. The values and what they cost are
+# in docs/method.md ("Repeats until the interval is tight").
+AUTO_REPEATS = 15
+AUTO_MIN_REPEATS = 3
+DEFAULT_TARGET_CI = 0.02
 
 
 
@@ -131,7 +138,12 @@ class Case:
     warmup_max_steps: int = declared(UNLESS_DEFAULT, False, "--warmup-max-steps",
                                      steady.MAX_STEPS)
     steps: int = declared(ALWAYS, False, "--steps", 100)
+    # fresh worker processes; with target_ci > 0 the most of them (``--repeats auto``): stop
+    # once the 95 % interval of the median is within target_ci of it (dlperf.runner)
     repeats: int = declared(NEVER, False, "--repeats", 7)
+    target_ci: float = declared(NEVER, False, "--target-ci", 0.0)
+    # with target_ci: no repeat starts after this many seconds of the case (0: no bound)
+    max_time_s: float = declared(NEVER, False, "--max-time", 0.0)
     seed: int = declared(ALWAYS, False, "--seed", 0)
     timeout_s: float = declared(NEVER, False, "--timeout", 1800.0)
     # inference: how queries arrive (see dlperf.studies.infer / dlperf.studies.server), and a
@@ -173,6 +185,10 @@ class Case:
     link: str = declared(UNLESS_DEFAULT, False, "--link", "")
 
     def __post_init__(self) -> None:
+        if cast(Any, self.repeats) == "auto":  # repeats until the interval is tight, AUTO_REPEATS at most
+            object.__setattr__(self, "repeats", AUTO_REPEATS)
+            if not self.target_ci:
+                object.__setattr__(self, "target_ci", DEFAULT_TARGET_CI)
         if isinstance(self.data, str) and self.data not in DATA_SOURCES and self.data:
             # one dataset, one identity, wherever the command was run from
             object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
@@ -373,6 +389,14 @@ def validate(case: Case) -> None:
     _at_least("warmup_max_steps", case.warmup_max_steps, 1)
     _at_least("steps", case.steps, 2)
     _at_least("repeats", case.repeats, 1)
+    _at_least("target_ci", case.target_ci, 0, kind=float, high=0.5)
+    _at_least("max_time_s", case.max_time_s, 0, kind=float, high=MAX_SECONDS)
+    if case.target_ci and case.repeats < AUTO_MIN_REPEATS:
+        raise SpecError(f"repeats: {case.repeats} is too few to stop on an interval "
+                        f"(target_ci); give at least {AUTO_MIN_REPEATS}, or auto")
+    if case.max_time_s and not case.target_ci:
+        raise SpecError("max_time_s: bounds repeats until an interval is tight; it needs "
+                        "target_ci (--repeats auto or --target-ci)")
     _at_least("seed", case.seed, 0)
     _at_least("timeout_s", case.timeout_s, 1, kind=float, high=MAX_SECONDS)
     _at_least("profile_steps", case.profile_steps, 0, high=MAX_PROFILE_STEPS)

@@ -45,6 +45,43 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, seed: int = 0, level: flo
     return float(low), float(high)
 
 
+def ratio_ci(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray,
+             seed: int = 0, level: float = 0.95, n_resamples: int = BOOTSTRAP_SAMPLES
+             ) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of median(candidate) / median(baseline) for two sets of
+    independent repeats (each resampled on its own: two runs' repeats are not pairs, as `dlperf
+    ab`'s interleaved turns are); None with fewer than 2 values a side or a zero baseline."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    if a.size < 2 or b.size < 2 or not np.all(a > 0):
+        return None
+    rng = np.random.default_rng(seed)
+    ratios = np.median(rng.choice(b, size=(n_resamples, b.size)), axis=1) / np.median(
+        rng.choice(a, size=(n_resamples, a.size)), axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(ratios, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def half_width(values: Sequence[float], seed: int = 0) -> float | None:
+    """Half the 95 % interval of the median (:func:`bootstrap_ci`) over the median: how far
+    the median may be off, as a share of it; None with fewer than 2 values."""
+    interval = bootstrap_ci(values, seed=seed)
+    center = float(np.median(np.asarray(values, dtype=float))) if len(values) else 0.0
+    if interval is None or center <= 0:
+        return None
+    return (interval[1] - interval[0]) / 2 / center
+
+
+def interval_reached(values: Sequence[float], target: float, at_least: int) -> bool:
+    """Whether ``at_least`` values or more have a median whose 95 % interval is within
+    ``target`` of it (``--repeats auto``'s stopping rule)."""
+    if len(values) < at_least:
+        return False
+    width = half_width(values)
+    return width is not None and width <= target
+
+
 def summarize(values: Sequence[float], seed: int = 0) -> dict[str, Any]:
     """Median and spread of per-repeat values, in the result contract's shape."""
     data = np.asarray(values, dtype=float)

@@ -16,8 +16,8 @@ from dlperf.errors import UsageError
 from dlperf.host import allocators, emulated
 from dlperf.launchers import launch, slurm
 from dlperf.numbers import finite_float
-from dlperf.spec import (CONTROLLERS, DEVICES, LAUNCHERS, LOADERS, PRECISIONS, TASKS,
-                         VERSION_ENV, Case, frameworks)
+from dlperf.spec import (AUTO_REPEATS, CONTROLLERS, DEFAULT_TARGET_CI, DEVICES, LAUNCHERS,
+                         LOADERS, PRECISIONS, TASKS, VERSION_ENV, Case, frameworks)
 from dlperf.store import DEFAULT_DB
 from dlperf.studies import inputbound, tuned
 from dlperf.worker import steady
@@ -29,6 +29,22 @@ def positive_int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer: {text!r}") from None
+
+
+def repeats_count(text: str) -> int | str:
+    """``auto`` (until the interval is tight: :data:`dlperf.spec.AUTO_REPEATS` at most) or a
+    count; the range is the spec's to check."""
+    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+
+
+def fraction(text: str) -> float:
+    """``2%`` or ``0.02``: a share; its range is the spec's to check."""
+    word = text.strip()
+    try:
+        value = float(word[:-1]) / 100 if word.endswith("%") else float(word)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a share such as 2% or 0.02") from None
+    return value
 
 
 def warmup_steps(text: str) -> int | str:
@@ -93,8 +109,18 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", default=0.0,
                         metavar="SECONDS",
                         help="and a window of at least this many seconds (default 0)")
-    parser.add_argument("--repeats", type=positive_int, default=7,
-                        help="fresh worker processes (default 7)")
+    parser.add_argument("--repeats", type=repeats_count, default=7,
+                        help="fresh worker processes (default 7), or auto: until the 95%% "
+                             "interval of the median is within --target-ci (at most "
+                             f"{AUTO_REPEATS})")
+    parser.add_argument("--target-ci", type=fraction, default=0.0, metavar="PCT",
+                        help="stop repeating once the 95%% interval of the median is within "
+                             f"this of it (e.g. 2%%; --repeats auto: {DEFAULT_TARGET_CI:.0%}); "
+                             "--repeats is then the most")
+    parser.add_argument("--max-time", type=finite_float, dest="max_time_s", default=0.0,
+                        metavar="SECONDS",
+                        help="with --target-ci: start no repeat after this many seconds "
+                             "(default 0: no bound)")
     parser.add_argument("--seed", type=positive_int, default=0)
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
     add_environment_arguments(parser)
@@ -228,6 +254,8 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 warmup_steps=args.warmup_steps,
                 warmup_max_steps=getattr(args, "warmup_max_steps", steady.MAX_STEPS),
                 steps=args.steps, repeats=args.repeats,
+                target_ci=getattr(args, "target_ci", 0.0) or 0.0,
+                max_time_s=getattr(args, "max_time_s", 0.0) or 0.0,
                 seed=args.seed, timeout_s=args.timeout_s,
                 min_duration_s=getattr(args, "min_duration_s", None) or 0.0,
                 launcher=getattr(args, "launcher", "native"),
