@@ -114,6 +114,8 @@ def results_table(results: Sequence[dict[str, Any]], title: str | None = None) -
         ci = tp.get("ci95")
         achieved = flops.get("achieved_per_s")
         status = Text(result["status"], style="" if result["status"] == "ok" else "red")
+        if case.get("plant_slowdown"):  # calibration's planted slowdown: never a real case
+            status.append(f" PLANTED -{case['plant_slowdown']:.0%}", style="magenta")
         if result["status"] != "ok":
             notes.append(f"{result['label']}: {result.get('error')}")
         for warning in result.get("warnings") or []:

@@ -57,6 +57,8 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "phase_starts": slowest.get("phase_starts"),
         # rank 0's profiled steps after the window (dlperf.worker.profile), when asked for
         "profile": ranks[0].get("profile"),
+        # calibration's planted sleep in every timed step (plant_slowdown), seconds
+        "planted_s": slowest.get("planted_s"),
     }
 
 
@@ -419,6 +421,9 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         # --repeats auto / --target-ci: how many repeats it took, and whether the interval got
         # within the target (None: a fixed count)
         "repeats_policy": policy,
+        # calibration only: the planted slowdown's share and each repeat's sleep per step
+        "planted": {"share": case.plant_slowdown, "sleep_s": _values(ok, "planted_s")}
+        if case.plant_slowdown else None,
         "latency_ms": stats.latency_ms(_latencies(ok)) if case.task == "infer" else None,
         # one iteration of the whole job at the median throughput (DLPerf's "latency per
         # iteration" of Wide & Deep and the capacity tables)

@@ -183,6 +183,10 @@ class Case:
     # dlperf.host.emulated) in one spelling, "1gbit"; "": not shaped. Not in the baseline: a
     # 1-node result has no link
     link: str = declared(UNLESS_DEFAULT, False, "--link", "")
+    # calibration only (benchmarks/calibration.py): the share of throughput a fixed sleep inside
+    # every timed step takes away, so a verdict's power can be measured against a known change.
+    # Part of the case (its own key and label), never a baseline (gate, history), never in a sweep
+    plant_slowdown: float = declared(UNLESS_DEFAULT, False, "--plant-slowdown", 0.0)
 
     def __post_init__(self) -> None:
         if cast(Any, self.repeats) == "auto":  # repeats until the interval is tight, AUTO_REPEATS at most
@@ -263,6 +267,8 @@ class Case:
             parts.append(self.allocator)
         if self.link:
             parts.append(f"{self.link}-link")
+        if self.plant_slowdown:
+            parts.append(f"PLANTED-{self.plant_slowdown:.0%}-slower")
         if self.scenario != "offline":
             parts.append(self.scenario)
         if self.server:
@@ -390,6 +396,9 @@ def validate(case: Case) -> None:
     _at_least("steps", case.steps, 2)
     _at_least("repeats", case.repeats, 1)
     _at_least("target_ci", case.target_ci, 0, kind=float, high=0.5)
+    _at_least("plant_slowdown", case.plant_slowdown, 0, kind=float, high=0.5)
+    if case.plant_slowdown and case.task != "train":
+        raise SpecError("plant_slowdown: plants a slowdown in training steps only")
     _at_least("max_time_s", case.max_time_s, 0, kind=float, high=MAX_SECONDS)
     if case.target_ci and case.repeats < AUTO_MIN_REPEATS:
         raise SpecError(f"repeats: {case.repeats} is too few to stop on an interval "

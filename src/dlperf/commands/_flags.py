@@ -256,6 +256,7 @@ def case_from_args(args: argparse.Namespace) -> Case:
                 steps=args.steps, repeats=args.repeats,
                 target_ci=getattr(args, "target_ci", 0.0) or 0.0,
                 max_time_s=getattr(args, "max_time_s", 0.0) or 0.0,
+                plant_slowdown=getattr(args, "plant_slowdown", 0.0) or 0.0,
                 seed=args.seed, timeout_s=args.timeout_s,
                 min_duration_s=getattr(args, "min_duration_s", None) or 0.0,
                 launcher=getattr(args, "launcher", "native"),

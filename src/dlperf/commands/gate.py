@@ -199,7 +199,12 @@ def main(args: argparse.Namespace) -> int:
     if Path(args.db).exists():
         with Store(args.db, readonly=True) as store:
             everything = series.all_points(store)
-    base = by_experiment(side_points(args.baseline, "--baseline", everything, args.db))
+    base_points = side_points(args.baseline, "--baseline", everything, args.db)
+    planted = [p for p in base_points if (p.result.get("case") or {}).get("plant_slowdown")]
+    if planted:
+        raise UsageError(f"--baseline: {planted[0].result.get('label')} carries a planted "
+                         f"slowdown (calibration only); it is never a baseline")
+    base = by_experiment(base_points)
     cand = by_experiment(side_points(args.candidate, "--candidate", everything, args.db))
     common = [key for key in cand if key in base]
     alone = [str(side.latest.result.get("label")) for key, side in cand.items()

@@ -17,7 +17,8 @@ from dlperf.commands import HELP
 from dlperf.commands._flags import (add_case_arguments, add_config_argument, add_db_argument,
                                     add_emulation_arguments, add_input_arguments,
                                     add_profile_arguments, add_rendezvous_arguments,
-                                    cases_from_args, config_from_args, rendezvous_from_args)
+                                    cases_from_args, config_from_args, fraction,
+                                    rendezvous_from_args)
 from dlperf.errors import UsageError
 from dlperf.explain import findings
 from dlperf.host import measurelock
@@ -37,6 +38,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     add_db_argument(parser)
     add_config_argument(parser)
     parser.add_argument("--json", type=Path, help="also write the result object to this file")
+    parser.add_argument("--plant-slowdown", type=fraction, default=0.0, metavar="PCT",
+                        help="calibration only: sleep inside every timed step so throughput "
+                             "falls by PCT (e.g. 5%%); the case's label says PLANTED, and gate "
+                             "and history never take it as a baseline")
     parser.add_argument("--require-quiet", type=finite_float, nargs="?", const=QUIET_WAIT_S,
                         default=None, metavar="SECONDS", dest="require_quiet_s",
                         help="before each repeat wait until the host is idle (CPU < 10%% for "

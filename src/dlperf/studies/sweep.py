@@ -49,8 +49,13 @@ def knob_names() -> tuple[str, ...]:
     return tuple(names)
 
 
+# case fields a sweep may not set, and why
+NOT_IN_SWEEPS = {"plant_slowdown": "a calibration knob (benchmarks/calibration.py, `dlperf run "
+                                   "--plant-slowdown`), never part of a sweep"}
+
+
 def allowed_fields() -> tuple[str, ...]:
-    return (tuple(f for f in CASE_FIELDS) + (CONFIG,)
+    return (tuple(f for f in CASE_FIELDS if f not in NOT_IN_SWEEPS) + (CONFIG,)
             + tuple(k for k in knob_names() if k not in CASE_FIELDS))
 
 
@@ -167,6 +172,8 @@ class _Reader:
     def field_name(self, key: str, key_node: yaml.Node, where: str) -> str:
         name = ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
         allowed = allowed_fields()
+        if name in NOT_IN_SWEEPS:
+            raise self.error(key_node, f"{where}: {key}: {NOT_IN_SWEEPS[name]}")
         if name not in allowed:
             close = difflib.get_close_matches(name, allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

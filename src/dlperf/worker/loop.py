@@ -27,7 +27,7 @@ samples in the window over the window's time.
 import math
 import random
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from dlperf.worker import profile, steady
 from dlperf.worker.workload import Workload
@@ -92,11 +92,15 @@ def measure(build, case, trace_path=None, profiling=True):
     workload.sync()
     peak_since = "window" if workload.reset_device_peak() else "start"
     phase_starts["window"] = time.time()
+    planted_s = planted_sleep(workload, case, clock)
+    if planted_s:
+        workload.barrier()
+        workload.sync()
     if case.get("scenario") == "server":
         window = serve(workload, case, clock)
     else:
         window = timed_window(workload, steps, float(case.get("min_duration_s") or 0.0),
-                              case.get("task") == "infer", clock)
+                              case.get("task") == "infer", clock, planted_s)
     workload.barrier()
     phase_starts["end"] = time.time()
     handle = window.pop("handle")
@@ -144,7 +148,21 @@ def profiled_steps(workload, case, window, trace_path, profiling):
     return block
 
 
-def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
+def planted_sleep(workload, case, clock):
+    # type: (Any, Dict[str, Any], Callable[[], float]) -> float
+    """Calibration only (``plant_slowdown`` p): the sleep to add to every timed step so that
+    throughput falls by p, from one synchronised reference step just before the window
+    (step x p / (1 - p)); 0 without it."""
+    share = float(case.get("plant_slowdown") or 0.0)
+    if not share:
+        return 0.0
+    start = clock()
+    workload.step()
+    workload.sync()
+    return (clock() - start) * share / (1.0 - share)
+
+
+def timed_window(workload, steps, min_duration_s, synchronise_each, clock, planted_s=0.0):
     # type: (Workload, int, float, bool, Any) -> Dict[str, Any]
     """At least ``steps`` iterations and at least ``min_duration_s`` seconds of synchronised time.
 
@@ -168,8 +186,10 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
         """``count`` more steps, then a synchronised mark; seconds since the window started."""
         for _ in range(count):
             handle[0] = workload.step()
-            if synchronise_each:
+            if synchronise_each or planted_s:
                 workload.sync()
+            if planted_s:
+                time.sleep(planted_s)  # calibration's planted slowdown, inside the window
             marks.append(clock())
         if not synchronise_each:
             workload.sync()
@@ -200,6 +220,7 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock):
         "window_steps": len(marks),
         "step_times_s": step_times,
         "halves": [[middle, mid - window_start], [len(marks) - middle, window_end - mid]],
+        "planted_s": planted_s or None,  # calibration's sleep in every step (plant_slowdown)
     }  # type: Dict[str, Any]
     if synchronise_each:
         out["latencies_s"] = step_times
