@@ -150,13 +150,20 @@ def slower_p(base: list[float], cand: list[float], test: str) -> tuple[float | N
     return shift_p(cand, base, test, alternative="less")
 
 
+def repeats_verdict(base: list[float], cand: list[float], ratio: float, limit: float,
+                    test: str) -> tuple[str, float | None, str | None]:
+    """gate's verdict on stored repeats: ``slower`` when the one-sided test says the candidate's
+    repeats are lower (p < ALPHA) and its median is more than ``limit`` below; ``pass``;
+    ``inconclusive`` when the test cannot decide. (verdict, p, why not)."""
+    p_value, why_not = slower_p(base, cand, test)
+    if p_value is None:
+        return "inconclusive", None, why_not
+    return ("slower" if p_value < ALPHA and ratio < 1.0 - limit else "pass"), p_value, None
+
+
 def stored_verdict(base: Side, cand: Side, limit: float, test: str) -> dict[str, Any]:
     ratio = cand.median / base.median
-    p_value, why_not = slower_p(base.repeats, cand.repeats, test)
-    if p_value is None:
-        verdict = "inconclusive"
-    else:
-        verdict = "slower" if p_value < ALPHA and ratio < 1.0 - limit else "pass"
+    verdict, p_value, why_not = repeats_verdict(base.repeats, cand.repeats, ratio, limit, test)
     name = {"mannwhitney": "Mann-Whitney", "welch": "Welch's t"}[test]
     return {"ratio": ratio, "p_value": p_value, "ci95": None, "verdict": verdict,
             "why_inconclusive": why_not,
