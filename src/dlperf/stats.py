@@ -243,6 +243,8 @@ def mannwhitney_min_p(n1: int, n2: int, sides: int = 2) -> float:
 
 #: the two-sample tests on per-repeat values that `dlperf compare` and `dlperf gate` offer
 TESTS = ("mannwhitney", "welch")
+# the significance level of `dlperf compare` (and the report's comparisons) unless --alpha
+DEFAULT_ALPHA = 0.05
 
 
 def shift_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray, test: str,

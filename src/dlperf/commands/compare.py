@@ -20,15 +20,12 @@ from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.report import reading
 from dlperf.report import results as stored
-from dlperf.stats import TESTS
+from dlperf.stats import DEFAULT_ALPHA, TESTS
 from dlperf.store import DEFAULT_DB, Store
 
 if TYPE_CHECKING:
     from dlperf.report.accuracy import RowComparison
     from dlperf.report.compare import Comparison
-
-# as in dlperf.report.compare, which loads scipy only when a comparison runs
-DEFAULT_ALPHA = 0.05
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 VERDICT_STYLE = {"faster": "green", "slower": "red", "failed": "red", "fixed": "green",

@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 
 from dlperf.result import device_of, throughput_median
-from dlperf.stats import TESTS, mannwhitney_min_p, shift_p
+from dlperf.stats import DEFAULT_ALPHA, TESTS, mannwhitney_min_p, shift_p
 
-DEFAULT_ALPHA = 0.05
 DEFAULT_THRESHOLD = 0.05
 
 
