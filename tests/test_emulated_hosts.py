@@ -64,6 +64,10 @@ def test_torch_resnet50_trains_across_two_emulated_hosts(torch_run):
     cpus = sorted(os.sched_getaffinity(0))  # each host its own half of them
     assert [h["cpus"] for h in block["hosts"]] == [share(cpus, 2, 0), share(cpus, 2, 1)]
     assert result["env"]["hostname"] == "dlperf-h0"  # node 0 measured on its own host
+    # node 1's own monitor reached node 0: its timeline and its host's state, stored
+    (view,) = result["node_views"]
+    assert view["node_rank"] == 1 and view["hostname"] == "dlperf-h1"
+    assert view["timeline"] and view["monitor"]["samples"] and view["host"]
     assert "dlperf-h1 " + block["hosts"][1]["address"] + ": sent" in torch_run.stdout
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -235,4 +236,9 @@ def run_peer(case: Case, launcher: launch.MultiLauncher) -> dict[str, Any]:
     return {"schema": result["schema"], "case_key": result["case_key"], "label": result["label"],
             "case": result["case"], "status": result["status"], "error": result["error"],
             "node_rank": rdzv.node_rank, "stored_by": f"node 0 ({rdzv.master_addr})",
-            "repeats_done": result["repeats_done"], "launch": result.get("launch")}
+            "repeats_done": result["repeats_done"], "launch": result.get("launch"),
+            # what this node's own monitor saw (its timeline, its host's state): node 0 keeps it
+            # where it can read this file (emulated hosts: dlperf.launchers.emulated)
+            "view": {"node_rank": rdzv.node_rank, "hostname": socket.gethostname(),
+                     "monitor": result.get("monitor"), "timeline": result.get("timeline"),
+                     "host": result.get("host")}}

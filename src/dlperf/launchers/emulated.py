@@ -401,8 +401,12 @@ def finish(args: argparse.Namespace, nodes: list[Node], block: dict[str, Any],
     late = (f"the nodes did not finish within {bound:g} s (every case's --timeout times its "
             f"repeats, plus --rdzv-timeout and {START_MARGIN_S:g} s to start); they were stopped"
             if timed_out else None)
+    views = [node.output["view"] for node in nodes[1:]
+             if isinstance(node.output, dict) and isinstance(node.output.get("view"), dict)]
     for result in results:
         amend(result, block, failure, late)
+        if views:  # the other nodes' own timelines and host states, beside node 0's own
+            result["node_views"] = views
     store_again(args.db, results)
     if args.json and results:
         outputs.write_json(args.json, results if len(results) > 1 else results[0])
