@@ -101,3 +101,43 @@ def test_a_failing_side_ends_the_comparison_with_its_reason(tmp_path: Path):
     (failed,) = data["failed"]
     assert failed["side"] == "B" and failed["status"] == "unsupported"
     assert "tf32 needs a CUDA device" in failed["error"]
+
+
+def external_side(rate: float) -> list[str]:
+    """A measuring command that needs no framework: `dlperf external` around a script that
+    prints a fixed rate twice (the first line is its warm-up)."""
+    script = f"print('rate: {rate}'); print('rate: {rate}')"
+    return ["external", "--name", f"fixed{rate:g}", "--metric", r"rate: ([\d.]+)", "--",
+            sys.executable, "-c", script]
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("b_rate, verdict", [(100.0, "same"), (120.0, "faster")])
+def test_auto_pairs_stop_once_the_verdict_is_settled(b_rate, verdict, tmp_path: Path):
+    out = tmp_path / "ab.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", "auto", "--json", str(out),
+         "--", *external_side(100.0), "--", *external_side(b_rate)],
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["verdict"] == verdict
+    # the interval is a point from the first pairs on: settled at the least pairs auto takes
+    assert data["pairs_policy"] == {"most": ab.AUTO_PAIRS, "taken": ab.AUTO_MIN_PAIRS,
+                                    "settled": True}
+    assert data["pairs"] == ab.AUTO_MIN_PAIRS
+
+
+@pytest.mark.parallel
+def test_a_comparison_is_settled_only_when_its_interval_decides():
+    def comparison(pairs: list[tuple[float, float]]) -> ab.Comparison:
+        made = ab.Comparison(pairs=20, auto=True)
+        for index, (a, b) in enumerate(pairs):
+            made.turns += [ab.Turn("A", index, a, "ok"), ab.Turn("B", index, b, "ok")]
+        return made
+
+    assert comparison([(100, 110 + k % 2) for k in range(4)]).settled()  # clearly faster
+    assert comparison([(100, 100 + 0.1 * (k % 2)) for k in range(4)]).settled()  # the same
+    assert not comparison([(100, 100 + 0.1 * (k % 2)) for k in range(3)]).settled()  # too few
+    noisy = [(100, b) for b in (90, 112, 95, 108, 101, 93)]
+    assert not comparison(noisy).settled()  # the interval straddles the threshold

@@ -25,12 +25,24 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "the ratio of medians B/A gets a bootstrap 95% interval over pairs. Prefer "
                     "this to `compare --fail-on-regression` whenever both sides can run now: "
                     "compare reads results measured at different times.")
-    parser.add_argument("--pairs", type=int, default=6, help="A/B pairs (default 6)")
+    parser.add_argument("--pairs", type=pairs_count, default=6,
+                        help="A/B pairs (default 6), or auto: until the verdict is settled "
+                             f"either way (at least {ab.AUTO_MIN_PAIRS}, at most "
+                             f"{ab.AUTO_PAIRS})")
     parser.add_argument("--threshold", type=finite_float, default=ab.DEFAULT_THRESHOLD * 100,
                         metavar="PERCENT", help="ratios within this are 'same' (default 2)")
     parser.add_argument("--json", type=Path, help="write the comparison to this file")
     parser.add_argument("sides", nargs=argparse.REMAINDER, metavar="-- run A -- run B")
     return parser
+
+
+def pairs_count(text: str) -> int | str:
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of pairs, or auto") from None
 
 
 def devices_text(summary: dict[str, Any]) -> str:
@@ -43,8 +55,11 @@ def devices_text(summary: dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
+    auto = args.pairs == "auto"
+    if auto:
+        args.pairs = ab.AUTO_PAIRS
     if not 2 <= args.pairs <= 1000:
-        raise UsageError(f"--pairs: {args.pairs} must be between 2 and 1000")
+        raise UsageError(f"--pairs: {args.pairs} must be between 2 and 1000, or auto")
     if not (math.isfinite(args.threshold) and 0 <= args.threshold < 100):
         raise UsageError(f"--threshold: {args.threshold!r} must be a percentage in [0, 100)")
     tokens = list(args.sides)
@@ -58,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
                 else f"{turn.status}: {turn.error}")
         display.err.print(Text(f"pair {turn.pair + 1}/{args.pairs} {turn.side}: {what}"))
 
-    result = ab.compare(sides, args.pairs, args.threshold / 100.0, say)
+    result = ab.compare(sides, args.pairs, args.threshold / 100.0, say, auto=auto)
     summary = result.summary()
     summary["sides"] = {"A": sides[0], "B": sides[1]}
     table = Table(title="dlperf ab: interleaved, fresh processes")
@@ -76,6 +91,10 @@ def main(args: argparse.Namespace) -> int:
         ci_text = f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else " (too few pairs for a CI)"
         display.out.print(Text(f"B/A = {summary['ratio']:.3f}{ci_text} over {summary['pairs']} "
                                f"pairs: {summary['verdict']} ({devices_text(summary)})"))
+    policy = summary.get("pairs_policy")
+    if policy and not policy["settled"]:
+        display.warn(f"--pairs auto: not settled after {policy['taken']} pairs (the most): the "
+                     f"ratio's interval still straddles the ±{args.threshold:g}% threshold")
     for failed in summary.get("failed", []):
         display.out.print(Text(f"side {failed['side']} failed in pair {failed['pair']}: "
                                f"{failed['status']}: {failed['error']}"))

@@ -32,6 +32,10 @@ MEASURING = ("run", "external")
 OWNED_FLAGS = ("--repeats", "--db", "--json")
 BOOTSTRAP_SAMPLES = 10000
 DEFAULT_THRESHOLD = 0.02
+# `--pairs auto`: pairs until the verdict is settled (settled()), at least AUTO_MIN_PAIRS (a
+# bootstrap over fewer pairs is not an interval) and at most AUTO_PAIRS
+AUTO_MIN_PAIRS = 4
+AUTO_PAIRS = 20
 
 
 def split_sides(tokens: Sequence[str]) -> list[list[str]]:
@@ -70,10 +74,24 @@ class Turn:
 
 @dataclass
 class Comparison:
-    pairs: int
+    pairs: int  # asked for; with auto, the most
     turns: list[Turn] = field(default_factory=list)
     threshold: float = DEFAULT_THRESHOLD
     seed: int = 0
+    auto: bool = False  # stop once settled()
+
+    def settled(self) -> bool:
+        """Whether the pairs so far decide either way: the ratio's 95 % interval lies wholly
+        beyond the threshold (faster or slower) or wholly within it (the same), over
+        AUTO_MIN_PAIRS pairs or more."""
+        a, b = self.complete_pairs()
+        if a.size < AUTO_MIN_PAIRS or not np.all(a > 0):
+            return False
+        ci = ratio_ci(a, b, self.seed)
+        if ci is None:
+            return False
+        low, high = 1.0 - self.threshold, 1.0 + self.threshold
+        return ci[1] < low or ci[0] > high or (ci[0] >= low and ci[1] <= high)
 
     def values(self, side: str) -> list[float]:
         return [t.throughput for t in sorted(self.turns, key=lambda t: t.pair)
@@ -105,6 +123,9 @@ class Comparison:
                                "ratio": None, "ci95": None, "verdict": "n/a",
                                "method": "ratio of medians B/A; percentile bootstrap over pairs "
                                          f"({BOOTSTRAP_SAMPLES} resamples, seed {self.seed})"}
+        if self.auto:
+            out["pairs_policy"] = {"most": self.pairs, "taken": int(a.size),
+                                   "settled": self.settled()}
         failed = [t for t in self.turns if t.status != "ok"]
         if failed:
             out["failed"] = [{"side": t.side, "pair": t.pair + 1, "status": t.status,
@@ -178,9 +199,10 @@ def run_side(argv: list[str], workdir: Path, tag: str, timeout_s: float | None =
 
 
 def compare(sides: list[list[str]], pairs: int, threshold: float = DEFAULT_THRESHOLD,
-            say: Callable[[Turn], None] | None = None) -> Comparison:
-    """Run the turns in order; the first failed turn of a side ends the comparison."""
-    result = Comparison(pairs=pairs, threshold=threshold)
+            say: Callable[[Turn], None] | None = None, auto: bool = False) -> Comparison:
+    """Run the turns in order; the first failed turn of a side ends the comparison; with
+    ``auto``, so does a settled verdict (:meth:`Comparison.settled`) after a whole pair."""
+    result = Comparison(pairs=pairs, threshold=threshold, auto=auto)
     with tempfile.TemporaryDirectory(prefix="dlperf-ab-") as tmp:
         for pair, side in order(pairs):
             value, status, error, device = run_side(sides[0 if side == "A" else 1], Path(tmp),
@@ -190,5 +212,8 @@ def compare(sides: list[list[str]], pairs: int, threshold: float = DEFAULT_THRES
             if say:
                 say(turn)
             if status != "ok":
+                break
+            if auto and result.turns[-2:] and len({t.pair for t in result.turns[-2:]}) == 1 \
+                    and result.settled():
                 break
     return result
