@@ -21,59 +21,14 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
-from dlperf.launchers import exits
+from dlperf.launchers import spawn
 from dlperf.launchers.slurm_step import decode
 
 PREFIX = "dlperf.launchers.emulated_step:"
-POLL_S = 0.1
 GRACE_S = 20.0  # after a node failed: the others' time to notice and say why themselves
-KILL_AFTER_S = 10.0
 _ENDED = re.compile(r"^" + re.escape(PREFIX) + r" node (\d+) \(([^)]*)\) (.*)$", re.M)
-
-
-def describe(code: int) -> str:
-    if code < 0:
-        return f"died from {exits.signal_name(-code)}"
-    return f"exited with code {code}"
-
-
-def _signal_all(procs: list[subprocess.Popen], sig: int) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            try:
-                proc.send_signal(sig)
-            except OSError:
-                pass
-
-
-def supervise(procs: list[subprocess.Popen], names: list[str]) -> int:
-    """Wait for every node; after the first failure stop the rest. The first failure's code."""
-    first: tuple[int, int] | None = None
-    failed_at: float | None = None
-    ended: set[int] = set()
-    while len(ended) < len(procs):
-        for node, proc in enumerate(procs):
-            code = proc.poll()
-            if code is None or node in ended:
-                continue
-            ended.add(node)
-            print(f"{PREFIX} node {node} ({names[node]}) {describe(code)}", flush=True)
-            if code != 0 and first is None:
-                first, failed_at = (node, code), time.monotonic()
-        if failed_at is not None and len(ended) < len(procs):
-            waited = time.monotonic() - failed_at
-            if waited > GRACE_S + KILL_AFTER_S:
-                _signal_all(procs, signal.SIGKILL)
-            elif waited > GRACE_S:
-                _signal_all(procs, signal.SIGTERM)
-        time.sleep(POLL_S)
-    if first is None:
-        return 0
-    code = first[1]
-    return 128 - code if code < 0 else code
 
 
 def run(payload: dict[str, Any]) -> int:
@@ -82,7 +37,7 @@ def run(payload: dict[str, Any]) -> int:
     procs: list[subprocess.Popen] = []
 
     def forward(signum: int, _frame: Any) -> None:
-        _signal_all(procs, signum)
+        spawn.stop(procs, signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
@@ -94,9 +49,10 @@ def run(payload: dict[str, Any]) -> int:
         except OSError as error:
             print(f"{PREFIX} error: {node['name']}: cannot start {node['argv'][0]!r}: "
                   f"{error.strerror}", flush=True)
-            _signal_all(procs, signal.SIGKILL)
+            spawn.stop(procs, signal.SIGKILL)
             return 127
-    return supervise(procs, names)
+    return spawn.supervise(procs, labels=[f"node {k} ({name})" for k, name in enumerate(names)],
+                           grace_s=GRACE_S, prefix=PREFIX)
 
 
 def explain(log: str) -> tuple[str, str] | None:

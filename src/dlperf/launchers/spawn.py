@@ -61,10 +61,14 @@ def stop(procs, sig):
                 pass
 
 
-def supervise(procs, first_rank):
-    # type: (List[subprocess.Popen], int) -> int
-    """Wait for every rank; stop the rest after the first failure. The first failure's status."""
-    first_failure = None  # type: Optional[Tuple[int, int]]
+def supervise(procs, first_rank=0, labels=None, grace_s=GRACE_S, prefix=PREFIX):
+    # type: (List[subprocess.Popen], int, Optional[List[str]], float, str) -> int
+    """Wait for every process; stop the rest after the first failure (``grace_s`` to notice
+    by themselves, then SIGTERM, then SIGKILL). Each end is one line, ``PREFIX LABEL ended
+    how`` (labels: ``rank N`` from ``first_rank``, or the caller's). The first failure's
+    status."""
+    labels = labels or ["rank {}".format(first_rank + local) for local in range(len(procs))]
+    first_failure = None  # type: Optional[Tuple[str, int]]
     failed_at = None  # type: Optional[float]
     reported = set()  # type: set
     while True:
@@ -73,22 +77,22 @@ def supervise(procs, first_rank):
             if code is None or local in reported:
                 continue
             reported.add(local)
-            print("{} rank {} {}".format(PREFIX, first_rank + local, describe(code)), flush=True)
+            print("{} {} {}".format(prefix, labels[local], describe(code)), flush=True)
             if code != 0 and first_failure is None:
-                first_failure, failed_at = (first_rank + local, code), time.monotonic()
+                first_failure, failed_at = (labels[local], code), time.monotonic()
         if len(reported) == len(procs):
             break
         if failed_at is not None:
             waited = time.monotonic() - failed_at
-            if waited > GRACE_S + KILL_AFTER_S:
+            if waited > grace_s + KILL_AFTER_S:
                 stop(procs, signal.SIGKILL)
-            elif waited > GRACE_S:
+            elif waited > grace_s:
                 stop(procs, signal.SIGTERM)
         time.sleep(POLL_S)
     if first_failure is None:
         return 0
-    rank, code = first_failure
-    print("{} first failure: rank {} {}".format(PREFIX, rank, describe(code)), flush=True)
+    label, code = first_failure
+    print("{} first failure: {} {}".format(prefix, label, describe(code)), flush=True)
     return 128 - code if code < 0 else code
 
 
