@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,28 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
             or not collection_path.name.startswith("test_"):
         return None
     return True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In the short GPU check (tests/gpu/check_order.py): its order, what never ran first."""
+    from check_order import budget, rank
+
+    if budget() is not None:
+        items.sort(key=lambda item: rank(item.name))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In the short GPU check: a test that would start after its budget is skipped, saying how
+    to run it alone."""
+    from check_order import STARTED_VARIABLE, budget, spent
+
+    seconds = budget()
+    if seconds is None:
+        return
+    started = float(os.environ.setdefault(STARTED_VARIABLE, str(time.time())))
+    if spent(seconds, started):
+        pytest.skip(f"the GPU check's {seconds:g} s were spent before it; run it alone: "
+                    f".venv/bin/python -m pytest -q tests/gpu -k {item.name.split('[')[0]}")
 
 
 GIVEN = "DLPERF_GPU_PYTHON"
