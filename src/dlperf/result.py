@@ -374,6 +374,23 @@ def repeats_policy(case: Case, values: list[float]) -> dict[str, Any] | None:
             "reached": stats.interval_reached(values, case.target_ci, AUTO_MIN_REPEATS)}
 
 
+def planted_block(case: Case, ok: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Calibration only: the planted slowdown's share and each repeat's sleep per step."""
+    if not case.plant_slowdown:
+        return None
+    return {"share": case.plant_slowdown, "sleep_s": _values(ok, "planted_s")}
+
+
+def policy_warning(case: Case, policy: dict[str, Any]) -> str:
+    """One line: the target interval was not reached, and which budget ended first."""
+    width = policy["half_width"]
+    return (f"repeats: the 95% interval of the median is "
+            f"{'unknown' if width is None else f'±{width:.1%}'} after {policy['taken']} "
+            f"repeats, wider than the target ±{case.target_ci:.1%}: the budget "
+            f"({case.repeats} repeats"
+            + (f" or {case.max_time_s:g} s" if case.max_time_s else "") + ") ended first")
+
+
 def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """Fold per-repeat records into the result contract."""
@@ -393,13 +410,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         warnings.append(f"interrupted: {len(ok)} of {case.repeats} repeats finished")
     policy = repeats_policy(case, _values(ok, "throughput"))
     if policy and not policy["reached"] and status == "ok" and not interrupted:
-        width = policy["half_width"]
-        warnings.append(f"repeats: the 95% interval of the median is "
-                        f"{'unknown' if width is None else f'±{width:.1%}'} after "
-                        f"{policy['taken']} repeats, wider than the target "
-                        f"±{case.target_ci:.1%}: the budget ({case.repeats} repeats"
-                        + (f" or {case.max_time_s:g} s" if case.max_time_s else "")
-                        + ") ended first")
+        warnings.append(policy_warning(case, policy))
     worker = worker_env(repeats)
     note = auto_cpu_note(case.framework, case.device, env, worker.get("device"))
     if note:
@@ -418,12 +429,8 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "unit": UNIT,
         "global_batch": case.global_batch,
         "throughput": throughput,
-        # --repeats auto / --target-ci: how many repeats it took, and whether the interval got
-        # within the target (None: a fixed count)
-        "repeats_policy": policy,
-        # calibration only: the planted slowdown's share and each repeat's sleep per step
-        "planted": {"share": case.plant_slowdown, "sleep_s": _values(ok, "planted_s")}
-        if case.plant_slowdown else None,
+        "repeats_policy": policy,  # --repeats auto: what it took (None: a fixed count)
+        "planted": planted_block(case, ok),
         "latency_ms": stats.latency_ms(_latencies(ok)) if case.task == "infer" else None,
         # one iteration of the whole job at the median throughput (DLPerf's "latency per
         # iteration" of Wide & Deep and the capacity tables)

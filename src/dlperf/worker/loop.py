@@ -48,11 +48,9 @@ def measure(build, case, trace_path=None, profiling=True):
     # type: (Any, Dict[str, Any], Optional[str], bool) -> Dict[str, Any]
     """Build a workload with ``build(case)`` and time it; return the per-process figures, and
     the profile of :func:`profiled_steps` (``profiling``: this rank's, to ``trace_path``)."""
-    clock = time.perf_counter
-    steps = int(case["steps"])
+    clock, steps = time.perf_counter, int(case["steps"])
     # wall-clock start of each phase, so the harness can place its monitor samples in them
     phase_starts = {"build": time.time()}  # type: Dict[str, float]
-
     start = clock()
     workload = build(case)  # type: Workload
     workload.sync()
@@ -92,15 +90,12 @@ def measure(build, case, trace_path=None, profiling=True):
     workload.sync()
     peak_since = "window" if workload.reset_device_peak() else "start"
     phase_starts["window"] = time.time()
-    planted_s = planted_sleep(workload, case, clock)
-    if planted_s:
-        workload.barrier()
-        workload.sync()
     if case.get("scenario") == "server":
         window = serve(workload, case, clock)
     else:
         window = timed_window(workload, steps, float(case.get("min_duration_s") or 0.0),
-                              case.get("task") == "infer", clock, planted_s)
+                              case.get("task") == "infer", clock,
+                              planted_sleep(workload, case, clock))
     workload.barrier()
     phase_starts["end"] = time.time()
     handle = window.pop("handle")
@@ -159,7 +154,10 @@ def planted_sleep(workload, case, clock):
     start = clock()
     workload.step()
     workload.sync()
-    return (clock() - start) * share / (1.0 - share)
+    sleep_s = (clock() - start) * share / (1.0 - share)
+    workload.barrier()  # every rank starts its window together again
+    workload.sync()
+    return sleep_s
 
 
 def timed_window(workload, steps, min_duration_s, synchronise_each, clock, planted_s=0.0):
