@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup lint envs horovod horovod-envs test-envs browser slurm allocators run run-more test clean cuda-locks fidelity
+.PHONY: setup lint envs horovod horovod-envs test-envs browser slurm allocators run run-more test test-quick clean cuda-locks fidelity gpu-check
 
 # PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
 # The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
@@ -36,9 +36,9 @@ $(STAMP): pyproject.toml $(OWN_LOCK)
 # 224). `make run-more` does the same and adds BERT-Base, fp32 vs amp-bf16 (about 5 min more).
 QUICK_DB := quick.db
 QUICK_RESNET := --framework torch --model resnet50 --image-size 64 --batch-size 16 --steps 12 \
-	--min-duration 6 --repeats 3 --db $(QUICK_DB)
+	--min-duration 6 --repeats 3 --profile --profile-steps 2 --db $(QUICK_DB)
 QUICK_BERT := --framework torch --model bert-base --seq-len 32 --batch-size 4 --steps 8 \
-	--min-duration 6 --repeats 3 --db $(QUICK_DB)
+	--min-duration 6 --repeats 3 --profile --profile-steps 2 --db $(QUICK_DB)
 QUICK_COMPARE := $(BIN)/dlperf compare --test welch
 QUICK_REPORT := $(BIN)/dlperf report --db $(QUICK_DB) --format html -o quick-report.html
 
@@ -137,7 +137,8 @@ test-envs: setup horovod
 # project's machines set it) no process writes its bytecode, so every `dlperf` process the tests
 # start compiled the harness from source again (the parallel phase: 113 s -> 97 s).
 # PYTEST_ARGS goes to all three (e.g. PYTEST_ARGS="-k report"; a phase it leaves empty passes).
-# pytest-timeout fails a test that runs past 10 minutes (pyproject.toml), and each phase lists
+# pytest-timeout fails a test that runs past 10 minutes (pyproject.toml), tests/ceiling.py one past
+# its kind's ceiling (pyproject.toml) unless marked slow with its reason, and each phase lists
 # its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
@@ -148,6 +149,19 @@ test: setup lint test-envs browser slurm allocators
 		-m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); shared=$$?; \
 	$(BIN)/python -m pytest -q -m "whole_machine and not parallel" $(PYTEST_ARGS); whole=$$?; \
 	for code in $$parallel $$shared $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done
+
+# The inner loop (CONTRIBUTING): only the tests marked `parallel` (the harness, the store, the
+# reports, the statistics, the structure, the refusals: they start no framework, need no framework
+# environment and measure nothing) and not `slow` (those wait for `make test`), on TEST_JOBS
+# processes, with an empty folder of environments (DLPERF_ENVS): a test that needs an installed
+# framework fails here instead of passing where one happens to be. Nothing to install first but
+# `setup` (an allocator's tests skip where it is missing; those needing the package index, where
+# it cannot be reached). `make test` before pushing.
+test-quick: setup lint
+	$(BIN)/python -m compileall -q src tests
+	envs=$$(mktemp -d) && DLPERF_ENVS=$$envs $(BIN)/python -m pytest -q -n $(TEST_JOBS) \
+		-m "parallel and not slow" --ignore=tests/gpu $(PYTEST_ARGS); code=$$?; rm -rf "$$envs"; \
+		test $$code -eq 0 -o $$code -eq 5
 
 # dlperf against each framework's reference loops (benchmarks/fidelity.py): every framework
 # whose environment is installed (the others are listed as skipped), its same-recipe loop
@@ -184,3 +198,14 @@ CUDA_LOCKS ?= torch tensorflow tensorflow1 jax paddle onnxruntime
 cuda-locks: setup
 	for fw in $(CUDA_LOCKS); do $(BIN)/dlperf envs lock $$fw --variant cuda || exit 1; done
 	git diff --exit-code -- src/dlperf/envs/requirements/
+
+# The short GPU check, for a borrowed GPU machine (often a quarter of an hour, start-up
+# included): the GPU tests in tests/gpu/check_order.py's order, what never ran on a GPU first;
+# a test that would start after GPU_CHECK_S seconds is skipped with the command that runs it
+# alone. Its results are one file to bring back (JUnit XML, GPU_CHECK_OUT). CONTRIBUTING says
+# what the machine needs.
+GPU_CHECK_S ?= 420
+GPU_CHECK_OUT ?= gpu-check.xml
+gpu-check: setup
+	DLPERF_GPU_CHECK_S=$(GPU_CHECK_S) $(BIN)/python -m pytest -q -p no:cacheprovider tests/gpu \
+		-o timeout=$(GPU_CHECK_S) --junitxml=$(GPU_CHECK_OUT) $(PYTEST_ARGS)

@@ -23,6 +23,10 @@ from typing import Any
 import psutil
 import pytest
 
+# tests/ceiling.py: a test that costs more than its kind's ceiling (pyproject.toml) fails
+pytest_plugins = ("ceiling",)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The host's measurement lock (host/measurelock.py) moves to a directory of this test run,
     inherited by every process a test starts: a benchmark or another test run elsewhere on the

@@ -124,6 +124,9 @@ def run_matrix(test, tmp_path: Path, python: str | None = None,
 @covers("torch", OTHER_VISION, "infer", TORCH_LOW)
 @covers("torch", ("gpt", "wide-deep", "face-resnet50"), "train", ("amp-bf16", "amp-fp16"))
 @covers("torch", ("gpt", "wide-deep", "face-resnet50"), "infer", ("fp32",) + TORCH_LOW)
+@pytest.mark.slow(reason="76 declared torch combinations no other test runs, case after case in "
+                         "one worker: one process for all of them, where a test each would pay "
+                         "76 interpreter starts and torch imports")
 def test_torch_matrix(tmp_path: Path) -> None:
     results = run_matrix(test_torch_matrix, tmp_path)
     casts = {r["case"]["precision"]: r["info"].get("cast_dtype") for r in results
@@ -133,6 +136,9 @@ def test_torch_matrix(tmp_path: Path) -> None:
 
 @covers("onnxruntime", "resnet50", "infer", "fp16")
 @covers("onnxruntime", ORT_MODELS, "infer", ORT_ALL)
+@pytest.mark.slow(reason="from an empty cache it first exports and quantizes 22 ONNX files, the "
+                         "deep ResNet-101/152 and GoogLeNet graphs most of it; seconds once "
+                         "they are in the shared cache")
 def test_onnxruntime_matrix(tmp_path: Path) -> None:
     run_matrix(test_onnxruntime_matrix, tmp_path)
 

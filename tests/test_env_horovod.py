@@ -8,7 +8,8 @@ environment: its build report, and a two-process `hvd.allreduce` over Gloo and o
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import hashlib
 import re
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 from dlperf import envs
 from dlperf.envs import horovod, manage, registry
 from dlperf.errors import UsageError
+from ceiling import slow_setup
 from conftest import dlperf, dlperf_main
 
 BUILT = [name for name in registry.names() if registry.get(name).horovod]
@@ -74,6 +76,7 @@ def test_the_registry_says_where_horovod_builds():
 
 
 @pytest.fixture(scope="module", params=BUILT)
+@slow_setup("compiles Horovod (minutes) where `make horovod-envs` has not built it; a no-op after")
 def built(request) -> tuple[str, str]:
     """(framework, interpreter) of a Horovod environment, built from the pinned sets
     (a no-op when `make horovod-envs` built it)."""
@@ -218,13 +221,74 @@ def test_the_compiler_wrapper_has_the_last_word(standard, tmp_path):
 def test_a_missing_compiler_names_the_apt_command(tmp_path, monkeypatch):
     bare = tmp_path / "bin"
     bare.mkdir()
-    for tool in ("cmake", "make"):  # g++ is the one missing
-        if shutil.which(tool):
-            os.symlink(shutil.which(tool), bare / tool)
+    for tool in ("cmake", "make"):  # g++ is the one missing; stand-ins for the others, which
+        (bare / tool).write_text("#!/bin/sh\nexit 1\n")  # `make test-quick` need not have
+        (bare / tool).chmod(0o755)
     monkeypatch.setenv("PATH", str(bare))
-    with pytest.raises(UsageError, match=r"needs g\+\+: run `make horovod` \(Debian: `apt-get "
-                                         r"install cmake g\+\+ "):
+    with pytest.raises(UsageError, match=r"^building Horovod needs g\+\+: run `make horovod` "
+                                         r"\(Debian: `apt-get install cmake g\+\+ "):
         horovod.check_toolchain()
+
+
+@pytest.mark.parallel
+def test_a_compiled_wheel_is_keyed_by_everything_its_build_depends_on(tmp_path, monkeypatch):
+    """The same inputs give the same key (the wheel is reused); any input changed gives
+    another (it is compiled again): the interpreter, the MPI controller, g++ or Open MPI, the
+    framework, the compiler wrapper's standard, the framework's pins, the Horovod lock."""
+    fw = registry.get("mxnet")
+    tools = "g++: 12.2.0\nmpirun: mpirun (Open MPI) 4.1.4"
+    key = horovod.wheel_key(fw, "3.11", True, tools)
+    assert re.fullmatch(r"[0-9a-f]{16}", key)
+    assert horovod.wheel_key(fw, "3.11", True, tools) == key
+    changed = [horovod.wheel_key(fw, "3.10", True, tools),
+               horovod.wheel_key(fw, "3.11", False, tools),
+               horovod.wheel_key(fw, "3.11", True, tools.replace("12.2.0", "13.1.0")),
+               horovod.wheel_key(fw, "3.11", True, tools.replace("4.1.4", "5.0.1")),
+               horovod.wheel_key(registry.get("tensorflow1"), "3.11", True, tools),
+               horovod.wheel_key(dataclasses.replace(fw, horovod_cxx="c++17"), "3.11", True,
+                                 tools)]
+    copy = tmp_path / "requirements"
+    shutil.copytree(registry.REQUIREMENTS_DIR, copy)
+    monkeypatch.setattr(registry, "REQUIREMENTS_DIR", copy)
+    assert horovod.wheel_key(fw, "3.11", True, tools) == key  # the same files, elsewhere
+    for path, pin in ((fw.requirements_file, "mxnet=="), (horovod.lock_file(fw), "cffi==")):
+        text = path.read_text()
+        line = next(x for x in text.splitlines() if x.startswith(pin))
+        path.write_text(text.replace(line, line.replace("==", "==0.0.0.post")))
+        changed.append(horovod.wheel_key(fw, "3.11", True, tools))
+        path.write_text(text)
+    assert len({key, *changed}) == len(changed) + 1, changed
+    assert horovod.wheel_key(fw, "3.11", True, tools) == key
+
+
+@pytest.mark.parallel
+def test_a_kept_wheel_is_found_by_its_key_and_replaces_the_earlier_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLPERF_ENVS", str(tmp_path / "envs"))
+    fw = registry.get("torch")
+    name = f"horovod-{horovod.VERSION}-cp311-cp311-linux_x86_64.whl"
+    assert horovod.cached_wheel(fw, "a" * 16) is None
+    built = tmp_path / "build" / name
+    built.parent.mkdir()
+    built.write_bytes(b"first build")
+    first = horovod.keep_wheel(built, fw, "a" * 16)
+    assert first == horovod.cached_wheel(fw, "a" * 16) and not built.exists()
+    assert first.path.read_bytes() == b"first build"
+    assert first.sha256 == hashlib.sha256(b"first build").hexdigest()
+    assert first.path.parent.parent == envs.root() / horovod.WHEELS  # beside the environments
+    built.write_bytes(b"second build")
+    second = horovod.keep_wheel(built, fw, "b" * 16)
+    assert horovod.cached_wheel(fw, "b" * 16) == second
+    assert horovod.cached_wheel(fw, "a" * 16) is None and not first.path.exists()
+    assert [p.name for p in (envs.root() / horovod.WHEELS).iterdir()] == [
+        f"torch+horovod-{'b' * 16}"]
+    # a record that names a file outside its folder, or a file that is gone, is no wheel
+    record = second.path.parent / horovod.WHEEL_RECORD
+    record.write_text(record.read_text().replace(name, f"../{name}"))
+    assert horovod.cached_wheel(fw, "b" * 16) is None
+    record.write_text(record.read_text().replace(f"../{name}", name))
+    assert horovod.cached_wheel(fw, "b" * 16) == second
+    second.path.unlink()
+    assert horovod.cached_wheel(fw, "b" * 16) is None
 
 
 def test_a_changed_lock_makes_the_build_outdated(built, tmp_path, monkeypatch):

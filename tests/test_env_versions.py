@@ -18,6 +18,7 @@ import re
 
 import pytest
 
+from ceiling import slow_setup
 from conftest import dlperf, dlperf_main, tiny_nets
 from dlperf import envs
 from dlperf.envs import versions
@@ -31,6 +32,8 @@ TINY = [*tiny_nets(bert_layers=1)["bert-base"], "--warmup-steps", "1", "--steps"
 
 
 @pytest.fixture(scope="module", params=sorted(VERSIONS))
+@slow_setup("the first run installs the version environment from the package index (minutes); "
+            "a no-op once it is in the shared cache")
 def version_env(request: pytest.FixtureRequest) -> tuple[str, str]:
     """(framework, FW==X), installed through the real command (a no-op once it is there)."""
     name, version = request.param, VERSIONS[request.param]

@@ -145,6 +145,8 @@ def test_a_python_that_floods_its_output_is_stopped_at_1_mib(tmp_path):
 
 
 @pytest.mark.parallel
+@pytest.mark.slow(reason="waits out the --python check's real 60 s deadline: the bound is what "
+                         "it checks")
 def test_a_python_that_hangs_is_refused_after_60_s(tmp_path):
     """The --python check waits 60 s for the import, not the 300 s it once did."""
     python = fake_python(tmp_path, "exec sleep 600")

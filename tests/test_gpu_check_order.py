@@ -3,13 +3,11 @@ not it has a GPU: what never ran on a GPU comes first, and the budget is checked
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
-import check_order  # noqa: E402
+from gpu import check_order
 
 pytestmark = pytest.mark.parallel
 

@@ -22,6 +22,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
+from ceiling import slow_setup
 from conftest import dlperf, dlperf_main, load
 from dlperf.commands import _flags, gate
 from dlperf.history import changepoints, reproduce, series
@@ -39,6 +40,8 @@ ONE_CORE = ["taskset", "-c", "0"]
 
 
 @pytest.fixture(scope="module")
+@slow_setup("six labelled tiny ResNet-50 runs of two repeats each, the last two on one core "
+            "shared with a busy loop: the history and the slowdown every test here reads")
 def history_db(tmp_path_factory):
     if shutil.which("taskset") is None:
         pytest.skip("taskset (util-linux) is not installed: the slowdown needs it")
@@ -241,6 +244,8 @@ def test_the_html_report_draws_the_history_with_its_change_point(history_db, tmp
             for row, label in zip(rows, "abc")] == [True] * 3, rows
 
 
+@pytest.mark.slow(reason="--remeasure measures both sides again from their commands: two "
+                         "interleaved pairs of fresh runs, which is what it checks")
 def test_gate_remeasure_runs_both_sides_again_interleaved(history_db, tmp_path):
     """c's slowdown came from its one shared core, not from its case: measured again from the
     commands that reproduce both sides, interleaved, the two are the same."""

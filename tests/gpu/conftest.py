@@ -30,7 +30,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In the short GPU check (tests/gpu/check_order.py): its order, what never ran first."""
-    from check_order import budget, rank
+    from gpu.check_order import budget, rank
 
     if budget() is not None:
         items.sort(key=lambda item: rank(item.name))
@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """In the short GPU check: a test that would start after its budget is skipped, saying how
     to run it alone."""
-    from check_order import STARTED_VARIABLE, budget, spent
+    from gpu.check_order import STARTED_VARIABLE, budget, spent
 
     seconds = budget()
     if seconds is None:

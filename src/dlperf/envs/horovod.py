@@ -5,6 +5,13 @@ an environment of its own per framework, beside the plain one, which is never ch
 
     <root>/<env>+horovod/       the framework's pinned lock, then requirements/<env>+horovod.txt
     <root>/<env>+horovod/dlperf-env.json   stamp: hash, versions, the bindings and controllers built
+    <root>/.horovod-wheels/<env>+horovod-<key>/   the Horovod wheel that build compiled
+
+The compile is most of a Horovod environment's install, so its wheel is kept, keyed by what
+made it (:func:`wheel_key`: the environment's digest below, the compiler wrapper's options, g++'s
+and Open MPI's versions): an environment installed again with the same key (its folder deleted,
+``--force``, a venv that would not import) installs that wheel instead of compiling. Keeping a
+new wheel drops the environment's earlier ones.
 
 The registry's ``horovod:`` says per framework whether it is built (``with:``, the
 ``HOROVOD_WITH_*`` bindings) or why not (``refused:``). Gloo is always built; MPI when Debian's
@@ -29,6 +36,7 @@ not patched.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -36,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +66,8 @@ CMAKE_MINIMUM = (3, 13)  # below it Horovod's setup.py pip-installs a cmake of i
 APT = ("run `make horovod` (Debian: `apt-get install cmake g++ make libopenmpi-dev "
        "openmpi-bin`)")
 CHECK_TIMEOUT_S = 300.0
+WHEELS = ".horovod-wheels"  # under the environments' root: outlives an environment removed
+WHEEL_RECORD = "wheel.json"
 CUDA_REFUSED = ("Horovod is built here for the cpu variant only (Gloo and MPI on host memory); "
                 "its GPU operations need NCCL and the CUDA toolkit at build time, which no "
                 "pinned set provides")
@@ -137,6 +148,77 @@ def digest(fw: Framework, python_version: str, mpi: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def toolchain(mpi: bool) -> str:
+    """What compiles and links Horovod here, as the tools print their versions: g++, and Open
+    MPI where its controller is built (a tool that is missing is named so)."""
+    lines = []
+    for argv in [["g++", "-dumpfullversion", "-dumpversion"],
+                 *([["mpirun", "--version"]] if mpi else [])]:
+        try:
+            done = interpreters.run_bounded(argv, 30.0)
+        except OSError:
+            lines.append(f"{argv[0]}: missing")
+            continue
+        printed = (done.stdout.strip() or done.stderr.strip()).splitlines()
+        lines.append(f"{argv[0]}: {printed[0] if printed else '?'}")
+    return "\n".join(lines)
+
+
+def wheel_key(fw: Framework, python_version: str, mpi: bool, tools: str) -> str:
+    """Which compiled Horovod wheel ``fw``'s environment may install: the environment's
+    :func:`digest` (the framework's pins, the Horovod lock, the build switches, the
+    interpreter's major.minor), the compiler wrapper's options and ``tools``
+    (:func:`toolchain`). A wheel is reused only under the key it was built with."""
+    text = "\n".join([digest(fw, python_version, mpi), _compiler_options(fw.horovod_cxx), tools])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """A kept Horovod wheel and its sha256, which pip checks when it installs it."""
+
+    path: Path
+    sha256: str
+
+
+def wheel_dir(fw: Framework, key: str) -> Path:
+    return manage.root() / WHEELS / f"{env_name(fw)}-{key}"
+
+
+def cached_wheel(fw: Framework, key: str) -> Wheel | None:
+    """The wheel kept under ``key``, when its record and its file are there."""
+    folder = wheel_dir(fw, key)
+    try:
+        record = json.loads((folder / WHEEL_RECORD).read_text())
+        name, sha256 = str(record["wheel"]), str(record["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    path = folder / name
+    return Wheel(path, sha256) if path.parent == folder and path.is_file() else None
+
+
+def keep_wheel(built: Path, fw: Framework, key: str) -> Wheel:
+    """Move the wheel ``built`` into the cache under ``key`` (the folder is whole or absent for
+    a reader) and drop the wheels this environment's earlier builds left."""
+    folder = wheel_dir(fw, key)
+    staging = folder.with_name(f".{folder.name}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    kept = staging / built.name
+    shutil.move(str(built), str(kept))
+    digest_of = hashlib.sha256()
+    with open(kept, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest_of.update(block)
+    (staging / WHEEL_RECORD).write_text(json.dumps(
+        {"wheel": built.name, "sha256": digest_of.hexdigest(), "key": key,
+         "environment": env_name(fw), "kept_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+    for earlier in folder.parent.glob(f"{env_name(fw)}-*"):
+        shutil.rmtree(earlier, ignore_errors=True)
+    staging.rename(folder)
+    return Wheel(folder / built.name, digest_of.hexdigest())
+
+
 def status(name: str, variant: str = "cpu") -> EnvStatus:
     """What ``dlperf envs list`` shows for ``name``'s Horovod environment (no subprocess)."""
     fw = framework(name, variant)
@@ -202,11 +284,26 @@ def parse_check_build(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _checker(fw: Framework, mpi: bool, started: float) -> Callable[[str, Path], dict[str, Any]]:
+def _checker(fw: Framework, mpi: bool, started: float, wheel: dict[str, Any]
+             ) -> Callable[[str, Path], dict[str, Any]]:
     """The check a new Horovod environment passes before it is swapped in: its bindings
-    import, and ``horovodrun --check-build`` lists them, Gloo, and MPI when it was built."""
+    import, and ``horovodrun --check-build`` lists them, Gloo, and MPI when it was built.
+    ``wheel`` is what :func:`_wheel_step` says of the wheel it installed; one taken from the
+    cache that fails the check is dropped from it, so the next install compiles."""
 
     def check(python: str, log: Path) -> dict[str, Any]:
+        try:
+            facts = checked(python, log)
+        except InstallError as error:
+            if wheel.get("compiled") is False:
+                shutil.rmtree(wheel_dir(fw, wheel["key"]), ignore_errors=True)
+                raise InstallError(f"{error} (Horovod's wheel came from the cache, and is "
+                                   f"dropped from it: installing again compiles it)") from None
+            raise
+        facts["horovod"]["wheel"] = dict(wheel)
+        return facts
+
+    def checked(python: str, log: Path) -> dict[str, Any]:
         modules = [BINDINGS[b][0] for b in fw.horovod]
         env = manage.worker_env({**manage.QUIET_ENV, **manage.framework_variables(fw, python)})
         argv = [python, str(Path(python).parent / "horovodrun"), "--check-build"]
@@ -262,32 +359,72 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
             if fw.main:
                 _point_at_own_environment(manage.env_dir(env))
             return current
-        check_toolchain()
-        say(f"{env}: Horovod {VERSION} from source, controllers gloo"
+        key = wheel_key(fw, interpreters.short(full), mpi, toolchain(mpi))
+        cached = cached_wheel(fw, key)
+        if cached is None:
+            check_toolchain()
+        say(f"{env}: Horovod {VERSION} "
+            + (f"from its wheel compiled before ({cached.path})" if cached else "from source")
+            + ", controllers gloo"
             + (", mpi" if mpi else " (no Open MPI here: `make horovod` adds it)"))
-        variables = {**build_variables(fw, mpi), "MAKEFLAGS": f"-j{available_cpus()}"}
-        build_file = Path(tempfile.mkdtemp(prefix="dlperf-horovod-")) / "build.txt"
-        variables["CXX"] = str(_compiler(build_file.parent, fw.horovod_cxx))
-        # Everything but Horovod goes in first: pip builds every source archive of a step before
-        # it installs anything, and Horovod's build (no isolation) imports setuptools and wheel.
+        folder = Path(tempfile.mkdtemp(prefix="dlperf-horovod-"))
+        # Everything but Horovod goes in first: Horovod's build (no isolation) imports
+        # setuptools and wheel, and the framework it compiles against.
         tools = [line for line in pins if line.split("==")[0] != "horovod"]
-        build_file.write_text("\n".join(tools) + "\n")
-        hashed = ["--require-hashes", "--only-binary=:all:"]
-        steps = [] if fw.main else [manage.framework_step(fw)]
-        steps += [[*hashed, "-r", str(build_file)]] if tools else []
-        # -v: the compiler's output goes to the install log, which a failed build points at;
-        # --no-cache-dir: pip's wheel cache keys a built wheel by the archive alone, so another
-        # framework's build of the same Horovod for the same Python would be reused
-        steps.append([*hashed, "-v", "--no-cache-dir", "--no-binary=horovod",
-                      "--no-build-isolation", "-r",
-                      str(lock_file(fw))])
-        step_env: list[dict[str, str]] = [{} for _ in steps[:-1]] + [variables]
+        (folder / "build.txt").write_text("\n".join(tools) + "\n")
+        steps: list[list[str] | manage.Step] = [] if fw.main else [manage.framework_step(fw)]
+        steps += [["--require-hashes", "--only-binary=:all:", "-r", str(folder / "build.txt")]
+                  ] if tools else []
+        wheel: dict[str, Any] = {"key": key}
+        steps.append(_wheel_step(fw, key, mpi, folder, wheel, say))
         try:
-            return manage.build(manage.Build(fw, env, base, full, wanted, steps, step_env,
-                                             _checker(fw, mpi, start),
+            return manage.build(manage.Build(fw, env, base, full, wanted, steps, None,
+                                             _checker(fw, mpi, start, wheel),
                                              _overlay if fw.main else None), verbose, say, start)
         finally:
-            shutil.rmtree(build_file.parent, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _wheel_step(fw: Framework, key: str, mpi: bool, folder: Path, wheel: dict[str, Any],
+                say: Callable[[str], None]) -> manage.Step:
+    """Horovod into the new environment from its wheel: the one kept under ``key``, else one
+    compiled now against the framework the environment holds (and kept under ``key``).
+    ``wheel`` gets its key, its path and whether it was compiled."""
+    env = env_name(fw)
+
+    def step(python: str, log: Path, verbose: bool) -> None:
+        kept = cached_wheel(fw, key)
+        wheel["compiled"] = kept is None
+        if kept is None:
+            variables = {**build_variables(fw, mpi), "MAKEFLAGS": f"-j{available_cpus()}",
+                         "CXX": str(_compiler(folder, fw.horovod_cxx))}
+            source = folder / "horovod.txt"
+            source.write_text("".join(f"{line}\n" for line in lock_lines(fw)
+                                      if line.split("==")[0] == "horovod"))
+            say(f"{env}: pip wheel horovod, compiling it (log: {log})")
+            # -v: the compiler's output goes to the install log, which a failed build points
+            # at; --no-cache-dir: pip's wheel cache keys a built wheel by the archive alone, so
+            # another framework's build of the same Horovod for the same Python would be reused
+            code = manage._run_logged(manage.pip(
+                python, "wheel", "--require-hashes", "--no-binary=horovod", "-v",
+                "--no-cache-dir", "--no-deps", "--no-build-isolation", "-w",
+                str(folder / "wheel"), "-r", str(source)), log, verbose, variables)
+            built = sorted((folder / "wheel").glob("horovod-*.whl"))
+            if code != 0 or len(built) != 1:
+                raise InstallError(f"{env}: compiling Horovod failed (exit {code}); see {log}\n"
+                                   f"{manage._tail(log)}")
+            kept = keep_wheel(built[0], fw, key)
+        wheel["path"] = str(kept.path)
+        pinned_wheel = folder / "horovod-wheel.txt"
+        pinned_wheel.write_text(f"{kept.path} --hash=sha256:{kept.sha256}\n")
+        say(f"{env}: pip install {kept.path.name} (log: {log})")
+        code = manage._run_logged(manage.pip(python, "install", "--require-hashes", "--no-deps",
+                                             "-r", str(pinned_wheel)), log, verbose)
+        if code != 0:
+            raise InstallError(f"{env}: installing Horovod's wheel failed (exit {code}); see "
+                               f"{log}\n{manage._tail(log)}")
+
+    return step
 
 
 def _compiler(folder: Path, standard: str | None) -> Path:
@@ -295,10 +432,14 @@ def _compiler(folder: Path, standard: str | None) -> Path:
     where one is given, whatever the build asks for (the last -g and -std on g++'s command line
     win); Horovod's sources and its optimisation (-O3) stay as published."""
     path = folder / "g++-dlperf"
-    last = "-g0" + (f" -std={standard}" if standard else "")
-    path.write_text(f'#!/bin/sh\nexec g++ "$@" {last}\n')
+    path.write_text(f'#!/bin/sh\nexec g++ "$@" {_compiler_options(standard)}\n')
     path.chmod(0o755)
     return path
+
+
+def _compiler_options(standard: str | None) -> str:
+    """What :func:`_compiler` puts last on g++'s command line."""
+    return "-g0" + (f" -std={standard}" if standard else "")
 
 
 OVERLAY_NAME = "dlperf-own-environment.pth"

@@ -283,15 +283,21 @@ def _install_main_variant(fw: Framework, verbose: bool, say: Callable[[str], Non
     log.parent.mkdir(parents=True, exist_ok=True)
     say(f"{fw.name}: pip install -r {fw.requirements_file} into dlperf's own environment "
         f"(log: {log})")
-    code = _run_logged([sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
-                        "--no-input", "--progress-bar", "off", *locked_install_options(fw),
-                        "-r", str(fw.requirements_file)], log, verbose)
+    code = _run_logged(pip(sys.executable, "install", *locked_install_options(fw),
+                           "-r", str(fw.requirements_file)), log, verbose)
     if code != 0:
         raise InstallError(f"{fw.name}: pip install failed (exit {code}); see {log}\n"
                            f"{_tail(log)}")
     st = status(fw.name)
     return InstallResult(fw.name, "installed", sys.executable, st.python or "", st.version,
                          time.monotonic() - start)
+
+
+def pip(python: str, command: str, *args: str) -> list[str]:
+    """The command line of pip's ``command`` (install, wheel) run by ``python``, as every
+    install runs it: no prompt, no progress bar, no version check."""
+    return [python, "-m", "pip", command, "--disable-pip-version-check", "--no-input",
+            "--progress-bar", "off", *args]
 
 
 def _run_logged(argv: list[str], log: Path, echo: bool,
@@ -403,18 +409,23 @@ def framework_step(fw: Framework) -> list[str]:
     return args
 
 
+#: a step of a build that is not one pip install: given the new interpreter, the log and whether
+#: to echo it, it does its part or raises InstallError
+Step = Callable[[str, Path, bool], None]
+
+
 @dataclass
 class Build:
     """One environment to build: ``steps`` are pip install arguments run in order, each with
-    the variables it adds; ``check`` (given the new interpreter and the log) returns facts for
-    the stamp or raises InstallError."""
+    the variables it adds, or a :data:`Step` of its own; ``check`` (given the new interpreter
+    and the log) returns facts for the stamp or raises InstallError."""
 
     fw: Framework
     name: str  # the environment's directory name
     base: str  # the interpreter it is created from
     full: str  # that interpreter's full version
     digest: str
-    steps: list[list[str]]
+    steps: list[list[str] | Step]
     step_env: list[dict[str, str]] | None = None
     check: Callable[[str, Path], dict[str, Any]] | None = None
     prepare: Callable[[Path], None] | None = None  # given the new venv, before the steps
@@ -439,10 +450,16 @@ def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -
     if job.prepare is not None:
         job.prepare(staging)
     for i, args in enumerate(job.steps):
+        if callable(args):
+            try:
+                args(python_new, log, verbose)
+            except InstallError:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            continue
         say(f"{name}: pip install {' '.join(a for a in args if a == '-r' or a[0] != '-')} "
             f"(log: {log})")
-        code = _run_logged([python_new, "-m", "pip", "install", "--disable-pip-version-check",
-                            "--no-input", "--progress-bar", "off", *args], log, verbose,
+        code = _run_logged(pip(python_new, "install", *args), log, verbose,
                            (job.step_env or [{}] * len(job.steps))[i])
         if code != 0:
             shutil.rmtree(staging, ignore_errors=True)
