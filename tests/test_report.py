@@ -51,9 +51,12 @@ def test_markdown_has_dlperf_summary_and_detail_tables(fixture_db, reports):
     assert f"## {TINY}" in text and "## resnet50 (image_size=32)" in text
     section = text.split(f"## {TINY}")[1].split("\n## ")[0]
     header = next(line for line in section.splitlines() if line.startswith("| framework"))
+    # device counts vary (a 2-device case): a speedup column per precision; precisions vary:
+    # amp-bf16 against fp32 (tf32 failed: no ratio of it)
     assert header == ("| framework | version | variant | device | FP32 throughput (samples/s) | FP32 speedup | "
                       "TF32 throughput (samples/s) | TF32 speedup | AMP-BF16 throughput "
-                      "(samples/s) | AMP-BF16 speedup |")
+                      "(samples/s) | AMP-BF16 speedup | amp-bf16 / fp32 (ratio, 95 % CI, "
+                      "verdict) |")
     # AMP cell: the best 1-device amp-bf16 result, at its batch size
     amp = [r for label, r in results.items() if "amp-bf16" in label and "bert-base" in label]
     best = max(amp, key=lambda r: r["throughput"]["median"])
@@ -133,19 +136,24 @@ def test_html_is_one_self_contained_file_with_plots(fixture_db, reports):
     assert "<script" not in html and "<link" not in html
     images = _pngs(html)
     assert len(images) == html.count("<img")
-    # tiny BERT: frameworks, devices, speedup, batch size, precision, spread; ResNet-50 and the
-    # big-vocabulary BERT: frameworks and spread only; each section its roofline (measuring
-    # probed the machine's peaks)
-    assert len(images) == 6 + 2 + 2 + 3
+    # tiny BERT: its precisions compared (bars at batch 2 and 4), devices, speedup, batch size,
+    # spread; ResNet-50 and the big-vocabulary BERT (one result each): spread only; each section
+    # its roofline (measuring probed the machine's peaks)
+    assert len(images) == 5 + 1 + 1 + 3
     assert html.count("Roofline</figcaption>") == 3
     for data in images:
         picture = Image.open(io.BytesIO(data))
         picture.verify()
         assert picture.size[0] > 300 and picture.size[1] > 100
-    for title in ("Frameworks side by side", "Throughput vs batch size", "Precision and compile",
-                  "Per-repeat spread", "Speedup vs devices"):
-        assert f"{TINY}: {title}" in html
-    assert "no configuration here was measured on more than one device count" in html
+    for title in ("Precisions compared: torch (eager)", "Throughput vs batch size",
+                  "Per-repeat spread", "Speedup vs devices", "Throughput vs devices"):
+        assert f"{TINY}: {title}</figcaption>" in html
+    # one framework: no figure of frameworks; what a section lacks is one line, not a sentence
+    # per figure
+    assert "Frameworks" not in html and "no configuration here" not in html
+    resnet = html.split('<h2 id="resnet50-image-size-32">')[1].split("<h2")[0]
+    assert resnet.count("Not measured here: more than one device count; more than one batch "
+                        "size") == 1
     assert "AMD" in html or "Intel" in html or "CPU" in html
     assert "Raw per-repeat throughput" in html
 
@@ -248,15 +256,28 @@ def test_sweep_filter_and_bad_input(fixture_db, tmp_path):
 
 
 @pytest.mark.parallel
-def test_side_by_side_colours_follow_the_framework_and_hatches_the_mode():
-    from dlperf.report.plots import series_styles
-    series = ["torch (eager)", "torch (torch.compile)", "jax (jax.jit (XLA))",
-              "tensorflow (tf.function graph)", "tensorflow (XLA (tf.function jit_compile=True))"]
-    styles = series_styles(series)
-    assert styles["torch (eager)"][0] == styles["torch (torch.compile)"][0]
-    assert styles["torch (eager)"][1] != styles["torch (torch.compile)"][1]
-    assert len({styles[s][0] for s in series}) == 3  # one colour per framework
-    assert styles["jax (jax.jit (XLA))"][1] == ""  # a framework's first mode is plain
+def test_one_colour_per_framework_in_every_report_and_per_precision_in_one_framework_s():
+    """The palette is fixed: torch is matplotlib's first colour whatever else the report holds,
+    tensorflow the same colour beside torch as beside jax; a report of one framework colours
+    its precisions instead, and series of one colour are numbered (hatch, marker)."""
+    from dlperf.report import palette
+
+    def result(framework, precision="fp32"):
+        return {"case": {"framework": framework, "precision": precision}}
+
+    two = palette.of([result("tensorflow"), result("torch")])
+    other = palette.of([result("jax"), result("tensorflow"), result("torch", "amp-bf16")])
+    assert two.by == other.by == "framework"
+    assert two.colour(result("torch")) == "C0" == other.colour(result("torch", "amp-bf16"))
+    assert two.colour(result("tensorflow")) == other.colour(result("tensorflow")) != "C0"
+    assert len({other.colour(result(fw)) for fw in ("jax", "tensorflow", "torch")}) == 3
+    one = palette.of([result("torch"), result("torch", "amp-bf16")])
+    assert one.by == "precision"
+    assert one.colour(result("torch")) != one.colour(result("torch", "amp-bf16"))
+    styles = two.styles({"torch (eager)": result("torch"), "torch (compiled)": result("torch"),
+                         "tensorflow (graph)": result("tensorflow")})
+    assert styles["torch (compiled)"] == ("C0", 0) and styles["torch (eager)"] == ("C0", 1)
+    assert styles["tensorflow (graph)"][1] == 0
 
 
 @pytest.mark.parallel
@@ -270,15 +291,18 @@ def test_a_refused_mode_row_says_which_mode_it_was():
 
 
 @pytest.mark.parallel
-def test_precision_compile_groups_name_each_frameworks_modes_and_share_four_settings():
-    """Eight frameworks with their own mode names give one bar slot per (precision, compile),
-    not one per framework's mode label; each group's label says what off and on mean there."""
-    from dlperf.report.plots import precision_compile, setting_groups
+def test_the_comparison_figure_draws_each_result_once_titled_by_what_varies():
+    """Eight frameworks in two precisions and two modes: bars per precision, one per framework
+    and mode, and the title names frameworks, compile settings and precisions; one framework's
+    two precisions are titled by the precisions and the framework; a case in two labels alone
+    is left to the history figure."""
+    from dlperf.report.plots import bar_groups, compared, compared_title
+    from dlperf.report.palette import of
 
-    def ok(framework, precision, compiled, median, batch=2):
-        return {"status": "ok", "throughput": {"median": median},
-                "case": {"framework": framework, "precision": precision, "compile": compiled,
-                         "batch_size": batch}}
+    def ok(framework, precision, compiled, median, batch=2, label=""):
+        return {"status": "ok", "throughput": {"median": median, "repeats": [median]},
+                "case": {"framework": framework, "model": "resnet50", "precision": precision,
+                         "compile": compiled, "batch_size": batch, "run_label": label}}
 
     results = []
     for i, fw in enumerate(("torch", "tensorflow", "tensorflow1", "jax", "paddle", "mxnet",
@@ -286,13 +310,17 @@ def test_precision_compile_groups_name_each_frameworks_modes_and_share_four_sett
         for precision in ("fp32", "amp-bf16"):
             for compiled in (False, True) if fw != "jax" else (True,):  # jax: jit only
                 results.append(ok(fw, precision, compiled, 10.0 + i + compiled))
-    results.append(ok("torch", "fp32", False, 5.0, batch=4))  # one setting only: no group
-    groups = setting_groups(results)
-    assert len(groups) == 8
-    assert {s for bars in groups.values() for s in bars} == {
-        ("fp32", False), ("fp32", True), ("amp-bf16", False), ("amp-bf16", True)}
-    assert groups["tensorflow [cpu] bsz 2\noff: tf.function graph\non: XLA"][("fp32", True)] == 12.0
-    assert groups["jax [cpu] bsz 2\non: jax.jit"][("amp-bf16", True)] == 14.0
-    assert "torch [cpu] bsz 2\noff: eager\non: torch.compile" in groups
-    png = precision_compile(results)
+    results.append(ok("torch", "fp32", False, 5.0, batch=4))  # alone at its batch: no group
+    groups = bar_groups(results)
+    assert [key[1] for key in sorted(groups)] == ["fp32", "amp-bf16"]
+    assert all(len(bars) == 15 for bars in groups.values())
+    assert sum(len(bars) for bars in groups.values()) == 30  # every result once, no bar twice
+    assert compared_title(results) == "Frameworks, compile settings and precisions compared"
+    png = compared(results, of(results))
     assert png is not None and png.startswith(b"\x89PNG")
+    one = [ok("torch", "fp32", False, 5.0), ok("torch", "amp-bf16", False, 4.0)]
+    assert compared_title(one) == "Precisions compared: torch (eager)"
+    assert list(bar_groups(one).values())[0].keys() == {"fp32", "amp-bf16"}
+    labels = [ok("torch", "fp32", False, 5.0, label="v1"), ok("torch", "fp32", False, 5.2,
+                                                               label="v2")]
+    assert bar_groups(labels) == {} and compared(labels, of(labels)) is None

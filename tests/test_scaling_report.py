@@ -94,7 +94,9 @@ def test_scaling_table_without_a_baseline_says_so(measured, tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| fp32 | 2 | 1 | 2 | 2 |"))
     assert row.endswith("| no 1-device baseline | — |"), row
     assert f"{SECTION}: Speedup vs devices" not in pngs(html)
-    assert "no result here on more than one device has a speedup (no 1-device baseline)" in html
+    # one device count left: no speedup column or figure, and one line, not a sentence a figure
+    assert "FP32 speedup" not in html and "no result here" not in html
+    assert "Not measured here: more than one device count;" in html
 
 
 def test_html_has_the_table_and_the_speedup_plot_with_the_ideal_line(measured):
@@ -134,6 +136,13 @@ def test_html_renders_in_headless_chromium(measured, tmp_path):
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<h3>scaling of torch · eager · cpu</h3>" in dom.stdout
     assert f'alt="{SECTION}: Speedup vs devices"' in dom.stdout
+    # what varies is the device count: the summary's speedup, no ratio, no comparison bars (one
+    # framework, one precision), and the line of what was not measured does not name it
+    summary = dom.stdout.split("<thead>", 1)[1].split("</thead>", 1)[0]
+    assert "<th>FP32 speedup</th>" in summary and "ratio" not in summary
+    assert " compared" not in dom.stdout
+    assert "Not measured here: more than one batch size" in dom.stdout
+    assert "more than one device count" not in dom.stdout
     assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
     pixels = np.asarray(Image.open(shot).convert("RGB"), dtype=int)
     assert float((pixels.sum(axis=2) < 600).mean()) > 0.02, "the page rendered (almost) blank"

@@ -32,6 +32,9 @@ HELP = {
                    "and the latency-bandwidth model fitted (--show lists the models)",
     "reference": "the seed studies' published tables, with their provenance: list them, or "
                  "show one as published",
+    "reproduce": "one of the studies dlperf was built from, in one command: its matrix as a "
+                 "crash-safe sweep (on this machine's CPU, or at the study's own GPUs and "
+                 "nodes), its tables laid out as published with the measured figures beside",
     "project": "a 1-device result projected to N devices and nodes (all-reduce model, measured "
                "overlap), with its interval; or a published table's scaling projected and "
                "compared",

@@ -12,8 +12,10 @@ from dlperf.commands import HELP
 from dlperf.commands._flags import add_db_argument
 from dlperf.errors import UsageError
 from dlperf.report import results
+from dlperf.spec import PRECISIONS
 from dlperf.store import Store
 from dlperf.studies import capacity
+from dlperf.studies.infer import BASELINE
 from dlperf.tune import stored
 
 
@@ -27,6 +29,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=FORMATS, help="default: from the -o suffix, else md")
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     parser.add_argument("--title", help="report title")
+    parser.add_argument("--baseline-precision", default=BASELINE, choices=PRECISIONS,
+                        metavar="PRECISION",
+                        help="the precision the detail tables' speedups divide by: AMP over "
+                             "it in training, each latency statistic's speedup in inference "
+                             "(default fp32; NVIDIA's A100 tables use tf32)")
     return parser
 
 
@@ -43,12 +50,14 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
            searches: list[Any] | None = None,
            history: list[dict[str, Any]] | None = None,
            tunes: list[dict[str, Any]] | None = None,
-           projections: list[dict[str, Any]] | None = None) -> str:
+           projections: list[dict[str, Any]] | None = None,
+           baseline: str = BASELINE) -> str:
     """``accuracy_rows``: stored `dlperf accuracy` rows, a table of their own (md, html);
     ``searches``: stored capacity searches (:func:`dlperf.report.capacity.load`; md, html);
     ``history``: every stored successful result, for the history figure (html);
     ``tunes``: finished `dlperf tune` studies (:func:`dlperf.tune.stored.outcomes`; md, html);
-    ``projections``: stored `dlperf project` projections, each under its start's section."""
+    ``projections``: stored `dlperf project` projections, each under its start's section;
+    ``baseline``: the precision the detail tables' precision speedups divide by."""
     # matplotlib and the renderers load here, not when every dlperf command starts
     from dlperf.report import accuracy, export, html, markdown, projected, tables, tune
 
@@ -57,7 +66,7 @@ def render(found: list[dict[str, Any]], fmt: str, title: str,
         return export.to_csv(scaled)
     if fmt == "json":
         return export.to_json(scaled)
-    content = tables.build(scaled)
+    content = tables.build(scaled, baseline)
     projected.attach(content, projections or [])
     if accuracy_rows:
         content.accuracy.append(accuracy.table(content, accuracy_rows, scaled))
@@ -95,7 +104,8 @@ def main(args: argparse.Namespace) -> int:
                          + (" (its accuracy rows appear in md and html reports)" if scored
                             else ""))
     title = args.title or (f"dlperf report: {args.sweep}" if args.sweep else "dlperf report")
-    text = render(found, fmt, title, scored, searches, history, tunes, projections)
+    text = render(found, fmt, title, scored, searches, history, tunes, projections,
+                  args.baseline_precision)
     if args.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0

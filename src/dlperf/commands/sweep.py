@@ -24,7 +24,8 @@ from dlperf.numbers import duration
 from dlperf.spec import Case
 from dlperf.store import Store
 from dlperf.studies.sweep import Sweep, load, with_configs
-from dlperf.studies.sweep_runner import CaseState, Estimator, Eta, Observer, SweepRun, state_of
+from dlperf.studies.sweep_runner import (CaseState, Estimator, Eta, Observer, SweepOutcome,
+                                         SweepRun, state_of)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -275,13 +276,27 @@ def main(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(sweep, db, args.resume, args.force, fitted)
     mode = "resume" if args.resume else "force" if args.force else "new"
+    outcome = execute(sweep, fitted, db, mode, wait=not args.no_wait,
+                      emulate_hosts=args.emulate_hosts)
+    if args.json:
+        outputs.write_json(args.json, outcome.results)
+    if outcome.interrupted:
+        display.out.print("interrupted: finished repeats are stored; run again with --resume")
+        raise KeyboardInterrupt
+    return 1 if outcome.failed_cases else 0
+
+
+def execute(sweep: Sweep, fitted: slurm_launch.SweepFit, db: Path, mode: str, wait: bool,
+            emulate_hosts: bool = False) -> SweepOutcome:
+    """Measure a prepared sweep (:func:`runnable`) as `dlperf sweep` does, with its progress,
+    results table and summary; `dlperf reproduce` runs its study's sweep through here too."""
     started = dt.datetime.now().isoformat(timespec="seconds")
     # the host's lock first: a sweep that must wait (or give up) has touched no session state
-    with session.measuring(db, wait=not args.no_wait) as opened, contextlib.ExitStack() as up:
+    with session.measuring(db, wait=wait) as opened, contextlib.ExitStack() as up:
         watcher = SweepDisplay(sweep)
         alloc = fitted.allocation
         launchers = None
-        if args.emulate_hosts:
+        if emulate_hosts:
             launchers = up.enter_context(emulated_sweep.launchers(
                 sweep.cases, lambda text: display.err.print(text, soft_wrap=True)))
         elif alloc is not None:
@@ -311,9 +326,4 @@ def main(args: argparse.Namespace) -> int:
         most = max(case.nnodes for case in fitted.refused)
         display.warn(f"skipped {len(fitted.refused)} multi-node case(s) (--skip-multinode): "
                      f"measure them with --resume inside a Slurm allocation of >= {most} nodes")
-    if args.json:
-        outputs.write_json(args.json, results)
-    if outcome.interrupted:
-        display.out.print("interrupted: finished repeats are stored; run again with --resume")
-        raise KeyboardInterrupt
-    return 1 if outcome.failed_cases else 0
+    return outcome

@@ -162,9 +162,11 @@ def of_pair(a: dict[str, Any], b: dict[str, Any]) -> list[Finding]:
         return []
     found: list[Finding] = []
     if abs(ratio - 1.0) < SAME_SPEED:
-        found.append(Finding("same", (
-            f"{lb} and {la} step in the same time ({_ms(pb['step_s'])} against "
-            f"{_ms(pa['step_s'])})"), {"ratio": ratio}))
+        same = f"the profiled steps take the same time ({_ms(pb['step_s'])} against " \
+               f"{_ms(pa['step_s'])})"
+        found.append(Finding("same", f"{lb} and {la} step in the same time "
+                             f"({_ms(pb['step_s'])} against {_ms(pa['step_s'])})",
+                             {"ratio": ratio, "reasons": [same]}))
         return _with_caveats(found, a, b)
     top = [row for row in diff.rows if abs(row.delta) > 0][:2]
     parts = []
@@ -174,21 +176,23 @@ def of_pair(a: dict[str, Any], b: dict[str, Any]) -> list[Finding]:
                      f"{'more' if row.delta > 0 else 'less'}"
                      + ("" if share is None else f" ({_pct(share)} of the difference)"
                         if share >= 0 else f" (offsetting {_pct(-share)} of it)"))
-    text = f"{lb} is {ratio:.2f}x {la}'s speed: " + "; ".join(parts)
     precision = (b.get("case") or {}).get("precision", "")
     if (a.get("case") or {}).get("precision") != precision:
         note = cpu_precision_note(b, precision)
         rows = {row.category: row.delta for row in diff.rows}
         compute = rows.get("convolution", 0.0) + rows.get("matmul", 0.0)
         if note:
-            text += (f"; {note}, and its {precision} convolutions and GEMMs ran "
-                     f"{abs(compute) * 1e3:.1f} ms/step {'slower' if compute > 0 else 'faster'}")
+            parts.append(f"{note}, and its {precision} convolutions and GEMMs ran "
+                         f"{abs(compute) * 1e3:.1f} ms/step "
+                         f"{'slower' if compute > 0 else 'faster'}")
         if rows.get("layout", 0.0) > 0:
-            text += f"; it pays {rows['layout'] * 1e3:.1f} ms/step more in casts and reorders"
+            parts.append(f"it pays {rows['layout'] * 1e3:.1f} ms/step more in casts and reorders")
+    text = f"{lb} is {ratio:.2f}x {la}'s speed: " + "; ".join(parts)
+    # the clauses after the colon: a report puts them after its own ratio of throughputs
     found.append(Finding("difference", text, {
         "ratio": ratio, "a_step_s": pa["step_s"], "b_step_s": pb["step_s"],
         "rows": [{"category": r.category, "delta_s": r.delta, "share": diff.share(r)}
-                 for r in top]}))
+                 for r in top], "reasons": parts}))
     return _with_caveats(found, a, b)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.history import changepoints, series
+from dlperf.report.palette import Palette, of
 
 MAX_PANELS = 4
 
@@ -70,8 +71,9 @@ def change_lines(groups: list[list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def history_figure(shown: list[dict[str, Any]],
-                   every: list[dict[str, Any]] | None = None) -> bytes | None:
+def history_figure(shown: list[dict[str, Any]], every: list[dict[str, Any]] | None = None,
+                   palette: Palette | None = None) -> bytes | None:
+    """One panel per experiment, in the report's colour of its framework (or precision)."""
     groups = experiments(shown, every)
     if not groups:
         return None
@@ -87,7 +89,8 @@ def history_figure(shown: list[dict[str, Any]],
         high = [max(0.0, (r["throughput"].get("ci95") or [m, m])[1] - m)
                 for m, r in zip(medians, group)]
         xs = list(range(len(group)))
-        axes.errorbar(xs, medians, yerr=[low, high], marker="o", capsize=3)
+        axes.errorbar(xs, medians, yerr=[low, high], marker="o", capsize=3,
+                      color=(palette or of(group)).colour(group[0]))
         for change in judged(group):
             axes.axvline(change.index - 0.5, color="tab:red", linestyle="--")
             axes.annotate(f"{change.relative_change:+.1%} (p={change.p_value:.1g})",

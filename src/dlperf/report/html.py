@@ -13,8 +13,11 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dlperf.report import historyplot, inferplots, plots, profiles, timelines
-from dlperf.report.tables import Cell, Report, Table
+from dlperf.report import historyplot, inferplots, plots, profiles, timelines, varies
+from dlperf.report.palette import Palette
+from dlperf.report.palette import of as palette_of
+from dlperf.report.results import total_devices
+from dlperf.report.tables import Cell, Report, Section, Table, method
 from dlperf.report.tune import opening_count
 
 if TYPE_CHECKING:
@@ -41,28 +44,57 @@ ol.notes li { font-size: 0.88em; margin-bottom: 0.3em; }
 .env td:first-child { font-weight: 600; white-space: nowrap; }
 nav ul { columns: 2; }
 div.wide { overflow-x: auto; }
+ul.answers li { margin-bottom: 0.4em; }
 """
 
-FIGURES: tuple[tuple[str, Callable[[list[dict[str, Any]]], bytes | None], str], ...] = (
-    ("Frameworks side by side", plots.frameworks, "no finished case to show"),
-    ("Throughput vs devices", plots.scaling,
-     "no configuration here was measured on more than one device count"),
-    ("Speedup vs devices", plots.speedup,
-     "no result here on more than one device has a speedup (no 1-device baseline)"),
-    ("Throughput vs batch size", plots.batch_size,
-     "no configuration here was measured at more than one batch size"),
-    ("Precision and compile", plots.precision_compile,
-     "no framework and batch size was measured with more than one precision or compile setting"),
-    ("Per-repeat spread", plots.repeat_spread, "no finished case to show"),
-    ("Roofline", profiles.roofline_figure,
-     "no result here has a roofline (the machine's peaks: `dlperf sysinfo --probe`)"),
+Draw = Callable[[list[dict[str, Any]], Palette], "bytes | None"]
+#: the section's figures, each left out where it has nothing to draw: a title (or how to make it
+#: from the section's results: the comparison figure is titled by what it compares) and a drawing
+FIGURES: tuple[tuple[str | Callable[[list[dict[str, Any]]], str], Draw], ...] = (
+    (plots.compared_title, plots.compared),
+    ("Throughput vs devices", plots.scaling),
+    ("Speedup vs devices", plots.speedup),
+    ("Throughput vs batch size", plots.batch_size),
+    ("Per-repeat spread", plots.repeat_spread),
+    ("Roofline", profiles.roofline_figure),
 )
-HISTORY = ("History and versions", "no case here was measured more than once (another version, "
-           "build or label: `dlperf history`)")
+HISTORY = "History and versions"
+
+
+def not_measured(section: Section) -> list[str]:
+    """What the section's figures and findings would show had it been measured: the one line
+    a report says about what it does not hold, in a few words each."""
+    shown = varies.ok(section.results)
+    if not shown:
+        return []
+    along = varies.varying(section.results)
+    missing = []
+    if varies.DEVICE_COUNTS not in along:
+        missing.append("more than one device count")
+    elif not any(r.get("speedup") is not None and total_devices(r) > 1 for r in shown):
+        missing.append("a 1-device baseline for a speedup")
+    if varies.BATCH not in along:
+        missing.append("more than one batch size")
+    if not profiles.profiled(section.results) and any(
+            (r["case"].get("task") or "train") == "train" for r in shown):
+        missing.append("profiles (dlperf run --profile)")
+    if not profiles.roofline_points(section.results):
+        missing.append("the machine's peaks for a roofline (dlperf sysinfo --probe)")
+    return missing
+
+
+def answers(section: Section) -> str:
+    """Under the summary: each comparison whose two sides were profiled, its ratio, interval
+    and verdict, and why in words, each reason with its numbers."""
+    lines = profiles.comparison_lines(section.compared)
+    if not lines:
+        return ""
+    return ('<ul class="answers">' + "".join(f"<li>{_e(line)}</li>" for line in lines)
+            + "</ul>")
 
 
 def profile_section(results: list[dict[str, Any]]) -> str:
-    """Where the time goes (profiled results: `--profile`) and the findings in words."""
+    """Where the time goes (profiled results: `--profile`) and each result's findings in words."""
     found = profiles.table(results)
     lines = profiles.unavailable(results) + profiles.finding_lines(results)
     parts = [f"<h3>{_e(found.title)}</h3>{table(found)}"] if found is not None else []
@@ -96,24 +128,27 @@ def table(t: Table) -> str:
             "</table></div>")
 
 
-def figure(title: str, png: bytes | None, why_not: str) -> str:
+def figure(title: str, png: bytes | None) -> str:
+    """The figure, or nothing where it has nothing to draw."""
     if png is None:
-        return f'<p class="muted"><strong>{_e(title)}:</strong> {_e(why_not)}.</p>'
+        return ""
     data = base64.b64encode(png).decode("ascii")
     return (f'<figure><img alt="{_e(title)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{_e(title)}</figcaption></figure>")
 
 
 def history_block(title: str, results: list[dict[str, Any]],
-                  every: list[dict[str, Any]] | None) -> str:
+                  every: list[dict[str, Any]] | None, palette: Palette) -> str:
     """The history figure of the section's experiments over all their stored results (``every``;
     the report's own rows alone keep only the newest per case and label), and the change points
-    in words under it."""
+    in words under it; nothing where no experiment was measured twice."""
     groups = historyplot.experiments(results, every)
+    if not groups:
+        return ""
     lines = historyplot.change_lines(groups)
     words = ('<ul class="muted">' + "".join(f"<li>{_e(line)}</li>" for line in lines) + "</ul>"
              if lines else "")
-    return figure(title, historyplot.history_figure(results, every), HISTORY[1]) + words
+    return figure(title, historyplot.history_figure(results, every, palette)) + words
 
 
 def timeline_figures(results: list[dict[str, Any]]) -> str:
@@ -192,8 +227,7 @@ def tune_section(tunes: TuneSection | None) -> str:
     for found in tunes.tables:
         parts.append(f"<h3>{_e(found.title)}</h3>{table(found)}")
     for study in tunes.studies:
-        parts.append(figure(f"Search: {study.title()}", tune.figure(study),
-                            "no trial stored"))
+        parts.append(figure(f"Search: {study.title()}", tune.figure(study)))
         parts.append(f'<p class="muted">{_e(tune.caption(study))}</p>')
     parts.append("</section>")
     return "".join(parts)
@@ -212,10 +246,7 @@ def render(report: Report, title: str = "dlperf report",
              f'<meta name="viewport" content="width=device-width, initial-scale=1">'
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
-             f'<p class="muted">{_e(count)}, generated {_e(now)}. '
-             "Throughput is the median over repeats, each repeat in a fresh process; batch size "
-             "is per device; speedup is throughput on N devices over 1 device of the same "
-             "configuration, and scaling efficiency is speedup / N.</p>"]
+             f'<p class="muted">{_e(count)}, generated {_e(now)}. {_e(method(report))}</p>']
     parts.append("<nav><ul>" + "".join(
         f'<li><a href="#{anchor(s.title)}">{_e(s.title)}</a></li>' for s in report.sections)
         + (f'<li><a href="#{TUNE_ID}">Default vs best</a></li>'
@@ -224,16 +255,21 @@ def render(report: Report, title: str = "dlperf report",
         + ('<li><a href="#accuracy">Accuracy</a></li>' if report.accuracy else "")
         + '<li><a href="#notes">Notes</a></li><li><a href="#environment">Environment</a></li>'
         "</ul></nav>")
+    palette = palette_of(report.results)  # one colour per framework (or precision) throughout
     for section in report.sections:
         parts.append(f'<section><h2 id="{anchor(section.title)}">{_e(section.title)}</h2>')
         parts.append(table(section.summary))
+        parts.append(answers(section))
         for scaling in section.scaling:
             parts.append(f"<h3>{_e(scaling.title)}</h3>{table(scaling)}")
-        for name, draw, why_not in FIGURES:
-            parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
-        parts.append(history_block(f"{section.title}: {HISTORY[0]}", section.results, history))
-        for name, draw, why_not in inferplots.figures(section.results):
-            parts.append(figure(f"{section.title}: {name}", draw(section.results), why_not))
+        for name, draw in (*FIGURES, *inferplots.figures(section.results)):
+            title = name if isinstance(name, str) else name(section.results)
+            parts.append(figure(f"{section.title}: {title}", draw(section.results, palette)))
+        parts.append(history_block(f"{section.title}: {HISTORY}", section.results, history,
+                                   palette))
+        missing = not_measured(section)
+        if missing:
+            parts.append(f'<p class="muted">Not measured here: {_e("; ".join(missing))}.</p>')
         for detail in section.details:
             parts.append(f"<h3>{_e(detail.title)}</h3>{table(detail)}")
         parts.append(profile_section(section.results))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.report import inference
+from dlperf.report.palette import MARKERS, Palette
 from dlperf.report.plots import WIDTH, _log2_axis, _png, _series_name, plt
 from dlperf.report.tables import precision_rank
 
@@ -35,14 +36,17 @@ def _series(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         precision_rank(str(item[1][0]["case"].get("precision"))), item[0])))
 
 
-def latency_percentiles(results: list[dict[str, Any]]) -> bytes | None:
-    """p50, p90 and p99 latency against batch size, one colour per precision (and engine)."""
+def latency_percentiles(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+    """p50, p90 and p99 latency against batch size, in the report's colours (a marker per
+    series of one colour), the percentile as the line's style."""
     series = _series(results)
     if not series:
         return None
+    styles = palette.styles({name: members[0] for name, members in series.items()})
     figure, axes = plt.subplots(figsize=(WIDTH, 4.4))
     sizes = []
-    for index, (name, members) in enumerate(series.items()):
+    for name, members in series.items():
+        colour, number = styles[name]
         batches = [int(r["case"]["batch_size"]) for r in members]
         sizes += batches
         for percentile in inference.PERCENTILES:
@@ -50,7 +54,8 @@ def latency_percentiles(results: list[dict[str, Any]]) -> bytes | None:
             points = [(b, v) for b, v in zip(batches, values) if v is not None]
             if points:
                 axes.plot([b for b, _ in points], [v for _, v in points], STYLES[percentile],
-                          color=f"C{index % 10}", label=f"{name} {percentile}")
+                          color=colour, marker=MARKERS[number % len(MARKERS)],
+                          label=f"{name} {percentile}")
     _log2_axis(axes, sizes)
     axes.set_yscale("log")
     axes.set_xlabel("batch size (samples per query)")
@@ -61,21 +66,23 @@ def latency_percentiles(results: list[dict[str, Any]]) -> bytes | None:
     return _png(figure)
 
 
-def throughput_latency(results: list[dict[str, Any]]) -> bytes | None:
+def throughput_latency(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
     """Throughput against p99 latency, a line per precision through its batch sizes (labelled):
     the best precision is the one up and to the left."""
     series = _series(results)
     if not series:
         return None
+    styles = palette.styles({name: members[0] for name, members in series.items()})
     figure, axes = plt.subplots(figsize=(WIDTH, 4.4))
-    for index, (name, members) in enumerate(series.items()):
+    for name, members in series.items():
         points = [(r["latency_ms"].get("p99"), r["throughput"]["median"],
                    r["case"]["batch_size"]) for r in members
                   if r["latency_ms"].get("p99") is not None]
         if not points:
             continue
-        color = f"C{index % 10}"
-        axes.plot([p[0] for p in points], [p[1] for p in points], "o-", color=color, label=name)
+        color, number = styles[name]
+        axes.plot([p[0] for p in points], [p[1] for p in points], "-", color=color,
+                  marker=MARKERS[number % len(MARKERS)], label=name)
         for latency, throughput, batch in points:
             axes.annotate(f"bsz {batch}", (latency, throughput), textcoords="offset points",
                           xytext=(4, 4), fontsize=7, color=color)
@@ -89,13 +96,11 @@ def throughput_latency(results: list[dict[str, Any]]) -> bytes | None:
 
 
 FIGURES = (
-    ("Latency percentiles vs batch size", latency_percentiles,
-     "no inference result here has latency percentiles"),
-    ("Throughput vs latency per precision", throughput_latency,
-     "no inference result here has latency percentiles"),
+    ("Latency percentiles vs batch size", latency_percentiles),
+    ("Throughput vs latency per precision", throughput_latency),
 )
 
 
-def figures(results: list[dict[str, Any]]) -> tuple[tuple[str, Any, str], ...]:
+def figures(results: list[dict[str, Any]]) -> tuple[tuple[str, Any], ...]:
     """The inference figures for a section holding inference results; none for training."""
     return FIGURES if any(inference.is_inference(r) for r in results) else ()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dlperf.report import profiles
-from dlperf.report.tables import Cell, Report, Table
+from dlperf.report.tables import Cell, Report, Table, method
 from dlperf.report.tune import opening_count
 
 if TYPE_CHECKING:
@@ -86,13 +86,14 @@ def render(report: Report, title: str = "dlperf report",
     now = dt.datetime.now().isoformat(timespec="seconds")
     count = opening_count(report, tunes)
     lines = [f"# {_escape(title)}", "",
-             f"{count}, generated {now}. Throughput is the median over "
-             "repeats (each in a fresh process); batch size is per device; speedup is "
-             "throughput on N devices over 1 device of the same configuration.", ""]
+             f"{count}, generated {now}. {_escape(method(report))}", ""]
     for section in report.sections:
         lines += [f"## {_escape(section.title)}", ""]
         lines += table(section.summary)
         lines.append("")
+        answered = profiles.comparison_lines(section.compared)  # the profiled comparisons' why
+        if answered:
+            lines += [f"- {_escape(line)}" for line in answered] + [""]
         for scaling in section.scaling:
             lines += [f"### {_escape(section.title)}: {_escape(scaling.title)}", ""]
             lines += table(scaling)

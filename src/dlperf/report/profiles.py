@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from dlperf.explain import findings
+from dlperf.report import varies
+from dlperf.report.palette import MARKERS, Palette
+from dlperf.report.ratios import Ratio
 from dlperf.report.tables import Cell, Table
 from dlperf.worker.profile import CATEGORIES, UNATTRIBUTED
 
@@ -52,6 +55,12 @@ def unavailable(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def comparison_lines(compared: list[Ratio]) -> list[str]:
+    """The section's comparisons whose two sides were profiled, each with its ratio, interval
+    and verdict and why in words (nothing is said of a comparison without profiles)."""
+    return [ratio.sentence() for ratio in compared if ratio.reasons]
+
+
 def finding_lines(results: list[dict[str, Any]]) -> list[str]:
     """Every finding of the section's results, each result's in turn."""
     lines = []
@@ -73,15 +82,17 @@ def roofline_points(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and all((r.get("roofline") or {}).get(name) is not None for name in ROOF)]
 
 
-def roofline_figure(results: list[dict[str, Any]]) -> bytes | None:
+def roofline_figure(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
     """Achieved FLOP/s against the estimated intensity, under each machine's roofs (its probed
-    GEMM peak for the precision, and copy bandwidth x intensity); log-log."""
+    GEMM peak for the precision, and copy bandwidth x intensity); log-log, a labelled tick at
+    every decade, each point in its framework's (or precision's) colour, named in the legend
+    below by what tells it from the others."""
     shown = roofline_points(results)
     if not shown:
         return None
-    from dlperf.report.plots import WIDTH, _png, plt, ticker
+    from dlperf.report.plots import WIDTH, _png, decades, plt
 
-    figure, axes = plt.subplots(figsize=(WIDTH, 4.2))
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.6))
     lows = [r["roofline"]["intensity"] for r in shown]
     span = [min(lows + [r["roofline"]["ridge"] for r in shown]) / 4,
             max(lows + [r["roofline"]["ridge"] for r in shown]) * 4]
@@ -89,26 +100,42 @@ def roofline_figure(results: list[dict[str, Any]]) -> bytes | None:
     for result in shown:
         roof = result["roofline"]
         roofs[(roof["peak_flops_per_s"], roof["bandwidth_bytes_per_s"])] = roof
+    heights = []
     for (peak, bandwidth), roof in roofs.items():
         xs = [span[0], roof["ridge"], span[1]]
         ys = [min(peak, x * bandwidth) / 1e9 for x in xs]
+        heights += ys
         axes.plot(xs, ys, color="0.4", linewidth=1)
         axes.annotate(f"{peak / 1e9:.0f} GFLOP/s, {bandwidth / 1e9:.0f} GB/s", (xs[-1], ys[-1]),
-                      fontsize=7, ha="right", va="bottom", color="0.3")
-    for result in shown:
+                      fontsize=8, ha="right", va="bottom", color="0.3")
+    names = point_names(shown)
+    styles = palette.styles({names[i]: result for i, result in enumerate(shown)})
+    for index, result in enumerate(shown):
         roof = result["roofline"]
         per_roof = roof["of_roof"] * roof["roof_flops_per_s"]  # achieved, per GPU or node
-        axes.scatter([roof["intensity"]], [per_roof / 1e9], s=18,
-                     label=f"{result.get('label')} ({roof['of_roof']:.0%} of roof)")
+        heights.append(per_roof / 1e9)
+        colour, number = styles[names[index]]
+        axes.scatter([roof["intensity"]], [per_roof / 1e9], s=36, color=colour,
+                     marker=MARKERS[number % len(MARKERS)],
+                     label=f"{names[index]} ({roof['of_roof']:.0%} of roof)")
     axes.set_xscale("log")
     axes.set_yscale("log")
-    plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")  # no mathtext: labels are text
-    for axis in (axes.xaxis, axes.yaxis):
-        axis.set_major_formatter(plain)
-        axis.set_minor_formatter(ticker.NullFormatter())
+    decades(axes, "x", span)
+    decades(axes, "y", heights)
     axes.set_xlabel("FLOP per byte moved (estimated)")
     axes.set_ylabel("GFLOP/s per roof (one GPU or one node)")
     axes.set_title("Roofline: achieved against this machine's probed peak and bandwidth")
-    axes.grid(True, alpha=0.3, which="both")
-    axes.legend(fontsize=6)
+    axes.grid(True, alpha=0.3, which="major")
+    axes.legend(fontsize=8, ncol=min(2, len(shown)), loc="upper center",
+                bbox_to_anchor=(0.5, -0.16), frameon=False)
     return _png(figure)
+
+
+def point_names(results: list[dict[str, Any]]) -> list[str]:
+    """Each point's name: the values of what varies among the points (``fp32``,
+    ``tensorflow``), or its label where nothing does; unique, so each has its legend entry."""
+    along = varies.varying(results)
+    names = [" ".join(axis.describe(r) for axis in along) or str(r.get("label"))
+             for r in results]
+    return [name if names.count(name) == 1 else f"{name} ({r.get('label')})"
+            for name, r in zip(names, results)]

@@ -17,7 +17,7 @@ from typing import Any
 
 from dlperf import models
 from dlperf.host import emulated
-from dlperf.report import framework_notes, inference
+from dlperf.report import framework_notes, inference, ratios, varies
 from dlperf.report.results import NO_BASELINE, total_devices
 from dlperf.result import device_of
 from dlperf.scaling import allreduce_bus_bandwidth, emulated_hosts
@@ -53,6 +53,8 @@ class Section:
     details: list[Table]
     results: list[dict[str, Any]]
     scaling: list[Table] = field(default_factory=list)  # one per framework and variant
+    # what the section compares (precisions, rows): ratio, interval, verdict, and the why
+    compared: list[ratios.Ratio] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +119,8 @@ def variant(case: dict[str, Any]) -> str:
     kind = f"{mode} · {case['options']}" if case.get("options") else mode
     if case.get("allocator"):  # another malloc preloaded (--allocator): another row
         kind += f" · {case['allocator']}"
+    if case.get("plant_slowdown"):  # calibration's planted slowdown: never mistaken for a case
+        kind += f" · PLANTED -{case['plant_slowdown']:.0%}"
     # so is another environment (a version, the user's own build) and another label: one row
     # each, never the best of two versions
     if case.get("env"):
@@ -199,51 +203,146 @@ def fallback_note(result: dict[str, Any]) -> str | None:
                  f"{case.get('batch_size')}: {fallback['from_batch_size']} ran out of memory")
 
 
-def _summary(report: Report, results: list[dict[str, Any]]) -> Table:
+def row_key(result: dict[str, Any]) -> tuple[str, str, str]:
+    """The summary row a result belongs to: framework, variant (and engine), device."""
+    kind = variant_of(result)
+    if engine(result["case"]) != "native":  # Horovod's rows beside the framework's own
+        kind += f" · {engine(result['case'])}"
+    return result["case"].get("framework", "?"), kind, device_of(result)
+
+
+def _ok(result: dict[str, Any]) -> bool:
+    return result.get("status") == "ok" and (result.get("throughput") or {}).get(
+        "median") is not None
+
+
+def _shown(members: list[dict[str, Any]], precision: str) -> dict[str, Any] | None:
+    """The result a row's throughput cell shows: the fastest on the most devices measured."""
+    ok = [r for r in members if r["case"].get("precision") == precision and _ok(r)]
+    if not ok:
+        return None
+    most = max(total_devices(r) for r in ok)
+    return max((r for r in ok if total_devices(r) == most),
+               key=lambda r: r["throughput"]["median"])
+
+
+def _pick(found: list[ratios.Ratio], shown: dict[str, Any] | None, say_where: bool) -> Cell:
+    """One comparison for a summary cell: the one of the result the row shows, else the one
+    on the most devices at the largest batch; ``say_where``: with its batch (and devices),
+    where those vary in the section."""
+    if not found:
+        return Cell("—")
+    best = max(found, key=lambda x: (x.candidate is shown, total_devices(x.candidate),
+                                     int(x.candidate["case"].get("batch_size") or 0)))
+    case = best.candidate["case"]
+    at = ""
+    if say_where:
+        at = f" at bsz {case.get('batch_size')}" + (
+            f", {total_devices(best.candidate)} devices" if total_devices(best.candidate) > 1
+            else "")
+    return Cell(best.cell() + at)
+
+
+def comparisons(results: list[dict[str, Any]], baseline: str = inference.BASELINE
+                ) -> tuple[list[ratios.Ratio], list[ratios.Ratio]]:
+    """The section's comparisons: each precision against the ``baseline`` one (else the first
+    in :data:`PRECISION_ORDER` measured: fp32 before amp-bf16), and each summary row against
+    the row measured first (its framework, mode, version or settings against theirs), between
+    results that differ in that alone."""
+    shown = varies.ok(results)
+    if not shown:
+        return [], []
+    measured = {str(r["case"].get("precision")) for r in shown}
+    base_precision = baseline if baseline in measured else min(measured, key=precision_rank)
+    base_row = row_key(shown[0])
+    return (ratios.along(results, (varies.PRECISIONS,),
+                         lambda r: r["case"].get("precision") == base_precision),
+            ratios.along(results, varies.ROW, lambda r: row_key(r) == base_row))
+
+
+def _throughput_cells(report: Report, members: list[dict[str, Any]], precision: str,
+                      speedups: bool) -> list[Cell]:
+    """A summary row's cells of one precision: the throughput its fastest result on the most
+    devices reached (failures and fallbacks at that scale footnoted), and with ``speedups``
+    that result's speedup."""
+    cell_results = [r for r in members if r["case"].get("precision") == precision]
+    best = _shown(members, precision)
+    if not cell_results:
+        return [Cell("—")] * (2 if speedups else 1)
+    if best is None:
+        notes = [report.note(failure_note(r)) for r in cell_results]
+        statuses = sorted({r.get("status", "?") for r in cell_results})
+        return [Cell("/".join(statuses), notes)] + ([Cell("—")] if speedups else [])
+    most = total_devices(best)
+    notes = []
+    if fallback_note(best):
+        notes.append(report.note(fallback_note(best) or ""))
+    # failures at the chosen scale (larger batches that did not fit, crashes)
+    for failed in cell_results:
+        if failed.get("status") != "ok" and total_devices(failed) == most:
+            notes.append(report.note(failure_note(failed)))
+    scale = f", {most} devices" if most > 1 else ""
+    cells = [Cell(f"{number(best['throughput']['median'])} "
+                  f"(bsz {best['case'].get('batch_size')}{scale})", notes)]
+    return cells + ([Cell(speedup_text(best))] if speedups else [])
+
+
+def _summary(report: Report, results: list[dict[str, Any]],
+             by_precision: list[ratios.Ratio], by_row: list[ratios.Ratio]) -> Table:
+    """One row per framework, variant and device; per precision its throughput, the speedup
+    over devices only where device counts vary, the ratio of each precision to the first where
+    precisions vary, and each row's ratio to the first row's where rows compare."""
     precisions = sorted({r["case"].get("precision", "fp32") for r in results},
                         key=precision_rank)
+    along = varies.varying(results)
+    speedups = varies.DEVICE_COUNTS in along
+    say_where = varies.BATCH in along or speedups
+    unit = results[0].get("unit", "samples/s")
     headers, align = ["framework", "version", "variant", "device"], ["l", "l", "l", "l"]
     for precision in precisions:
-        headers += [f"{precision.upper()} throughput ({results[0].get('unit', 'samples/s')})",
-                    f"{precision.upper()} speedup"]
-        align += ["r", "r"]
+        headers.append(f"{precision.upper()} throughput ({unit})")
+        align.append("r")
+        if speedups:
+            headers.append(f"{precision.upper()} speedup")
+            align.append("r")
+    ratio_precisions = list(dict.fromkeys(str(x.candidate["case"].get("precision"))
+                                          for x in by_precision))
+    ratio_precisions.sort(key=precision_rank)
+    base_precision = (str(by_precision[0].baseline["case"].get("precision"))
+                      if by_precision else "")
+    for precision in ratio_precisions:
+        headers.append(f"{precision} / {base_precision} (ratio, 95 % CI, verdict)")
+        align.append("l")
+    base_row = row_key(by_row[0].baseline) if by_row else None
+    # the first row named by what tells the rows apart: "tensorflow", "torch label v1"
+    base_name = " ".join(axis.describe(by_row[0].baseline)
+                         for axis in varies.varying(results, varies.ROW)) if by_row else ""
+    row_precisions = sorted({str(x.candidate["case"].get("precision")) for x in by_row},
+                            key=precision_rank)
+    for precision in row_precisions:
+        headers.append(f"{precision.upper()} vs {base_name} (ratio, 95 % CI, verdict)")
+        align.append("l")
     table = Table("summary", headers, align)
     rows: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for result in results:
-        kind = variant_of(result)
-        if engine(result["case"]) != "native":  # Horovod's rows beside the framework's own
-            kind += f" · {engine(result['case'])}"
-        rows.setdefault((result["case"].get("framework", "?"), kind, device_of(result)),
-                        []).append(result)
-    for (framework, kind, where), members in sorted(rows.items()):
+        rows.setdefault(row_key(result), []).append(result)
+    for key, members in sorted(rows.items()):
+        framework, kind, where_run = key
         chosen = [report.note(text) for text in framework_notes.texts(framework, members)]
-        row = [Cell(framework, chosen), Cell(version_of(members)), Cell(kind), Cell(where)]
+        row = [Cell(framework, chosen), Cell(version_of(members)), Cell(kind), Cell(where_run)]
         for precision in precisions:
-            cell_results = [r for r in members if r["case"].get("precision") == precision]
-            ok = [r for r in cell_results if r.get("status") == "ok"
-                  and (r.get("throughput") or {}).get("median") is not None]
-            if not cell_results:
-                row += [Cell("—"), Cell("—")]
+            row += _throughput_cells(report, members, precision, speedups)
+        for precision in ratio_precisions:
+            row.append(_pick([x for x in by_precision if row_key(x.candidate) == key
+                              and x.candidate["case"].get("precision") == precision],
+                             _shown(members, precision), say_where))
+        for precision in row_precisions:
+            if key == base_row:
+                row.append(Cell("baseline"))
                 continue
-            if ok:
-                most = max(total_devices(r) for r in ok)
-                best = max((r for r in ok if total_devices(r) == most),
-                           key=lambda r: r["throughput"]["median"])
-                notes = []
-                if fallback_note(best):
-                    notes.append(report.note(fallback_note(best) or ""))
-                # failures at the chosen scale (larger batches that did not fit, crashes)
-                for failed in cell_results:
-                    if failed.get("status") != "ok" and total_devices(failed) == most:
-                        notes.append(report.note(failure_note(failed)))
-                scale = f", {most} devices" if most > 1 else ""
-                row.append(Cell(f"{number(best['throughput']['median'])} "
-                                f"(bsz {best['case'].get('batch_size')}{scale})", notes))
-                row.append(Cell(speedup_text(best)))
-            else:
-                notes = [report.note(failure_note(r)) for r in cell_results]
-                statuses = sorted({r.get("status", "?") for r in cell_results})
-                row += [Cell("/".join(statuses), notes), Cell("—")]
+            row.append(_pick([x for x in by_row if row_key(x.candidate) == key
+                              and x.candidate["case"].get("precision") == precision],
+                             _shown(members, precision), say_where))
         table.rows.append(row)
     return table
 
@@ -324,7 +423,11 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     return tables
 
 
-def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
+def _details(report: Report, results: list[dict[str, Any]],
+             baseline: str = inference.BASELINE) -> list[Table]:
+    """Per configuration and precision, a row per topology and batch; the throughput over the
+    ``baseline`` precision's (AMP over FP32) where a configuration has both, and for inference
+    the latency statistics with each one's speedup over ``baseline``."""
     configs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for result in results:
         case = result["case"]
@@ -334,18 +437,27 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
         configs.setdefault((case.get("framework", "?"), kind, device_of(result),
                             case.get("precision", "fp32")), []).append(result)
     has_latency = any(r.get("latency_ms") for r in results)
-    twins = inference.fp32_index(results)
+    speedups = varies.DEVICE_COUNTS in varies.varying(results)
+    twins = inference.precision_index(results, baseline)
+    # every task's twins, for the throughput ratio: a column only where some result has one
+    anywhere = inference.precision_index(results, baseline, inference_only=False)
+    ratio_of = {id(r): inference.throughput_speedup(r, anywhere, baseline, inference_only=False)
+                for r in results if r["case"].get("precision") != baseline}
+    precision_ratio = any(value is not None for value in ratio_of.values())
     tables = []
     for (framework, kind, where, precision), members in sorted(
             configs.items(), key=lambda item: (*item[0][:3], precision_rank(item[0][3]))):
         headers = ["nodes", "devices", "batch/device", "global batch",
                    f"throughput ({members[0].get('unit', 'samples/s')}, median)", "spread",
-                   "speedup", "scaling efficiency", "TFLOP/s", "MFU"]
-        align = ["r", "r", "r", "r", "r", "l", "r", "r", "r", "r"]
+                   *(["speedup", "scaling efficiency"] if speedups else []), "TFLOP/s", "MFU"]
+        align = ["r", "r", "r", "r", "r", "l", *(["r", "r"] if speedups else []), "r", "r"]
+        if precision_ratio:
+            headers.append(f"throughput vs {baseline}")
+            align.append("r")
         if has_latency:
-            headers += ["p50 ms", "p90 ms", "p99 ms"]
-            headers += [f"{p} speedup vs fp32" for p in inference.PERCENTILES]
-            align += ["r"] * (3 + len(inference.PERCENTILES))
+            headers += [f"{label} ms" for _, label in inference.STATISTICS]
+            headers += [f"{label} speedup vs {baseline}" for _, label in inference.STATISTICS]
+            align += ["r"] * (2 * len(inference.STATISTICS))
         headers.append("status")
         align.append("l")
         table = Table(f"{framework} · {kind} · {where} · {precision}", headers, align)
@@ -366,19 +478,25 @@ def _details(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                    Cell(str(case.get("batch_size"))),
                    Cell(str(result.get("global_batch") or "—")),
                    Cell(number(tp.get("median") if result.get("status") == "ok" else None)),
-                   Cell(spread(result)), Cell(speedup_text(result)),
-                   Cell("—" if efficiency is None else f"{efficiency:.1%}")]
+                   Cell(spread(result))]
+            if speedups:
+                row += [Cell(speedup_text(result)),
+                        Cell("—" if efficiency is None else f"{efficiency:.1%}")]
             flops = result.get("flops") or {}
             achieved = flops.get("achieved_per_s") if result.get("status") == "ok" else None
             row += [Cell(number(achieved / 1e12, 3) if achieved else "—"),
                     Cell("—" if achieved is None or flops.get("mfu") is None
                          else f"{flops['mfu']:.1%}")]
+            if precision_ratio:
+                value = ratio_of.get(id(result))
+                row.append(Cell("—" if value is None else f"{value:.2f}×"))
             if has_latency:
                 latency = result.get("latency_ms") or {}
-                row += [Cell(number(latency.get(p), 2)) for p in ("p50", "p90", "p99")]
-                faster = inference.latency_speedups(result, twins)  # fp32 latency / this one
-                row += [Cell("—" if faster[p] is None else f"{faster[p]:.2f}×")
-                        for p in inference.PERCENTILES]
+                row += [Cell(number(latency.get(key), 2)) for key, _ in inference.STATISTICS]
+                # the baseline's latency / this one's
+                faster = inference.latency_speedups(result, twins, baseline)
+                row += [Cell("—" if faster[key] is None else f"{faster[key]:.2f}×")
+                        for key, _ in inference.STATISTICS]
             row.append(Cell(result.get("status", "?"), notes))
             table.rows.append(row)
         tables.append(table)
@@ -420,8 +538,22 @@ def worker_setting(env: dict[str, Any]) -> str | None:
     return ", ".join(parts)
 
 
-def build(results: list[dict[str, Any]]) -> Report:
-    """Sections per model (knobs, task) in the order the models first appear."""
+def method(report: Report) -> str:
+    """What the report's figures mean, said once at its top: the speedup only where some section
+    varies the device count, the ratios only where some section compares."""
+    parts = ["Throughput is the median over repeats, each repeat in a fresh process; batch size "
+             "is per device"]
+    if any(varies.DEVICE_COUNTS in varies.varying(s.results) for s in report.sections):
+        parts.append("speedup is throughput on N devices over 1 device of the same "
+                     "configuration, and scaling efficiency is speedup / N")
+    if any(s.compared for s in report.sections):
+        parts.append(ratios.METHOD)
+    return "; ".join(parts) + "."
+
+
+def build(results: list[dict[str, Any]], baseline: str = inference.BASELINE) -> Report:
+    """Sections per model (knobs, task) in the order the models first appear; ``baseline``: the
+    precision the detail tables' precision speedups divide by."""
     report = Report([], [], [], results)
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for result in results:
@@ -430,10 +562,12 @@ def build(results: list[dict[str, Any]]) -> Report:
         title = model + (f" ({knobs})" if knobs else "")
         if task != "train":
             title += f" — {task}"
-        summary = _summary(report, members)
+        by_precision, by_row = comparisons(members, baseline)
+        summary = _summary(report, members, by_precision, by_row)
         scaling = _scaling(report, members)
-        report.sections.append(Section(title, summary, _details(report, members), members,
-                                       scaling))
+        details = _details(report, members, baseline)
+        report.sections.append(Section(title, summary, details, members, scaling,
+                                       by_precision + by_row))
     for result in results:
         env = result.get("env") or {}
         facts = environment(env)

@@ -1,0 +1,114 @@
+"""The comparisons a report shows: two results that differ along what is compared (precision,
+framework, mode, version) and in nothing else, as a ratio of their median throughputs with a
+95 % interval and the verdict `dlperf compare` gives (its threshold, its tests:
+:func:`dlperf.report.compare.compare_pair`), and, where both were profiled, the reason in words
+(:func:`dlperf.explain.findings.of_pair`, the rules `dlperf explain` applies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlperf import stats
+from dlperf.explain import findings
+from dlperf.report import varies
+from dlperf.report.compare import DEFAULT_ALPHA, CaseComparison, compare_pair
+
+TEST_NAMES = {"mannwhitney": "Mann-Whitney U", "welch": "Welch's t"}
+METHOD = ("a ratio is one median throughput over the other, its 95 % interval a bootstrap over "
+          "both sides' repeats, and its verdict `dlperf compare`'s: a change under 5 % is the "
+          "same, a larger one is faster or slower where a two-sided test on the repeats says so "
+          "at α = 0.05 (Mann-Whitney U where the repeats are enough for it to, else Welch's t)")
+
+
+def choose_test(a: int, b: int) -> str:
+    """Mann-Whitney U, `dlperf compare`'s default, where ``a`` and ``b`` repeats let it reach
+    α at all; else Welch's t (three repeats a side cannot give Mann-Whitney p < 0.1)."""
+    return "mannwhitney" if stats.mannwhitney_min_p(a, b) < DEFAULT_ALPHA else "welch"
+
+
+def _repeats(result: dict[str, Any]) -> list[float]:
+    return list((result.get("throughput") or {}).get("repeats") or [])
+
+
+@dataclass
+class Ratio:
+    """``candidate`` against ``baseline``: ``compared`` holds the ratio, test and verdict."""
+
+    baseline: dict[str, Any]
+    candidate: dict[str, Any]
+    compared: CaseComparison
+    ci: tuple[float, float] | None
+    reasons: list[str] = field(default_factory=list)  # from the profiles; none without them
+    caveats: list[str] = field(default_factory=list)  # a side flagged noisy
+
+    @property
+    def ratio(self) -> float:
+        assert self.compared.ratio is not None
+        return self.compared.ratio
+
+    def interval(self) -> str:
+        if self.ci is None:
+            return "no interval: fewer than 2 repeats a side"
+        return f"95 % CI {self.ci[0]:.2f}–{self.ci[1]:.2f}"
+
+    def test(self) -> str:
+        test = self.compared.test
+        if test is None or test.p_value is None:
+            return "no test: fewer than 2 repeats a side"
+        return f"{TEST_NAMES.get(test.name, test.name)} p = {test.p_value:.2g}"
+
+    def cell(self) -> str:
+        """The summary's cell: ``0.91× (0.85–0.97) slower, Welch's t p = 0.003``."""
+        low_high = "" if self.ci is None else f" ({self.ci[0]:.2f}–{self.ci[1]:.2f})"
+        return f"{self.ratio:.2f}×{low_high} {self.compared.verdict}, {self.test()}"
+
+    def sentence(self) -> str:
+        """``amp-bf16 is 0.91× fp32 (95 % CI ...; Welch's t p = ...: slower): convolution
+        took N ms/step more ...``, each reason with the numbers it rests on."""
+        base, cand = varies.names(self.baseline, self.candidate)
+        text = (f"{cand} is {self.ratio:.2f}× {base} ({self.interval()}; {self.test()}: "
+                f"{self.compared.verdict})")
+        if self.reasons:
+            text += ": " + "; ".join(self.reasons)
+        if self.caveats:
+            text += f" [{'; '.join(self.caveats)}: read with care]"
+        return text
+
+
+def between(baseline: dict[str, Any], candidate: dict[str, Any]) -> Ratio | None:
+    """The comparison of two successful results; None where either has no throughput."""
+    a, b = _repeats(baseline), _repeats(candidate)
+    test = choose_test(len(a), len(b))
+    compared = compare_pair(str(candidate.get("case_key") or ""), baseline, candidate,
+                            test=test)
+    if compared.ratio is None:
+        return None
+    reasons: list[str] = []
+    caveats: list[str] = []
+    for found in findings.of_pair(baseline, candidate):
+        reasons += found.figures.get("reasons") or []
+        caveats = list(found.figures.get("noisy") or caveats)
+    return Ratio(baseline, candidate, compared, stats.ratio_ci(a, b), reasons, caveats)
+
+
+def along(results: list[dict[str, Any]], free: tuple[varies.Axis, ...],
+          is_baseline: Callable[[dict[str, Any]], bool]) -> list[Ratio]:
+    """Every comparison of a baseline result (``is_baseline``) with a result that differs from
+    it along the ``free`` axes only, in the order of ``results``."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for result in varies.ok(results):
+        groups.setdefault(varies.match_key(result, free), []).append(result)
+    out = []
+    for members in groups.values():
+        base = next((r for r in members if is_baseline(r)), None)
+        if base is None:
+            continue
+        for result in members:
+            if result is not base and not is_baseline(result):
+                found = between(base, result)
+                if found is not None:
+                    out.append(found)
+    return out
