@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import own_lock
 from dlperf.studies import ab
 from dlperf.errors import UsageError
 
@@ -118,7 +119,8 @@ def test_auto_pairs_stop_once_the_verdict_is_settled(b_rate, verdict, tmp_path: 
     proc = subprocess.run(
         [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", "auto", "--json", str(out),
          "--", *external_side(100.0), "--", *external_side(b_rate)],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, **own_lock("ab-auto")})  # never holding up a measuring test
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["verdict"] == verdict

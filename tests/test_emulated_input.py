@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf_main
+from conftest import dlperf_main, own_lock
 from dlperf import cli
 from dlperf.host import emulated
 from dlperf.launchers import emulated as emulated_launch
@@ -105,7 +105,8 @@ def test_a_machine_that_refuses_the_network_is_one_line_and_undone(tmp_path):
     node = subprocess.Popen(["unshare", "--user", "--map-root-user", sys.executable, "-m",
                              "dlperf.cli", *TINY, "--emulate-hosts", "2",
                              "--db", str(tmp_path / "r.db")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **own_lock("refused-network")})
     out, err = node.communicate(timeout=120)
     check_refused(subprocess.CompletedProcess(node.args, node.returncode, out, err),
                   "--emulate-hosts", "failed: ")
