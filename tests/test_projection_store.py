@@ -42,3 +42,6 @@ def test_a_projection_from_a_run_and_a_measured_model_is_stored_and_reported(tmp
     report = dlperf("report", "--db", str(db), "--format", "md", check=True).stdout
     assert f"projected (not measured): {made['label']} — projection {made['id']}" in report
     assert "| throughput (samples/s, projected) |" in report
+    # the HTML report draws it apart from the measured figures, beyond the measured point
+    page = dlperf("report", "--db", str(db), "--format", "html", check=True).stdout
+    assert f"projected (not measured), projection {made['id']}</figcaption>" in page

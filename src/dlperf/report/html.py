@@ -265,6 +265,9 @@ def render(report: Report, title: str = "dlperf report",
         for name, draw in (*FIGURES, *inferplots.figures(section.results)):
             title = name if isinstance(name, str) else name(section.results)
             parts.append(figure(f"{section.title}: {title}", draw(section.results, palette)))
+        for made in section.projections:  # drawn apart from the measured figures
+            parts.append(figure(f"{section.title}: projected (not measured), projection "
+                                f"{made.get('id', '?')}", plots.projected(made, section.results)))
         parts.append(history_block(f"{section.title}: {HISTORY}", section.results, history,
                                    palette))
         missing = not_measured(section)

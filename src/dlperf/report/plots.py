@@ -20,6 +20,7 @@ matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 from matplotlib import ticker  # noqa: E402
 
+from dlperf.scaling import config as scaling_config  # noqa: E402
 from dlperf.history.series import experiment_of  # noqa: E402
 from dlperf.report import varies  # noqa: E402
 from dlperf.report.palette import HATCHES, LINESTYLES, MARKERS, Palette  # noqa: E402
@@ -318,3 +319,34 @@ def repeat_spread(results: list[dict[str, Any]], palette: Palette) -> bytes | No
     axes.set_title("Per-repeat spread of every case")
     axes.grid(True, axis="x", alpha=0.3)
     return _png(figure)
+
+
+def projected(projection: dict[str, Any], results: list[dict[str, Any]]) -> bytes | None:
+    """A stored projection (`dlperf project`) beyond the measured points: the measured
+    throughputs of its configuration (solid, markers) and the projection's (dashed, its interval
+    shaded), drawn apart so a projected figure is never read as a measured one."""
+    source = projection.get("source") or {}
+    start = next((r for r in results if r.get("label") == source.get("label")
+                  and r.get("case_key") == source.get("case_key")), None)
+    points = sorted(projection.get("points") or [], key=lambda p: p["devices"])
+    if start is None or not points:
+        return None
+    wanted = scaling_config(start)
+    measured = sorted((total_devices(r), r["throughput"]["median"]) for r in _ok(results)
+                      if scaling_config(r) == wanted
+                      and (r["case"].get("launcher") or "native") == "native")
+    figure, axes = plt.subplots(figsize=(WIDTH, 4.2))
+    if measured:
+        axes.plot([d for d, _ in measured], [t for _, t in measured], "o-", color="C0",
+                  label="measured (median)")
+    devices = [p["devices"] for p in points]
+    axes.plot(devices, [p["throughput"]["value"] for p in points], "s--", color="C3",
+              label="projected (not measured)")
+    axes.fill_between(devices, [p["throughput"]["low"] for p in points],
+                      [p["throughput"]["high"] for p in points], color="C3", alpha=0.15,
+                      label="projection's interval")
+    _log2_axis(axes, devices + [d for d, _ in measured])
+    return _line_chart(figure, axes, "devices (nodes × devices per node)",
+                       f"throughput ({_unit(results)})",
+                       f"Projected beyond the measured points: projection "
+                       f"{projection.get('id', '?')}")

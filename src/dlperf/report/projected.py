@@ -40,4 +40,5 @@ def attach(report: Report, projections: list[dict[str, Any]]) -> None:
             if any(r.get("case_key") == source.get("case_key") and
                    r.get("label") == source.get("label") for r in section.results):
                 section.scaling.append(table(projection))
+                section.projections.append(projection)
                 break

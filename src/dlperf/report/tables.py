@@ -55,6 +55,8 @@ class Section:
     scaling: list[Table] = field(default_factory=list)  # one per framework and variant
     # what the section compares (precisions, rows): ratio, interval, verdict, and the why
     compared: list[ratios.Ratio] = field(default_factory=list)
+    # stored projections (`dlperf project`) that start from a result of this section
+    projections: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
