@@ -166,6 +166,13 @@ class Span:
     low: float
     high: float
 
+    def text(self, digits: int = 1, pct: bool = False) -> str:
+        """``value (low–high)``, as a number with ``digits`` or (``pct``) a percentage: how a
+        projected figure is shown everywhere (the command's table, the report's)."""
+        if pct:
+            return f"{self.value:.1%} ({self.low:.1%}–{self.high:.1%})"
+        return f"{self.value:,.{digits}f} ({self.low:,.{digits}f}–{self.high:,.{digits}f})"
+
     def scaled(self, factor: float) -> "Span":
         ends = sorted((self.low * factor, self.high * factor))
         return Span(self.value * factor, ends[0], ends[1])

@@ -320,17 +320,11 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
 # showing and storing
 # ------------------------------------------------------------------------------------------------
 
-def span_text(span: Span, digits: int = 1, pct: bool = False) -> str:
-    if pct:
-        return f"{span.value:.1%} ({span.low:.1%}–{span.high:.1%})"
-    return f"{span.value:,.{digits}f} ({span.low:,.{digits}f}–{span.high:,.{digits}f})"
-
-
 def show(made: projection.Projection) -> None:
     rows = [[str(p.shape.nodes), str(p.shape.per_node), str(p.shape.devices),
-             span_text(p.allreduce_s.scaled(1e3), 1), span_text(p.step_s.scaled(1e3), 1),
-             span_text(p.throughput), span_text(p.speedup, 2),
-             span_text(p.efficiency, pct=True)] for p in made.points]
+             p.allreduce_s.scaled(1e3).text(), p.step_s.scaled(1e3).text(),
+             p.throughput.text(), p.speedup.text(2), p.efficiency.text(pct=True)]
+            for p in made.points]
     table = display.new_table(f"projected (not measured): {made.label}", [
         ("nodes", "right"), ("devices/node", "right"), ("devices", "right"),
         ("all-reduce ms", "right"), ("step ms", "right"), ("samples/s", "right"),
@@ -347,7 +341,7 @@ def show(made: projection.Projection) -> None:
 
 def show_published(table_id: str, compared: list[Compared]) -> None:
     rows = [[c.framework, str(c.shape.nodes), str(c.shape.devices), f"{c.published:,.1f}",
-             span_text(c.point.throughput), f"{c.error:+.1%}", "yes" if c.inside else "no"]
+             c.point.throughput.text(), f"{c.error:+.1%}", "yes" if c.inside else "no"]
             for c in compared]
     table = display.new_table(f"{table_id}: published against projected from each 1-GPU "
                               f"figure", [("framework", "left"), ("nodes", "right"),

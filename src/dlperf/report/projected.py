@@ -5,14 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.report.tables import Report, Table, Cell
-
-
-def span_text(span: dict[str, float], digits: int = 1, pct: bool = False) -> str:
-    if pct:
-        return f"{span['value']:.1%} ({span['low']:.1%}–{span['high']:.1%})"
-    return (f"{span['value']:,.{digits}f} ({span['low']:,.{digits}f}–"
-            f"{span['high']:,.{digits}f})")
+from dlperf.projection import Span
+from dlperf.report.tables import Cell, Report, Table
 
 
 def table(projection: dict[str, Any]) -> Table:
@@ -25,9 +19,9 @@ def table(projection: dict[str, Any]) -> Table:
                  ["r", "r", "r", "r", "r", "r"])
     for point in projection["points"]:
         made.rows.append([Cell(str(point["nodes"])), Cell(str(point["devices_per_node"])),
-                          Cell(str(point["devices"])), Cell(span_text(point["throughput"])),
-                          Cell(span_text(point["speedup"], 2)),
-                          Cell(span_text(point["scaling_efficiency"], pct=True))])
+                          Cell(str(point["devices"])), Cell(Span(**point["throughput"]).text()),
+                          Cell(Span(**point["speedup"]).text(2)),
+                          Cell(Span(**point["scaling_efficiency"]).text(pct=True))])
     return made
 
 
