@@ -7,8 +7,11 @@ and set beside what was measured: the error per case, in a table.
 
 The links between the hosts: the framework's measured all-reduce model over that link where
 `dlperf collectives --emulate-hosts 2 --link RATE` stored one in the same database, else the
-link's rate as given (RATE@0us, what tbf lets through). An unshaped case is the overlap's
-source, so it is not validated (it would be its own answer).
+slower of the link's rate as given (what tbf lets through) and the framework's own all-reduce
+path as the unshaped result's gradient probe measured it (its bus bandwidth: a framework whose
+ring moves 2 Gbit/s gains nothing from a 10 Gbit/s link). An unshaped case is the source of
+the overlap, the multi-process overhead and the path's rate, so it is not validated (it would be
+its own answer).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import scaling
+from dlperf.host import emulated
 from dlperf.store import Store
 
 BUCKET_MB = {"native": None, "horovod": 64}
@@ -56,9 +60,14 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any],
         proc = subprocess.run([*base, "--inter", inter], capture_output=True, text=True)
         how = f"measured model over {link}"
         if proc.returncode == 2 and "no collective model" in proc.stderr:
-            proc = subprocess.run([*base, "--inter", f"{link}@0us"], capture_output=True,
-                                  text=True)
+            given = emulated.parse_rate(link, "link") or 0
+            path = scaling.allreduce_bus_bandwidth(overlap)
+            rate = f"{link}@0us"
             how = f"given: {link}"
+            if path is not None and path * 8 < given:
+                rate = f"{path * 8 / 1e6:.0f}mbit@0us"
+                how = f"its path unshaped: {path * 8 / 1e9:.2g} Gbit/s (< {link})"
+            proc = subprocess.run([*base, "--inter", rate], capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
         made = json.loads(out.read_text())

@@ -74,6 +74,13 @@ def test_gpu_datasheet_peaks_are_found_by_nvml_name():
     assert peak.datasheet("NVIDIA A100-SXM4-80GB")["tf32"] == 156e12
     assert "bfloat16" not in peak.datasheet("Tesla V100-SXM2-16GB")
     assert peak.datasheet("NVIDIA GeForce RTX 4090") is None
+    # the most specific whole-word key: the PCIe V100 and the V100S are not the SXM2 card
+    assert peak.datasheet("Tesla V100-PCIE-16GB")["float32"] == 14e12
+    assert peak.datasheet("V100 PCIe")["float16"] == 112e12
+    assert peak.datasheet("Tesla V100S-PCIE-32GB")["float32"] == 16.4e12
+    assert peak.datasheet("NVIDIA DGX-1 8x V100-SXM2 16GB")["float32"] == 15.7e12
+    assert peak.datasheet("Tesla T4")["int8"] == 130e12
+    assert peak.datasheet("NVIDIA RTX T400") is None
 
 
 @pytest.mark.parallel

@@ -77,8 +77,21 @@ def test_the_overlap_a_multi_process_result_shows():
     # 1 device 0.10 s, 2 processes 0.11 s, the model's all-reduce there 0.02 s: half hidden
     found = projection.overlap_from(0.11, 0.10, 0.02, "run 7")
     assert found.value == pytest.approx(0.5) and found.source == "run 7"
-    assert projection.overlap_from(0.20, 0.10, 0.02, "x").value == 0.0  # clipped
+    assert found.overhead == 0.0
+    # 0.20 s: the whole all-reduce exposed (overlap 0) and 0.08 s beyond it, 80 % of the step
+    slow = projection.overlap_from(0.20, 0.10, 0.02, "x")
+    assert slow.value == 0.0 and slow.overhead == pytest.approx(0.8)
     assert projection.overlap_from(0.09, 0.10, 0.02, "x").value == 1.0
+
+
+def test_the_multi_process_overhead_scales_every_multi_process_target():
+    # 10 % overhead on the 0.1 s step: 0.11 s of compute, then the 0.02 s all-reduce exposed
+    point = projection.project(inputs(Overlap(0.0, "given", overhead=0.1)), Shape(2, 1))
+    assert point.step_s.value == pytest.approx(0.13)
+    assert point.throughput.value == pytest.approx(16 / 0.13)
+    # the start's own shape gains nothing: it is what was measured
+    same = projection.project(inputs(Overlap(0.0, "given", overhead=0.1)), Shape(1, 1))
+    assert same.step_s.value == pytest.approx(0.1)
 
 
 def test_a_measured_model_becomes_a_rings_link():

@@ -180,10 +180,20 @@ class Span:
 
 @dataclass(frozen=True)
 class Overlap:
-    """The share of the all-reduce hidden behind the backward pass, and where it came from."""
+    """The share of the all-reduce hidden behind the backward pass, where it came from, and
+    the multi-process overhead the same result shows.
+
+    ``overhead``: what a multi-process step took beyond the start's step and its whole
+    all-reduce, as a share of the start's step (0 when the all-reduce explains the step): the
+    devices' contention for a shared host (memory bandwidth, caches: emulated hosts and CPU
+    processes share one machine), the framework's per-step coordination. One result cannot
+    tell a hidden all-reduce from an overhead, so the excess is first taken as an exposed
+    all-reduce (overlap 0) and only the rest as overhead.
+    """
 
     value: float | None  # None: not measured, the interval spans 0..1
     source: str
+    overhead: float = 0.0
 
     @property
     def ends(self) -> tuple[float, float, float]:
@@ -243,6 +253,8 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
     low_o, mid_o, high_o = inputs.overlap.ends
     c = inputs.compute_s
+    if shape.devices > start.devices:  # more processes than the start: their overhead too
+        c = c.scaled(1 + inputs.overlap.overhead)
     step = Span(c.value + (1 - mid_o) * comm_span.value,
                 c.low + (1 - high_o) * comm_span.low,
                 c.high + (1 - low_o) * comm_span.high)
@@ -256,11 +268,13 @@ def project(inputs: Inputs, shape: Shape) -> Point:
 
 def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:
     """The overlap a multi-process result shows: 1 - (its step - the 1-device step) / the
-    model's all-reduce at its shape, within [0, 1]."""
+    model's all-reduce at its shape, within [0, 1]; what its step took beyond the whole
+    all-reduce, as the overhead (a share of the 1-device step)."""
     if comm_s <= 0:
         return Overlap(None, f"{source}: the model's all-reduce there is 0 s")
     exposed = measured_step_s - compute_s
-    return Overlap(min(max(1 - exposed / comm_s, 0.0), 1.0), source)
+    overhead = max(exposed - comm_s, 0.0) / compute_s if compute_s > 0 else 0.0
+    return Overlap(min(max(1 - exposed / comm_s, 0.0), 1.0), source, overhead)
 
 
 @dataclass
@@ -284,6 +298,8 @@ class Projection:
             parts.append(f"between nodes {i.inter.describe()}")
         overlap = ("not measured: 0-100 %" if i.overlap.value is None
                    else f"{i.overlap.value:.0%}")
+        if i.overlap.overhead:
+            overlap += f", multi-process overhead +{i.overlap.overhead:.1%} of the step"
         parts.append(f"overlap {overlap} ({i.overlap.source})")
         return "; ".join(parts)
 
@@ -299,7 +315,8 @@ class Projection:
                       "bucket_bytes": i.bucket,
                       "start": {"nodes": i.start.nodes, "devices_per_node": i.start.per_node},
                       "intra": vars(i.intra), "inter": vars(i.inter) if i.inter else None,
-                      "overlap": {"value": i.overlap.value, "source": i.overlap.source},
+                      "overlap": {"value": i.overlap.value, "source": i.overlap.source,
+                                  "overhead": i.overlap.overhead},
                       "not_modelled": list(NOT_MODELLED)},
             "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,
                         "devices": p.shape.devices, "allreduce_s": span(p.allreduce_s),

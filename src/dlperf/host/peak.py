@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,9 @@ PRECISION_DTYPE = {"fp32": "float32", "tf32": "tf32", "amp-bf16": "bfloat16", "b
                    "amp-fp16": "float16", "fp16": "float16", "int8": "int8"}
 CPU_SIZE, GPU_SIZE = 1024, 8192  # a GPU needs a large GEMM to reach its tensor-core peak
 
-# NVIDIA datasheet peaks without sparsity (FLOP/s; int8 in OP/s), by a substring of the NVML
-# name: recorded beside the measured GEMM so a reader sees both
+# NVIDIA datasheet peaks without sparsity (FLOP/s; int8 in OP/s), by a part of the NVML name
+# (or a study's hardware line): recorded beside the measured GEMM so a reader sees both. The
+# longest matching key wins, so "Tesla V100-PCIE-16GB" is the PCIe card, not the SXM2 one.
 DATASHEET = {
     "H200": {"float32": 67e12, "tf32": 494.7e12, "bfloat16": 989.4e12, "float16": 989.4e12,
              "int8": 1978.9e12},
@@ -36,15 +38,28 @@ DATASHEET = {
                   "int8": 1513e12},
     "A100": {"float32": 19.5e12, "tf32": 156e12, "bfloat16": 312e12, "float16": 312e12,
              "int8": 624e12},
-    "V100": {"float32": 15.7e12, "float16": 125e12},  # SXM2; no bf16, tf32 or int8 tensor cores
+    # no bf16, tf32 or int8 tensor cores on a V100
+    "V100": {"float32": 15.7e12, "float16": 125e12},  # SXM2
+    "V100 PCIe": {"float32": 14e12, "float16": 112e12},
+    "V100S": {"float32": 16.4e12, "float16": 130e12},  # V100S PCIe
+    "T4": {"float32": 8.1e12, "float16": 65e12, "int8": 130e12},
 }
 
 
+def _words(name: str) -> str:
+    """``Tesla V100-PCIE-16GB`` and ``V100 PCIe`` alike: lower case, separators as spaces."""
+    return re.sub(r"[\s_-]+", " ", name.lower()).strip()
+
+
 def datasheet(gpu_name: str) -> dict[str, float] | None:
-    for key, peaks in DATASHEET.items():
-        if key in gpu_name:
-            return dict(peaks)
-    return None
+    """The datasheet peaks of the longest key found in the name as whole words (so ``V100``
+    is not ``V100S``, and ``Tesla V100-PCIE-16GB`` is the PCIe card)."""
+    name = _words(gpu_name)
+    matches = [key for key in DATASHEET
+               if re.search(r"(?<![a-z0-9])" + re.escape(_words(key)) + r"(?![a-z0-9])", name)]
+    if not matches:
+        return None
+    return dict(DATASHEET[max(matches, key=len)])
 
 
 def cache_path() -> Path:
