@@ -1,9 +1,20 @@
-"""Validate `dlperf project` on this machine: each 2-host case of a link-rate sweep
-(sweeps/link-rates.yaml, run with `dlperf sweep ... --emulate-hosts`) projected from its
-framework's 1-process result, the overlap taken from the same engine's unshaped 2-host result,
-and set beside what was measured: the error per case, in a table.
+"""Validate `dlperf project` on this machine, against what was measured: the error per case, in
+a table.
+
+Across emulated hosts: each 2-host case of a link-rate sweep (sweeps/link-rates.yaml, run with
+`dlperf sweep ... --emulate-hosts`) projected from its framework's 1-process result, the overlap
+taken from the same engine's unshaped 2-host result.
 
     python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
+
+On one host (`--one-host`, sweeps/projection-one-host.yaml): each framework's 2-process case at
+the larger batch projected from its 1-process case at that batch, the overlap and the
+multi-process overhead from its 2-process case at the smaller batch (set against its own
+1-process case), the link between the processes the framework's stored all-reduce model (`dlperf
+collectives --nproc 2` into the same database) or else that smaller-batch case's own gradient
+probe.
+
+    python benchmarks/projection_validation.py --db one-host.db --one-host
 
 The links between the hosts: the framework's measured all-reduce model over that link where
 `dlperf collectives --emulate-hosts 2 --link RATE` stored one in the same database, else the
@@ -80,16 +91,76 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any],
             "links": how, "overlap": made["model"]["overlap"]}
 
 
+def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
+                     source: dict[str, Any]) -> dict[str, Any]:
+    """The 2-process ``target`` from the 1-process ``start`` at its batch, the overlap and the
+    overhead from ``source`` (2 processes at another batch)."""
+    case = target["case"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p.json"
+        base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
+                str(db), "--devices-per-node", str(case["devices"]), "--nnodes", "1",
+                "--overlap-from", str(source["run_id"]), "--no-store", "--json", str(out)]
+        proc = subprocess.run([*base, "--intra", "measured"], capture_output=True, text=True)
+        how = "its stored all-reduce model"
+        if proc.returncode == 2 and "no collective model" in proc.stderr:
+            path = scaling.allreduce_bus_bandwidth(source)
+            if path is None:
+                raise SystemExit(f"{source['label']}: no all-reduce probe and no stored model")
+            how = f"its probe at batch {source['case']['batch_size']}: " \
+                  f"{path * 8 / 1e9:.2g} Gbit/s"
+            proc = subprocess.run([*base, "--intra", f"{path * 8 / 1e6:.0f}mbit@0us"],
+                                  capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
+        made = json.loads(out.read_text())
+    point = made["points"][0]
+    measured = float(target["throughput"]["median"])
+    return {"framework": case["framework"], "engine": "native", "link": "one host",
+            "measured": measured, "projected": point["throughput"],
+            "error": point["throughput"]["value"] / measured - 1,
+            "inside": point["throughput"]["low"] <= measured <= point["throughput"]["high"],
+            "links": how, "overlap": made["model"]["overlap"]}
+
+
+def one_host_rows(db: Path, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def at(framework: str, devices: int, batch: int) -> dict[str, Any] | None:
+        return next((r for r in reversed(found) if r["case"]["framework"] == framework
+                     and scaling.total_devices(r["case"]) == devices
+                     and r["case"]["batch_size"] == batch), None)
+
+    rows = []
+    for framework in dict.fromkeys(r["case"]["framework"] for r in found):
+        batches = sorted({r["case"]["batch_size"] for r in found
+                          if r["case"]["framework"] == framework})
+        if len(batches) < 2:
+            print(f"{framework}: one batch size only; left out", file=sys.stderr)
+            continue
+        small, large = batches[0], batches[-1]
+        start, target = at(framework, 1, large), at(framework, 2, large)
+        source = at(framework, 2, small)
+        if start is None or target is None or source is None or at(framework, 1, small) is None:
+            print(f"{framework}: a 1- or 2-process case is missing; left out", file=sys.stderr)
+            continue
+        rows.append(project_one_host(db, start, target, source))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True)
-    parser.add_argument("--sweep", default="link-rates")
+    parser.add_argument("--sweep", default=None,
+                        help="the sweep's name (default link-rates, or projection-one-host "
+                             "with --one-host)")
+    parser.add_argument("--one-host", action="store_true",
+                        help="2 processes of one host (sweeps/projection-one-host.yaml)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
-    found = results(args.db, args.sweep)
-    rows = []
-    for result in found:
+    sweep = args.sweep or ("projection-one-host" if args.one_host else "link-rates")
+    found = results(args.db, sweep)
+    rows = one_host_rows(args.db, found) if args.one_host else []
+    for result in [] if args.one_host else found:
         case = result["case"]
         if int(case.get("nnodes") or 1) < 2 or not case.get("link"):
             continue
@@ -106,14 +177,16 @@ def main() -> int:
             continue
         rows.append(project(args.db, start, result, overlap))
     lines = ["| framework | engine | link | measured (samples/s) | projected (interval) | error "
-             "| inside | links | overlap |", "|---|---|---|---:|---:|---:|---|---|---|"]
+             "| inside | links | overlap | overhead |",
+             "|---|---|---|---:|---:|---:|---|---|---:|---:|"]
     for row in rows:
         p = row["projected"]
         overlap = row["overlap"]["value"]
         lines.append(f"| {row['framework']} | {row['engine']} | {row['link']} | "
                      f"{row['measured']:.2f} | {p['value']:.2f} ({p['low']:.2f}–{p['high']:.2f}) "
                      f"| {row['error']:+.1%} | {'yes' if row['inside'] else 'no'} | "
-                     f"{row['links']} | {'—' if overlap is None else f'{overlap:.0%}'} |")
+                     f"{row['links']} | {'—' if overlap is None else f'{overlap:.0%}'} | "
+                     f"{row['overlap'].get('overhead', 0):.0%} |")
     text = "\n".join(lines)
     print(text)
     if rows:

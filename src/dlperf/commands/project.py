@@ -62,8 +62,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "100gbit@5us; needed for targets of several nodes")
     parser.add_argument("--overlap-from", metavar="RESULT",
                         help="a multi-process result of the same configuration whose step "
-                             "shows the overlap (default: the newest in --db; none: the "
-                             "interval spans 0-100 %%)")
+                             "shows the overlap and the multi-process overhead (default: the "
+                             "newest in --db; none: the interval spans 0-100 %%); it may be "
+                             "at another batch size where --db holds that batch's 1-device "
+                             "result")
     parser.add_argument("--bucket-mb", type=float, default=None, metavar="MIB",
                         help="gradient bucket (default: DDP's 25 MiB; Horovod's fusion 64 MiB)")
     parser.add_argument("--published", metavar="TABLE",
@@ -160,17 +162,38 @@ def multi_results(db: str, result: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _without_batch(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in scaling.config(result).items() if k != "batch_size"}
+
+
+def _own_compute_s(other: dict[str, Any], db: str) -> float:
+    """The 1-device step of ``other``'s configuration (its batch), for a source of the overlap
+    measured at another batch than the start's."""
+    with Store(db, readonly=True) as store:
+        base = scaling.find_baseline(store, other)
+    if base is None or not (base.get("throughput") or {}).get("median"):
+        raise UsageError(f"--overlap-from: {other.get('label')} is at another batch size than "
+                         f"RESULT and {db} holds no 1-device result of its own configuration "
+                         f"to set its step against; measure it with --devices 1")
+    return int(other["case"]["batch_size"]) / float(base["throughput"]["median"])
+
+
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
                gradient: int, bucket: int, intra: Link, inter: Link | None,
                start: Shape) -> Overlap:
     """The overlap the named (or newest) result of the configuration on more devices than the
-    start shows: its step against the start's, over the model's all-reduce it adds."""
+    start shows: its step against its own 1-device step (the start's, at the same batch), over
+    the model's all-reduce it adds. A named one may be at another batch size: its overlap and
+    overhead, shares of the all-reduce and of the step, carry over to the start's batch."""
     if args.overlap_from:
         other = one(args.overlap_from, "--overlap-from", args.db)
-        if scaling.config(other) != scaling.config(result) or \
+        if _without_batch(other) != _without_batch(result) or \
                 scaling.total_devices(other["case"]) <= start.devices:
             raise UsageError(f"--overlap-from: {other.get('label')} is not a result of "
-                             f"{result.get('label')}'s configuration on more devices")
+                             f"{result.get('label')}'s configuration (any batch size) on more "
+                             f"devices")
+        if other["case"].get("batch_size") != result["case"].get("batch_size"):
+            compute_s = _own_compute_s(other, args.db)
     else:
         found = [r for r in multi_results(args.db, result)
                  if scaling.total_devices(r["case"]) > start.devices]
