@@ -12,15 +12,15 @@ microsecond latencies of small messages count as much as the seconds of large on
 the largest sizes alone would decide alpha too). Both parameters are kept non-negative; a
 latency-bound range (no growth with size) fits beta = 0 and has no bandwidth.
 
-:func:`model_for` is what a projection calls; it raises :class:`NoModel`, naming the command that
-measures the missing key.
+:func:`newest_matching` is what a projection calls (any rank count of the framework's default
+path); it raises :class:`NoModel`, naming the command that measures the missing key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -174,15 +174,21 @@ def models(store: Store) -> list[Model]:
             if len({row["bytes"] for row in rows}) >= 2]
 
 
-def model_for(db: str | Path, key: Key) -> Model:
-    """The model of ``key`` from the newest run stored in ``db``; :class:`NoModel` (one line
-    naming the `dlperf collectives` command that measures it) when ``db`` holds none."""
-    missing = NoModel(f"no collective model of {key.describe()} in {db}: measure it with "
-                      f"`{key.command(db)}`")
+def newest_matching(db: str | Path, wanted: Callable[[Key], bool], missing: Key) -> Model:
+    """Of the stored keys ``wanted`` accepts, the model measured last; :class:`NoModel` (one
+    line naming the `dlperf collectives` command that measures ``missing``) when ``db`` holds
+    none."""
+    error = NoModel(f"no collective model of {missing.describe()} in {db}: measure it with "
+                    f"`{missing.command(db)}`")
     if not Path(db).is_file():
-        raise missing
+        raise error
     with Store(db, readonly=True) as store:
-        found = [model for model in models(store) if model.key == key]
+        found = [model for model in models(store) if wanted(model.key)]
     if not found:
-        raise missing
-    return found[0]
+        raise error
+    return max(found, key=lambda model: model.run)
+
+
+def model_for(db: str | Path, key: Key) -> Model:
+    """The model of exactly ``key`` from the newest run stored in ``db``."""
+    return newest_matching(db, lambda other: other == key, key)

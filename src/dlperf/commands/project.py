@@ -92,19 +92,20 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Lin
     path = study.path_named(framework, None).name
     key = collective_model.Key(framework, path, "allreduce", 2 if not inter else 1,
                                2 if inter else 1, link if inter else None)
-    found = []
-    if Path(db).is_file():
-        with Store(db, readonly=True) as store:
-            found = [m for m in collective_model.models(store)
-                     if (m.key.framework, m.key.path, m.key.op) == (framework, path, "allreduce")
-                     and (m.key.nnodes > 1) == inter and m.key.ranks >= 2
-                     and (not inter or m.key.link == link)]
-    if not found:
+
+    def wanted(found: collective_model.Key) -> bool:
+        return ((found.framework, found.path, found.op) == (framework, path, "allreduce")
+                and (found.nnodes > 1) == inter and found.ranks >= 2
+                and (not inter or found.link == link))
+
+    try:
+        model = collective_model.newest_matching(db, wanted, key)
+    except collective_model.NoModel:
         flag = "--inter" if inter else "--intra"
         raise UsageError(f"{flag}: no collective model of {framework} {path} allreduce "
                          f"{'across nodes' + (f' over {link}' if link else '') if inter else 'on one host'} "
-                         f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY")
-    return projection.link_of_model(max(found, key=lambda m: m.run))
+                         f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY") from None
+    return projection.link_of_model(model)
 
 
 def link_spec(spec: str | None, flag: str, db: str, framework: str) -> Link | None:
