@@ -30,7 +30,6 @@ from dlperf.store import Store
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
-FAILURES = ("oom", "timeout", "crash", "unsupported", "busy")  # busy: --require-quiet gave up
 
 
 class Interrupted(Exception):

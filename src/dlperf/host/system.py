@@ -9,7 +9,6 @@ the commands are printed, never run.
 from __future__ import annotations
 
 import glob
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,6 @@ import psutil
 
 from dlperf.host import hoststate
 
-LEVELS = ("ok", "warn", "fail")
 BUSY_FAIL = 0.10  # the machine's CPU used by others during the check
 MEMORY_FAIL = 0.10  # available memory below this share of the total
 CPU_SAMPLE_S = 2.0
@@ -275,8 +273,3 @@ def findings(sample_s: float = CPU_SAMPLE_S) -> list[Finding]:
 def fit(found: list[Finding]) -> bool:
     """Fit to measure: nothing at level fail."""
     return all(f.level != "fail" for f in found)
-
-
-def affinity() -> str:
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    return ",".join(map(str, cpus))
