@@ -163,6 +163,19 @@ def test_a_published_table_projected_from_its_one_gpu_figures(tmp_path):
     assert "median |error|" in proc.stdout
 
 
+@pytest.mark.parametrize("table,kind", [("dell-emc-v100/fig2-scaling", "speedup"),
+                                        ("horovod-readme-2018/scaling-efficiency",
+                                         "scaling-efficiency")])
+def test_a_published_table_without_a_throughput_is_refused_saying_so(table, kind):
+    proc = dlperf_main("project", "--published", table, "--intra", "100gbit@2us", "--inter",
+                       "25gbit@5us", "--no-store")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"dlperf project: error: --published: {table} publishes {kind} only, no throughput on "
+        f"one GPU or node to start a projection from (the model needs the step time it adds "
+        f"the all-reduce to)")
+
+
 # a stored 1-device result as `dlperf run --json` writes it, cut to what a projection reads
 ONE_DEVICE = {
     "schema": 1, "label": "torch resnet50 train bs8 fp32", "status": "ok", "run_id": 1,

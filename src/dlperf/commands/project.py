@@ -304,7 +304,12 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
         raise UsageError("--published: give the study's links as --intra RATE@LATENCY and "
                          "--inter RATE@LATENCY (its hardware, not this machine's)")
     values = [v for v in table.values() if v.quantity == "throughput" and v.value]
-    keys = values[0].keys if values else {}
+    if not values:
+        kinds = sorted({v.quantity for v in table.values()})
+        raise UsageError(f"--published: {args.published} publishes {', '.join(kinds)} only, no "
+                         f"throughput on one GPU or node to start a projection from (the "
+                         f"model needs the step time it adds the all-reduce to)")
+    keys = values[0].keys
     model, precision = str(keys.get("model", "")), str(keys.get("precision", "fp32"))
     batch = keys.get("batch_size")
     if model not in models.names() or not isinstance(batch, int):
