@@ -13,18 +13,20 @@ from dlperf import models, stats
 from dlperf.explain import roofline
 from dlperf.host import hoststate, timeline
 from dlperf.host.peak import PRECISION_DTYPE, ceiling
+from dlperf.results.codec import device_of, read_repeat, read_result
+from dlperf.results.model import Repeat, Result
 from dlperf.spec import AUTO_MIN_REPEATS, VERSION_ENV, Case, environment_name
-from dlperf.worker.support import device_label
+
+__all__ = ["SCHEMA", "UNIT", "aggregate", "auto_cpu_note", "device_kind_name", "device_of",
+           "merge_ranks", "monitor_means", "repeat_status", "throughput_median", "walk_ranks"]
 
 SCHEMA = 1
 UNIT = "samples/s"
 
 
-def throughput_median(result: dict[str, Any] | None) -> float | None:
+def throughput_median(result: dict[str, Any] | Result | None) -> float | None:
     """The median throughput of a successful result; None for a failed one, or for none."""
-    if not result or result.get("status") != "ok":
-        return None
-    return (result.get("throughput") or {}).get("median")
+    return read_result(result).median if result else None
 
 
 def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -62,39 +64,48 @@ def merge_ranks(ranks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def rank_figures(repeats: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every rank's own figures over the successful repeats, rank by rank.
+def walk_ranks(repeats: list[Repeat]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One walk over every repeat's ranks: what the first rank that reported it saw inside the
+    framework's environment (any repeat: a failed one too), and every rank's own figures over
+    the successful repeats, rank by rank.
 
-    A rank's throughput is its own samples over its own window; ``slowest_in`` counts the
-    repeats whose job figure that rank's window set (the job waits for the slowest rank).
+    The environment comes with the device the rank resolved (``device``: the backend's
+    :func:`~dlperf.worker.support.resolved_device` record). A rank's throughput is its own
+    samples over its own window; ``slowest_in`` counts the repeats whose job figure that rank's
+    window set (the job waits for the slowest rank).
     """
+    worker: dict[str, Any] = {}
     by_rank: dict[int, dict[str, Any]] = {}
     for record in repeats:
-        ranks = [r for r in record.get("ranks", []) if r.get("status") == "ok"
-                 and r.get("window_s")]
-        slowest = max(ranks, key=lambda r: r["window_s"])["rank"] if ranks else None
+        if not worker:
+            first = next((r.raw for r in record.ranks if r.raw.get("env")), None)
+            if first is not None:
+                worker = {**first["env"], "framework": first.get("info") or {},
+                          "placement": first.get("placement"), "device": first.get("device")}
+        if not record.ok:
+            continue
+        ranks = [r for r in record.ranks if r.status == "ok" and r.window_s]
+        slowest = max(ranks, key=lambda r: r.window_s or 0.0).rank if ranks else None
         for rank in ranks:
-            entry = by_rank.setdefault(rank["rank"], {
-                "rank": rank["rank"], "host": rank.get("host"),
-                "local_rank": rank.get("local_rank"),
-                "threads": (rank.get("placement") or {}).get("threads",
-                                                             (rank.get("info") or {}).get(
-                                                                 "num_threads")),
-                "cpus": (rank.get("placement") or {}).get("cpus"),
+            raw = rank.raw
+            placement = raw.get("placement") or {}
+            entry = by_rank.setdefault(rank.rank, {
+                "rank": rank.rank, "host": raw.get("host"), "local_rank": raw.get("local_rank"),
+                "threads": placement.get("threads", (raw.get("info") or {}).get("num_threads")),
+                "cpus": placement.get("cpus"),
                 "throughput": [], "window_s": [], "first_step_s": [], "build_s": [],
                 "allreduce_s": [], "slowest_in": 0, "peak_host_bytes": 0})
-            entry["throughput"].append(stats.throughput(rank["window_samples"], rank["window_s"]))
+            entry["throughput"].append(stats.throughput(raw["window_samples"], raw["window_s"]))
             for field in ("window_s", "first_step_s", "build_s", "allreduce_s"):
-                entry[field].append(rank.get(field))
-            entry["slowest_in"] += rank["rank"] == slowest
-            entry["peak_host_bytes"] = max(entry["peak_host_bytes"],
-                                           rank.get("peak_host_bytes") or 0)
-    out = []
+                entry[field].append(raw.get(field))
+            entry["slowest_in"] += rank.rank == slowest
+            entry["peak_host_bytes"] = max(entry["peak_host_bytes"], rank.peak_host_bytes or 0)
+    figures = []
     for number in sorted(by_rank):
         entry = by_rank[number]
         entry["throughput_median"] = float(np.median(entry["throughput"]))
-        out.append(entry)
-    return out
+        figures.append(entry)
+    return worker, figures
 
 
 def _values(repeats: list[dict[str, Any]], field: str) -> list[Any]:
@@ -138,55 +149,6 @@ def _server(repeats: list[dict[str, Any]]) -> dict[str, Any] | None:
             if rank.get("server"):
                 return dict(rank["server"])
     return None
-
-
-def worker_env(repeats: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the first rank of the first repeat saw inside the framework's environment, with the
-    device it resolved (``device``: the backend's :func:`~dlperf.worker.support.resolved_device`
-    record)."""
-    for record in repeats:
-        for rank in record.get("ranks", []):
-            if rank.get("env"):
-                return {**rank["env"], "framework": rank.get("info") or {},
-                        "placement": rank.get("placement"), "device": rank.get("device")}
-    return {}
-
-
-def _old_device(result: dict[str, Any], gpus: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The resolved-device record of a result stored before workers reported one: from what the
-    backend put in its info (``device``: "cuda:0", "/GPU:0", "gpu(0)", "CUDA:0"...; the GPU's
-    ``device_name``), None when it says nothing."""
-    info = ((result.get("env") or {}).get("worker") or {}).get("framework") or {}
-    text = str(info.get("device") or "").lower()
-    if not text:
-        return None
-    if not gpus or not any(word in text for word in ("cuda", "gpu")):
-        return {"kind": "cpu", "index": None, "name": None, "reason": None}
-    digits = "".join(c if c.isdigit() else " " for c in text).split()
-    name = info.get("device_name")  # MXNet's was "gpu:0", no name
-    return {"kind": "cuda", "index": int(digits[-1]) if digits else 0,
-            "name": None if str(name or "").lower().startswith(("gpu", "cuda")) else name,
-            "reason": None}
-
-
-def device_of(result: dict[str, Any]) -> str:
-    """The device a result ran on, as every table, report row and comparison shows it: ``cpu``,
-    or ``cuda:0 NVIDIA H100 80GB HBM3`` (kind, index, GPU name), from rank 0's resolved device.
-
-    A result stored before that was recorded gets it from the backend's ``device`` info and the
-    host's GPUs (``env.gpus``): ``cpu`` when the host had none or the case asked for the CPU;
-    ``cuda`` when a GPU host's result says nothing (an external script, a failure before the
-    worker reported)."""
-    if result.get("device"):
-        return str(result["device"])
-    env = result.get("env") or {}
-    gpus = [g for g in env.get("gpus") or [] if isinstance(g, dict)]
-    names = [str(g.get("name") or "") for g in gpus]
-    record = (env.get("worker") or {}).get("device") or _old_device(result, gpus)
-    if record:
-        return device_label(record, names)
-    requested = (result.get("case") or {}).get("device") or "auto"
-    return "cpu" if not gpus or requested == "cpu" else "cuda"
 
 
 def auto_cpu_note(framework: str, requested: str, env: dict[str, Any],
@@ -402,16 +364,17 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
     per_sample = None if case.data_only else spec.flops_per_sample(dict(case.knobs), train=train)
     achieved = per_sample * throughput["median"] if throughput["median"] and per_sample else None
     built_params = ok[0]["params"] if ok and not case.data_only else None
+    catalogue_params = spec.params(dict(case.knobs))
     warnings = measurement_warnings(ok, throughput)
-    if built_params is not None and built_params != spec.params(dict(case.knobs)):
+    if built_params is not None and built_params != catalogue_params:
         warnings.append(f"backend built {built_params:,} parameters, the catalogue says "
-                        f"{spec.params(dict(case.knobs)):,}")
+                        f"{catalogue_params:,}")
     if interrupted:
         warnings.append(f"interrupted: {len(ok)} of {case.repeats} repeats finished")
     policy = repeats_policy(case, _values(ok, "throughput"))
     if policy and not policy["reached"] and status == "ok" and not interrupted:
         warnings.append(policy_warning(case, policy))
-    worker = worker_env(repeats)
+    worker, ranks = walk_ranks([read_repeat(r) for r in repeats])
     note = auto_cpu_note(case.framework, case.device, env, worker.get("device"))
     if note:
         warnings.insert(0, note)
@@ -422,7 +385,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "label": case.label(),
         "case": case.to_dict(),
         "device": None,  # the resolved device: filled in below, from the worker's record
-        "model": {"params": built_params, "catalogue_params": spec.params(dict(case.knobs)),
+        "model": {"params": built_params, "catalogue_params": catalogue_params,
                   "flops_per_sample": per_sample},
         "status": status,
         "error": error,
@@ -458,7 +421,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "stderr_tail": failed[0].get("stderr_tail") if failed else None,
         "env": {**env, "worker": worker},
         "environment": environment_block(case, worker),
-        "ranks": rank_figures(ok),
+        "ranks": ranks,
         "launch": next((r["launch"] for r in repeats if r.get("launch")), None),
         # per repeat: load, frequency, throttling, memory pressure before/after; others' CPU,
         # the hypervisor's steal and I/O wait over the repeat

@@ -18,40 +18,46 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
-from dlperf.result import device_kind_name, device_of, throughput_median
-from dlperf.spec import baseline_fields, field_defaults
+from dlperf.result import device_kind_name
+from dlperf.results.codec import read_result
+from dlperf.results.model import Result
+from dlperf.spec import baseline_fields
 from dlperf.store import Store
 
 NO_BASELINE = "no 1-device baseline"  # the same words the report shows
 # the case fields declared to split baselines (dlperf.spec.Case); the requested device ("auto")
 # is not among them: the resolved one is (see config)
 CONFIG_FIELDS = baseline_fields()
-_DEFAULTS = field_defaults()
+
+#: what these functions take: a typed result, or a result object (read by dlperf.results)
+ResultLike = Result | Mapping[str, Any]
 
 
-def total_devices(case: dict[str, Any]) -> int:
+def total_devices(case: Mapping[str, Any]) -> int:
     return int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
 
 
-def config(result: dict[str, Any]) -> dict[str, Any]:
-    """The fields a baseline must share with ``result``'s case (missing ones: older results,
-    defaults), and the device it resolved to, without the GPU's index (:func:`device_of`)."""
-    case = result["case"]
+def config(result: ResultLike) -> dict[str, Any]:
+    """The fields a baseline must share with ``result``'s case (an older result's missing ones
+    at their defaults: :func:`dlperf.results.codec.case_with_defaults`), and the device it
+    resolved to, without the GPU's index."""
+    typed = read_result(result)
     out = {}
     for name in CONFIG_FIELDS:
-        value = case.get(name, _DEFAULTS.get(name))
-        out[name] = dict(value) if isinstance(value, dict) else value
-    out["device"] = device_kind_name(device_of(result))
+        value = typed.case.get(name)
+        out[name] = dict(value) if isinstance(value, Mapping) else value
+    out["device"] = device_kind_name(typed.device)
     return out
 
 
-def find_baseline(store: Store, result: dict[str, Any]) -> dict[str, Any] | None:
+def find_baseline(store: Store, result: ResultLike) -> dict[str, Any] | None:
     """The newest successful 1-device native result of ``result``'s configuration on the same
     resolved device, or None."""
     wanted = json.dumps(config(result), sort_keys=True)
-    best: dict[str, Any] | None = None
+    best: tuple[Result, int] | None = None
     rows = store.runs("result_json IS NOT NULL AND status = 'ok'")
     for row in rows:
         stored = json.loads(row["case_json"])
@@ -59,74 +65,80 @@ def find_baseline(store: Store, result: dict[str, Any]) -> dict[str, Any] | None
             continue
         if (stored.get("launcher") or "native") != "native":
             continue  # the one baseline of every engine is the framework's own 1-device run
-        candidate = store.decode(row)
+        candidate = store.result(row)
         if json.dumps(config(candidate), sort_keys=True) != wanted:
             continue
-        if throughput_median(candidate):
-            candidate.setdefault("run_id", row["id"])
-            best = candidate  # rows come oldest first: the last match is the newest
-    return best
+        if candidate.median:
+            best = candidate, row["id"]  # rows come oldest first: the last match is the newest
+    if best is None:
+        return None
+    out = dict(best[0].raw)
+    out.setdefault("run_id", best[1])
+    return out
 
 
-def scaling(result: dict[str, Any], store: Store | None) -> dict[str, Any]:
+def scaling(result: ResultLike, store: Store | None) -> dict[str, Any]:
     """The fields to add to ``result``: speedup, scaling_efficiency, their baseline or a note."""
-    n = total_devices(result["case"])
-    value = throughput_median(result) or None  # a zero median has no speedup either
+    typed = read_result(result)
+    n = typed.devices
+    value = typed.median or None  # a zero median has no speedup either
     out: dict[str, Any] = {"speedup": None, "scaling_efficiency": None,
                            "speedup_baseline": None, "speedup_note": None}
     if value is None:
-        out["speedup_note"] = f"the case did not succeed ({result.get('status')})"
-    elif n == 1 and (result["case"].get("launcher") or "native") == "native":
+        out["speedup_note"] = f"the case did not succeed ({typed.status})"
+    elif n == 1 and typed.launcher == "native":
         out.update(speedup=1.0, scaling_efficiency=1.0,
                    speedup_note="1 device: its own baseline")
     elif store is None:
         out["speedup_note"] = f"{NO_BASELINE}: no results database to look in"
     else:
-        base = find_baseline(store, result)
+        base = find_baseline(store, typed)
         if base is None:
             out["speedup_note"] = NO_BASELINE
         else:
-            speedup = value / base["throughput"]["median"]
+            median = base["throughput"]["median"]
+            speedup = value / median
             out.update(speedup=speedup, scaling_efficiency=speedup / n,
                        speedup_baseline={"run_id": base.get("run_id"), "label": base.get("label"),
-                                         "device": base.get("device"),
-                                         "throughput": base["throughput"]["median"]})
+                                         "device": base.get("device"), "throughput": median})
     return out
 
 
-def describe(result: dict[str, Any], db: str | None = None) -> str:
+def describe(result: ResultLike, db: str | None = None) -> str:
     """One line for people: the speedup and efficiency, or why there are none."""
-    n = total_devices(result["case"])
-    if result.get("speedup") is not None and n > 1:
-        base = result.get("speedup_baseline") or {}
-        where = device_kind_name(device_of(result))
-        return (f"speedup {result['speedup']:.2f}x on {n} devices ({where}) over 1 device "
+    typed = read_result(result)
+    n = typed.devices
+    if typed.speedup is not None and n > 1:
+        base = typed.speedup_baseline or {}
+        where = device_kind_name(typed.device)
+        return (f"speedup {typed.speedup:.2f}x on {n} devices ({where}) over 1 device "
                 f"({base.get('throughput', 0):,.1f} samples/s, run {base.get('run_id')}); "
-                f"scaling efficiency {result['scaling_efficiency']:.1%}")
-    if result.get("speedup_note", "").startswith(NO_BASELINE):
+                f"scaling efficiency {typed.scaling_efficiency:.1%}")
+    if (typed.speedup_note or "").startswith(NO_BASELINE):
         where = f" in {db}" if db else ""
         return (f"speedup: none — {NO_BASELINE} of this configuration{where}; measure it with "
                 f"the same command and --devices 1 --nnodes 1")
-    return f"speedup: none — {result.get('speedup_note') or 'not computed'}"
+    return f"speedup: none — {typed.speedup_note or 'not computed'}"
 
 
-def emulated_hosts(result: dict[str, Any]) -> dict[str, Any] | None:
+def emulated_hosts(result: ResultLike) -> Mapping[str, Any] | None:
     """The emulated hosts ``result`` ran on (:mod:`dlperf.host.emulated`), or None: a `dlperf run
     --emulate-hosts` result holds them as ``emulated_hosts`` (the whole job's traffic), a sweep's
     in its launch facts (its first repeat's traffic; each repeat's is stored with the repeat)."""
-    return result.get("emulated_hosts") or (result.get("launch") or {}).get("emulated_hosts")
+    return read_result(result).emulated_hosts
 
 
-def allreduce_seconds(result: dict[str, Any]) -> float | None:
+def allreduce_seconds(result: ResultLike) -> float | None:
     """Seconds of one all-reduce of the model's gradients across ``result``'s job, as its ranks'
     probe measured it after the timed window (an fp32 buffer of the parameters, reduced by the
     framework's own collective): the slowest rank's, median over the repeats. None for one
     process or without the probe."""
-    if total_devices(result["case"]) < 2:
+    typed = read_result(result)
+    if typed.devices < 2:
         return None
     per_repeat: list[list[float]] = []
-    for rank in result.get("ranks") or []:
-        for index, seconds in enumerate(rank.get("allreduce_s") or []):
+    for rank in typed.ranks:
+        for index, seconds in enumerate(rank.allreduce_s):
             while len(per_repeat) <= index:
                 per_repeat.append([])
             if seconds:
@@ -135,16 +147,15 @@ def allreduce_seconds(result: dict[str, Any]) -> float | None:
     return statistics.median(slowest) if slowest else None
 
 
-def allreduce_bus_bandwidth(result: dict[str, Any]) -> float | None:
+def allreduce_bus_bandwidth(result: ResultLike) -> float | None:
     """Bytes per second of the job's gradient all-reduce (:func:`allreduce_seconds`) as
     nccl-tests' bus bandwidth: the buffer's bytes times 2(n-1)/n over the time. In a ring this
     is what each process sends over its own link per second, so it cannot exceed the link's
     rate. None for one process or without the probe."""
     from dlperf.worker.collectives import bus_factor
 
-    n = total_devices(result["case"])
-    params = (result.get("model") or {}).get("params")
-    seconds = allreduce_seconds(result)
-    if not params or seconds is None:
+    typed = read_result(result)
+    seconds = allreduce_seconds(typed)
+    if not typed.params or seconds is None:
         return None
-    return 4 * int(params) * bus_factor("allreduce", n) / seconds
+    return 4 * int(typed.params) * bus_factor("allreduce", typed.devices) / seconds

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf.report import reading
+from dlperf.results import codec
+from dlperf.results.model import Result
 
 SCHEMA_VERSION = 1
 DEFAULT_DB = "dlperf.db"
@@ -370,12 +372,14 @@ class Store:
         why = reading.problem(value, fields) if fields else None
         if why:
             raise self._unreadable(row, column, table, why, "a malformed")
-        if table == "runs" and column == "result_json" and not value.get("device"):
-            # a result stored before the resolved device was recorded: derived, never a KeyError
-            from dlperf.result import device_of  # result imports the catalogue: only when needed
-
-            value["device"] = device_of(value)
+        if table == "runs" and column == "result_json":
+            # a result of any version, as this one reads it (dlperf.results.codec)
+            return codec.to_dict(value)
         return value
+
+    def result(self, row: sqlite3.Row) -> Result:
+        """One stored result, typed (:mod:`dlperf.results`)."""
+        return codec.read_result(self.decode(row))
 
     def close(self) -> None:
         self.db.close()
@@ -414,7 +418,8 @@ class Store:
         with self.db:
             self.db.execute(
                 "UPDATE runs SET finished_at=?, status=?, error=?, result_json=? WHERE id=?",
-                (_now(), result["status"], result.get("error"), json.dumps(result), run_id))
+                (_now(), result["status"], result.get("error"), codec.write_result(result),
+                 run_id))
 
     def repeats(self, run_id: int) -> list[dict[str, Any]]:
         rows = self._rows("SELECT run_id AS id, detail_json FROM repeats WHERE run_id=? "
@@ -619,6 +624,11 @@ class Store:
                 params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Finished results (the JSON contract), oldest first."""
         return [self.decode(row) for row in self.runs(where, params)]
+
+    def typed_results(self, where: str = "result_json IS NOT NULL",
+                      params: tuple[Any, ...] = ()) -> list[Result]:
+        """Finished results, typed (:mod:`dlperf.results`), oldest first."""
+        return [self.result(row) for row in self.runs(where, params)]
 
     # -- projections (issue 56): `dlperf project`, never mixed with measured runs ------------
 

@@ -4,6 +4,7 @@ that moved."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,13 +45,13 @@ class Difference:
         return row.delta / self.delta if self.delta else None
 
 
-def categories(block: dict[str, Any]) -> list[tuple[str, float]]:
+def categories(block: Mapping[str, Any]) -> list[tuple[str, float]]:
     """A profile's categories in their fixed order (seconds per step)."""
     values = block.get("categories") or {}
     return [(name, float(values.get(name, 0.0))) for name in ORDER]
 
 
-def differ(a: dict[str, Any], b: dict[str, Any]) -> Difference:
+def differ(a: Mapping[str, Any], b: Mapping[str, Any]) -> Difference:
     """The difference of profile ``b`` against profile ``a``."""
     first, second = dict(categories(a)), dict(categories(b))
     rows = sorted((Row(name, first[name], second[name]) for name in ORDER),
@@ -58,7 +59,7 @@ def differ(a: dict[str, Any], b: dict[str, Any]) -> Difference:
     return Difference(rows, a["step_s"], b["step_s"], moved_ops(a, b))
 
 
-def moved_ops(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+def moved_ops(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Operators among either side's top ones that both profiles name, by how much their time
     per step changed (two frameworks rarely share names: then none)."""
     left = {op["name"]: op for op in a.get("top_ops") or []}

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dlperf.errors import UsageError
 from dlperf.report import reading
-from dlperf.result import device_of
+from dlperf.results.codec import read_result
+from dlperf.results.model import Result
 from dlperf.spec import Case, SpecError
 from dlperf.store import Store
 
@@ -52,11 +54,12 @@ def experiment_key(case: dict[str, Any]) -> str:
         return "other:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def experiment_of(result: dict[str, Any]) -> str:
+def experiment_of(result: Result | Mapping[str, Any]) -> str:
     """The experiment a result belongs to: its case without environment and label, on the
     device it resolved to (a case with ``--device auto`` measured on a CPU host and on a GPU host
     is two series, never one)."""
-    return f"{experiment_key(result['case'])}@{device_of(result)}"
+    typed = read_result(result)
+    return f"{experiment_key(dict(typed.raw['case']))}@{typed.device}"
 
 
 def point(row: Any, result: dict[str, Any], where: str) -> Point | None:
@@ -65,19 +68,14 @@ def point(row: Any, result: dict[str, Any], where: str) -> Point | None:
     why = reading.result_problem(result, reading.SERIES)
     if why:
         raise UsageError(f"{where}: {why}")
-    tp = result.get("throughput") or {}
-    if result.get("status") != "ok" or not tp.get("median"):
+    typed = read_result(result)
+    if not typed.median or typed.throughput is None:
         return None
-    environment = result.get("environment") or {}
-    worker = ((result.get("env") or {}).get("worker") or {}).get("framework") or {}
-    ci = tp.get("ci95")
     return Point(run_id=int(row["id"]), finished_at=str(row["finished_at"] or row["started_at"]),
-                 case_key=str(result.get("case_key")),
-                 environment=str(environment.get("name") or result["case"]["framework"]),
-                 version=environment.get("framework_version") or worker.get("version"),
-                 label=environment.get("label"), median=float(tp["median"]),
-                 ci95=(float(ci[0]), float(ci[1])) if ci else None,
-                 repeats=tuple(float(v) for v in tp.get("repeats") or [tp["median"]]),
+                 case_key=str(typed.case_key), environment=typed.environment_name,
+                 version=typed.framework_version, label=typed.run_label,
+                 median=float(typed.median), ci95=typed.throughput.ci95,
+                 repeats=tuple(float(v) for v in typed.throughput.repeats or [typed.median]),
                  result=result, where=where)
 
 
@@ -112,7 +110,8 @@ def matching(store: Store, filters: dict[str, Any]) -> list[Point]:
     """The results whose case has every given field; one experiment, else one line naming the
     choices (so that two models never share a series)."""
     points = [p for p in all_points(store)
-              if all(p.result["case"].get(k) == v for k, v in filters.items() if v is not None)]
+              if all(read_result(p.result).case.get(k) == v for k, v in filters.items()
+                     if v is not None)]
     if not points:
         given = ", ".join(f"{k}={v}" for k, v in filters.items() if v is not None)
         raise UsageError(f"no successful result in {store.path} matches {given}")

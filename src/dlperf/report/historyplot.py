@@ -9,13 +9,13 @@ from typing import Any
 
 from dlperf.history import changepoints, series
 from dlperf.report.palette import Palette, of
+from dlperf.results.codec import read_result
 
 MAX_PANELS = 4
 
 
 def usable(result: dict[str, Any]) -> bool:
-    tp = result.get("throughput") or {}
-    return result.get("status") == "ok" and bool(tp.get("median"))
+    return bool(read_result(result).median)
 
 
 def experiments(shown: list[dict[str, Any]],
@@ -30,15 +30,16 @@ def experiments(shown: list[dict[str, Any]],
             key = series.experiment_of(result)
             if key in wanted:
                 groups.setdefault(key, []).append(result)
-    found = [sorted(g, key=lambda r: r.get("run_id") or 0) for g in groups.values()
+    found = [sorted(g, key=lambda r: read_result(r).run_id or 0) for g in groups.values()
              if len(g) > 1]
     return sorted(found, key=len, reverse=True)[:MAX_PANELS]
 
 
 def judged(group: list[dict[str, Any]]) -> list[changepoints.ChangePoint]:
     """The confirmed change points of one experiment's results."""
-    medians = [r["throughput"]["median"] for r in group]
-    repeats = [r["throughput"].get("repeats") or [m] for m, r in zip(medians, group)]
+    throughputs = [read_result(r).throughput for r in group]
+    medians = [t.median for t in throughputs if t and t.median is not None]
+    repeats = [list(t.repeats) or [t.median] for t in throughputs if t and t.median is not None]
     return changepoints.detect(medians, repeats)
 
 

@@ -10,14 +10,15 @@ from dlperf.report import varies
 from dlperf.report.palette import MARKERS, Palette
 from dlperf.report.ratios import Ratio
 from dlperf.report.tables import Cell, Table
+from dlperf.results.codec import read_result
 from dlperf.worker.profile import CATEGORIES, UNATTRIBUTED
 
 COLUMNS = CATEGORIES + (UNATTRIBUTED,)
 
 
 def profiled(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in results if r.get("status") == "ok"
-            and ((r.get("profile") or {}).get("categories"))]
+    return [r for r, typed in zip(results, map(read_result, results)) if typed.status == "ok"
+            and typed.profile and typed.profile.categories]
 
 
 def table(results: list[dict[str, Any]]) -> Table | None:
@@ -64,9 +65,9 @@ def comparison_lines(compared: list[Ratio]) -> list[str]:
 def finding_lines(results: list[dict[str, Any]]) -> list[str]:
     """Every finding of the section's results, each result's in turn."""
     lines = []
-    for result in results:
-        if result.get("status") == "ok":
-            lines += [finding.text for finding in findings.of_result(result)]
+    for typed in map(read_result, results):
+        if typed.status == "ok":
+            lines += [finding.text for finding in findings.of_result(typed)]
     return lines
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from dlperf import scaling
 from dlperf.errors import UsageError
-from dlperf.result import throughput_median
+from dlperf.results.codec import read_result, to_dict
+from dlperf.results.model import Result
 from dlperf.scaling import NO_BASELINE, config  # the same rule `dlperf run` applies
 from dlperf.store import Store
 
@@ -40,10 +41,11 @@ def load(store: Store, sweep: str | None = None,
         params = tuple(leave_out)
     latest: dict[str, dict[str, Any]] = {}
     for row in store.runs(where, params):
-        result = store.decode(row)
+        typed = store.result(row)
+        result = to_dict(typed)
         result.setdefault("run_id", row["id"])
         result["sweep"] = row["sweep"]
-        key = f"{row['case_key']}\0{(result.get('case') or {}).get('run_label') or ''}"
+        key = f"{row['case_key']}\0{typed.case['run_label'] or ''}"
         latest.pop(key, None)  # re-insert: the newest wins, in order
         latest[key] = result
     return list(latest.values())
@@ -58,28 +60,29 @@ def load_history(store: Store, sweep: str | None = None) -> list[dict[str, Any]]
         where, params = "result_json IS NOT NULL AND sweep=?", (sweep,)
     out = []
     for row in store.runs(where, params):
-        result = store.decode(row)
-        if result.get("status") == "ok":
+        typed = store.result(row)
+        if typed.status == "ok":
+            result = to_dict(typed)
             result.setdefault("run_id", row["id"])
             out.append(result)
     return out
 
 
-def total_devices(result: dict[str, Any]) -> int:
-    return scaling.total_devices(result["case"])
+def total_devices(result: Result | Mapping[str, Any]) -> int:
+    return read_result(result).devices
 
 
-def config_key(result: dict[str, Any]) -> str:
+def config_key(result: Result | Mapping[str, Any]) -> str:
     """What must be equal for a 1-device result to be the baseline of an N-device one."""
-    case = result["case"]
-    source = (case.get("external") or {}).get("name")
-    return json.dumps([config(result), source], sort_keys=True)
+    typed = read_result(result)
+    source = (typed.case.get("external") or {}).get("name")
+    return json.dumps([config(typed), source], sort_keys=True)
 
 
-def native(result: dict[str, Any]) -> bool:
+def native(result: Result | Mapping[str, Any]) -> bool:
     """Whether the framework's own data parallelism ran it (not Horovod): only such a 1-device
     result is a baseline, for every engine (:func:`dlperf.scaling.find_baseline`)."""
-    return (result["case"].get("launcher") or "native") == "native"
+    return read_result(result).launcher == "native"
 
 
 def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -89,28 +92,30 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     result) are kept; the others come from the 1-device result of the same configuration among
     ``results`` (the newest one), or stay None with ``speedup_note``.
     """
-    baselines: dict[str, dict[str, Any]] = {}
-    for result in results:
-        if total_devices(result) == 1 and throughput_median(result) and native(result):
-            current = baselines.get(config_key(result))
-            if current is None or (result.get("run_id") or 0) >= (current.get("run_id") or 0):
-                baselines[config_key(result)] = result
+    baselines: dict[str, Result] = {}
+    for typed in map(read_result, results):
+        if typed.devices == 1 and typed.median and typed.launcher == "native":
+            key = config_key(typed)
+            current = baselines.get(key)
+            if current is None or (typed.run_id or 0) >= (current.run_id or 0):
+                baselines[key] = typed
     out = []
     for original in results:
+        typed = read_result(original)
         result = copy.deepcopy(original)
-        n = total_devices(result)
-        value = throughput_median(result)
-        if result.get("speedup") is not None:
-            result.setdefault("scaling_efficiency", result["speedup"] / n)
+        n = typed.devices
+        value = typed.median
+        if typed.speedup is not None:
+            result.setdefault("scaling_efficiency", typed.speedup / n)
         elif value is None:
             result["speedup"] = None
             result["scaling_efficiency"] = None
-        elif n == 1 and native(result):
+        elif n == 1 and typed.launcher == "native":
             result["speedup"] = 1.0
             result["scaling_efficiency"] = 1.0
         else:
-            base = baselines.get(config_key(result))
-            base_value = throughput_median(base) if base else None
+            base = baselines.get(config_key(typed))
+            base_value = base.median if base else None
             if base is None or not base_value:
                 result["speedup"] = None
                 result["scaling_efficiency"] = None
@@ -118,6 +123,6 @@ def with_scaling(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             else:
                 result["speedup"] = value / base_value
                 result["scaling_efficiency"] = result["speedup"] / n
-                result["speedup_baseline_run_id"] = base.get("run_id")
+                result["speedup_baseline_run_id"] = base.run_id
         out.append(result)
     return out

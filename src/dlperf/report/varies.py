@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from dlperf.results.codec import case_with_defaults
 from dlperf.scaling import config, total_devices
-from dlperf.spec import environment_name, field_defaults, frameworks, support
+from dlperf.spec import environment_name, frameworks, support
 
-_DEFAULTS = field_defaults()
 #: beside the baseline's fields (dlperf.scaling.config): what else makes two results two
 #: measurements of different things (how many devices, which engine, which label)
 EXTRA_FIELDS = ("devices", "nnodes", "launcher", "controller", "run_label", "link")
@@ -26,11 +26,11 @@ def field(result: dict[str, Any], name: str) -> Any:
     """A case field of ``result`` as its default fills it; ``config`` is the tune config's name."""
     if name == CONFIG:
         return (result.get("config") or {}).get("which") or ""
-    case = result.get("case") or {}
+    case = case_with_defaults(result.get("case") or {})  # an older row's: as it reads now
     if name == "compile":
         return bool(case.get("compile"))
-    value = case.get(name, _DEFAULTS.get(name))
-    return _DEFAULTS.get(name) if value is None and name in EXTRA_FIELDS else value
+    value = case.get(name)
+    return case_with_defaults({}).get(name) if value is None and name in EXTRA_FIELDS else value
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Axis:
             words = [f"{name} {field(result, name)}" for name in ("options", "allocator",
                                                                    CONFIG)
                      if field(result, name)]
-            if field(result, "launcher") != _DEFAULTS.get("launcher"):
+            if field(result, "launcher") != field({}, "launcher"):
                 words.append(f"{field(result, 'launcher')} · {field(result, 'controller')}")
             return " ".join(words) or "defaults"
         if self.name == "batch sizes":

@@ -27,6 +27,7 @@ from typing import Any
 import optuna
 
 from dlperf import runner
+from dlperf.results.codec import read_result
 from dlperf.spec import Case, SpecError, declared_refusal
 from dlperf.store import Store
 from dlperf.tune import budget as budgets
@@ -218,19 +219,20 @@ class Search:
             return f"refused: {error}"
         wall = time.monotonic() - start
         trial.wall_s += wall
-        measured = list((result.get("throughput") or {}).get("repeats") or [])
-        if result["status"] == "timeout" and cap is not None and ran.timeout_s == cap:
+        typed = read_result(result)
+        measured = list(typed.throughput.repeats if typed.throughput else ())
+        if typed.status == "timeout" and cap is not None and ran.timeout_s == cap:
             return (f"{SLOWER} the default: its repeat ran past {budgets.text(cap)} (the "
                     f"default's took {budgets.text(self.default_repeat_s() or 0.0)}; the limit "
                     f"is {SLOW_FACTOR:g}x that for the samples it computes, at least "
                     f"{budgets.text(SLOW_FLOOR_S)}, {budgets.text(COMPILED_FLOOR_S)} for a "
                     "compiled configuration of an uncompiled default)")
-        if result["status"] != "ok" or not measured:
-            return f"{result['status']}: {result.get('error')}"
+        if typed.status != "ok" or not measured:
+            return f"{typed.status}: {typed.error}"
         values.extend(measured)
         trial.rungs.append({"rung": len(trial.rungs), "repeats": len(measured),
                             "repeats_so_far": len(values), "value": statistics.median(values),
-                            "run_id": result.get("run_id"), "wall_s": wall})
+                            "run_id": typed.run_id, "wall_s": wall})
         return None
 
     def estimate_trial_s(self) -> float | None:
