@@ -12,6 +12,12 @@ change of known size), and applies each verdict to each draw:
 
 * dlperf ``compare`` (its threshold and alpha, Mann-Whitney and Welch: ``compare_pair``);
 * dlperf ``gate`` on stored repeats (``repeats_verdict``: one-sided test and --max-slowdown);
+* dlperf ``ab`` (``Comparison.summary``'s verdict: the ratio's bootstrap interval over pairs and
+  its 2 % threshold) on n pairs: A/A pairs two disjoint n-sets of the unplanted pool; planted
+  pairs an unplanted and a planted repeat of the same cycle (measured side by side);
+* dlperf ``history`` (``changepoints.evaluate``: PELT and its Mann-Whitney confirmation) on a
+  series of 2n one-repeat results: n unplanted then n others (A/A: unplanted again; planted: a
+  step down to the planted pool), "slower" when a change point down is confirmed;
 * a relative threshold on the medians alone (TorchBench's approach; at 7 % and the 30 % it
   moved to);
 * asv's default factor alone (a ratio beyond 1.1);
@@ -19,7 +25,8 @@ change of known size), and applies each verdict to each draw:
   prediction interval (mean - t x sd x sqrt(1 + 1/n));
 * a conbench-style lookback z-score: (candidate median - baseline mean) / baseline sd < -5.
 
-The other tools' rules are their documented ideas written small, not their code.
+The other tools' rules are their documented ideas written small, not their code. Every rule
+counts its "slower" verdicts only (a false "faster" is not counted, for any of them).
 """
 
 from __future__ import annotations
@@ -28,62 +35,81 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import stats as scipy_stats
 
-from dlperf.commands.gate import repeats_verdict
+from dlperf.commands.gate import MAX_SLOWDOWN, repeats_verdict
+from dlperf.history import changepoints
 from dlperf.report.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare_pair
 from dlperf.store import Store
+from dlperf.studies import ab
 
 PLANTED = (0.01, 0.02, 0.03, 0.05, 0.10)
 CASE = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--batch-size", "2",
         "--warmup-steps", "3", "--steps", "6", "--threads-per-process", "1"]
-GATE_LIMIT = 0.03  # gate's --max-slowdown default
 
-Rule = Callable[[Sequence[float], Sequence[float]], bool]  # (baseline, candidate) -> "slower"
+Values = Sequence[float] | np.ndarray
+Rule = Callable[[Values, Values], bool]  # (baseline, candidate) -> "slower"
 
 
-def _result(values: Sequence[float]) -> dict[str, Any]:
+def _result(values: Values) -> dict[str, Any]:
     return {"status": "ok", "label": "x", "throughput": {"median": float(np.median(values)),
                                                          "repeats": list(values)}}
 
 
 def dlperf_compare(test: str) -> Rule:
-    def rule(base: Sequence[float], cand: Sequence[float]) -> bool:
+    def rule(base: Values, cand: Values) -> bool:
         return compare_pair("x", _result(base), _result(cand), DEFAULT_THRESHOLD, DEFAULT_ALPHA,
                             test).verdict == "slower"
     return rule
 
 
-def dlperf_gate(test: str) -> Rule:
-    def rule(base: Sequence[float], cand: Sequence[float]) -> bool:
+def dlperf_gate(test: str, limit: float = MAX_SLOWDOWN) -> Rule:
+    def rule(base: Values, cand: Values) -> bool:
         ratio = float(np.median(cand) / np.median(base))
-        return repeats_verdict(list(base), list(cand), ratio, GATE_LIMIT, test)[0] == "slower"
+        return repeats_verdict(list(base), list(cand), ratio, limit, test)[0] == "slower"
     return rule
 
 
+def dlperf_ab(threshold: float = ab.DEFAULT_THRESHOLD) -> Rule:
+    """`dlperf ab`'s verdict on the pairs (base[i], cand[i]), as its summary gives it."""
+    def rule(base: Values, cand: Values) -> bool:
+        found = ab.Comparison(pairs=len(base), threshold=threshold)
+        for pair, (a, b) in enumerate(zip(base, cand)):
+            found.turns += [ab.Turn("A", pair, float(a), "ok"), ab.Turn("B", pair, float(b), "ok")]
+        return bool(found.summary()["verdict"] == "slower")
+    return rule
+
+
+def dlperf_history(base: Values, cand: Values) -> bool:
+    """`dlperf history`'s change points on base's results then cand's, one repeat each."""
+    values = [float(v) for v in (*base, *cand)]
+    return any(c.confirmed and c.relative_change < 0
+               for c in changepoints.evaluate(values, [[v] for v in values]))
+
+
 def relative(threshold: float) -> Rule:
-    def rule(base: Sequence[float], cand: Sequence[float]) -> bool:
+    def rule(base: Values, cand: Values) -> bool:
         return float(np.median(cand) / np.median(base)) < 1.0 - threshold
     return rule
 
 
-def asv_factor(base: Sequence[float], cand: Sequence[float]) -> bool:
+def asv_factor(base: Values, cand: Values) -> bool:
     return float(np.median(base) / np.median(cand)) > 1.1
 
 
-def bencher_t(base: Sequence[float], cand: Sequence[float]) -> bool:
+def bencher_t(base: Values, cand: Values) -> bool:
     b = np.asarray(base, dtype=float)
     n = b.size
     bound = b.mean() - scipy_stats.t.ppf(0.975, n - 1) * b.std(ddof=1) * np.sqrt(1 + 1 / n)
     return float(np.median(cand)) < bound
 
 
-def conbench_z(base: Sequence[float], cand: Sequence[float], limit: float = 5.0) -> bool:
+def conbench_z(base: Values, cand: Values, limit: float = 5.0) -> bool:
     b = np.asarray(base, dtype=float)
     sd = b.std(ddof=1)
     return sd > 0 and (float(np.median(cand)) - b.mean()) / sd < -limit
@@ -99,19 +125,28 @@ RULES: dict[str, Rule] = {
     "factor 1.1 (asv-style)": asv_factor,
     "t-test threshold (Bencher-style)": bencher_t,
     "z-score 5 (conbench-style)": conbench_z,
+    "dlperf ab (pairs)": dlperf_ab(),
+    "dlperf history (change points)": dlperf_history,
 }
+# rules whose two sides are pairs, measured side by side: their planted draws take both repeats
+# from the same cycles
+PAIRED = frozenset({"dlperf ab (pairs)"})
 
 
-def rates(base_pool: Sequence[float], planted: dict[float, Sequence[float]], n: int,
-          draws: int, seed: int = 0) -> dict[str, dict[str, float]]:
-    """Per rule: the false-alarm rate (A/A: two disjoint n-sets of the base pool) and the
-    power against each planted pool (n base against n planted), over ``draws`` random draws."""
+def rates(base_pool: Values, planted: Mapping[float, Values], n: int,
+          draws: int, seed: int = 0, rules: dict[str, Rule] | None = None,
+          paired: frozenset[str] = PAIRED) -> dict[str, dict[str, float]]:
+    """Per rule (default :data:`RULES`): the false-alarm rate (A/A: two disjoint n-sets of the
+    base pool) and the power against each planted pool (n base against n planted), over
+    ``draws`` random draws. A rule in ``paired`` gets its planted draws cycle by cycle (the
+    same positions of both pools, which :func:`pools` keeps in measuring order)."""
     rng = np.random.default_rng(seed)
     base = np.asarray(base_pool, dtype=float)
     if base.size < 2 * n:
         raise SystemExit(f"A/A needs {2 * n} unplanted repeats; the pool has {base.size}")
-    out: dict[str, dict[str, float]] = {name: {} for name in RULES}
-    for name, rule in RULES.items():
+    chosen = RULES if rules is None else rules
+    out: dict[str, dict[str, float]] = {name: {} for name in chosen}
+    for name, rule in chosen.items():
         alarms = 0
         for _ in range(draws):
             order = rng.permutation(base.size)
@@ -121,14 +156,20 @@ def rates(base_pool: Sequence[float], planted: dict[float, Sequence[float]], n: 
             cand = np.asarray(pool, dtype=float)
             if cand.size < n:
                 continue
-            hits = sum(rule(rng.choice(base, n, replace=False), rng.choice(cand, n, replace=False))
-                       for _ in range(draws))
+            if name in paired:
+                cycles = min(base.size, cand.size)
+                picks = (rng.choice(cycles, n, replace=False) for _ in range(draws))
+                hits = sum(rule(base[at], cand[at]) for at in picks)
+            else:
+                hits = sum(rule(rng.choice(base, n, replace=False),
+                                rng.choice(cand, n, replace=False)) for _ in range(draws))
             out[name][f"power_{share:.0%}"] = hits / draws
     return out
 
 
 def pools(db: Path) -> tuple[list[float], dict[float, list[float]]]:
-    """Every stored repeat's throughput, by planted share (0: the base pool)."""
+    """Every stored repeat's throughput, by planted share (0: the base pool), each pool in
+    measuring order (oldest first: cycle by cycle, which the paired rules rely on)."""
     found: dict[float, list[float]] = {}
     with Store(db, readonly=True) as store:
         for result in store.results():

@@ -42,6 +42,48 @@ def test_rates_on_constructed_noise():
 
 
 @pytest.mark.parallel
+def test_known_false_alarm_rates_of_each_verdict():
+    """Rates arithmetic fixes: Welch's one-sided test at 0.05 with no threshold (gate, limit 0)
+    on normal noise alarms 5 % of A/A draws; compare's Mann-Whitney with 3 a side and ab with
+    fewer than 5 pairs never decide ("inconclusive"), whatever the change; ab with 5 pairs and
+    no threshold alarms only when every pair went the same way: at most 2^-5 = 3.1 %."""
+    rng = np.random.default_rng(2)
+    base = 100 + rng.normal(0, 1.0, 600)
+    planted = {0.10: (100 + rng.normal(0, 1.0, 600)) * 0.90}
+    paired = frozenset({"ab", "ab, threshold 0"})
+
+    def rate(rule: str, n: int, draws: int, with_planted: bool = True) -> dict[str, float]:
+        rules = {"gate welch, limit 0": calibration.dlperf_gate("welch", limit=0.0),
+                 "compare mw": calibration.dlperf_compare("mannwhitney"),
+                 "ab": calibration.dlperf_ab(), "ab, threshold 0": calibration.dlperf_ab(0.0)}
+        return calibration.rates(base, planted if with_planted else {}, n, draws,
+                                 rules={rule: rules[rule]}, paired=paired)[rule]
+
+    # 1000 draws: a rate's standard error at 5 % is 0.7 points
+    assert 0.03 <= rate("gate welch, limit 0", 5, 1000, False)["false_alarm"] <= 0.07
+    assert rate("compare mw", 3, 200) == {"false_alarm": 0.0, "power_10%": 0.0}
+    assert rate("ab", 3, 200) == {"false_alarm": 0.0, "power_10%": 0.0}
+    assert 0.0 < rate("ab, threshold 0", 5, 1000, False)["false_alarm"] <= 1 / 32 + 0.017
+    assert rate("ab", 5, 100)["power_10%"] == 1.0
+    assert rate("compare mw", 5, 100)["power_10%"] == 1.0
+
+
+@pytest.mark.parallel
+def test_history_false_alarms_and_power_on_known_series():
+    """history's change points on series of one-repeat results: a level series of 1 % noise
+    gives none; a 10 % step is found with 5 results a side and never with 3 (Mann-Whitney over
+    3 and 3 repeats cannot reach its alpha of 0.01, so the candidate is never confirmed)."""
+    rng = np.random.default_rng(3)
+    base = 100 + rng.normal(0, 1.0, 300)
+    planted = {0.10: (100 + rng.normal(0, 1.0, 300)) * 0.90}
+    rules = {"history": calibration.dlperf_history}
+    assert calibration.rates(base, planted, 3, 100, rules=rules)["history"] == {
+        "false_alarm": 0.0, "power_10%": 0.0}
+    assert calibration.rates(base, planted, 5, 100, rules=rules)["history"] == {
+        "false_alarm": 0.0, "power_10%": 1.0}
+
+
+@pytest.mark.parallel
 def test_too_small_a_pool_is_said():
     with pytest.raises(SystemExit, match="A/A needs 10 unplanted repeats"):
         calibration.rates([1.0] * 9, {}, 5, 10)

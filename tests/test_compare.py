@@ -13,6 +13,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from conftest import dlperf, dlperf_main, load
+from dlperf import stats
 from dlperf.commands import compare as compare_command
 from dlperf.report import compare as cmp
 
@@ -34,13 +35,14 @@ def test_mann_whitney_exact_p_values():
     # 4 vs 4 with complete separation: 2 of the C(8,4) = 70 rankings are as extreme
     result = cmp.significance([1, 2, 3, 4], [5, 6, 7, 8])
     assert result.p_value == pytest.approx(2 / 70) and result.usable()
-    assert cmp.mannwhitney_min_p(2, 2) == pytest.approx(1 / 3)
-    assert cmp.mannwhitney_min_p(3, 3) == pytest.approx(0.1)
-    assert cmp.mannwhitney_min_p(7, 7) == pytest.approx(2 / 3432)
+    assert stats.mannwhitney_min_p(2, 2) == pytest.approx(1 / 3)
+    assert stats.mannwhitney_min_p(3, 3) == pytest.approx(0.1)
+    assert stats.mannwhitney_min_p(7, 7) == pytest.approx(2 / 3432)
     # 2 vs 2 can never reach 0.05: the p-value is shown but never counts as significant
     small = cmp.significance([1, 2], [5, 6])
     assert small.p_value == pytest.approx(1 / 3) and not small.usable()
-    assert "cannot reach p<0.05" in small.text()
+    assert "2 repeats a side cannot reach p < 0.05 with Mann-Whitney (smallest p 0.333; needs 4 a side)" in \
+        small.text()
 
 
 @pytest.mark.parallel
@@ -59,15 +61,46 @@ def test_welch_t_test_by_hand():
 @pytest.mark.parallel
 def test_tests_that_cannot_be_computed_are_never_significant():
     one = cmp.significance([100.0], [120.0])
-    assert one.p_value is None and "at least 2 repeats" in one.reason
+    assert one.p_value is None and one.reason == ("1 repeat a side cannot reach p < 0.05 with "
+                                                   "Mann-Whitney (smallest p 1; needs 4 a side)")
     flat = cmp.significance([5.0, 5.0], [6.0, 6.0], test="welch")
     assert flat.p_value is None and "no variance" in flat.reason
     item = cmp.compare_pair("k", synthetic([100.0]), synthetic([80.0]))
-    # the verdict rests on the threshold alone and says so; the test is "n/a"
-    assert item.verdict == "slower" and item.test.brief() == "n/a"
-    assert "threshold alone" in item.notes[0]
+    # no verdict from the threshold alone: inconclusive, saying why and what would decide
+    assert item.verdict == "inconclusive" and item.test.brief() == "n/a" and not item.regressed
+    assert item.notes == ["inconclusive: -20.0% is beyond the 5% threshold but 1 repeat a side "
+                          "cannot reach p < 0.05 with Mann-Whitney (smallest p 1; needs 4 a "
+                          "side); rerun with "
+                          "--repeats 4 or --test welch"]
     summary = cmp.Comparison([item], 0.05, 0.05, "mannwhitney").to_dict()
     assert summary["cases"][0]["significant"] is False
+    assert summary["counts"]["inconclusive"] == 1
+    # Welch's t with no variance on either side is undefined: inconclusive too, with that reason
+    flat_item = cmp.compare_pair("k", synthetic([5.0, 5.0]), synthetic([6.0, 6.0]), test="welch")
+    assert flat_item.verdict == "inconclusive" and "no variance" in flat_item.notes[0]
+
+
+@pytest.mark.parallel
+def test_three_repeats_a_side_are_inconclusive_for_mann_whitney_only():
+    """Mann-Whitney's smallest two-sided p with 3 and 3 is 2/C(6,3) = 0.1: a 20 % drop is
+    "inconclusive" (the threshold alone raised 12 % false alarms, docs/calibration.md), Welch's
+    t and Mann-Whitney with 4 a side decide it, and a change under the threshold is "same"."""
+    base, cand = [100.0, 101.0, 99.0], [80.0, 81.0, 79.0]
+    mw = cmp.compare_pair("k", synthetic(base), synthetic(cand))
+    assert mw.verdict == "inconclusive" and mw.test.p_value == pytest.approx(0.1)
+    assert mw.notes[0].endswith("3 repeats a side cannot reach p < 0.05 with Mann-Whitney "
+                                "(smallest p 0.1; needs 4 a side); rerun with --repeats 4 or "
+                                "--test welch")
+    assert cmp.compare_pair("k", synthetic(base), synthetic(cand), test="welch").verdict == \
+        "slower"
+    assert cmp.compare_pair("k", synthetic([*base, 100.5]),
+                            synthetic([*cand, 80.5])).verdict == "slower"
+    # a stricter alpha needs more: 2/C(8,4) = 0.029 is not below 0.01, 2/C(10,5) = 0.008 is
+    strict = cmp.compare_pair("k", synthetic([*base, 100.5]), synthetic([*cand, 80.5]),
+                              alpha=0.01)
+    assert strict.verdict == "inconclusive" and "; needs 5 a side)" in strict.notes[0]
+    assert cmp.compare_pair("k", synthetic(base), synthetic([v * 0.98 for v in base])).verdict \
+        == "same"
 
 
 @pytest.mark.parallel

@@ -48,3 +48,24 @@ def test_two_cases_name_their_differences_without_a_warning(tmp_path):
     again = write(tmp_path / "again.json", result("fp32", [15.8, 15.9, 16.0]))
     proc = dlperf_main("compare", fp32, again, "--test", "welch")
     assert proc.returncode == 0 and "different cases" not in proc.stdout
+
+
+def test_too_few_repeats_for_the_test_is_inconclusive_and_exits_0(tmp_path):
+    """Mann-Whitney (the default) cannot reach p < 0.05 with 3 repeats a side: a 20 % drop is
+    "inconclusive", says why and what would decide, and --fail-on-regression exits 0 (as gate
+    does for inconclusive); Welch's t decides the same repeats, exit 1."""
+    base = write(tmp_path / "base.json", result("fp32", [100.0, 101.0, 99.0]))
+    cand = write(tmp_path / "cand.json", result("fp32", [80.0, 81.0, 79.0]))
+    out = tmp_path / "cmp.json"
+    proc = dlperf_main("compare", base, cand, "--fail-on-regression", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "1 inconclusive" in said and "regression" not in said
+    assert ("inconclusive: -20.0% is beyond the 5% threshold but 3 repeats a side cannot reach "
+            "p < 0.05 with Mann-Whitney (smallest p 0.1; needs 4 a side); rerun with --repeats 4 "
+            "or --test "
+            "welch") in said
+    data = json.loads(out.read_text())
+    assert data["counts"]["inconclusive"] == 1 and data["cases"][0]["verdict"] == "inconclusive"
+    proc = dlperf_main("compare", base, cand, "--fail-on-regression", "--test", "welch")
+    assert proc.returncode == 1 and "1 regression(s) beyond 5%" in proc.stdout

@@ -79,3 +79,24 @@ def test_a_drift_is_flagged_only_when_the_step_times_say_it_is_not_noise():
     assert stats.drift_p(HICCUP[:9], hiccup) is None and stats.drift_p(None, hiccup) is None
     assert stats.drift_p([1.0, 1.0, 1.0, 1.0], halves_of([1.0] * 4, 2)) is None
     assert len(stats.spread_warnings(steady, [stats.half_drift(hiccup)], [None])) == 1
+
+
+def test_which_repeats_can_reach_alpha_at_all():
+    """Mann-Whitney's smallest two-sided p with n and m is 2/C(n+m, n): 0.1 with 3 and 3, 2/70
+    with 4 and 4; one-sided 1/20 with 3 and 3, not below 0.05. Welch needs 2 a side; pairs
+    (ab's interval) 2^-n one-sided: 5 pairs."""
+    assert not stats.reaches("mannwhitney", 3, 3) and stats.reaches("mannwhitney", 4, 4)
+    assert not stats.reaches("mannwhitney", 3, 3, sides=1)
+    assert stats.reaches("mannwhitney", 3, 4, sides=1)  # 1/35
+    assert stats.reaches("welch", 2, 2) and not stats.reaches("welch", 1, 5)
+    assert [stats.repeats_needed(t) for t in ("mannwhitney", "welch")] == [4, 2]
+    assert stats.repeats_needed("mannwhitney", alpha=0.01) == 5  # 2/252 < 0.01 <= 2/70
+    assert stats.repeats_needed(stats.PAIRED_TEST, sides=1) == 5  # 2^-5 < 0.05 <= 2^-4
+    assert stats.unreachable("mannwhitney", 4, 4) is None
+    assert stats.unreachable("mannwhitney", 3, 3) == (
+        "3 repeats a side cannot reach p < 0.05 with Mann-Whitney (smallest p 0.1; needs 4 a "
+        "side)")
+    assert stats.unreachable("welch", 1, 3) == (
+        "1 and 3 repeats cannot reach p < 0.05 with Welch's t (needs 2 a side)")
+    with pytest.raises(ValueError, match="test: 'ttest' is not one of"):
+        stats.reaches("ttest", 3, 3)

@@ -243,8 +243,64 @@ def mannwhitney_min_p(n1: int, n2: int, sides: int = 2) -> float:
 
 #: the two-sample tests on per-repeat values that `dlperf compare` and `dlperf gate` offer
 TESTS = ("mannwhitney", "welch")
-# the significance level of `dlperf compare` (and the report's comparisons) unless --alpha
+# `dlperf ab`'s interval over pairs, bounded as the sign test is: with n pairs of no change,
+# all n move the same one way with chance 2^-n, and then a bootstrap interval excludes 1
+# (docs/calibration.md: 3 pairs raised 11.1 % false "slower", 5 pairs 2.9 %; 2^-3, 2^-5)
+PAIRED_TEST = "sign"
+TEST_NAMES = {"mannwhitney": "Mann-Whitney", "welch": "Welch's t", PAIRED_TEST: "sign test"}
+# The significance level of `dlperf compare` (and the report's comparisons) unless --alpha.
+# docs/calibration.md: at 0.05 compare's Welch raised 1.8 % false alarms with 3 repeats a side
+# and Mann-Whitney 2.1 % with 5; Mann-Whitney with 3 (12 %, over alpha) is now "inconclusive".
 DEFAULT_ALPHA = 0.05
+MOST_REPEATS = 1000  # where repeats_needed stops looking
+
+
+def sign_min_p(pairs: int, sides: int = 2) -> float:
+    """Smallest p-value the sign test can give over ``pairs`` pairs: every pair one way."""
+    return min(1.0, sides / 2 ** pairs)
+
+
+def reaches(test: str, n: int, m: int, alpha: float = DEFAULT_ALPHA, sides: int = 2) -> bool:
+    """Whether ``test`` (one of :data:`TESTS`, or :data:`PAIRED_TEST` over ``n`` pairs, ``m``
+    the same) can give p < ``alpha`` at all with ``n`` and ``m`` repeats: Welch's t needs 2 a
+    side, exact Mann-Whitney also a smallest p (:func:`mannwhitney_min_p`) below alpha, pairs
+    :func:`sign_min_p` below it. Where it cannot, a verdict beyond a threshold is the
+    threshold's alone, which docs/calibration.md measured wrong 11-12 % of the time."""
+    if test not in (*TESTS, PAIRED_TEST):
+        raise ValueError(f"test: {test!r} is not one of {', '.join((*TESTS, PAIRED_TEST))}")
+    if min(n, m) < 2:
+        return False
+    if test == PAIRED_TEST:
+        return sign_min_p(min(n, m), sides) < alpha
+    return test == "welch" or mannwhitney_min_p(n, m, sides) < alpha
+
+
+def repeats_needed(test: str, alpha: float = DEFAULT_ALPHA, sides: int = 2) -> int:
+    """The fewest repeats a side with which ``test`` can reach p < ``alpha``
+    (:func:`reaches`); :data:`MOST_REPEATS` when none up to it can."""
+    return next((k for k in range(2, MOST_REPEATS) if reaches(test, k, k, alpha, sides)),
+                MOST_REPEATS)
+
+
+def unreachable(test: str, n: int, m: int, alpha: float = DEFAULT_ALPHA, sides: int = 2
+                ) -> str | None:
+    """None when ``test`` can reach p < ``alpha`` with ``n`` and ``m`` repeats; else why not in
+    words, with how many repeats a side would do: the start of an "inconclusive" line, to which
+    each command adds its own way out (``--repeats N``, ``--test welch``)."""
+    if reaches(test, n, m, alpha, sides):
+        return None
+    needed = repeats_needed(test, alpha, sides)
+    if test == PAIRED_TEST:
+        k = min(n, m)
+        return (f"{k} pair(s) cannot reach p < {alpha:g}: all {k} moving one way by chance "
+                f"alone has p {sign_min_p(k, sides):.3g} (the sign test's bound; needs "
+                f"{needed})")
+    have = (f"{n} repeat{'s' if n != 1 else ''} a side" if n == m
+            else f"{n} and {m} repeats")
+    floor = (f"smallest p {mannwhitney_min_p(n, m, sides):.3g}; "
+             if test == "mannwhitney" and min(n, m) >= 1 else "")
+    return (f"{have} cannot reach p < {alpha:g} with {TEST_NAMES[test]} "
+            f"({floor}needs {needed} a side)")
 
 
 def shift_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray, test: str,

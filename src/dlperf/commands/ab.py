@@ -25,12 +25,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     "the ratio of medians B/A gets a bootstrap 95% interval over pairs. Prefer "
                     "this to `compare --fail-on-regression` whenever both sides can run now: "
                     "compare reads results measured at different times.")
-    parser.add_argument("--pairs", type=pairs_count, default=6,
-                        help="A/B pairs (default 6), or auto: until the verdict is settled "
-                             f"either way (at least {ab.AUTO_MIN_PAIRS}, at most "
-                             f"{ab.AUTO_PAIRS})")
+    # defaults: ab.DEFAULT_PAIRS and ab.DEFAULT_THRESHOLD (docs/calibration.md)
+    parser.add_argument("--pairs", type=pairs_count, default=ab.DEFAULT_PAIRS,
+                        help=f"A/B pairs (default {ab.DEFAULT_PAIRS}), or auto: until the "
+                             f"verdict is settled either way (at least {ab.AUTO_MIN_PAIRS}, "
+                             f"at most {ab.AUTO_PAIRS})")
     parser.add_argument("--threshold", type=finite_float, default=ab.DEFAULT_THRESHOLD * 100,
-                        metavar="PERCENT", help="ratios within this are 'same' (default 2)")
+                        metavar="PERCENT",
+                        help=f"ratios within this are 'same' (default "
+                             f"{ab.DEFAULT_THRESHOLD * 100:g})")
     parser.add_argument("--json", type=Path, help="write the comparison to this file")
     parser.add_argument("sides", nargs=argparse.REMAINDER, metavar="-- run A -- run B")
     return parser
@@ -91,6 +94,8 @@ def main(args: argparse.Namespace) -> int:
         ci_text = f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else " (too few pairs for a CI)"
         display.out.print(Text(f"B/A = {summary['ratio']:.3f}{ci_text} over {summary['pairs']} "
                                f"pairs: {summary['verdict']} ({devices_text(summary)})"))
+    if summary["verdict"] == ab.INCONCLUSIVE:
+        display.warn(f"inconclusive: {summary['why_inconclusive']}")
     policy = summary.get("pairs_policy")
     if policy and not policy["settled"]:
         display.warn(f"--pairs auto: not settled after {policy['taken']} pairs (the most): the "

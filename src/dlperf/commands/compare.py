@@ -20,6 +20,7 @@ from dlperf.errors import UsageError
 from dlperf.numbers import finite_float
 from dlperf.report import reading
 from dlperf.report import results as stored
+from dlperf.report.compare import DEFAULT_THRESHOLD, VERDICTS
 from dlperf.stats import DEFAULT_ALPHA, TESTS
 from dlperf.store import DEFAULT_DB, Store
 
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 VERDICT_STYLE = {"faster": "green", "slower": "red", "failed": "red", "fixed": "green",
-                 "same": "", "only in baseline": "yellow", "only in candidate": "yellow",
+                 "same": "", "inconclusive": "yellow", "only in baseline": "yellow",
+                 "only in candidate": "yellow",
                  "better": "green", "worse": "red"}  # the last two: accuracy rows
 
 
@@ -62,10 +64,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("baseline", help="result JSON file, database file, run id or sweep name")
     parser.add_argument("candidate", help="result JSON file, database file, run id or sweep name")
     parser.add_argument("--db", default=DEFAULT_DB, help="database for run ids and sweep names")
-    parser.add_argument("--threshold", type=threshold, default=0.05,
-                        help="smallest change that counts, e.g. 5%% (default 5%%)")
+    # defaults: docs/calibration.md (their false alarms on A/A splits of real repeats)
+    parser.add_argument("--threshold", type=threshold, default=DEFAULT_THRESHOLD,
+                        help=f"smallest change that counts, e.g. 5%% (default "
+                             f"{DEFAULT_THRESHOLD * 100:g}%%)")
     parser.add_argument("--test", choices=TESTS, default="mannwhitney",
-                        help="test on the per-repeat values (default mannwhitney)")
+                        help="test on the per-repeat values (default mannwhitney; it needs 4 "
+                             "repeats a side to reach p < 0.05, welch 2: with fewer a change "
+                             "beyond the threshold is 'inconclusive')")
     parser.add_argument("--alpha", type=finite_float, default=DEFAULT_ALPHA,
                         help=f"significance level (default {DEFAULT_ALPHA})")
     parser.add_argument("--accuracy-threshold", type=points, default=1.0, metavar="POINTS",
@@ -73,7 +79,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "many points is a regression (default 1.0)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when a case got slower beyond the threshold or failed, or "
-                             "an accuracy row lost more top-1 than --accuracy-threshold")
+                             "an accuracy row lost more top-1 than --accuracy-threshold "
+                             "(an 'inconclusive' case exits 0, as in dlperf gate, and says "
+                             "why)")
     parser.add_argument("--across-devices", action="store_true",
                         help="compare cases whose sides ran on different devices (cpu and a GPU, "
                              "two GPU models); refused without it")
@@ -220,9 +228,7 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
     mean = result.geometric_mean
     summary = (f"geometric mean of candidate/baseline over {len(result.ratios)} case(s): "
                + ("—" if mean is None else f"{mean:.3f} ({mean - 1:+.1%})"))
-    counts = ", ".join(f"{result.count(v)} {v}" for v in
-                       ("faster", "slower", "same", "failed", "fixed", "only in baseline",
-                        "only in candidate") if result.count(v))
+    counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICTS if result.count(v))
     display.out.print(f"{summary}; {counts}", highlight=False)
 
 

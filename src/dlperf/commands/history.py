@@ -16,7 +16,7 @@ from rich.text import Text
 
 from dlperf import display, outputs
 from dlperf.commands import HELP
-from dlperf.commands._flags import add_db_argument, positive_int
+from dlperf.commands._flags import add_db_argument, integer
 from dlperf.errors import UsageError
 from dlperf.history import changepoints, series
 from dlperf.spec import PRECISIONS, TASKS
@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--model")
     parser.add_argument("--task", choices=TASKS)
     parser.add_argument("--precision", choices=PRECISIONS)
-    parser.add_argument("--batch-size", type=positive_int)
+    parser.add_argument("--batch-size", type=integer)
     parser.add_argument("--order", choices=series.ORDERS, default="time",
                         help="time (default), label (as text) or framework version")
     parser.add_argument("--json", type=Path, help="write the series and its change points here")
@@ -72,6 +72,9 @@ def summary(points: list[series.Point], judged: list[changepoints.ChangePoint],
                         "ci95": p.ci95, "repeats": list(p.repeats)} for p in points],
             "change_points": [change_dict(points, c) for c in judged if c.confirmed],
             "rejected": [change_dict(points, c) for c in judged if not c.confirmed],
+            # the penalty, alpha and smallest change are changepoints' defaults: on A/A series
+            # of real repeats they confirmed no change point at all (docs/calibration.md, the
+            # history rows), so none was tightened
             "method": {"detector": "ruptures PELT, l2 cost, on log medians",
                        "penalty": f"{changepoints.PENALTY_SIGMAS:g} sigma^2 ln(n)",
                        "confirmation": f"Mann-Whitney U on the repeats, p < "

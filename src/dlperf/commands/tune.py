@@ -23,13 +23,16 @@ from dlperf.report import reading
 from dlperf.report import tune as tune_report
 from dlperf.spec import Case, expected_device, frameworks, support
 from dlperf.store import Store
+from dlperf.studies.ab import AUTO_MIN_PAIRS
 from dlperf.tune import budget as budgets
 from dlperf.tune import knobs as space
 from dlperf.tune import settings as config
 from dlperf.tune import stored
 
 ALL = "all"
-DEFAULT_PAIRS = 4
+# the fewest pairs whose verdict `dlperf ab` trusts (fewer say "inconclusive":
+# docs/calibration.md), so that a confirmation within budget can say "faster"
+DEFAULT_PAIRS = AUTO_MIN_PAIRS
 SCREEN_STEPS = 20  # a trial's window: long enough to rank configurations, short enough for many
 
 

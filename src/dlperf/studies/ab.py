@@ -5,9 +5,11 @@ interleaved A, B, B, A, A, B … see the same drift on both sides. Each side is 
 measuring command (``run ...`` or ``external ... -- COMMAND``) run with one repeat per turn; the
 answer is each side's median, the ratio of medians B / A with a percentile-bootstrap 95% interval
 over *pairs* (pairs are resampled together, so drift shared by a pair cancels), and a verdict:
-``same`` when the interval includes 1 or the ratio is within the threshold, else B ``faster`` /
-``slower``. Each side names the device its turns ran on (the results' resolved device), so a
-ratio of a CPU and a GPU side never passes for a code change.
+``same`` when the interval includes 1 or the ratio is within the threshold, ``inconclusive``
+when a ratio beyond the threshold has no interval or too few pairs to trust one (fewer than
+AUTO_MIN_PAIRS: :func:`why_inconclusive`), else B ``faster`` / ``slower``. Each side names the
+device its turns ran on (the results' resolved device), so a ratio of a CPU and a GPU side never
+passes for a code change.
 """
 
 from __future__ import annotations
@@ -26,15 +28,23 @@ import numpy as np
 
 from dlperf.errors import UsageError
 from dlperf.result import device_of, throughput_median
-from dlperf.stats import median_or_none
+from dlperf.stats import DEFAULT_ALPHA, PAIRED_TEST, median_or_none, repeats_needed, unreachable
 
 MEASURING = ("run", "external")
 OWNED_FLAGS = ("--repeats", "--db", "--json")
 BOOTSTRAP_SAMPLES = 10000
+# ratios within this are "same"; DEFAULT_PAIRS: the pairs `dlperf ab` (and `gate --remeasure`)
+# run unless told. docs/calibration.md has this verdict's false alarms and power on A/A and
+# planted pairs drawn from real interleaved repeats
 DEFAULT_THRESHOLD = 0.02
-# `--pairs auto`: pairs until the verdict is settled (settled()), at least AUTO_MIN_PAIRS (a
-# bootstrap over fewer pairs is not an interval) and at most AUTO_PAIRS
-AUTO_MIN_PAIRS = 4
+DEFAULT_PAIRS = 6
+INCONCLUSIVE = "inconclusive"
+# a verdict's level: its interval is the 95 % one, and each direction ("slower", "faster") is
+# held to the chance that every pair moves that way (stats.reaches, PAIRED_TEST, one-sided)
+ALPHA = DEFAULT_ALPHA
+# `--pairs auto`: pairs until the verdict is settled (settled()), at least AUTO_MIN_PAIRS (the
+# fewest whose verdict can be trusted: 5; docs/calibration.md) and at most AUTO_PAIRS
+AUTO_MIN_PAIRS = repeats_needed(PAIRED_TEST, ALPHA, sides=1)
 AUTO_PAIRS = 20
 
 
@@ -136,7 +146,9 @@ class Comparison:
         out["ratio"] = ratio
         ci = ratio_ci(a, b, self.seed)
         out["ci95"] = list(ci) if ci else None
-        out["verdict"] = verdict(ratio, ci, self.threshold)
+        out["verdict"] = verdict(ratio, ci, self.threshold, int(a.size))
+        if out["verdict"] == INCONCLUSIVE:
+            out["why_inconclusive"] = why_inconclusive(int(a.size))
         return out
 
 
@@ -158,10 +170,25 @@ def ratio_ci(a: np.ndarray, b: np.ndarray, seed: int = 0, level: float = 0.95,
     return float(low), float(high)
 
 
-def verdict(ratio: float, ci: tuple[float, float] | None, threshold: float) -> str:
-    if abs(ratio - 1.0) <= threshold or ci is None or ci[0] <= 1.0 <= ci[1]:
+def verdict(ratio: float, ci: tuple[float, float] | None, threshold: float, pairs: int) -> str:
+    """``same`` within the threshold or where the interval includes 1; ``inconclusive`` beyond
+    it when there is no interval or too few ``pairs`` to trust one (:func:`why_inconclusive`);
+    else B ``faster`` / ``slower``."""
+    if abs(ratio - 1.0) <= threshold:
         return "same"
+    if ci is not None and ci[0] <= 1.0 <= ci[1]:
+        return "same"
+    if ci is None or why_inconclusive(pairs):
+        return INCONCLUSIVE
     return "faster" if ratio > 1.0 else "slower"
+
+
+def why_inconclusive(pairs: int) -> str | None:
+    """Why ``pairs`` complete pairs cannot carry a verdict of a change (None when they can):
+    with fewer than AUTO_MIN_PAIRS, every pair moving one way by chance alone is as likely as
+    ALPHA, and the bootstrap interval then excludes 1."""
+    short = unreachable(PAIRED_TEST, pairs, pairs, ALPHA, sides=1)
+    return None if short is None else f"{short}; rerun with --pairs {AUTO_MIN_PAIRS} or more"
 
 
 def order(pairs: int) -> list[tuple[int, str]]:
