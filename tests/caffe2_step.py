@@ -32,7 +32,7 @@ def main():
     from dlperf.backends.caffe2 import resnet
     from dlperf.data import synthetic
 
-    workload = caffe2.build(case)
+    workload = caffe2.BACKEND.build(case)
     scope = workload.output[:-len(resnet.LOSS)]  # "cpu_0/" under data_parallel_model, else ""
     if args.data_rank is not None:
         knobs = workload.info["knobs"]

@@ -83,7 +83,7 @@ def main():
         case = json.load(handle)
     rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
     backend = importlib.import_module("dlperf.backends." + case["framework"])
-    workload = backend.build(case)
+    workload = backend.BACKEND.build(case)
     read, write = ACCESS[case["framework"]]
     if args.init:
         with np.load(args.init) as saved:

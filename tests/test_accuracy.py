@@ -219,17 +219,6 @@ def test_image_folder_with_user_weights(tmp_path):
     assert "size mismatch" in proc.stderr or "do not fit" in proc.stderr
 
 
-@pytest.mark.parallel
-def test_worker_side_accuracy_code_parses_as_python37():
-    """It runs inside framework environments as old as Python 3.7."""
-    import ast
-
-    src = Path(worker.__file__).resolve().parents[1]
-    for path in (src / "worker" / "accuracy.py", src / "backends" / "torch" / "accuracy.py",
-                 src / "backends" / "onnxruntime" / "accuracy.py"):
-        ast.parse(path.read_text(), filename=str(path), feature_version=(3, 7))
-
-
 # ------------------------------------------------------------------------------ batch norm
 
 

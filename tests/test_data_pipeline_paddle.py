@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import dlperf, files_of, load, pinned_env, tiny_dataset
+from measured import check_measured
 
 MANIFEST = "dlperf-dataset.json"
 COUNT, BATCH, WARMUP = 24, 4, 1
@@ -39,7 +40,8 @@ def test_training_on_the_folder(dataset, tmp_path):
                   "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json"))
     result = load(tmp_path / "r.json")
     assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"), proc.stderr)
-    assert result["throughput"]["median"] > 0 and result["model"]["params"] > 0
+    assert result["model"]["params"] > 0
+    check_measured(result)
     assert all(math.isfinite(v) for v in result["loss"]["first"] + result["loss"]["last"])
     data = result["data"]
     assert data["mode"] == "data+compute" and data["path"] == str(dataset.resolve())

@@ -75,7 +75,7 @@ def store_results(path: Path, results: list[dict]) -> None:
 @pytest.mark.parallel
 def test_the_backend_resolves_its_device_with_a_reason():
     """torch's own resolve_device here (no GPU): the CPU, and why in words a user can act on."""
-    device = importlib.import_module("dlperf.backends.torch").resolve_device("auto")
+    device = importlib.import_module("dlperf.backends.torch").BACKEND.resolve_device("auto")
     assert device["kind"] == "cpu" and device["index"] is None
     assert "torch" in device["reason"]
     assert device_label(device) == "cpu"

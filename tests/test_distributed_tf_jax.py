@@ -100,7 +100,7 @@ FAILING_RANK = """\
 import importlib, json, os, resource, runpy, sys
 if os.environ["RANK"] == "1":
     if os.environ["FRAMEWORK"] == "jax":
-        importlib.import_module("dlperf.backends.jax").resolve_device("cpu")
+        importlib.import_module("dlperf.backends.jax").BACKEND.resolve_device("cpu")
         importlib.import_module("dlperf.backends.jax.backend")
         with open("/proc/self/status") as status:
             vm = [int(l.split()[1]) * 1024 for l in status if l.startswith("VmSize")][0]

@@ -135,10 +135,17 @@ def test_every_name_fits_an_interface_and_two_runs_never_share_one():
     assert not set(one["outside"] + [one["bridge"]] + one["namespaces"]) & set(
         two["outside"] + [two["bridge"]] + two["namespaces"])
     assert all(name.startswith(emulated.PREFIX) for name in one["outside"] + one["namespaces"])
+
+
+def test_each_run_gets_its_own_subnet_of_the_benchmarking_block(tmp_path, monkeypatch):
+    """The addresses a run is given are RFC 2544's (198.18.0.0/15, never routed), a /24 no live
+    run holds: the records the real allocation writes (nothing is brought up)."""
+    monkeypatch.setenv("DLPERF_EMULATED_STATE", str(tmp_path))
     benchmarking = ipaddress.ip_network("198.18.0.0/15")
-    assert emulated.NETWORK == benchmarking
-    assert all(subnet.subnet_of(benchmarking)
-               for subnet in emulated.NETWORK.subnets(new_prefix=emulated.SUBNET_BITS))
+    with emulated._records_locked():
+        subnets = [ipaddress.ip_network(emulated._new_record(2)["subnet"]) for _ in range(4)]
+    assert all(s.subnet_of(benchmarking) and s.prefixlen == 24 for s in subnets), subnets
+    assert len(set(subnets)) == 4, subnets
 
 
 def test_the_link_is_part_of_the_case_only_when_set():

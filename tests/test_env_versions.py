@@ -20,6 +20,7 @@ import pytest
 
 from ceiling import slow_setup
 from conftest import dlperf, dlperf_main, tiny_nets
+from measured import check_measured
 from dlperf import envs
 from dlperf.envs import versions
 from package_index import PYPI, needs_pypi, reachable_or_skip
@@ -92,7 +93,7 @@ def test_tiny_case_runs_in_the_version_and_in_the_pinned_environment(version_env
         result = json.loads(out.read_text())
         assert proc.returncode == 0 and result["status"] == "ok", (result.get("error"),
                                                                   result.get("stderr_tail"))
-        assert result["throughput"]["median"] > 0
+        check_measured(result)
         seen[which] = result["environment"]
     assert seen[env]["name"] == env and seen[env]["framework_version"] == VERSIONS[name]
     assert seen[env]["python"] == str(envs.manage.env_python(env))
@@ -115,10 +116,9 @@ def test_tiny_case_runs_in_the_version_and_in_the_pinned_environment(version_env
     assert ordered.index(VERSIONS[name]) < ordered.index(PINNED[name])
 
 
+@pytest.mark.parametrize("version_env", ["jax"], indirect=True)  # one end-to-end check is enough
 def test_envs_check_takes_a_version_environment(version_env):
     name, env = version_env
-    if name != "jax":
-        pytest.skip("one end-to-end `envs check FW==X` is enough")
     proc = dlperf("envs", "check", env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{env}: import ok, version {VERSIONS[name]}" in proc.stdout

@@ -60,7 +60,9 @@ def test_tf32_on_cpu_is_unsupported(tmp_path):
                   "cpu", "--db", str(tmp_path / "u.db"), "--json", str(out))
     assert proc.returncode == 1
     result = load(out)
-    assert result["status"] == "unsupported" and "tf32" in result["error"]
+    assert result["status"] == "unsupported"
+    assert result["error"].endswith(": precision tf32 needs a CUDA device; this run is on cpu"), \
+        result["error"]
     assert result["repeats_done"] == 1  # a deterministic failure is not repeated
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY_RESNET
+from measured import check_measured
 
 # a two-process job over loopback.
 # spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
@@ -65,3 +66,4 @@ def test_two_processes_on_loopback_gather_every_rank(tmp_path):
     assert result["launch"]["socket_ifname"] == "lo"
     assert sorted(r["rank"] for r in result["ranks"]) == [0, 1]
     assert all(len(r["throughput"]) == 1 and r["throughput"][0] > 0 for r in result["ranks"])
+    check_measured(result)

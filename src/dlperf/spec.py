@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, cast
 
 from dlperf import models
+from dlperf.backends.contract import Backend
 from dlperf.data import imagefolder
 from dlperf.envs import registry as envs_registry
 from dlperf.envs.versions import ENV_NAME as VERSION_ENV
@@ -65,9 +66,15 @@ def frameworks() -> tuple[str, ...]:
                         if (p / "__init__.py").is_file()))
 
 
+def contract(framework: str) -> Backend:
+    """The backend's contract (:class:`dlperf.backends.contract.Backend`): a light import, no
+    framework loaded."""
+    return importlib.import_module(f"dlperf.backends.{framework}").BACKEND
+
+
 def support(framework: str) -> Support:
     """The backend's own declaration of what it runs (a light import: no framework loaded)."""
-    return importlib.import_module(f"dlperf.backends.{framework}").SUPPORT
+    return contract(framework).support
 
 
 def expected_device(case: "Case") -> str:

@@ -9,7 +9,7 @@ import time
 import torch
 
 from dlperf import models
-from dlperf.backends.torch import build
+from dlperf.backends.torch.backend import build
 from dlperf.worker.loop import timed_window
 
 

@@ -1,53 +1,26 @@
-"""What every backend does alike, written once: the lazy faces of a backend package, the view of a
-case that every ``build`` starts from, CPU counts, the JSON gather of the ranks' results, and
-the checks and recipes several frameworks share.
+"""What every backend's ``build`` does alike, written once: the view of a case that every
+``build`` starts from, the JSON gather of the ranks' results, and the checks and recipes several
+frameworks share. (The package's contract is :mod:`dlperf.backends.contract`, CPU counts are
+:mod:`dlperf.worker.cpus`, Horovod's process is :mod:`dlperf.backends.horovod`.)
 
 Each framework's own knowledge (its devices, collectives, networks, precisions) stays in its
 folder; what is here takes the framework-specific part as an argument (a callable, a dtype).
-Imported by the light ``backends/<fw>/__init__.py`` too, so it imports only the standard library
-and stdlib-only dlperf modules at import time (numpy inside the functions that need it).
+Imported by the light ``backends/<fw>/__init__.py`` too (for a shared reason's text), so it
+imports only the standard library and stdlib-only dlperf modules at import time (numpy inside
+the functions that need it).
 Valid Python 3.7.
 """
 
-import importlib
 import json
-import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from dlperf import models
 from dlperf.worker.workload import UnsupportedError
 
-#: The most loader workers a dataset pipeline starts by default.
-DEFAULT_MAX_WORKERS = 4
 #: The devices a case may ask for.
 DEVICES = ("auto", "cpu", "cuda")
 #: Why a CPU run refuses tf32, for a backend whose SUPPORT declares it on CUDA devices only.
 CPU_TF32 = "precision tf32 needs a CUDA device (TensorFloat-32 tensor cores); this run is on cpu"
-
-
-# --------------------------------------------------------------------------------------------
-# the faces of a backend package
-# --------------------------------------------------------------------------------------------
-
-
-def lazy(target):
-    # type: (str) -> Callable[..., Any]
-    """A function that imports ``"package.module:name"`` when first called and calls it.
-
-    A backend package must stay light (the harness reads its ``SUPPORT`` without the
-    framework), so its ``resolve_device``, ``build`` and ``gather_results`` are faces that
-    import the heavy module only inside the worker, when the worker calls them.
-    """
-    module, _, name = target.partition(":")
-
-    def call(*args, **kwargs):
-        # type: (*Any, **Any) -> Any
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-    call.__name__ = name
-    call.__qualname__ = name
-    call.__doc__ = "%s from %s, imported when first called." % (name, module)
-    return call
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,45 +102,6 @@ def check_resnet_batch(knobs, batch, train):
 
 
 # --------------------------------------------------------------------------------------------
-# CPU counts
-# --------------------------------------------------------------------------------------------
-
-
-def available_cpus():
-    # type: () -> int
-    """The CPUs this process may run on (its affinity mask where the platform has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def default_workers():
-    # type: () -> int
-    """min(4, the CPUs this worker may run on): enough to feed a small model, never more loader
-    workers than cores (torch's DataLoader advice; every dataset pipeline here uses it)."""
-    return max(1, min(DEFAULT_MAX_WORKERS, available_cpus()))
-
-
-def loader_workers(case):
-    # type: (Dict[str, Any]) -> Tuple[int, Optional[int]]
-    """(how many loader workers to start, how many the case asked for: None = the default,
-    :func:`default_workers`)."""
-    requested = case.get("loader_workers")
-    return (default_workers() if requested is None else int(requested)), requested
-
-
-def default_omp_threads(marker):
-    # type: (str) -> None
-    """Set ``OMP_NUM_THREADS`` to every available CPU unless the user set it, and set
-    ``marker`` so the backend can record that dlperf chose it. For a framework that sizes its
-    CPU pools from that variable once, at import, and would otherwise take fewer cores than the
-    other frameworks get."""
-    if "OMP_NUM_THREADS" not in os.environ:
-        os.environ["OMP_NUM_THREADS"] = str(available_cpus())
-        os.environ[marker] = "1"
-
-
-# --------------------------------------------------------------------------------------------
 # the ranks' collectives
 # --------------------------------------------------------------------------------------------
 
@@ -221,74 +155,6 @@ def gather_json(payload, all_gather, root, size_dtype="int64", byte_dtype="uint8
             for row, n in zip(rows, lengths)]
 
 
-class Horovod(object):
-    """Horovod in one worker process, for a backend's ``--launcher horovod`` path: ``hvd.init()``
-    once, the rank and size, the controller and the facts a result records, and the results'
-    gather over ``hvd.allgather`` (JSON bytes, :func:`gather_json`). ``binding`` is the
-    framework's Horovod module (``"horovod.torch"``), imported only when a case asks for it:
-    the environment without Horovod runs every other case."""
-
-    def __init__(self, binding):
-        # type: (str) -> None
-        self.binding = binding
-        self.hvd = None  # type: Any
-        self.version = None  # type: Optional[str]
-
-    def start(self, case):
-        # type: (Dict[str, Any]) -> Optional[Any]
-        """``hvd.init()`` for a Horovod case (once), the binding module; None for any other."""
-        if case.get("launcher") != "horovod":
-            return None
-        if self.hvd is None:
-            import horovod
-
-            hvd = importlib.import_module(self.binding)
-            hvd.init()
-            self.hvd, self.version = hvd, horovod.__version__
-        return self.hvd
-
-    def started(self):
-        # type: () -> bool
-        return self.hvd is not None
-
-    def rank(self):
-        # type: () -> int
-        return int(self.hvd.rank())
-
-    def size(self):
-        # type: () -> int
-        return int(self.hvd.size())
-
-    def controller(self):
-        # type: () -> Optional[str]
-        hvd = self.hvd
-        return "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else None
-
-    def facts(self, how):
-        # type: (str) -> Dict[str, Any]
-        """What a result records: ``data_parallel`` ("Horovod 0.28.1: " + ``how``, in which
-        ``%(size)d`` and ``%(controller)s`` are filled in), the version, the controller, and
-        this rank's place (also as ``world_size`` / ``rank``, the native paths' names)."""
-        place = {"size": self.size(), "controller": self.controller()}
-        return {"data_parallel": "Horovod %s: %s" % (self.version, how % place),
-                "horovod_version": self.version, "horovod_controller": place["controller"],
-                "horovod_rank": self.rank(), "horovod_size": self.size(),
-                "world_size": self.size(), "rank": self.rank()}
-
-    def gather_json(self, payload, to_tensor, to_numpy):
-        # type: (Dict[str, Any], Callable[[Any], Any], Callable[[Any], Any]) -> Optional[List[Dict[str, Any]]]
-        """Every rank's ``payload`` at rank 0 (None elsewhere) through ``hvd.allgather``, which
-        concatenates the ranks' vectors in rank order; ``to_tensor(vector)`` makes the
-        framework's tensor of a numpy vector, ``to_numpy(tensor)`` reads one back."""
-        import numpy
-
-        def all_gather(vector):
-            # type: (Any) -> Any
-            out = self.hvd.allgather(to_tensor(vector), name="dlperf_gather_%s" % vector.dtype)
-            return numpy.asarray(to_numpy(out)).reshape(self.size(), -1)
-        return gather_json(payload, all_gather, self.rank() == 0)
-
-
 def summed_rows(all_reduce_sum, rank, world):
     # type: (Callable[[Any], Any], int, int) -> Callable[[Any], Any]
     """An ``all_gather`` for :func:`gather_json` made of a sum all-reduce, for a framework whose
@@ -302,10 +168,3 @@ def summed_rows(all_reduce_sum, rank, world):
         rows[rank] = vector
         return all_reduce_sum(rows)
     return all_gather
-
-
-# TensorFlow 1 and 2 (their profiling.py): tf.nn.moments / tf.nn.batch_normalization, and
-# layers named as normalisation layers (bn1, downsample_bn, ln1, mlm_ln, batch_normalization,
-# layer_normalization, LayerNorm), whose ops are otherwise plain Mul/Sub/Mean
-TF_NORM_SCOPE = (r"(^|/)(moments|batchnorm)/|(^|/)([A-Za-z0-9]+_)*(bn|ln|norm|"
-                 r"batch_normalization|layer_normalization|LayerNorm|BatchNorm)\d*(_\d+)*/")

@@ -23,8 +23,9 @@ from dlperf.studies import inputbound, tuned
 from dlperf.worker import steady
 
 
-def positive_int(text: str) -> int:
-    """An int flag; range checks are the spec's job so the message names the field."""
+def integer(text: str) -> int:
+    """Any int, zero and negative ones too (the name says no more than it checks): the range
+    is the spec's to check, so the message names the field."""
     try:
         return int(text)
     except ValueError:
@@ -34,7 +35,7 @@ def positive_int(text: str) -> int:
 def repeats_count(text: str) -> int | str:
     """``auto`` (until the interval is tight: :data:`dlperf.spec.AUTO_REPEATS` at most) or a
     count; the range is the spec's to check."""
-    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+    return "auto" if text.strip().lower() == "auto" else integer(text)
 
 
 def fraction(text: str) -> float:
@@ -49,14 +50,14 @@ def fraction(text: str) -> float:
 
 def warmup_steps(text: str) -> int | str:
     """``auto`` (until steady) or a count; the range is the spec's to check."""
-    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+    return "auto" if text.strip().lower() == "auto" else integer(text)
 
 
 def knob_pair(text: str) -> tuple[str, int]:
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name.strip().replace("-", "_"), positive_int(value)
+    return name.strip().replace("-", "_"), integer(value)
 
 
 def add_db_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
@@ -76,16 +77,16 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--framework", required=True, choices=frameworks())
     parser.add_argument("--model", required=True, choices=models.names())
     parser.add_argument("--task", default="train", choices=TASKS)
-    parser.add_argument("--batch-size", type=positive_int, default=16,
+    parser.add_argument("--batch-size", type=integer, default=16,
                         help="samples per device (default 16)")
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="torch.compile / XLA / to_static, as the framework offers")
     parser.add_argument("--device", default="auto", choices=DEVICES)
-    parser.add_argument("--devices", type=positive_int, default=1, help="devices per node")
-    parser.add_argument("--nnodes", type=positive_int, default=None,
+    parser.add_argument("--devices", type=integer, default=1, help="devices per node")
+    parser.add_argument("--nnodes", type=integer, default=None,
                         help="nodes (default 1, or the Slurm step's node count)")
-    parser.add_argument("--threads-per-process", type=positive_int, dest="threads",
+    parser.add_argument("--threads-per-process", type=integer, dest="threads",
                         help="CPU threads of each worker process (OMP/MKL; default: the node's "
                              "cores divided among its processes, or the framework's own)")
     parser.add_argument("--launcher", choices=LAUNCHERS, default="native",
@@ -104,7 +105,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                              "(installed on this machine) instead of the system's (glibc)")
     add_knob_arguments(parser, partial_fc=True)
     add_warmup_arguments(parser)
-    parser.add_argument("--steps", type=positive_int, default=100,
+    parser.add_argument("--steps", type=integer, default=100,
                         help="at least this many measured steps in the window (default 100)")
     parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", default=0.0,
                         metavar="SECONDS",
@@ -121,17 +122,17 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="SECONDS",
                         help="with --target-ci: start no repeat after this many seconds "
                              "(default 0: no bound)")
-    parser.add_argument("--seed", type=positive_int, default=0)
+    parser.add_argument("--seed", type=integer, default=0)
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
     add_environment_arguments(parser)
 
 
 def add_knob_arguments(parser: argparse.ArgumentParser, partial_fc: bool) -> None:
     """The model knobs that have flags of their own, and --knob NAME=VALUE for the others."""
-    parser.add_argument("--image-size", type=positive_int, help="vision models (default 224)")
-    parser.add_argument("--num-classes", type=positive_int, help="vision models (default 1000)")
-    parser.add_argument("--seq-len", type=positive_int, help="language models (default 128)")
-    parser.add_argument("--vocab-size", type=positive_int, help="language models")
+    parser.add_argument("--image-size", type=integer, help="vision models (default 224)")
+    parser.add_argument("--num-classes", type=integer, help="vision models (default 1000)")
+    parser.add_argument("--seq-len", type=integer, help="language models (default 128)")
+    parser.add_argument("--vocab-size", type=integer, help="language models")
     if partial_fc:
         parser.add_argument("--partial-fc", type=finite_float, default=None, metavar="FRACTION",
                             help="face models: the fraction of class centres sampled per step "
@@ -147,7 +148,7 @@ def add_warmup_arguments(parser: argparse.ArgumentParser, step: str = "step") ->
                         help=f"auto (default): warm up until the {step} time is steady (5-{step} "
                              "window, CV and drift within 5%%, at most --warmup-max-steps / "
                              f"60 s); or a fixed count, the first {step} included")
-    parser.add_argument("--warmup-max-steps", type=positive_int, default=steady.MAX_STEPS,
+    parser.add_argument("--warmup-max-steps", type=integer, default=steady.MAX_STEPS,
                         metavar="N",
                         help=f"the {step} bound of --warmup-steps auto: stop warming up after N "
                              f"{step}s even if not steady (default {steady.MAX_STEPS})")
@@ -163,7 +164,7 @@ def add_profile_arguments(parser: argparse.ArgumentParser, step: str = "step") -
                         help=f"after the timed window, run --profile-steps more {step}s under "
                              "the framework's own profiler: where the time goes by category, "
                              "the top operators, a Chrome trace (`dlperf explain`)")
-    parser.add_argument("--profile-steps", type=positive_int, default=None,
+    parser.add_argument("--profile-steps", type=integer, default=None,
                         metavar="N", help=f"{step}s profiled with --profile (default "
                                           f"{PROFILE_STEPS}; 1 or more, only with --profile)")
 
@@ -334,11 +335,11 @@ def add_rendezvous_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "multi-node", "run the same command on every node, each with its --node-rank; under "
         "Slurm these come from the SLURM_* variables")
-    group.add_argument("--node-rank", type=positive_int, default=None,
+    group.add_argument("--node-rank", type=integer, default=None,
                        help="this node's rank, 0 .. nnodes-1 (node 0 stores the result)")
     group.add_argument("--master-addr", default=None,
                        help="address of node 0, reachable from every node")
-    group.add_argument("--master-port", type=positive_int, default=None,
+    group.add_argument("--master-port", type=integer, default=None,
                        help=f"port on node 0 (default {launch.DEFAULT_PORT})")
     group.add_argument("--rdzv-timeout", type=finite_float, default=launch.DEFAULT_RDZV_TIMEOUT_S,
                        help="seconds to wait for the other nodes to join before failing with "
@@ -387,10 +388,7 @@ def node_addrs_from_args(args: argparse.Namespace, position: slurm.JobPosition |
         return addrs
     if position is None or nnodes == 1:
         return ()
-    nodelist = next((os.environ[name] for name in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
-                                                    "SLURM_NODELIST") if os.environ.get(name)),
-                    None)
-    hosts = tuple(slurm.hostnames(nodelist)) if nodelist else ()
+    hosts = tuple(slurm.node_hosts(os.environ))
     return hosts if len(hosts) == nnodes else ()
 
 
@@ -401,7 +399,7 @@ def add_emulation_arguments(parser: argparse.ArgumentParser) -> None:
         "emulated hosts", "run the case across N hosts emulated on this machine (as root: network "
         "namespaces on a bridge, each with its own address, host name and CPUs), every node's "
         "`dlperf run` started for you")
-    group.add_argument("--emulate-hosts", type=positive_int, default=None, metavar="N",
+    group.add_argument("--emulate-hosts", type=integer, default=None, metavar="N",
                        help="hosts to emulate (2 or more, at most one per CPU); sets --nnodes")
     group.add_argument("--link", default=None, metavar="RATE",
                        help="with --emulate-hosts: shape each host's link to RATE (tc's "

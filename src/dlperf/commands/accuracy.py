@@ -11,7 +11,7 @@ from rich.text import Text
 
 from dlperf import display, models, outputs, session
 from dlperf.commands import HELP
-from dlperf.commands._flags import add_db_argument, add_timeout_argument, positive_int
+from dlperf.commands._flags import add_db_argument, add_timeout_argument, integer
 from dlperf.host import measurelock
 from dlperf.numbers import finite_float
 from dlperf.store import DEFAULT_DB, Store
@@ -37,24 +37,24 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="comma-separated (default fp32,int8; fp32 is always the baseline)")
     parser.add_argument("--frameworks", type=_names, default=["torch"],
                         help=f"engines: {', '.join(accuracy.FRAMEWORKS)} (default torch)")
-    parser.add_argument("--image-size", type=positive_int,
+    parser.add_argument("--image-size", type=integer,
                         help="input size (default: 32, or the next power of two the model "
                              "takes: AlexNet 64)")
-    parser.add_argument("--epochs", type=positive_int,
+    parser.add_argument("--epochs", type=integer,
                         help="training epochs (default 3; VGG/AlexNet 4)")
-    parser.add_argument("--batch-size", type=positive_int, help="training batch (default 32)")
+    parser.add_argument("--batch-size", type=integer, help="training batch (default 32)")
     parser.add_argument("--lr", type=finite_float,
                         help="peak AdamW learning rate (default 1e-3; VGG/AlexNet 3e-4)")
-    parser.add_argument("--seed", type=positive_int, default=0, help="weights, split and calibration")
+    parser.add_argument("--seed", type=integer, default=0, help="weights, split and calibration")
     parser.add_argument("--data", type=Path,
                         help="ImageNet-style folder (one sub-folder of images per class) "
                              "instead of the digits")
     parser.add_argument("--weights", type=Path,
                         help="with --data: a PyTorch state dict to evaluate instead of "
                              "training (torchvision parameter names)")
-    parser.add_argument("--limit-per-class", type=positive_int,
+    parser.add_argument("--limit-per-class", type=integer,
                         help="with --data: at most this many images of each class")
-    parser.add_argument("--calibration-samples", type=positive_int, default=256,
+    parser.add_argument("--calibration-samples", type=integer, default=256,
                         help="training images INT8 calibration sees (default 256)")
     parser.add_argument("--retrain", action="store_true",
                         help="train again even when cached weights exist")

@@ -13,7 +13,7 @@ from rich.text import Text
 from dlperf import display, outputs, session
 from dlperf.envs import selection
 from dlperf.commands import HELP
-from dlperf.commands._flags import add_case_arguments, add_db_argument, case_from_args, positive_int
+from dlperf.commands._flags import add_case_arguments, add_db_argument, case_from_args, integer
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
 from dlperf.studies import capacity
@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="first size probed (default: the case's own value); K/M/G allowed")
     parser.add_argument("--to", dest="stop", default=None, metavar="N",
                         help="never probe above this size; with --table, the last size")
-    parser.add_argument("--resolution", type=positive_int, default=None,
+    parser.add_argument("--resolution", type=integer, default=None,
                         help="stop bisecting when the bounds are this close (default: 5%% of "
                              "the largest size that ran, at least 1)")
     parser.add_argument("--memory-limit", default=None, metavar="SIZE",

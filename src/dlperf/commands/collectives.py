@@ -14,7 +14,7 @@ from dlperf.commands import HELP
 from dlperf.commands._flags import (add_db_argument, add_emulation_arguments,
                                     add_environment_arguments, add_rendezvous_arguments,
                                     add_timeout_argument, environment_fields, link_from_args,
-                                    nnodes_from_args, positive_int, rendezvous_from_args)
+                                    nnodes_from_args, integer, rendezvous_from_args)
 from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
@@ -35,9 +35,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="the framework's collective path (torch: gloo, nccl, horovod, "
                              "horovod-mpi; docs/collectives.md lists every framework's); "
                              "default: its first CPU path")
-    parser.add_argument("--nproc", type=positive_int, default=2,
+    parser.add_argument("--nproc", type=integer, default=2,
                         help="processes per node (default 2)")
-    parser.add_argument("--nnodes", type=positive_int, default=None,
+    parser.add_argument("--nnodes", type=integer, default=None,
                         help="nodes (default 1, --emulate-hosts, or the Slurm step's)")
     parser.add_argument("--ops", default=None, metavar="OP,OP",
                         help="operations: allreduce, allgather, reducescatter, broadcast, "
@@ -46,11 +46,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--sizes", default=DEFAULT_SIZES, metavar="A:B|A,B,...",
                         help="message sizes in bytes (K, M, G: powers of 1024): A:B every "
                              f"doubling from A to B, or a list (default {DEFAULT_SIZES})")
-    parser.add_argument("--iters", type=positive_int, default=20,
+    parser.add_argument("--iters", type=integer, default=20,
                         help="timed iterations per operation and size (default 20)")
-    parser.add_argument("--warmup", type=positive_int, default=5,
+    parser.add_argument("--warmup", type=integer, default=5,
                         help="untimed iterations before them (default 5)")
-    parser.add_argument("--threads-per-process", type=positive_int, dest="threads",
+    parser.add_argument("--threads-per-process", type=integer, dest="threads",
                         help="CPU threads of each process (default: the node's cores divided "
                              "among its processes)")
     add_timeout_argument(parser, 900.0, "seconds the whole job may take (default 900)")

@@ -9,7 +9,7 @@ from typing import Any
 
 from dlperf import display
 from dlperf.commands import HELP
-from dlperf.commands._flags import positive_int
+from dlperf.commands._flags import integer
 from dlperf.data import make_images as datasets
 from dlperf.errors import UsageError
 
@@ -25,16 +25,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                     + " (counts, size, seed, quality, total bytes, digest). The same arguments "
                       "make the same bytes.")
     make.add_argument("out", type=Path, metavar="OUT", help="a new or empty directory")
-    make.add_argument("--count", type=positive_int, default=20000,
+    make.add_argument("--count", type=integer, default=20000,
                       help="images (default 20000)")
     make.add_argument("--size", default="500x375", metavar="WxH",
                       help="pixels, width x height (default 500x375, ImageNet's commonest)")
-    make.add_argument("--classes", type=positive_int, default=1000,
+    make.add_argument("--classes", type=integer, default=1000,
                       help="class sub-folders; images go round-robin (default 1000)")
-    make.add_argument("--seed", type=positive_int, default=0)
-    make.add_argument("--quality", type=positive_int, default=90,
+    make.add_argument("--seed", type=integer, default=0)
+    make.add_argument("--quality", type=integer, default=90,
                       help="JPEG quality, 1..95 (default 90)")
-    make.add_argument("--jobs", type=positive_int, default=None,
+    make.add_argument("--jobs", type=integer, default=None,
                       help="processes writing images (default: min(4, cores))")
     make.add_argument("--force", action="store_true",
                       help="write into a non-empty OUT, replacing its train/ folder and manifest")

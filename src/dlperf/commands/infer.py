@@ -16,7 +16,7 @@ from dlperf.commands._flags import (add_db_argument, add_environment_arguments,
                                     add_knob_arguments, add_profile_arguments,
                                     add_timeout_argument, environment_fields,
                                     profile_steps_from_args,
-                                    add_warmup_arguments, knobs_from_args, positive_int)
+                                    add_warmup_arguments, knobs_from_args, integer)
 from dlperf.envs import selection
 from dlperf.errors import UsageError
 from dlperf.host import measurelock
@@ -87,15 +87,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", choices=DEVICES)
     add_knob_arguments(parser, partial_fc=False)
     add_warmup_arguments(parser, step="iteration")
-    parser.add_argument("--steps", type=positive_int, default=100,
+    parser.add_argument("--steps", type=integer, default=100,
                         help="at least this many measured iterations (default 100)")
     parser.add_argument("--min-duration", type=finite_float, dest="min_duration_s", metavar="SECONDS",
                         help="and at least this long (default 0; server: "
                              f"{server.DEFAULT_MIN_DURATION_S:g} s of arrivals)")
-    parser.add_argument("--repeats", type=positive_int, default=7,
+    parser.add_argument("--repeats", type=integer, default=7,
                         help="fresh worker processes per batch size (default 7; server: each "
                              "probe is one)")
-    parser.add_argument("--seed", type=positive_int, default=0,
+    parser.add_argument("--seed", type=integer, default=0,
                         help="weights, data and the Poisson arrivals")
     add_timeout_argument(parser, 1800.0, "seconds one repeat may take (default 1800)")
     add_profile_arguments(parser, step="iteration")
@@ -105,10 +105,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                        help="the p99 bound (required for --scenario server)")
     group.add_argument("--rate", type=positive_float, metavar="QPS",
                        help="offer this one rate instead of searching")
-    group.add_argument("--min-queries", type=positive_int,
+    group.add_argument("--min-queries", type=integer,
                        help=f"a valid probe serves at least this many (default "
                             f"{server.DEFAULT_MIN_QUERIES})")
-    group.add_argument("--probes", type=positive_int,
+    group.add_argument("--probes", type=integer,
                        help=f"bisection probes of the search (default {server.DEFAULT_PROBES})")
     add_db_argument(parser)
     parser.add_argument("--json", type=Path,

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlperf.backends.common import available_cpus
+from dlperf.worker.cpus import available_cpus
 from dlperf.envs import interpreters, lock, manage, registry
 from dlperf.envs.manage import EnvStatus, InstallError, InstallResult
 from dlperf.envs.registry import Framework

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from dlperf import __version__
-from dlperf.backends.common import available_cpus
+from dlperf.worker.cpus import available_cpus
 from dlperf.host import monitor
 
 LIBRARIES = ("numpy", "scipy", "psutil", "rich", "PyYAML", "nvidia-ml-py", "torch")

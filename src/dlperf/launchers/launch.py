@@ -29,7 +29,7 @@ from dlperf.envs import selection
 
 # CPUs this process may run on (an affinity mask or cpuset counts, not the whole machine): the
 # worker side's count, so a launcher divides the cores the same way a backend counts them
-from dlperf.backends.common import available_cpus as usable_cores
+from dlperf.worker.cpus import available_cpus as usable_cores
 from dlperf.errors import UsageError
 from dlperf.host import allocators
 from dlperf.spec import Case, support

@@ -1,32 +1,39 @@
 """Which launcher starts a case: one local process, or its framework's own multi-process launcher.
 
-:data:`MULTI_PROCESS` names each framework's :class:`~dlperf.launchers.launch.MultiLauncher`; a
-framework whose backend declares ``distributed`` devices in its ``SUPPORT`` must have one here.
-This is the only place a launcher is picked by framework.
+:data:`MULTI_PROCESS` maps each framework to its :class:`~dlperf.launchers.launch.MultiLauncher`,
+read from the ``launcher`` its backend's contract names (``BACKEND``,
+:class:`dlperf.backends.contract.Backend`, which refuses a ``distributed`` declaration without
+one). This is the only place a launcher is picked by framework.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 
+from dlperf import spec
 from dlperf.errors import UsageError
 from dlperf.host import allocators, emulated
-from dlperf.launchers import (caffe2, horovod, jax, mindspore, mxnet, oneflow, paddle,
-                              tensorflow, tensorflow1, torch)
+from dlperf.launchers import horovod
 from dlperf.launchers.launch import Launcher, MultiLauncher, Rendezvous, local
 from dlperf.spec import Case
 
-MULTI_PROCESS: dict[str, type[MultiLauncher]] = {
-    "torch": torch.Torchrun,
-    "tensorflow": tensorflow.TFConfigLauncher,
-    "tensorflow1": tensorflow1.TF1ConfigLauncher,
-    "jax": jax.JaxDistributed,
-    "paddle": paddle.PaddleLaunch,
-    "mxnet": mxnet.KVStoreLaunch,
-    "mindspore": mindspore.Msrun,
-    "oneflow": oneflow.OneFlowLaunch,
-    "caffe2": caffe2.Caffe2Gloo,
-}
+
+def _multi_process() -> dict[str, type[MultiLauncher]]:
+    """Every backend's declared launcher class, imported (its ``"module:Class"``)."""
+    out: dict[str, type[MultiLauncher]] = {}
+    for framework in spec.frameworks():
+        target = spec.contract(framework).launcher
+        if target is not None:
+            module, _, name = target.partition(":")
+            launcher = getattr(importlib.import_module(module), name)
+            if not (isinstance(launcher, type) and issubclass(launcher, MultiLauncher)):
+                raise TypeError(f"{framework}'s launcher {target} is not a MultiLauncher")
+            out[framework] = launcher
+    return out
+
+
+MULTI_PROCESS: dict[str, type[MultiLauncher]] = _multi_process()
 
 
 def launcher_for(case: Case, rendezvous: Rendezvous | None = None,

@@ -95,13 +95,24 @@ def hostnames(nodelist: str) -> list[str]:
     return expand_nodelist(nodelist)
 
 
+#: Where Slurm names the nodes: the step's, else the job's (and its older name).
+NODELIST_VARIABLES = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+
+
+def node_hosts(environ: Mapping[str, str]) -> list[str]:
+    """The host names of the step's nodes (else the job's) in node-rank order, from the first
+    of :data:`NODELIST_VARIABLES` that is set; empty outside Slurm. The one reading of a node
+    list: the harness, the sweep's tasks and the flags all take it from here."""
+    nodelist = _first(environ, *NODELIST_VARIABLES)
+    return hostnames(nodelist) if nodelist else []
+
+
 def position(environ: Mapping[str, str]) -> JobPosition | None:
     """This process's place in a Slurm job, or None outside Slurm."""
     nnodes = _first(environ, "SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
     if nnodes is None:
         return None
-    nodelist = _first(environ, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
-    hosts = hostnames(nodelist) if nodelist else []
+    hosts = node_hosts(environ)
     job_id = _first(environ, "SLURM_JOB_ID", "SLURM_JOBID")
     return JobPosition(nnodes=int(nnodes), node_rank=int(environ.get("SLURM_NODEID", "0")),
                      master_addr=hosts[0] if hosts else None, master_port=job_port(job_id),

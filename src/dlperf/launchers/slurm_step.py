@@ -203,12 +203,11 @@ def step_place(environ: dict[str, str]) -> tuple[int, int, list[str]]:
 
     node = environ.get("SLURM_NODEID") or environ.get("SLURM_PROCID")
     nnodes = environ.get("SLURM_STEP_NUM_NODES") or environ.get("SLURM_NNODES")
-    nodelist = environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_NODELIST")
+    hosts = slurm.node_hosts(environ)
     if node is None or not node.isdigit() or nnodes is None or not nnodes.isdigit() \
-            or not nodelist:
+            or not hosts:
         raise RuntimeError("not inside a Slurm step (SLURM_NODEID, SLURM_STEP_NUM_NODES and "
                            "SLURM_STEP_NODELIST are needed); the harness starts this with srun")
-    hosts = slurm.hostnames(nodelist)
     return int(node), int(nnodes), [slurm.node_address(host) for host in hosts]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlperf.backends.common import available_cpus
+from dlperf.worker.cpus import available_cpus
 from dlperf.errors import UsageError
 from dlperf.host import allocators
 from dlperf.spec import Case, expected_device, support

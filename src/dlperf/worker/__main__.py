@@ -8,12 +8,10 @@ In a job of several ranks each rank writes its own file, and then, if it succeed
 writes the files of the ranks on other nodes too: the node holding rank 0 sees the whole job.
 A rank that failed skips the gather and exits; the launcher then stops the others.
 
-A backend package (``dlperf.backends.<framework>``) is light to import and exposes ``SUPPORT``
-(a :class:`dlperf.worker.support.Support`), ``resolve_device(requested)`` -> the
-:func:`dlperf.worker.support.resolved_device` record (kind, GPU index and name, why the CPU),
-``build(case) -> Workload`` and, when it runs data-parallel, ``gather_results(result)`` and
-(where its launcher does not set torchrun's RANK / WORLD_SIZE / LOCAL_RANK)
-``process_place() -> (rank, world_size, local_rank)``; the framework itself is imported by
+A backend package (``dlperf.backends.<framework>``) is light to import and exposes its contract,
+``BACKEND`` (a :class:`dlperf.backends.contract.Backend`: the ``SUPPORT`` declaration,
+``resolve_device``, ``build``, ``build_info``, ``gather_results``, ``process_place``, the
+profiler and the launcher, each documented there); the framework itself is imported by
 ``resolve_device``/``build``, inside the worker only.
 """
 
@@ -96,26 +94,12 @@ def one_line(error):
     return "{}: {}".format(type(error).__name__, line)[:500]
 
 
-# where each launcher puts (rank, world size, local rank): torchrun and dlperf.launchers.spawn,
-# horovodrun's Gloo, Open MPI's mpirun (horovodrun --mpi)
-PLACE_VARIABLES = (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
-                   ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK"),
-                   ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"))
-
-
 def place(backend):
     # type: (Any) -> Tuple[int, int, int]
-    """(rank, world size, local rank) of this process: the backend's ``process_place()`` where
-    its launcher names them differently, else (and for ``backend`` None) the first set of
-    :data:`PLACE_VARIABLES` that is there (one process: 0, 1, 0)."""
-    own = getattr(backend, "process_place", None)
-    if own is not None:
-        return own()
-    for rank, size, local in PLACE_VARIABLES:
-        if rank in os.environ:
-            return (int(os.environ[rank]), int(os.environ.get(size, "1")),
-                    int(os.environ.get(local, "0")))
-    return 0, 1, 0
+    """(rank, world size, local rank) of this process: the backend package's ``process_place``
+    where it has one (:mod:`dlperf.worker.placement` for ``backend`` None or without)."""
+    contract = getattr(backend, "BACKEND", None)
+    return placement.place(contract.process_place if contract is not None else None)
 
 
 def page_cache(case):
@@ -151,7 +135,7 @@ def run(case, out_dir=None):
         result["memory_limit_bytes"] = limits.apply()  # dlperf capacity --memory-limit
         result["placement"] = placement.apply(case)  # before any framework sizes its pools
         # where this rank runs, recorded even when the case is then refused: results show it
-        result["device"] = backend.resolve_device(case.get("device", "auto"))
+        result["device"] = backend.BACKEND.resolve_device(case.get("device", "auto"))
         if case.get("device") == "cpu":  # asked for: the backend's why matters under auto only
             result["device"]["reason"] = "--device cpu"
         # The backend's own declaration decides, before anything is built (see worker.support).
@@ -160,7 +144,8 @@ def run(case, out_dir=None):
             # after the framework's libraries are loaded, before anything reads the dataset
             result["page_cache"] = page_cache(case)
         trace = os.path.join(out_dir, TRACE_NAME) if out_dir else None
-        result.update(measure(backend.build, case, trace, profiling=result["rank"] == 0))
+        result.update(measure(backend.BACKEND.build, case, trace,
+                              profiling=result["rank"] == 0))
     except NonFiniteLoss as error:
         result.update(status="crash", error=str(error))
     except Exception as error:  # a failure is a result: classify it and keep the message
@@ -169,7 +154,7 @@ def run(case, out_dir=None):
     result["peak_host_bytes"] = peak_host_bytes()
     result["env"] = process_env()
     if backend is not None:  # after the window: the framework is loaded by now
-        result["env"]["identity"] = identity.describe(backend)
+        result["env"]["identity"] = identity.describe(backend.BACKEND.build_info)
     return result
 
 
@@ -227,7 +212,7 @@ def gather(case, result, out_dir):
     # type: (Dict[str, Any], Dict[str, Any], str) -> int
     """Hand this rank's result to global rank 0; there, write the ranks this node lacks."""
     backend = importlib.import_module("dlperf.backends." + case["framework"])
-    gather_results = getattr(backend, "gather_results", None)
+    gather_results = backend.BACKEND.gather_results
     if gather_results is None:
         return 0
     try:

@@ -21,7 +21,7 @@ _META = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[0-9][^-]*?)(-py[0-9
                    r"\.(dist|egg)-info$")
 
 try:
-    from typing import Any, Dict, List, Set
+    from typing import Any, Callable, Dict, List, Optional, Set
 except ImportError:  # pragma: no cover
     pass
 
@@ -71,20 +71,20 @@ def mapped_allocators(maps="/proc/self/maps"):
     return sorted(found)
 
 
-def describe(backend):
-    # type: (Any) -> Dict[str, Any]
+def describe(build_info):
+    # type: (Optional[Callable[[], Any]]) -> Dict[str, Any]
     """The environment identity this worker reports: the backend's ``build_info()`` (version,
-    git revision, build text), failures kept as text, and the package set's hash."""
+    git revision, build text; None where it has none), failures kept as text, and the package
+    set's hash."""
     packages = installed_packages()
     out = {"packages_hash": package_set_hash(packages), "packages": len(packages),
            "python": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3],
            "framework_version": None, "git": None, "build": None,
            "allocators": mapped_allocators()}  # type: Dict[str, Any]
-    info = getattr(backend, "build_info", None)
-    if info is None:
+    if build_info is None:
         return out
     try:
-        found = info() or {}
+        found = build_info() or {}
     except Exception as error:  # a framework that cannot say: the result stands without it
         out["build"] = "build_info failed: {}: {}".format(type(error).__name__, error)[:300]
         return out

@@ -14,20 +14,42 @@ Standard library only, valid Python 3.7.
 """
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-# what a launcher may call a process's rank within its node
-LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "DLPERF_LOCAL_RANK", "PADDLE_LOCAL_RANK",
+# where each launcher puts (rank, world size, local rank): torchrun and dlperf.launchers.spawn,
+# horovodrun's Gloo, Open MPI's mpirun (horovodrun --mpi)
+PLACE_VARIABLES = (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+                   ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK"),
+                   ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"))
+# what a launcher may call a process's rank within its node: torchrun's, the launchers' own
+# names, then Horovod's and Open MPI's (those of PLACE_VARIABLES), then MPI's and Slurm's
+_TORCHRUN, _HOROVOD, _OPEN_MPI = (local for _, _, local in PLACE_VARIABLES)
+LOCAL_RANK_VARIABLES = (_TORCHRUN, "DLPERF_LOCAL_RANK", "PADDLE_LOCAL_RANK",
                         "DEVICE_ID",  # msrun's name for a worker's local rank (MindSpore)
-                        "HOROVOD_LOCAL_RANK",  # horovodrun's (Gloo)
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+                        _HOROVOD, _OPEN_MPI, "MPI_LOCALRANKID", "SLURM_LOCALID")
 THREADS_SET_BY = "DLPERF_THREADS_SET_BY"  # who chose the count: for backends to record
 THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                          "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 
+def place(process_place=None):
+    # type: (Optional[Callable[[], Tuple[int, int, int]]]) -> Tuple[int, int, int]
+    """(rank, world size, local rank) of this process: ``process_place()`` (a backend's own
+    reading, where its launcher names them differently), else the first set of
+    :data:`PLACE_VARIABLES` that is there (one process: 0, 1, 0)."""
+    if process_place is not None:
+        return process_place()
+    for rank, size, local in PLACE_VARIABLES:
+        if rank in os.environ:
+            return (int(os.environ[rank]), int(os.environ.get(size, "1")),
+                    int(os.environ.get(local, "0")))
+    return 0, 1, 0
+
+
 def local_rank():
     # type: () -> Optional[int]
+    """This process's rank within its node from the first of :data:`LOCAL_RANK_VARIABLES` that
+    is set (before the backend is known); None where none is."""
     for name in LOCAL_RANK_VARIABLES:
         value = os.environ.get(name, "").strip()
         if value.isdigit():

@@ -7,7 +7,8 @@ The engine is a case option (``--option engine=ideep|cpu``; ideep, MKL-DNN, wher
 it when none is given), part of the case's identity and recorded in the result; see docs/envs.md.
 """
 
-from dlperf.backends.common import CPU_TF32, lazy
+from dlperf.backends.common import CPU_TF32
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Option, Support
 
 # Caffe2 1.8.1's IDEEP update of conv1 was wrong without optimizeForMKLDNN(training_mode=True)
@@ -95,9 +96,13 @@ SUPPORT = Caffe2Support(
     },
 )
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.caffe2.backend:resolve_device")
-build = lazy("dlperf.backends.caffe2.backend:build")
-# what the framework says it is: Caffe2 ships inside the torch wheel, which says it
-build_info = lazy("dlperf.backends.torch.buildinfo:build_info")
-gather_results = lazy("dlperf.backends.caffe2.distribute:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.caffe2.backend:resolve_device",
+    build="dlperf.backends.caffe2.backend:build",
+    # what the framework says it is: Caffe2 ships inside the torch wheel, which says it
+    build_info="dlperf.backends.torch.buildinfo:build_info",
+    gather_results="dlperf.backends.caffe2.distribute:gather_results",
+    launcher="dlperf.launchers.caffe2:Caffe2Gloo",
+)

@@ -37,12 +37,9 @@ from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_
 # set FTZ/DAZ before Caffe2 starts a thread (see dlperf.worker.fpenv), every engine alike
 DENORMALS = fpenv.flush_denormals()
 
-# MKL_NUM_THREADS stays as the worker set it (its thread count, like every pool variable):
-# Caffe2's GlobalInit (caffe2/core/init_omp.cc, Caffe2SetMKLThreads) sets MKL to ONE thread
-# when MKL_NUM_THREADS is unset. Popping it, as this backend once did, left every GEMM of the
-# CPU engine on one thread: ResNet-50 at image 64, batch 8 ran at 10.0-10.8 samples/s against
-# 12.3-13.3 with it set (alternating fresh processes, 2 cores, OMP_NUM_THREADS=2), the whole gap
-# to Caffe2's imagenet_trainer.py, which, imported, never calls GlobalInit (issue 30).
+# MKL_NUM_THREADS stays as the worker set it: Caffe2's GlobalInit (caffe2/core/init_omp.cc,
+# Caffe2SetMKLThreads) puts MKL on one thread when it is unset (docs/fidelity.md, caffe2 under
+# "Measured after the fixes").
 
 ENGINES = ("ideep", "cpu")
 #: The newest GPU architecture the wheel's CUDA 10.2 kernels are built for (Turing, sm_75).
@@ -75,8 +72,8 @@ def _global_init():
     # type: () -> None
     """Caffe2's flags, once per process: quiet logs. Threads: Caffe2's OpenMP and MKL pools
     follow OMP_NUM_THREADS / MKL_NUM_THREADS, which the worker sets (dlperf.worker.placement);
-    also passing ``--caffe2_omp_num_threads``/``--caffe2_mkl_num_threads`` made the CPU engine's
-    steps 3-4x slower here (0.16 -> 0.55 s at image 32, batch 2, 2 cores), so they are not."""
+    ``--caffe2_omp_num_threads``/``--caffe2_mkl_num_threads`` are not passed as well: they slowed
+    the CPU engine (docs/envs.md, caffe2's row)."""
     if _initialised:
         return
     from caffe2.python import workspace

@@ -3,7 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without JAX.
 """
 
-from dlperf.backends.common import lazy
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 SUPPORT = Support(
@@ -38,8 +38,13 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.jax.workload:resolve_device")
-build = lazy("dlperf.backends.jax.backend:build")
-build_info = lazy("dlperf.backends.jax.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.jax.distributed:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.jax.workload:resolve_device",
+    build="dlperf.backends.jax.backend:build",
+    build_info="dlperf.backends.jax.buildinfo:build_info",
+    gather_results="dlperf.backends.jax.distributed:gather_results",
+    profiler="dlperf.backends.jax.profiling:JaxProfiler",
+    launcher="dlperf.launchers.jax:JaxDistributed",
+)

@@ -5,9 +5,8 @@ parameters, generating the synthetic batch (once, on the device, seeded), buildi
 and wrapping the step in ``jax.jit`` (XLA compiles lazily in the first step, which the timing loop
 times apart). On a GPU the training state is donated to the jitted step, so parameters and
 optimizer state are updated in place (half the state's memory); on the CPU only where a model's
-step needs it (wide-deep's row-sparse table updates), since XLA's CPU backend ran ResNet-50's
-step 6-7 % slower with the state donated than without (issue 32, docs/fidelity.md), as the Flax
-ImageNet example leaves it.
+step needs it (wide-deep's row-sparse table updates), since XLA's CPU backend runs the donated
+step slower (docs/fidelity.md, "What was found"), as the Flax ImageNet example leaves it.
 
 With several processes (:mod:`.distributed`) the same step runs under ``jax.shard_map`` on a
 mesh over every device of the job: the state is replicated, each device holds its own

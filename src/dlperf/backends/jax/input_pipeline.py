@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dlperf.backends.common import loader_workers
+from dlperf.worker.cpus import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.jax import distributed
 from dlperf.backends.jax.workload import JaxWorkload

@@ -6,7 +6,8 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without M
 import os
 from typing import Tuple
 
-from dlperf.backends.common import CPU_TF32, lazy
+from dlperf.backends.common import CPU_TF32
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 # What MindSpore 2.10's CPU backend does with the low precisions, reproduced with both models in
@@ -68,8 +69,14 @@ def process_place():
             int(os.environ.get("DEVICE_ID", "0")))
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.mindspore.workload:resolve_device")
-build = lazy("dlperf.backends.mindspore.backend:build")
-build_info = lazy("dlperf.backends.mindspore.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.mindspore.workload:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.mindspore.workload:resolve_device",
+    build="dlperf.backends.mindspore.backend:build",
+    build_info="dlperf.backends.mindspore.buildinfo:build_info",
+    gather_results="dlperf.backends.mindspore.workload:gather_results",
+    profiler="dlperf.backends.mindspore.profiling:MindSporeProfiler",
+    process_place=process_place,
+    launcher="dlperf.launchers.mindspore:Msrun",
+)

@@ -65,8 +65,8 @@ class _ResNetObjective(nn.Cell):
 
     The loss is ``nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")``, one fused
     kernel, as MindSpore's model zoo trains ResNet; ``nn.CrossEntropyLoss`` (log-softmax, then
-    NLL: several kernels) made a PyNative step about 6 % slower at image 32, batch 4 (issue 32,
-    docs/fidelity.md). The same mean cross-entropy. Logits are cast to float32 only under
+    NLL: several kernels) is the same mean cross-entropy but slower in PyNative
+    (docs/fidelity.md, "What was found"). Logits are cast to float32 only under
     mixed precision (``cast_logits``): in PyNative every cast is a kernel launch of its own.
     """
 

@@ -6,8 +6,8 @@ NCHW throughout: MindSpore's CPU ``Conv2d`` refuses ``data_format="NHWC"`` ("the
 only support in GPU target").
 
 The stem's max pool pads one pixel on every side, as every other backend does; in PYNATIVE_MODE as
-an explicit zero pad before a ``valid`` pool (:class:`_PaddedMaxPool`): ``MaxPool2d(pad_mode="pad")``
-made a PyNative training step about 5 % slower (issue 32, docs/fidelity.md); GRAPH_MODE keeps the
+an explicit zero pad before a ``valid`` pool (:class:`_PaddedMaxPool`), faster there than
+``MaxPool2d(pad_mode="pad")`` (docs/fidelity.md, "What was found"); GRAPH_MODE keeps the
 one op (:func:`_stem_pool`). After the ReLU every value
 is >= 0, so a zero border gives the same maxima as an infinite one.
 """
@@ -58,9 +58,7 @@ def _stem_pool():
 
     PYNATIVE_MODE: the zero pad and an unpadded pool (:class:`_PaddedMaxPool`, the faster op by
     op). GRAPH_MODE: ``MaxPool2d(pad_mode="pad")``, one op, because the compiled pad-then-pool
-    step never finishes its tenth call in MindSpore 2.10 on a CPU at image 32 (one kernel thread
-    spins in ``libmindspore_ops_cpu``; the same with the tutorials' ``nn.TrainOneStepCell``; image
-    64 and the one-op pool run on; issue 32, docs/fidelity.md)."""
+    step hangs in MindSpore 2.10 on a CPU (docs/fidelity.md, "Compiled modes", mindspore)."""
     if ms.get_context("mode") == ms.PYNATIVE_MODE:
         return _PaddedMaxPool()  # after the ReLU: inputs >= 0
     return nn.MaxPool2d(kernel_size=3, stride=2, pad_mode="pad", padding=1)

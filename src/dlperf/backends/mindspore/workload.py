@@ -13,7 +13,8 @@ import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from dlperf.backends.common import available_cpus, check_device_name, element_count, gather_json
+from dlperf.backends.common import check_device_name, element_count, gather_json
+from dlperf.worker.cpus import available_cpus
 from dlperf.backends.mindspore import NO_GPU
 from dlperf.worker.support import CPU_ONLY, resolved_device
 from dlperf.worker.workload import UnsupportedError, Workload, cpu_name, median_seconds
@@ -295,9 +296,8 @@ class TrainStep(nn.Cell):
     PYNATIVE_MODE runs it op by op.
 
     A Cell, as ``nn.TrainOneStepCell`` is, not a function under ``mindspore.jit``: the same step
-    written as a jitted function closing over the Cells ran at 0.7-1.1 s a step in GRAPH_MODE
-    where this Cell (and the tutorials' ``TrainOneStepCell``) runs at 0.45 (ResNet-50, image 32,
-    batch 4, 2 threads; issue 32, docs/fidelity.md).
+    as a jitted function closing over the Cells was far slower in GRAPH_MODE (docs/fidelity.md,
+    "Compiled modes", mindspore).
 
     With a loss scaler (fp16), the loss is scaled before the gradient and the update is skipped
     on a step whose unscaled gradients are not finite, as MindSpore's mixed-precision guide does.

@@ -12,7 +12,8 @@ build probes one on the machine at hand (``bf16_probe``), refuses the case namin
 and records which operators ended up in bf16. float16 has no CPU kernels.
 """
 
-from dlperf.backends.common import CPU_TF32, lazy
+from dlperf.backends.common import CPU_TF32
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Option, Support
 
 CPU_FP16 = ("mxnet 1.9.1 has no float16 kernels on a CPU: mxnet.contrib.amp float16 casts a "
@@ -61,8 +62,13 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.mxnet.workload:resolve_device")
-build = lazy("dlperf.backends.mxnet.backend:build")
-build_info = lazy("dlperf.backends.mxnet.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.mxnet.horovod:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.mxnet.workload:resolve_device",
+    build="dlperf.backends.mxnet.backend:build",
+    build_info="dlperf.backends.mxnet.buildinfo:build_info",
+    gather_results="dlperf.backends.mxnet.horovod:gather_results",
+    profiler="dlperf.backends.mxnet.profiling:MXNetProfiler",
+    launcher="dlperf.launchers.mxnet:KVStoreLaunch",
+)

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import mxnet as mx
 
-from dlperf.backends.common import Horovod
+from dlperf.backends.horovod import Horovod
 from dlperf.backends.mxnet.workload import MXNetWorkload
 from dlperf.backends.mxnet import workload as kvstore_path
 from dlperf.worker.workload import median_seconds

@@ -6,7 +6,7 @@ follow :func:`dlperf.models.resnet50_convs` and every layer is given its input s
 parameters exist (and can be counted) before the first forward. Layout NCHW: MXNet 1.9.1's CPU
 convolutions refuse NHWC (see ``backend.LAYOUT``). ReLU is ``F.Activation(act_type="relu")``,
 the operator MXNet's CPU build runs through oneDNN, as GluonCV writes it: ``F.relu`` is MXNet's
-own element-wise kernel, which made the training step 7-8 % slower (issue 32; docs/fidelity.md).
+own, slower element-wise kernel (docs/fidelity.md, "What was found").
 """
 
 from typing import Any, List

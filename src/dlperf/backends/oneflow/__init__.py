@@ -11,7 +11,8 @@ cast op on a CPU (every op float32); a bfloat16 or float16 Conv2d or Linear has 
 So on a CPU only fp32 runs, in eager and in ``nn.Graph``.
 """
 
-from dlperf.backends.common import CPU_TF32, lazy
+from dlperf.backends.common import CPU_TF32
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 CPU_AMP = ("oneflow 0.9.0 has no mixed precision on a CPU: oneflow.autocast(device_type='cpu') "
@@ -58,8 +59,13 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.oneflow.workload:resolve_device")
-build = lazy("dlperf.backends.oneflow.backend:build")
-build_info = lazy("dlperf.backends.oneflow.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.oneflow.workload:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.oneflow.workload:resolve_device",
+    build="dlperf.backends.oneflow.backend:build",
+    build_info="dlperf.backends.oneflow.buildinfo:build_info",
+    gather_results="dlperf.backends.oneflow.workload:gather_results",
+    profiler="dlperf.backends.oneflow.profiling:unavailable",
+    launcher="dlperf.launchers.oneflow:OneFlowLaunch",
+)

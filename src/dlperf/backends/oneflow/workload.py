@@ -14,7 +14,8 @@ import os
 import signal
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from dlperf.backends.common import check_device_name, default_omp_threads, gather_json
+from dlperf.backends.common import check_device_name, gather_json
+from dlperf.worker.cpus import default_omp_threads
 from dlperf.worker import fpenv
 from dlperf.worker import placement as cpu_placement
 

@@ -4,7 +4,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without onnxruntime.
 """
 
-from dlperf.backends.common import lazy
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 ONE_PRECISION = ("onnxruntime runs a whole graph in one precision: use fp32, fp16, bf16 or "
@@ -36,7 +36,11 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.onnxruntime.backend:resolve_device")
-build = lazy("dlperf.backends.onnxruntime.backend:build")
-build_info = lazy("dlperf.backends.onnxruntime.buildinfo:build_info")  # what the framework says it is
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.onnxruntime.backend:resolve_device",
+    build="dlperf.backends.onnxruntime.backend:build",
+    build_info="dlperf.backends.onnxruntime.buildinfo:build_info",
+    profiler="dlperf.backends.onnxruntime.profiling:OrtProfiler",
+)

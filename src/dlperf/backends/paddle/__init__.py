@@ -6,7 +6,7 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without P
 import os
 from typing import Tuple
 
-from dlperf.backends.common import lazy
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 CPU_AMP = ("paddle.amp.auto_cast has no effect on CPU in paddle 3.3.1 (it only casts on "
@@ -44,8 +44,14 @@ def process_place():
             int(os.environ.get("PADDLE_LOCAL_RANK", "0")))
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.paddle.workload:resolve_device")
-build = lazy("dlperf.backends.paddle.backend:build")
-build_info = lazy("dlperf.backends.paddle.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.paddle.workload:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.paddle.workload:resolve_device",
+    build="dlperf.backends.paddle.backend:build",
+    build_info="dlperf.backends.paddle.buildinfo:build_info",
+    gather_results="dlperf.backends.paddle.workload:gather_results",
+    profiler="dlperf.backends.paddle.profiling:PaddleProfiler",
+    process_place=process_place,
+    launcher="dlperf.launchers.paddle:PaddleLaunch",
+)

@@ -35,7 +35,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import paddle
 
-from dlperf.backends.common import loader_workers
+from dlperf.worker.cpus import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.paddle.workload import (GpuPeak, barrier, gather_ints, rank, runtime_info,
                                              world_size)

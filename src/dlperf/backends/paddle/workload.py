@@ -14,8 +14,8 @@ import os
 import warnings
 from typing import Any, Callable, Dict, List, Optional
 
-from dlperf.backends.common import (
-    check_device_name, default_omp_threads, element_count, gather_json)
+from dlperf.backends.common import check_device_name, element_count, gather_json
+from dlperf.worker.cpus import default_omp_threads
 from dlperf.worker import placement as cpu_placement
 
 # precision -> (auto_cast level, dtype); O1 = per-op casts with fp32 weights, O2 = low-precision
@@ -269,9 +269,9 @@ MODE_COMPILED = "paddle.jit.to_static (SOT)"  # SUPPORT.modes' label of --compil
 def compile_model(layer):
     # type: (Any) -> Any
     """``paddle.jit.to_static`` on the whole forward-and-loss Layer, in its default mode as
-    Paddle's docs apply it: SOT (bytecode capture into static subgraphs, ``full_graph=False``).
-    The AST transcription (``full_graph=True``) ran ResNet-50 steps 15-20 % slower on a CPU
-    (0.60-0.67 s against 0.50-0.55 at image 64, batch 8, 2 threads; issue 32, docs/fidelity.md).
+    Paddle's docs apply it: SOT (bytecode capture into static subgraphs, ``full_graph=False``);
+    the AST transcription (``full_graph=True``) is slower on a CPU (docs/fidelity.md, "Compiled
+    modes", paddle).
     CINN where Paddle was built with it, as ``to_static`` would choose by default; the plain PIR
     executor otherwise."""
     backend = "CINN" if paddle.is_compiled_with_cinn() else None
@@ -334,9 +334,8 @@ class PaddleWorkload(GpuPeak, Workload):
         else:
             loss.backward()
             self.optimizer.step()
-        # Paddle's default, as its tutorials write it: the gradients are zeroed in place. Freeing
-        # them (set_to_zero=False) made every step allocate them anew: ~2 % of a ResNet-50 step
-        # on a CPU (issue 32, docs/fidelity.md)
+        # the gradients zeroed in place, Paddle's default as its tutorials write it: freed, every
+        # step would allocate them anew (docs/fidelity.md, "What was found")
         self.optimizer.clear_grad()
         return loss
 

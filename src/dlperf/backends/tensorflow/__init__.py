@@ -3,7 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without TensorFlow.
 """
 
-from dlperf.backends.common import lazy
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Option, Support
 
 KERAS_PRECISIONS = ("fp32", "amp-bf16", "amp-fp16")  # Keras mixed-precision policies
@@ -49,8 +49,13 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.tensorflow.workload:resolve_device")
-build = lazy("dlperf.backends.tensorflow.backend:build")
-build_info = lazy("dlperf.backends.tensorflow.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.tensorflow.distribute:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.tensorflow.workload:resolve_device",
+    build="dlperf.backends.tensorflow.backend:build",
+    build_info="dlperf.backends.tensorflow.buildinfo:build_info",
+    gather_results="dlperf.backends.tensorflow.distribute:gather_results",
+    profiler="dlperf.backends.tensorflow.profiling:TFProfiler",
+    launcher="dlperf.launchers.tensorflow:TFConfigLauncher",
+)

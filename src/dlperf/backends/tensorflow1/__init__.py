@@ -3,7 +3,7 @@
 Light to import (standard library only, valid Python 3.7): read without TensorFlow.
 """
 
-from dlperf.backends.common import lazy
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 NO_BF16 = ("precision amp-bf16: TensorFlow 1.15 has no bfloat16 mixed precision (its graph "
@@ -36,8 +36,13 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.tensorflow1.backend:resolve_device")
-build = lazy("dlperf.backends.tensorflow1.backend:build")
-build_info = lazy("dlperf.backends.tensorflow1.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.tensorflow1.horovod:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.tensorflow1.backend:resolve_device",
+    build="dlperf.backends.tensorflow1.backend:build",
+    build_info="dlperf.backends.tensorflow1.buildinfo:build_info",
+    gather_results="dlperf.backends.tensorflow1.horovod:gather_results",
+    profiler="dlperf.backends.tensorflow1.profiling:SessionProfiler",
+    launcher="dlperf.launchers.tensorflow1:TF1ConfigLauncher",
+)

@@ -22,7 +22,8 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from dlperf.backends.common import Horovod, gather_json
+from dlperf.backends.common import gather_json
+from dlperf.backends.horovod import Horovod
 
 tf1 = tf.compat.v1
 

@@ -22,7 +22,7 @@ from typing import Any, List, Optional, Tuple
 
 import tensorflow as tf
 
-from dlperf.backends.common import TF_NORM_SCOPE
+from dlperf.backends.tensorflow.scopes import TF_NORM_SCOPE
 from dlperf.worker import profile
 from dlperf.worker.profile import ENCLOSES
 

@@ -3,7 +3,7 @@
 Light to import (standard library only): the harness reads ``SUPPORT`` without torch's start-up.
 """
 
-from dlperf.backends.common import lazy
+from dlperf.backends.contract import Backend
 from dlperf.worker.support import Option, Support
 
 VISION = ("resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "alexnet", "googlenet")
@@ -50,8 +50,13 @@ SUPPORT = Support(
 )
 
 
-# the worker's entry points, imported only when the worker calls them
-resolve_device = lazy("dlperf.backends.torch.workload:resolve_device")
-build = lazy("dlperf.backends.torch.backend:build")
-build_info = lazy("dlperf.backends.torch.buildinfo:build_info")  # what the framework says it is
-gather_results = lazy("dlperf.backends.torch.horovod:gather_results")
+# where each piece lives (dlperf.backends.contract): imported only when the worker calls it
+BACKEND = Backend(
+    SUPPORT,
+    resolve_device="dlperf.backends.torch.workload:resolve_device",
+    build="dlperf.backends.torch.backend:build",
+    build_info="dlperf.backends.torch.buildinfo:build_info",
+    gather_results="dlperf.backends.torch.horovod:gather_results",
+    profiler="dlperf.backends.torch.profiling:TorchProfiler",
+    launcher="dlperf.launchers.torch:Torchrun",
+)

@@ -35,10 +35,9 @@ MLM_FRACTION = 0.15
 MEMORY_FORMATS = {"channels_last": torch.channels_last, "contiguous": torch.contiguous_format}
 # a convolutional network's layout where the case sets no ``memory_format`` option, by device
 # kind: channels-last on a GPU (NVIDIA's and PyTorch's advice for tensor cores under AMP);
-# on a CPU PyTorch's own default, NCHW, as torchvision's reference recipe trains: dlperf's
-# ResNet-50 ran 1.08x faster NCHW than channels-last with two threads (image 64, batch 8, 6
-# interleaved pairs on a 2-core AMD EPYC; on one thread channels-last was faster):
-# docs/fidelity.md. ``--option memory_format`` chooses either.
+# on a CPU PyTorch's own default, NCHW, as torchvision's reference recipe trains, the faster
+# one on all of a CPU's threads (docs/fidelity.md, "What was found", torch).
+# ``--option memory_format`` chooses either.
 DEFAULT_MEMORY_FORMAT = {"cuda": "channels_last", "cpu": "contiguous"}
 # the models the option applies to, as SUPPORT declares them (and `dlperf tune` searches it)
 CONV_MODELS = frozenset(SUPPORT.options["memory_format"].models or ())

@@ -3,7 +3,7 @@
 ``gloo`` and ``nccl`` are the process group DDP trains with (torchrun's variables, joined by
 :func:`.workload.join_process_group`: gloo on CPUs, NCCL on GPUs); ``horovod`` is Horovod's
 Gloo controller in the torch+horovod environment, started by horovodrun as ``--launcher
-horovod`` is (``hvd.init()``, :class:`dlperf.backends.common.Horovod`).
+horovod`` is (``hvd.init()``, :class:`dlperf.backends.horovod.Horovod`).
 
 Light to import: the harness reads :data:`PATHS`; torch is imported by :func:`join`.
 """

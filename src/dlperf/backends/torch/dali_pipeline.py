@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Tuple
 
 import torch
 
-from dlperf.backends.common import loader_workers
+from dlperf.worker.cpus import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.torch import dali_site
 from dlperf.backends.torch.workload import rank, world_size

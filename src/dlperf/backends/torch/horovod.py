@@ -13,14 +13,14 @@ rank rank 0's weights (:func:`distribute` says why not ``broadcast_optimizer_sta
 The worker's barrier, warm-up vote, results' gather (JSON bytes, never pickles) and all-reduce
 probe are Horovod's collectives on CPU tensors.
 
-Imports Horovod only when a case asks for it (:class:`dlperf.backends.common.Horovod`).
+Imports Horovod only when a case asks for it (:class:`dlperf.backends.horovod.Horovod`).
 """
 
 from typing import Any, Dict, List, Optional
 
 import torch
 
-from dlperf.backends.common import Horovod
+from dlperf.backends.horovod import Horovod
 from dlperf.backends.torch import workload as ddp_path
 from dlperf.backends.torch.workload import TorchWorkload
 from dlperf.worker.workload import UnsupportedError, median_seconds

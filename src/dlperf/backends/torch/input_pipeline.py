@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 from torch.utils.data.distributed import DistributedSampler
 
-from dlperf.backends.common import loader_workers
+from dlperf.worker.cpus import loader_workers
 from dlperf.data import imagefolder
 from dlperf.backends.torch.workload import (CudaPeak, barrier, gather_ints,
                                             join_process_group, rank, runtime_info,

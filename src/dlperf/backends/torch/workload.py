@@ -313,9 +313,8 @@ class TorchWorkload(CudaPeak, Workload):
         # The previous step's gradients are dropped after the forward, not before it: the
         # order of torchvision's reference loop (forward, zero_grad, backward, step). Freed
         # before the forward, their blocks went to the activations, and on a CPU the backward's
-        # new gradients then came from fresh pages every step (glibc's malloc): compiled
-        # ResNet-50, one thread, 13.8k page faults and 0.294 s/step against 2.3-4.6k and 0.278
-        # (docs/fidelity.md). set_to_none, torch's default (Horovod's takes no argument).
+        # new gradients then came from fresh pages every step (docs/fidelity.md, "Compiled
+        # modes", torch). set_to_none, torch's default (Horovod's takes no argument).
         self.optimizer.zero_grad()
         scaler = self.precision.scaler
         if scaler is not None:
