@@ -54,6 +54,18 @@ def results(db: Path, sweep: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def validated(target: dict[str, Any], made: dict[str, Any], engine: str, link: str,
+        how: str) -> dict[str, Any]:
+    """One validated case: what was measured beside the projection of its one target."""
+    point = made["points"][0]["throughput"]
+    measured = float(target["throughput"]["median"])
+    return {"framework": target["case"]["framework"], "engine": engine, "link": link,
+            "measured": measured, "projected": point,
+            "error": point["value"] / measured - 1,
+            "inside": point["low"] <= measured <= point["high"],
+            "links": how, "overlap": made["model"]["overlap"]}
+
+
 def project(db: Path, start: dict[str, Any], target: dict[str, Any],
             overlap: dict[str, Any]) -> dict[str, Any]:
     case = target["case"]
@@ -82,13 +94,7 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any],
         if proc.returncode != 0:
             raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
         made = json.loads(out.read_text())
-    point = made["points"][0]
-    measured = float(target["throughput"]["median"])
-    return {"framework": case["framework"], "engine": engine, "link": link,
-            "measured": measured, "projected": point["throughput"],
-            "error": point["throughput"]["value"] / measured - 1,
-            "inside": point["throughput"]["low"] <= measured <= point["throughput"]["high"],
-            "links": how, "overlap": made["model"]["overlap"]}
+    return validated(target, made, engine, link, how)
 
 
 def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
@@ -114,13 +120,7 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
         if proc.returncode != 0:
             raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
         made = json.loads(out.read_text())
-    point = made["points"][0]
-    measured = float(target["throughput"]["median"])
-    return {"framework": case["framework"], "engine": "native", "link": "one host",
-            "measured": measured, "projected": point["throughput"],
-            "error": point["throughput"]["value"] / measured - 1,
-            "inside": point["throughput"]["low"] <= measured <= point["throughput"]["high"],
-            "links": how, "overlap": made["model"]["overlap"]}
+    return validated(target, made, "native", "one host", how)
 
 
 def one_host_rows(db: Path, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
