@@ -31,7 +31,7 @@ def tables_of(text: str) -> dict[str, list[list[str]]]:
     heading = None
     for line in text.splitlines():
         if line.startswith("## "):
-            heading = line[3:].replace("&amp;", "&")
+            heading = line[3:]
         elif line.startswith("| ") and heading is not None:
             cells = [c.replace("\\", "") for c in CELL_SPLIT.split(line[2:-2])]
             found.setdefault(heading, []).append(cells)

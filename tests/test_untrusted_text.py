@@ -79,3 +79,13 @@ def test_csv_defuses_formulas_and_keeps_numbers(stored):
     assert labels["crash"]["source"] == "'" + NAME
     assert float(labels["ok"]["throughput_median"]) > 0  # a number, no quote
     assert not labels["ok"]["throughput_median"].startswith("'")
+
+
+def test_markdown_keeps_a_plain_ampersand_and_defuses_a_character_reference():
+    """A study named "Wide & Deep" reads as written in the .md file; only an ampersand that would
+    start a character reference (``&lt;``) is written ``&amp;``, so it still renders as text."""
+    from dlperf.report.markdown import _escape
+
+    assert _escape("Wide & Deep") == "Wide & Deep"
+    assert _escape("&lt;b&gt; & &#60;") == "&amp;lt;b&amp;gt; & &amp;#60;"
+    assert _escape("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"

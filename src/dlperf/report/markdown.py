@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import html
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -23,12 +22,16 @@ if TYPE_CHECKING:
 # emphasis in CommonMark, so only one at a word's edge is escaped and knob names stay readable.
 _MARKDOWN_PUNCTUATION = str.maketrans({c: "\\" + c for c in "\\`*[]$~|"})
 _EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+# An ampersand is markup only where it starts a character reference (``&lt;``, ``&#60;``): only
+# there is it written ``&amp;``, so "Wide & Deep" reads as written in the .md file too.
+_ENTITY_AMPERSAND = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
 
 
 def _escape(text: str) -> str:
     """Text is data: HTML, emphasis, links or math in a host name, label or error must reach
     the reader as written, never become markup in the .md."""
-    escaped = html.escape(str(text), quote=False).translate(_MARKDOWN_PUNCTUATION)
+    escaped = _ENTITY_AMPERSAND.sub("&amp;", str(text)).replace("<", "&lt;").replace(">", "&gt;")
+    escaped = escaped.translate(_MARKDOWN_PUNCTUATION)
     return _EDGE_UNDERSCORE.sub(r"\\_", escaped).replace("\n", " ")
 
 
