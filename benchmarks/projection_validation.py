@@ -1,9 +1,11 @@
 """Validate `dlperf project` on this machine, against what was measured: the error per case, in
 a table.
 
-Across emulated hosts: each 2-host case of a link-rate sweep (sweeps/link-rates.yaml, run with
-`dlperf sweep ... --emulate-hosts`) projected from its framework's 1-process result, the overlap
-taken from the same engine's unshaped 2-host result.
+Across emulated hosts: each shaped 2-host case of a link-rate sweep (sweeps/link-rates.yaml,
+run with `dlperf sweep ... --emulate-hosts`) projected from its framework's 1-process result,
+leaving out every result at the target's own rate: the multi-process overhead from the same
+engine's unshaped 2-host result (its all-reduce is short), the overlap window from its shaped
+result at the slowest other rate (its all-reduce is long enough to be exposed past the window).
 
     python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
 
@@ -18,25 +20,29 @@ probe.
 
 The links between the hosts: the framework's measured all-reduce model over that link where
 `dlperf collectives --emulate-hosts 2 --link RATE` stored one in the same database, else the
-slower of the link's rate as given (what tbf lets through) and the framework's own all-reduce
-path as the unshaped result's gradient probe measured it (its bus bandwidth: a framework whose
-ring moves 2 Gbit/s gains nothing from a 10 Gbit/s link). An unshaped case is the source of
-the overlap, the multi-process overhead and the path's rate, so it is not validated (it would be
-its own answer).
+wire and the framework's own path together (dlperf.projection.path_and_wire_s): the wire is the
+gradient's bytes at the shaped rate's TCP payload share (dlperf.host.emulated.PAYLOAD_SHARE),
+the path the unshaped result's all-reduce probe (a framework whose ring moves 2 Gbit/s gains
+nothing from a 10 Gbit/s link), and the share of the path in series with the wire read from
+the probe of the shaped result at another rate whose wire time is nearest the path's (where
+the two differ most). An unshaped case is the source of the overhead and the path, so it is not
+validated (it would be its own answer).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from dlperf import scaling
+from dlperf import projection, scaling
 from dlperf.host import emulated
+from dlperf.worker.collectives import bus_factor
 from dlperf.store import Store
 
 BUCKET_MB = {"native": None, "horovod": 64}
@@ -66,35 +72,117 @@ def validated(target: dict[str, Any], made: dict[str, Any], engine: str, link: s
             "links": how, "overlap": made["model"]["overlap"]}
 
 
-def project(db: Path, start: dict[str, Any], target: dict[str, Any],
-            overlap: dict[str, Any]) -> dict[str, Any]:
+def window_text(row: dict[str, Any]) -> str:
+    """The overlap window in ms and where it was read (the share of that result's all-reduce
+    it is, for an older projection without a window)."""
+    overlap = row["overlap"]
+    if overlap["value"] is None:
+        return "—"
+    if overlap.get("window_s") is None:
+        return f"{overlap['value']:.0%}"
+    where = f" (from {row['window_from']})" if row.get("window_from") else ""
+    return f"{overlap['window_s'] * 1e3:.0f} ms{where}"
+
+
+def overhead_text(overlap: dict[str, Any]) -> str:
+    """The overhead's share of the step, and its reading as a fixed time where it differs."""
+    text = f"{overlap.get('overhead', 0):.0%}"
+    if overlap.get("overhead_fixed") is not None and overlap.get("overhead"):
+        text += f" ({overlap['overhead_fixed']:.0%} fixed)"
+    return text
+
+
+def rate_of(result: dict[str, Any]) -> int | None:
+    """The shaped link's rate of a 2-host result in bits/s, None where unshaped."""
+    link = result["case"].get("link")
+    return emulated.parse_rate(link, "link") if link else None
+
+
+def sent_bytes(result: dict[str, Any]) -> float:
+    """The gradient all-reduce's bytes over each host's link (nccl-tests' bus bytes)."""
+    ranks = scaling.total_devices(result["case"])
+    return 4 * int(result["model"]["params"]) * bus_factor("allreduce", ranks)
+
+
+def wire_s(result: dict[str, Any], bits: float) -> float:
+    """The gradient all-reduce's time on the wire at the TCP payload a link shaped to ``bits``
+    per second carries."""
+    return sent_bytes(result) / (bits / 8 * emulated.PAYLOAD_SHARE)
+
+
+def window_source(target: dict[str, Any], shaped: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of the same engine's shaped results at other rates than ``target``'s, the slowest link's:
+    its all-reduce is the longest, the most exposed past the window."""
+    others = [r for r in shaped if rate_of(r) != rate_of(target)]
+    return min(others, key=lambda r: rate_of(r) or 0, default=None)
+
+
+def serial_source(target: dict[str, Any], shaped: list[dict[str, Any]],
+                  path_s: float) -> dict[str, Any] | None:
+    """Of the same engine's shaped results at other rates than ``target``'s with an all-reduce
+    probe, the one whose wire time is nearest the path's: there the path's share in series with
+    the wire changes the all-reduce most (over a much slower wire it is lost in the wire's
+    own error)."""
+    others = [r for r in shaped if rate_of(r) != rate_of(target)
+              and scaling.allreduce_seconds(r) is not None]
+    return min(others, key=lambda r: abs(math.log(wire_s(r, rate_of(r) or 1) / path_s)),
+               default=None)
+
+
+def links_of(target: dict[str, Any], unshaped: dict[str, Any],
+             shaped: list[dict[str, Any]]) -> tuple[str, str]:
+    """The ``--inter`` of a target without a measured model over its link: the wire and the
+    unshaped result's path together, the path's serial share from another rate's result; and
+    how, in words."""
+    bits = rate_of(target) or 0
+    wire = wire_s(target, bits)
+    path = scaling.allreduce_seconds(unshaped)
+    if path is None:
+        return f"{bits * emulated.PAYLOAD_SHARE / 1e6:.0f}mbit@0us", \
+            f"the wire: {target['case']['link']} (no path probe)"
+    source = serial_source(target, shaped, path)
+    serial = 0.0
+    if source is not None:
+        probed = scaling.allreduce_seconds(source) or 0.0
+        serial = projection.serial_share(probed, wire_s(source, rate_of(source) or 1), path)
+    seconds = projection.path_and_wire_s(wire, path, serial)
+    rate = sent_bytes(target) * 8 / seconds  # the combined time as a rate of its bytes
+    how = (f"wire {wire * 1e3:.0f} ms + path {path * 1e3:.0f} ms x {serial:.0%} in series "
+           f"({'from ' + source['case']['link'] if source else 'no other rate'})")
+    return f"{rate / 1e6:.0f}mbit@0us", how
+
+
+def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: dict[str, Any],
+            shaped: list[dict[str, Any]]) -> dict[str, Any]:
+    """The shaped 2-host ``target`` from the 1-process ``start``: the overhead from
+    ``unshaped``, the window from :func:`window_source` of ``shaped`` (the same engine's shaped
+    results; with none, both from ``unshaped``)."""
     case = target["case"]
     link = case.get("link") or ""
     engine = case.get("launcher") or "native"
-    inter = f"measured:{link}"
+    window = window_source(target, shaped)
+    sources = (["--overlap-from", str(window["run_id"]), "--overhead-from",
+                str(unshaped["run_id"])] if window is not None
+               else ["--overlap-from", str(unshaped["run_id"])])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.json"
         base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
                 str(db), "--devices-per-node", "1", "--nnodes", str(case["nnodes"]),
-                "--intra", "1000gbit", "--overlap-from", str(overlap["run_id"]), "--no-store",
-                "--json", str(out)]
+                "--intra", "1000gbit", *sources, "--no-store", "--json", str(out)]
         if BUCKET_MB[engine]:
             base += ["--bucket-mb", str(BUCKET_MB[engine])]
-        proc = subprocess.run([*base, "--inter", inter], capture_output=True, text=True)
+        proc = subprocess.run([*base, "--inter", f"measured:{link}"], capture_output=True,
+                              text=True)
         how = f"measured model over {link}"
         if proc.returncode == 2 and "no collective model" in proc.stderr:
-            given = emulated.parse_rate(link, "link") or 0
-            path = scaling.allreduce_bus_bandwidth(overlap)
-            rate = f"{link}@0us"
-            how = f"given: {link}"
-            if path is not None and path * 8 < given:
-                rate = f"{path * 8 / 1e6:.0f}mbit@0us"
-                how = f"its path unshaped: {path * 8 / 1e9:.2g} Gbit/s (< {link})"
+            rate, how = links_of(target, unshaped, shaped)
             proc = subprocess.run([*base, "--inter", rate], capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
         made = json.loads(out.read_text())
-    return validated(target, made, engine, link, how)
+    row = validated(target, made, engine, link, how)
+    row["window_from"] = window["case"]["link"] if window is not None else "unshaped"
+    return row
 
 
 def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
@@ -168,25 +256,25 @@ def main() -> int:
         start = next((r for r in found if scaling.total_devices(r["case"]) == 1
                       and scaling.config(r) == scaling.config(result)
                       and (r["case"].get("launcher") or "native") == "native"), None)
-        overlap = next((r for r in found if r["case"].get("nnodes") == case["nnodes"]
-                        and not r["case"].get("link") and scaling.config(r) == scaling.config(result)
-                        and (r["case"].get("launcher") or "native") == engine), None)
-        if start is None or overlap is None:
+        same = [r for r in found if r["case"].get("nnodes") == case["nnodes"]
+                and scaling.config(r) == scaling.config(result)
+                and (r["case"].get("launcher") or "native") == engine]
+        unshaped = next((r for r in same if not r["case"].get("link")), None)
+        if start is None or unshaped is None:
             print(f"{result['label']}: no 1-process or unshaped result beside it; left out",
                   file=sys.stderr)
             continue
-        rows.append(project(args.db, start, result, overlap))
+        rows.append(project(args.db, start, result, unshaped,
+                            [r for r in same if r["case"].get("link")]))
     lines = ["| framework | engine | link | measured (samples/s) | projected (interval) | error "
-             "| inside | links | overlap | overhead |",
+             "| inside | links | overlap window | overhead |",
              "|---|---|---|---:|---:|---:|---|---|---:|---:|"]
     for row in rows:
         p = row["projected"]
-        overlap = row["overlap"]["value"]
         lines.append(f"| {row['framework']} | {row['engine']} | {row['link']} | "
                      f"{row['measured']:.2f} | {p['value']:.2f} ({p['low']:.2f}–{p['high']:.2f}) "
                      f"| {row['error']:+.1%} | {'yes' if row['inside'] else 'no'} | "
-                     f"{row['links']} | {'—' if overlap is None else f'{overlap:.0%}'} | "
-                     f"{row['overlap'].get('overhead', 0):.0%} |")
+                     f"{row['links']} | {window_text(row)} | {overhead_text(row['overlap'])} |")
     text = "\n".join(lines)
     print(text)
     if rows:

@@ -94,6 +94,82 @@ def test_the_multi_process_overhead_scales_every_multi_process_target():
     assert same.step_s.value == pytest.approx(0.1)
 
 
+def test_the_overlap_window_hides_its_seconds_of_any_all_reduce():
+    # a 15 ms window: of the 20 ms all-reduce 5 ms is exposed, 0.1 + 0.005 s a step
+    point = projection.project(inputs(Overlap(0.75, "given", window_s=0.015)), Shape(2, 1))
+    assert point.step_s.value == pytest.approx(0.105)
+    # a window longer than the all-reduce hides all of it; the share 0.75 does not apply
+    whole = projection.project(inputs(Overlap(0.75, "given", window_s=0.05)), Shape(2, 1))
+    assert whole.step_s.value == pytest.approx(0.1)
+    # one result alone: the hidden part of its own all-reduce is the window (0.11 s step of a
+    # 0.10 s 1-device step with 0.02 s all-reduce: 0.01 s hidden)
+    assert projection.overlap_from(0.11, 0.10, 0.02, "x").window_s == pytest.approx(0.01)
+
+
+def test_the_window_from_a_long_all_reduce_and_the_overhead_from_a_short_one():
+    # 1-device step 0.5 s; unshaped: step 0.62 s, all-reduce 0.1 s; shaped: step 1.1 s,
+    # all-reduce 0.8 s. H = 0.12 + 0.8 - 0.6 = 0.32 s (>= 0.1: the short one is hidden, so
+    # its whole 0.12 s excess is overhead: 24 % of the step)
+    short = projection.Seen(0.62, 0.5, 0.1, "unshaped")
+    made = projection.window_from(projection.Seen(1.1, 0.5, 0.8, "shaped"), short)
+    assert made.window_s == pytest.approx(0.32)
+    assert made.overhead == pytest.approx(0.24)
+    assert made.value == pytest.approx(0.32 / 0.8)
+    assert "window: shaped" in made.source and "overhead: unshaped" in made.source
+    # a window past the backward pass, 2/3 of the step as the overhead stretches it
+    # (2/3 x 0.62 = 0.4133 s), is cut to it: shaped step 0.9 s would say 0.52 s
+    capped = projection.window_from(projection.Seen(0.9, 0.5, 0.8, "shaped"), short)
+    assert capped.window_s == pytest.approx(2 / 3 * 0.62)
+    assert capped.overhead == pytest.approx(0.24)
+    # a window shorter than the short one's all-reduce exposes the rest of it: unshaped
+    # all-reduce 0.3 s, H = 0.12 + 0.8 - 0.75 = 0.17 s; 0.13 s of it exposed, more than the
+    # 0.12 s excess: no overhead
+    exposed = projection.window_from(projection.Seen(1.25, 0.5, 0.8, "shaped"),
+                                     projection.Seen(0.62, 0.5, 0.3, "unshaped"))
+    assert exposed.window_s == pytest.approx(0.17) and exposed.overhead == 0.0
+    # the target: 0.5 x 1.24 + max(0, A - 0.32) with the 2-rank 10 Gbit/s link's 20 ms
+    # all-reduce hidden; 0.4 s of all-reduce exposes 0.08 s
+    slow = Link(25_000_000 / 0.4, 0.0, "given")
+    at = Inputs(Span(0.5, 0.5, 0.5), 8, 25_000_000, 100_000_000, slow, None, made)
+    assert projection.project(at, Shape(2, 1)).step_s.value == pytest.approx(0.62 + 0.08)
+
+
+def test_an_overhead_from_another_batch_spans_its_share_and_fixed_readings():
+    # measured at a 0.1 s 1-device step as 50 % (0.05 s); the start's step is 0.2 s: as a
+    # share 0.1 s, as a fixed time 0.05 s = 25 % of it; the window is kept in seconds
+    seen = Overlap(0.0, "x", overhead=0.5, window_s=0.0)
+    carried = projection.at_batch(seen, 0.1, 0.2)
+    assert carried.overhead == 0.5 and carried.overhead_fixed == pytest.approx(0.25)
+    assert carried.window_s == 0.0
+    assert projection.at_batch(seen, 0.2, 0.2) is seen  # the same batch: one reading
+    point = projection.project(inputs(carried, Span(0.2, 0.2, 0.2)), Shape(2, 1))
+    # the 20 ms all-reduce exposed: 0.2 x 1.5 + 0.02 (value), 0.2 x 1.25 + 0.02 (fast end)
+    assert point.step_s.value == pytest.approx(0.32)
+    assert (point.step_s.low, point.step_s.high) == (pytest.approx(0.27), pytest.approx(0.32))
+
+
+def test_the_path_and_the_wire_together():
+    # wire 0.855 s, path 0.372 s: 90 % of the path in series adds 0.3348 s
+    assert projection.path_and_wire_s(0.855, 0.372, 0.9) == pytest.approx(1.1898)
+    assert projection.path_and_wire_s(0.855, 0.372, 1.0) == pytest.approx(0.855 + 0.372)
+    assert projection.path_and_wire_s(0.855, 0.372, 0.0) == pytest.approx(0.855)  # slower
+    assert projection.path_and_wire_s(0.0855, 0.097, 0.05) == pytest.approx(0.097)  # path
+    # measured 0.42 s over a 0.0855 s wire with a 0.372 s path: (0.42 - 0.0855) / 0.372
+    assert projection.serial_share(0.42, 0.0855, 0.372) == pytest.approx(0.3345 / 0.372)
+    assert projection.serial_share(0.08, 0.0855, 0.097) == 0.0  # faster than the wire
+    assert projection.serial_share(2.0, 0.0855, 0.372) == 1.0
+
+
+def test_a_stored_projection_gains_the_window_and_keeps_the_old_fields():
+    made = projection.Projection("x", {}, inputs(Overlap(0.4, "run 3", 0.1, window_s=0.008,
+                                                         overhead_fixed=0.05)), [])
+    overlap = made.to_dict()["model"]["overlap"]
+    assert overlap == {"value": 0.4, "source": "run 3", "overhead": 0.1, "window_s": 0.008,
+                       "overhead_fixed": 0.05}
+    assert "window 8 ms (40% of its all-reduce)" in made.model_text()
+    assert "+5.0% read as a fixed time per step" in made.model_text()
+
+
 def test_a_measured_model_becomes_a_rings_link():
     from dlperf import collective_model as cm
 
@@ -134,6 +210,18 @@ def test_a_missing_collective_model_names_the_command(tmp_path):
     assert "no collective model of torch gloo allreduce on one host" in proc.stderr
     assert "dlperf collectives --framework torch --path gloo --ops allreduce --nproc 2" \
         in proc.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_the_overhead_source_alone_is_refused(tmp_path):
+    (tmp_path / "one.json").write_text(json.dumps(ONE_DEVICE))
+    proc = dlperf_main("project", str(tmp_path / "one.json"), "--devices-per-node", "2",
+                       "--intra", "10gbit", "--overhead-from", "3", "--db",
+                       str(tmp_path / "r.db"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "dlperf project: error: --overhead-from: name the window's result with --overlap-from "
+        "too (one whose all-reduce is long enough to be exposed)")
     assert not (tmp_path / "r.db").exists()
 
 

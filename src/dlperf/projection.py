@@ -3,7 +3,7 @@
 A data-parallel step on N devices is the 1-device step (each device computes its own batch)
 plus the part of the gradient all-reduce the backward pass does not hide:
 
-    step(N) = compute + (1 - overlap) x allreduce(N)
+    step(N) = compute x (1 + overhead) + max(0, allreduce(N) - window)
 
 * ``compute``: the measured 1-device step (batch / throughput), with the measurement's interval.
 * ``allreduce(N)``: the gradients (parameters x bytes per gradient element) cut into buckets,
@@ -12,10 +12,12 @@ plus the part of the gradient all-reduce the backward pass does not hide:
   each node, a ring all-reduce between the nodes over their NICs, which every process of the node
   shares). The links' latency and bandwidth are measured (``dlperf collectives``: Hockney's
   alpha-beta fit of the framework's own collective path) or given (a rate and a latency).
-* ``overlap``: the share of the all-reduce the backend hides behind its backward pass,
-  measured from a multi-process result of the same configuration (its step time against the
-  1-device step and the model's all-reduce at its shape); never assumed: without one, the
-  interval spans no overlap to full overlap and says so.
+* ``overlap``: the seconds of all-reduce the backend hides behind its backward pass (a window:
+  what is longer is exposed), measured from multi-process results of the same configuration
+  (their steps against the 1-device step and their all-reduce); never assumed: without one,
+  the interval spans no overlap to full overlap and says so.
+* ``overhead``: what several processes cost beyond that (contention for a shared host,
+  per-step coordination), a share of the step, from the same results.
 
 Every projected figure carries an interval: the 1-device measurement's, the links' fit error and
 the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
@@ -24,6 +26,7 @@ each). What the model leaves out is listed with every projection (:data:`NOT_MOD
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -37,6 +40,9 @@ from dlperf.host import emulated
 # all-reduce packing is taken as DDP's (--bucket-mb sets it)
 MIB = 1 << 20
 BUCKET_BYTES = {"native": 25 * MIB, "horovod": 64 * MIB}
+# the backward pass's share of a step's compute: twice the forward's FLOPs (a weight and an
+# activation gradient per forward product), so 2/3 of the whole; the overlap window's bound
+BACKWARD_SHARE = 2 / 3
 NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
                 "pipeline or tensor parallelism", "a parameter server's bottleneck",
                 "input pipelines that slow down as more processes read")
@@ -180,27 +186,41 @@ class Span:
 
 @dataclass(frozen=True)
 class Overlap:
-    """The share of the all-reduce hidden behind the backward pass, where it came from, and
-    the multi-process overhead the same result shows.
+    """How much all-reduce the backward pass hides, where it came from, and the multi-process
+    overhead.
 
-    ``overhead``: what a multi-process step took beyond the start's step and its whole
-    all-reduce, as a share of the start's step (0 when the all-reduce explains the step): the
-    devices' contention for a shared host (memory bandwidth, caches: emulated hosts and CPU
-    processes share one machine), the framework's per-step coordination. One result cannot
-    tell a hidden all-reduce from an overhead, so the excess is first taken as an exposed
-    all-reduce (overlap 0) and only the rest as overhead.
+    ``window_s``: the seconds of all-reduce hidden behind the backward pass; an all-reduce
+    longer than the window is exposed by the rest (``max(0, A - window)``). ``value``: the share
+    of its source's own all-reduce that hid (shown; a projection stored before the window had
+    only this share, applied to every all-reduce). ``overhead``: what a multi-process step took
+    beyond the start's step and its exposed all-reduce, as a share of the start's step: the
+    processes' contention for a shared host (memory bandwidth, caches: emulated hosts and CPU
+    processes share one machine), the framework's per-step coordination. ``overhead_fixed``: the
+    same overhead read as a fixed time per step rather than a share of it (as a share of the
+    start's step), where it was measured at another batch size: one batch cannot tell the two
+    readings apart, so the interval spans both.
     """
 
     value: float | None  # None: not measured, the interval spans 0..1
     source: str
     overhead: float = 0.0
+    window_s: float | None = None
+    overhead_fixed: float | None = None
+
+    def exposed(self, comm_s: float) -> tuple[float, float, float]:
+        """(least, middle, most) seconds of an all-reduce of ``comm_s`` left exposed."""
+        if self.value is None:
+            return 0.0, comm_s / 2, comm_s
+        if self.window_s is None:  # a share, as stored before the window
+            return ((1 - self.value) * comm_s,) * 3
+        return (max(comm_s - self.window_s, 0.0),) * 3
 
     @property
-    def ends(self) -> tuple[float, float, float]:
-        """(low, value, high) of the overlap used."""
-        if self.value is None:
-            return 0.0, 0.5, 1.0
-        return self.value, self.value, self.value
+    def overhead_ends(self) -> tuple[float, float, float]:
+        """(low, value, high) of the overhead's share of the start's step."""
+        readings = sorted((self.overhead, self.overhead if self.overhead_fixed is None
+                           else self.overhead_fixed))
+        return readings[0], self.overhead, readings[1]
 
 
 @dataclass(frozen=True)
@@ -251,13 +271,13 @@ def project(inputs: Inputs, shape: Shape) -> Point:
                           inputs.intra, inputs.inter))
     error = max(inputs.intra.error, inputs.inter.error if inputs.inter else 0.0)
     comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
-    low_o, mid_o, high_o = inputs.overlap.ends
     c = inputs.compute_s
     if shape.devices > start.devices:  # more processes than the start: their overhead too
-        c = c.scaled(1 + inputs.overlap.overhead)
-    step = Span(c.value + (1 - mid_o) * comm_span.value,
-                c.low + (1 - high_o) * comm_span.low,
-                c.high + (1 - low_o) * comm_span.high)
+        low_h, mid_h, high_h = inputs.overlap.overhead_ends
+        c = Span(c.value * (1 + mid_h), c.low * (1 + low_h), c.high * (1 + high_h))
+    step = Span(c.value + inputs.overlap.exposed(comm_span.value)[1],
+                c.low + inputs.overlap.exposed(comm_span.low)[0],
+                c.high + inputs.overlap.exposed(comm_span.high)[2])
     samples = inputs.batch * shape.devices
     throughput = Span(samples / step.value, samples / step.high, samples / step.low)
     at_start = inputs.batch * start.devices / c.value
@@ -267,14 +287,81 @@ def project(inputs: Inputs, shape: Shape) -> Point:
 
 
 def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:
-    """The overlap a multi-process result shows: 1 - (its step - the 1-device step) / the
-    model's all-reduce at its shape, within [0, 1]; what its step took beyond the whole
-    all-reduce, as the overhead (a share of the 1-device step)."""
+    """The overlap one multi-process result shows: the part of its all-reduce (``comm_s``) its
+    step (against the 1-device step) does not show, as a window and as a share, within [0, 1];
+    what its step took beyond the whole all-reduce, as the overhead (a share of the 1-device
+    step). One result cannot tell a hidden all-reduce from an overhead: the excess is first
+    taken as an exposed all-reduce, so its window is the least that explains it."""
     if comm_s <= 0:
         return Overlap(None, f"{source}: the model's all-reduce there is 0 s")
     exposed = measured_step_s - compute_s
     overhead = max(exposed - comm_s, 0.0) / compute_s if compute_s > 0 else 0.0
-    return Overlap(min(max(1 - exposed / comm_s, 0.0), 1.0), source, overhead)
+    share = min(max(1 - exposed / comm_s, 0.0), 1.0)
+    return Overlap(share, source, overhead, window_s=share * comm_s)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one multi-process result shows: its step, the 1-device step of its configuration
+    (its batch) and the all-reduce it adds over the start's, in seconds."""
+
+    step_s: float
+    compute_s: float
+    comm_s: float
+    source: str
+
+    @property
+    def excess_s(self) -> float:
+        return self.step_s - self.compute_s
+
+
+def window_from(window: Seen, overhead: Seen) -> Overlap:
+    """The window and the overhead from two results: ``overhead`` one whose all-reduce is short
+    (hidden, or nearly), ``window`` one whose all-reduce is long enough to be exposed past the
+    window. Their excesses over the 1-device step are o + max(0, A - H) each: the long one's
+    gives the window H = excess(short) + A(long) - excess(long) (with the short one's all-reduce
+    hidden, o is its whole excess), kept within [0, the backward pass] (BACKWARD_SHARE of the
+    1-device step, stretched as the whole step is by the overhead: the processes contend
+    during the backward pass too); the overhead is then the short one's excess less what of
+    its all-reduce the window leaves exposed."""
+    bound = BACKWARD_SHARE * (window.compute_s + max(overhead.excess_s, 0.0))
+    hidden = overhead.excess_s + window.comm_s - window.excess_s
+    window_s = min(max(hidden, 0.0), bound)
+    overhead_s = max(overhead.excess_s - max(overhead.comm_s - window_s, 0.0), 0.0)
+    share = min(window_s / window.comm_s, 1.0) if window.comm_s > 0 else 1.0
+    return Overlap(share, f"window: {window.source}; overhead: {overhead.source}",
+                   overhead_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
+                   window_s=window_s)
+
+
+def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> Overlap:
+    """An overlap measured where the 1-device step was ``own_compute_s`` (another batch size),
+    carried to a start whose step is ``start_compute_s``: the window in seconds as measured (on
+    the one-host check, scaling it with the step moved MXNet's and TensorFlow 1's projections
+    further off, docs/projection.md), the overhead as a share of the step, with its reading as
+    a fixed time per step (the same seconds) beside it for the interval."""
+    if overlap.value is None or own_compute_s <= 0 or start_compute_s <= 0 or \
+            own_compute_s == start_compute_s:
+        return overlap
+    return dataclasses.replace(overlap, overhead_fixed=overlap.overhead * own_compute_s
+                               / start_compute_s)
+
+
+def path_and_wire_s(wire_s: float, path_s: float, serial: float) -> float:
+    """An all-reduce that crosses a framework's own collective path (its copies, serialisation
+    and reductions: ``path_s`` where the wire is not the limit) and a wire (``wire_s``: the
+    bytes over its rate): the wire's time plus the share ``serial`` of the path's time that does
+    not overlap it, never less than the path alone. ``serial`` 0: the slower of the two (a
+    pipelined ring); 1: the two in series (1/B = 1/B_wire + 1/B_path)."""
+    return max(path_s, wire_s + serial * path_s)
+
+
+def serial_share(measured_s: float, wire_s: float, path_s: float) -> float:
+    """The share of the path's time an all-reduce measured over a wire shows in series with
+    it: (measured - wire) / path, within [0, 1]."""
+    if path_s <= 0:
+        return 0.0
+    return min(max((measured_s - wire_s) / path_s, 0.0), 1.0)
 
 
 @dataclass
@@ -296,10 +383,15 @@ class Projection:
                  f"intra-node {i.intra.describe()}"]
         if i.inter is not None:
             parts.append(f"between nodes {i.inter.describe()}")
-        overlap = ("not measured: 0-100 %" if i.overlap.value is None
-                   else f"{i.overlap.value:.0%}")
-        if i.overlap.overhead:
-            overlap += f", multi-process overhead +{i.overlap.overhead:.1%} of the step"
+        o = i.overlap
+        overlap = "not measured: 0-100 %" if o.value is None else f"{o.value:.0%}"
+        if o.value is not None and o.window_s is not None:
+            overlap = f"window {o.window_s * 1e3:.4g} ms ({overlap} of its all-reduce)"
+        if o.overhead:
+            overlap += f", multi-process overhead +{o.overhead:.1%} of the step"
+            if o.overhead_fixed is not None:
+                overlap += (f" (+{o.overhead_fixed:.1%} read as a fixed time per step: one "
+                            f"batch size cannot tell them apart)")
         parts.append(f"overlap {overlap} ({i.overlap.source})")
         return "; ".join(parts)
 
@@ -316,7 +408,9 @@ class Projection:
                       "start": {"nodes": i.start.nodes, "devices_per_node": i.start.per_node},
                       "intra": vars(i.intra), "inter": vars(i.inter) if i.inter else None,
                       "overlap": {"value": i.overlap.value, "source": i.overlap.source,
-                                  "overhead": i.overlap.overhead},
+                                  "overhead": i.overlap.overhead,
+                                  "window_s": i.overlap.window_s,
+                                  "overhead_fixed": i.overlap.overhead_fixed},
                       "not_modelled": list(NOT_MODELLED)},
             "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,
                         "devices": p.shape.devices, "allreduce_s": span(p.allreduce_s),

@@ -66,6 +66,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "newest in --db; none: the interval spans 0-100 %%); it may be "
                              "at another batch size where --db holds that batch's 1-device "
                              "result")
+    parser.add_argument("--overhead-from", metavar="RESULT",
+                        help="with --overlap-from: a multi-process result of the same "
+                             "configuration and batch whose all-reduce is short (unshaped, or "
+                             "on fewer devices): the overhead is read from it, and the overlap "
+                             "window from --overlap-from's (one whose all-reduce is long enough "
+                             "to be exposed, e.g. over a slower link)")
     parser.add_argument("--bucket-mb", type=float, default=None, metavar="MIB",
                         help="gradient bucket (default: DDP's 25 MiB; Horovod's fusion 64 MiB)")
     parser.add_argument("--published", metavar="TABLE",
@@ -167,59 +173,98 @@ def _without_batch(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in scaling.config(result).items() if k != "batch_size"}
 
 
-def _own_compute_s(other: dict[str, Any], db: str) -> float:
+def _own_compute_s(other: dict[str, Any], db: str, flag: str) -> float:
     """The 1-device step of ``other``'s configuration (its batch), for a source of the overlap
     measured at another batch than the start's."""
     with Store(db, readonly=True) as store:
         base = scaling.find_baseline(store, other)
     if base is None or not (base.get("throughput") or {}).get("median"):
-        raise UsageError(f"--overlap-from: {other.get('label')} is at another batch size than "
+        raise UsageError(f"{flag}: {other.get('label')} is at another batch size than "
                          f"RESULT and {db} holds no 1-device result of its own configuration "
                          f"to set its step against; measure it with --devices 1")
     return int(other["case"]["batch_size"]) / float(base["throughput"]["median"])
 
 
+def _named(spec: str, flag: str, db: str, result: dict[str, Any],
+           start: Shape) -> dict[str, Any]:
+    """A named source of the overlap: a result of the start's configuration (any batch size) on
+    more devices."""
+    other = one(spec, flag, db)
+    if _without_batch(other) != _without_batch(result) or \
+            scaling.total_devices(other["case"]) <= start.devices:
+        raise UsageError(f"{flag}: {other.get('label')} is not a result of "
+                         f"{result.get('label')}'s configuration (any batch size) on more "
+                         f"devices")
+    return other
+
+
+def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
+            compute_s: float, gradient: int, bucket: int, intra: Link, inter: Link | None,
+            start: Shape) -> projection.Seen | None:
+    """What ``other`` shows: its step, its own 1-device step (the start's, at the same batch)
+    and the all-reduce it adds over the start's: its ranks' own probe (the whole gradient at
+    once), else the model at its shape (its link may not be the target's); None where it spans
+    nodes and no link between nodes is known."""
+    case = other["case"]
+    if case.get("batch_size") != result["case"].get("batch_size"):
+        compute_s = _own_compute_s(other, db, flag)
+    nodes, per_node = int(case.get("nnodes") or 1), int(case.get("devices") or 1)
+    step = int(other.get("global_batch") or 0) / float(other["throughput"]["median"])
+    source = f"run {other.get('run_id')}: {other.get('label')}"
+    probed = scaling.allreduce_seconds(other)
+    if probed is not None:
+        comm = probed - projection.allreduce_s(gradient, gradient, start.per_node, start.nodes,
+                                               intra, inter)
+        return projection.Seen(step, compute_s, comm,
+                               f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)")
+    if nodes > 1 and inter is None:
+        return None
+    comm = (projection.allreduce_s(gradient, bucket, per_node, nodes, intra, inter)
+            - projection.allreduce_s(gradient, bucket, start.per_node, start.nodes, intra,
+                                     inter))
+    return projection.Seen(step, compute_s, comm, source)
+
+
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
                gradient: int, bucket: int, intra: Link, inter: Link | None,
                start: Shape) -> Overlap:
-    """The overlap the named (or newest) result of the configuration on more devices than the
-    start shows: its step against its own 1-device step (the start's, at the same batch), over
-    the model's all-reduce it adds. A named one may be at another batch size: its overlap and
-    overhead, shares of the all-reduce and of the step, carry over to the start's batch."""
+    """The overlap window and the multi-process overhead, from results of the configuration on
+    more devices than the start: ``--overlap-from`` (else the newest in --db) alone gives both
+    (its excess first read as an exposed all-reduce); with ``--overhead-from`` (a result whose
+    all-reduce is short: unshaped, or fewer devices) that one gives the overhead and
+    ``--overlap-from`` (whose all-reduce is long enough to be exposed) the window. Measured at
+    another batch size than the start's, the window scales with the 1-device step and the
+    overhead's two readings (a share of the step, a fixed time) bound the interval."""
+    if args.overhead_from and not args.overlap_from:
+        raise UsageError("--overhead-from: name the window's result with --overlap-from too "
+                         "(one whose all-reduce is long enough to be exposed)")
     if args.overlap_from:
-        other = one(args.overlap_from, "--overlap-from", args.db)
-        if _without_batch(other) != _without_batch(result) or \
-                scaling.total_devices(other["case"]) <= start.devices:
-            raise UsageError(f"--overlap-from: {other.get('label')} is not a result of "
-                             f"{result.get('label')}'s configuration (any batch size) on more "
-                             f"devices")
-        if other["case"].get("batch_size") != result["case"].get("batch_size"):
-            compute_s = _own_compute_s(other, args.db)
+        other = _named(args.overlap_from, "--overlap-from", args.db, result, start)
     else:
         found = [r for r in multi_results(args.db, result)
                  if scaling.total_devices(r["case"]) > start.devices]
         if not found:
             return Overlap(None, f"no multi-process result of this configuration in {args.db}")
         other = found[-1]
-    case = other["case"]
-    nodes, per_node = int(case.get("nnodes") or 1), int(case.get("devices") or 1)
-    step = int(other.get("global_batch") or 0) / float(other["throughput"]["median"])
-    source = f"run {other.get('run_id')}: {other.get('label')}"
-    # what its all-reduce took there: its ranks' own probe (the whole gradient at once), else
-    # the model at its shape (its link may not be the target's)
-    probed = scaling.allreduce_seconds(other)
-    if probed is not None:
-        comm = probed - projection.allreduce_s(gradient, gradient, start.per_node, start.nodes,
-                                               intra, inter)
-        return projection.overlap_from(step, compute_s, comm, source + " (its all-reduce "
-                                       f"probe: {probed * 1e3:.4g} ms)")
-    if nodes > 1 and inter is None:
+    links = (gradient, bucket, intra, inter, start)
+    window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
+    if window is None:
         return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
                              f"nodes is known")
-    comm = (projection.allreduce_s(gradient, bucket, per_node, nodes, intra, inter)
-            - projection.allreduce_s(gradient, bucket, start.per_node, start.nodes, intra,
-                                     inter))
-    return projection.overlap_from(step, compute_s, comm, source)
+    if not args.overhead_from:
+        made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
+                                       window.source)
+        return projection.at_batch(made, window.compute_s, compute_s)
+    short = _named(args.overhead_from, "--overhead-from", args.db, result, start)
+    if short["case"].get("batch_size") != other["case"].get("batch_size"):
+        raise UsageError(f"--overhead-from: {short.get('label')} is at another batch size than "
+                         f"--overlap-from's {other.get('label')}; name two of the same batch")
+    overhead = seen_in(short, "--overhead-from", args.db, result, compute_s, *links)
+    if overhead is None:
+        raise UsageError(f"--overhead-from: {short.get('label')} spans nodes and neither has "
+                         f"an all-reduce probe nor is the link between nodes given (--inter)")
+    return projection.at_batch(projection.window_from(window, overhead), window.compute_s,
+                               compute_s)
 
 
 def bucket_bytes(args: argparse.Namespace, launcher: str) -> int:
