@@ -155,6 +155,18 @@ def test_the_parser_has_subcommands():
     assert {"dlperf run", "dlperf envs install", "dlperf system check"} <= names
 
 
+def test_every_subcommands_help_is_printable():
+    """`dlperf SUB --help` formats its help through argparse's %-formatting: a bare % in a help
+    text (a percentage written with an f-string) is a crash at the user's first question."""
+    broken = []
+    for words, sub in subcommands(PARSER, action_words=False):
+        try:
+            sub.format_help()
+        except (ValueError, TypeError, KeyError) as error:
+            broken.append(f"{' '.join(words)}: {error}")
+    assert not broken, broken
+
+
 def test_every_subcommand_is_documented_in_docs():
     missing = undocumented(PARSER, docs_pages())
     assert not missing, ("subcommands no page of docs/ names as `dlperf <sub>` in a heading or "

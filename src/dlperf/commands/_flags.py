@@ -116,7 +116,7 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{AUTO_REPEATS})")
     parser.add_argument("--target-ci", type=fraction, default=0.0, metavar="PCT",
                         help="stop repeating once the 95%% interval of the median is within "
-                             f"this of it (e.g. 2%%; --repeats auto: {DEFAULT_TARGET_CI:.0%}); "
+                             f"this of it (e.g. 2%%; --repeats auto: {DEFAULT_TARGET_CI * 100:.0f}%%); "
                              "--repeats is then the most")
     parser.add_argument("--max-time", type=finite_float, dest="max_time_s", default=0.0,
                         metavar="SECONDS",
