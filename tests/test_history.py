@@ -212,7 +212,7 @@ def test_gate_on_result_files_and_with_welch(history_db, tmp_path):
     files = {}
     for label in ("b", "c"):
         files[label] = tmp_path / f"{label}.json"
-        files[label].write_text(json.dumps([p.result for p in points if p.label == label][-1]))
+        files[label].write_text(json.dumps(dict([p.result for p in points if p.label == label][-1].raw)))
     out = tmp_path / "files.json"
     proc = dlperf_main("gate", "--baseline", str(files["b"]), "--candidate", str(files["c"]),
                        "--db", str(tmp_path / "none.db"), "--json", str(out))

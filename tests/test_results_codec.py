@@ -173,3 +173,54 @@ def test_the_reader_reads_what_a_file_holds_without_raising():
     assert result.cpu_flags == frozenset({"avx2"}) and result.devices == 2
     assert result.profile is None and result.roofline is None and result.launch is None
     assert result.device == "cpu" and result.label == "7"
+
+
+@pytest.mark.parallel
+def test_the_report_figures_fields_are_typed():
+    # what the report's figures, compare and capacity read: memory, iteration time and unit
+    # from every fixture, the latency, profile and roofline blocks from a result that has them
+    current = codec.read_result(json.loads((FIXTURES / "6eb7158-current.json").read_text()))
+    assert (current.unit, current.iteration_ms, current.latency_ms) == ("samples/s", 21.33, {})
+    assert (current.peak_host_bytes, current.peak_device_bytes) == (4000000000, 30000000000)
+    core = codec.read_result(json.loads((FIXTURES / "bc6b9ea-core.json").read_text()))
+    assert (core.iteration_ms, core.peak_device_bytes) == (None, None)
+    infer = codec.read_result({
+        "status": "ok", "case": {"task": "infer"}, "latency_ms": {"mean": 2.5, "p99": 4.0},
+        "profile": {"categories": {"gemm": 0.01}, "step_s": 0.02, "coverage": 0.9,
+                    "tool": {"name": "torch.profiler", "version": "2"}},
+        "roofline": {"intensity": 10.0, "ridge": 20.0, "bound": "memory", "of_roof": 0.5,
+                     "peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 5e10,
+                     "roof_flops_per_s": 5e11}})
+    assert infer.unit == "samples/s" and infer.latency_ms == {"mean": 2.5, "p99": 4.0}
+    assert infer.profile is not None and infer.profile.coverage == 0.9
+    assert infer.profile.tool["name"] == "torch.profiler" and infer.profile.why_not is None
+    assert infer.roofline is not None and infer.roofline.roof_flops_per_s == 5e11
+    assert (infer.roofline.peak_flops_per_s, infer.roofline.bandwidth_bytes_per_s) == (1e12, 5e10)
+    failed = codec.read_result({"status": "ok", "profile": {"error": "no profiler here"},
+                                "memory": "n/a", "latency_ms": [1]})
+    assert failed.profile is not None and failed.profile.why_not == "no profiler here"
+    assert failed.peak_host_bytes is None and failed.latency_ms == {}
+
+
+@pytest.mark.parallel
+def test_the_report_tables_fields_are_typed():
+    # what the report's tables and its CSV read: global batch, arithmetic, warnings, a sweep's
+    # fallback, the tune configuration and the host facts, from a fixture and from a row that
+    # has each; a malformed block reads as absent
+    current = codec.read_result(json.loads((FIXTURES / "6eb7158-current.json").read_text()))
+    assert current.global_batch == 128 and current.warnings == ()
+    assert current.flops is not None
+    assert (current.flops.per_sample, current.flops.achieved_per_s, current.flops.mfu) == (
+        24600000000.0, 147600000000000.0, 0.0527)
+    assert current.fallback_from_batch_size is None and current.config_which is None
+    assert current.env["hostname"] and "gpus" in current.env
+    tuned = codec.read_result({"status": "ok", "warnings": ["loss did not move"],
+                               "fallback": {"from_batch_size": 256},
+                               "config": {"from": "tune", "which": "best", "study": 3}})
+    assert tuned.warnings == ("loss did not move",) and tuned.fallback_from_batch_size == 256
+    assert (tuned.config_which, tuned.config_study) == ("best", 3)
+    assert tuned.flops is None and tuned.global_batch is None and tuned.env == {}
+    odd = codec.read_result({"flops": [1], "fallback": "yes", "config": {"which": ""},
+                             "warnings": "one", "env": None, "global_batch": "8"})
+    assert odd.flops is None and odd.fallback_from_batch_size is None
+    assert odd.config_which is None and odd.warnings == () and odd.global_batch is None

@@ -436,7 +436,7 @@ class Store:
     def runs(self, where: str = "1=1", params: tuple[Any, ...] = ()) -> Iterator[sqlite3.Row]:
         yield from self._rows(f"SELECT * FROM runs WHERE {where} ORDER BY id", params)
 
-    # -- sweeps (issue 3): resume needs the latest run of a case within a sweep --------------
+    # -- sweeps: resume needs the latest run of a case within a sweep ------------------------
 
     def get_meta(self, key: str) -> str | None:
         rows = self._rows("SELECT value FROM meta WHERE key=?", (key,))
@@ -462,7 +462,7 @@ class Store:
                           "GROUP BY sweep ORDER BY MIN(id)")
         return [str(row[0]) for row in rows]
 
-    # -- accuracy (issue 14): one row per model, engine and lower precision, as it finishes ---
+    # -- accuracy: one row per model, engine and lower precision, as it finishes --------------
 
     def has_table(self, name: str) -> bool:
         return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
@@ -502,7 +502,7 @@ class Store:
             out.append(item)
         return out
 
-    # -- tune (issue 29): a study per searched case, a row per trial as it ends ---------------
+    # -- tune: a study per searched case, a row per trial as it ends --------------------------
 
     def tune_study(self, study: str) -> dict[str, Any] | None:
         """One stored study (its case, space and outcome decoded), or None."""
@@ -580,7 +580,7 @@ class Store:
             raise self._unreadable(row, "rungs_json", "tune_trials", why, "a malformed")
         return rungs
 
-    # -- collectives (issue 56): one row per operation and message size of a run ------------
+    # -- collectives: one row per operation and message size of a run -----------------------
 
     def add_collectives(self, rows: list[dict[str, Any]]) -> int:
         """Store one ``dlperf collectives`` run's rows (each with :data:`COLLECTIVE_COLUMNS`,
@@ -630,7 +630,7 @@ class Store:
         """Finished results, typed (:mod:`dlperf.results`), oldest first."""
         return [self.result(row) for row in self.runs(where, params)]
 
-    # -- projections (issue 56): `dlperf project`, never mixed with measured runs ------------
+    # -- projections: `dlperf project`, never mixed with measured runs -----------------------
 
     def add_projection(self, projection: dict[str, Any]) -> int:
         """Store one projection (:meth:`dlperf.projection.Projection.to_dict`); its id."""

@@ -27,6 +27,7 @@ from dlperf.store import DEFAULT_DB, Store
 if TYPE_CHECKING:
     from dlperf.report.accuracy import RowComparison
     from dlperf.report.compare import Comparison
+    from dlperf.results.model import Result
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 VERDICT_STYLE = {"faster": "green", "slower": "red", "failed": "red", "fixed": "green",
@@ -192,6 +193,15 @@ def _value(value: float | None) -> str:
     return display.number(value)
 
 
+def _side(result: Result | None) -> str:
+    """A side's median, or its status where it did not succeed (``—`` where it has no result)."""
+    if result is None:
+        return "—"
+    if result.status != "ok":
+        return result.status
+    return _value(result.throughput.median if result.throughput else None)
+
+
 def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> None:
     table = display.new_table(
         f"{base_name} → {cand_name} (threshold {result.threshold:.0%}, {result.test}, "
@@ -201,16 +211,10 @@ def print_comparison(result: "Comparison", base_name: str, cand_name: str) -> No
          ("change", "right"), ("significance", "left"), ("verdict", "left")))
     notes = []
     for item in result.cases:
-        base = (item.baseline or {}).get("throughput") or {}
-        cand = (item.candidate or {}).get("throughput") or {}
         style = VERDICT_STYLE.get(item.verdict, "")
         verdict = Text(item.verdict, style=style)
         table.add_row(
-            item.label, Text(item.device_text()),
-            _value(base.get("median")) if (item.baseline or {}).get("status") == "ok"
-            else (item.baseline or {}).get("status", "—"),
-            _value(cand.get("median")) if (item.candidate or {}).get("status") == "ok"
-            else (item.candidate or {}).get("status", "—"),
+            item.label, Text(item.device_text()), _side(item.baseline), _side(item.candidate),
             "—" if item.ratio is None else f"{item.ratio - 1:+.1%}",
             item.test.brief() if item.test else "—", verdict)
         notes += [f"{item.label}: {note}" for note in item.notes]

@@ -26,6 +26,7 @@ from dlperf.commands.compare import threshold
 from dlperf.errors import UsageError
 from dlperf.history import reproduce, series
 from dlperf.report import reading
+from dlperf.report.compare import stored_case
 from dlperf.store import Store
 from dlperf.stats import TESTS, repeats_needed, shift_p, unreachable
 from dlperf.studies import ab
@@ -111,7 +112,7 @@ def readable(points: list[series.Point]) -> list[series.Point]:
     command that measures it again); else one line naming the field and where it was read."""
     for p in points:
         try:
-            reading.case_of(p.result["case"])
+            reading.case_of(dict(stored_case(p.result)))
         except UsageError as error:
             raise UsageError(f"{p.where}: {error}") from None
     return points
@@ -179,8 +180,8 @@ def stored_verdict(base: Side, cand: Side, limit: float, test: str) -> dict[str,
 
 
 def remeasured_verdict(base: Side, cand: Side, limit: float, pairs: int) -> dict[str, Any]:
-    sides = [reproduce.run_flags(base.latest.result["case"])[1:],
-             reproduce.run_flags(cand.latest.result["case"])[1:]]
+    sides = [reproduce.run_flags(dict(stored_case(base.latest.result)))[1:],
+             reproduce.run_flags(dict(stored_case(cand.latest.result)))[1:]]
     result = ab.compare([["run", *s] for s in sides], pairs, limit,
                         say=lambda turn: display.err.print(Text(
                             f"  pair {turn.pair + 1}/{pairs} {turn.side}: "
@@ -202,7 +203,7 @@ def remeasured_verdict(base: Side, cand: Side, limit: float, pairs: int) -> dict
 
 def command(side: Side) -> str:
     """The `dlperf run` line that measures the side's latest result again, its repeats too."""
-    case = side.latest.result["case"]
+    case = dict(stored_case(side.latest.result))  # as stored: what ran, not today's defaults
     try:
         return reproduce.command_line(case, case.get("repeats") or len(side.latest.repeats))
     except UsageError as error:
@@ -218,14 +219,14 @@ def main(args: argparse.Namespace) -> int:
         with Store(args.db, readonly=True) as store:
             everything = series.all_points(store)
     base_points = side_points(args.baseline, "--baseline", everything, args.db)
-    planted = [p for p in base_points if (p.result.get("case") or {}).get("plant_slowdown")]
+    planted = [p for p in base_points if p.result.case["plant_slowdown"]]
     if planted:
-        raise UsageError(f"--baseline: {planted[0].result.get('label')} carries a planted "
+        raise UsageError(f"--baseline: {planted[0].result.label} carries a planted "
                          f"slowdown (calibration only); it is never a baseline")
     base = by_experiment(base_points)
     cand = by_experiment(side_points(args.candidate, "--candidate", everything, args.db))
     common = [key for key in cand if key in base]
-    alone = [str(side.latest.result.get("label")) for key, side in cand.items()
+    alone = [side.latest.result.label for key, side in cand.items()
              if key not in base]
     if not common:
         raise UsageError(f"--baseline: no experiment of the candidate ({len(cand)}) has a "
@@ -240,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
         commands = {"baseline_command": command(b), "candidate_command": command(c)}
         found = (remeasured_verdict(b, c, args.max_slowdown, args.pairs) if args.remeasure
                  else stored_verdict(b, c, args.max_slowdown, args.test))
-        found.update(case=c.latest.result.get("label"), experiment=key,
+        found.update(case=c.latest.result.label, experiment=key,
                      baseline_runs=b.runs, candidate_runs=c.runs, baseline_median=b.median,
                      candidate_median=c.median, **commands)
         rows.append(found)

@@ -65,7 +65,7 @@ def change_dict(points: list[series.Point], c: changepoints.ChangePoint) -> dict
 
 def summary(points: list[series.Point], judged: list[changepoints.ChangePoint],
             order: str) -> dict[str, Any]:
-    return {"order": order, "label": points[0].result.get("label"),
+    return {"order": order, "label": points[0].result.label,
             "points": [{"run_id": p.run_id, "finished_at": p.finished_at,
                         "case_key": p.case_key, "environment": p.environment,
                         "version": p.version, "label": p.label, "median": p.median,
@@ -90,8 +90,8 @@ def where(p: series.Point) -> str:
 def show(points: list[series.Point], judged: list[changepoints.ChangePoint]) -> None:
     found = [c for c in judged if c.confirmed]
     marks = {c.index: c for c in found}
-    unit = str(points[0].result.get("unit") or "samples/s")
-    table = display.new_table(f"history: {points[0].result.get('label')} ({len(points)} results)",
+    unit = points[0].result.unit
+    table = display.new_table(f"history: {points[0].result.label} ({len(points)} results)",
                               (("#", "right"), ("run", "right"), ("finished", "left"),
                                ("environment", "left"), ("version", "left"), ("label", "left"),
                                (f"{unit} (median)", "right"), ("95% CI", "right"),

@@ -39,7 +39,7 @@ class Point:
     median: float
     ci95: tuple[float, float] | None
     repeats: tuple[float, ...]
-    result: dict[str, Any]
+    result: Result
     where: str = ""  # the file or database row it was read from, for a message naming it
 
 
@@ -76,7 +76,7 @@ def point(row: Any, result: dict[str, Any], where: str) -> Point | None:
                  version=typed.framework_version, label=typed.run_label,
                  median=float(typed.median), ci95=typed.throughput.ci95,
                  repeats=tuple(float(v) for v in typed.throughput.repeats or [typed.median]),
-                 result=result, where=where)
+                 result=typed, where=where)
 
 
 def all_points(store: Store) -> list[Point]:
@@ -119,7 +119,7 @@ def matching(store: Store, filters: dict[str, Any]) -> list[Point]:
     for p in points:
         experiments.setdefault(experiment_of(p.result), []).append(p)
     if len(experiments) > 1:
-        labels = sorted({" ".join(p.result["label"].split()[:5]) for p in points})
+        labels = sorted({" ".join(p.result.label.split()[:5]) for p in points})
         raise UsageError(f"the filters match {len(experiments)} experiments ({'; '.join(labels)}"
                          f"); narrow them (--task, --precision, --batch-size) or give --case")
     return next(iter(experiments.values()))

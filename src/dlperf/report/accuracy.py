@@ -14,12 +14,15 @@ top-1 drop of more than ``--accuracy-threshold`` points a regression.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlperf.result import device_kind_name, device_of
+from dlperf.result import device_kind_name
 from dlperf.report import inference
 from dlperf.report.tables import Cell, Report, Table, short
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 
 DEFAULT_THRESHOLD_POINTS = 1.0
 
@@ -57,14 +60,14 @@ def _device(row: dict[str, Any]) -> str:
     return "—" if device == "-" else device
 
 
-def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
+def infer_speedup(row: dict[str, Any], results: Sequence[ResultLike]) -> str:
     """Stored inference speedups of this model, engine and precision over fp32, per batch."""
     if row["precision"] == "fp32":
         return "—"
     index = inference.fp32_index(results)
     parts = []
-    for result in results:
-        case = result["case"]
+    for result in map(read_result, results):
+        case = result.case
         if not inference.is_inference(result) or case.get("model") != row["model"] \
                 or case.get("framework") != row["framework"] \
                 or case.get("precision") != row["precision"]:
@@ -76,7 +79,7 @@ def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
         size = (case.get("knobs") or {}).get("image_size")
         # the device the timing ran on: the accuracy row's own may differ (a CPU study beside
         # GPU timings), so every speedup names its own
-        where = device_kind_name(device_of(result))
+        where = device_kind_name(result.device)
         parts.append((int(case.get("batch_size") or 0),
                       f"bsz {case.get('batch_size')}{mode}: {value:.2f}× "
                       + (f"(image {size}, {where})" if size else f"({where})")))
@@ -85,7 +88,7 @@ def infer_speedup(row: dict[str, Any], results: list[dict[str, Any]]) -> str:
     return "; ".join(text for _, text in sorted(parts))
 
 
-def table(report: Report, rows: list[dict[str, Any]], results: list[dict[str, Any]]) -> Table:
+def table(report: Report, rows: list[dict[str, Any]], results: Sequence[ResultLike]) -> Table:
     """One row per model, engine and lower precision; failures footnoted."""
     out = Table("Accuracy: fp32 vs lower precision (INT8 …), with the inference speedup",
                 ["model", "engine", "device", "precision", "fp32 top-1", "top-1",

@@ -19,12 +19,14 @@ tables are escaped by the renderers, the figure is drawn with mathtext off and i
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import display
-from dlperf.result import device_of
 from dlperf.report.tables import Cell, Report, Table, knob_text, number, short, variant
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 from dlperf.store import Store
 from dlperf.studies.capacity import SWEEP_NAME
 
@@ -51,10 +53,10 @@ class Probe:
 class Search:
     """Consecutive probes of one case that differ in one parameter only."""
 
-    case: dict[str, Any]  # the first probe's case
+    case: Mapping[str, Any]  # the first probe's case
     memory_limit_bytes: int | None
     param: str | None = None  # None: a single probe, the varied setting is not known
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[ResultLike] = field(default_factory=list)
 
     @property
     def probes(self) -> list[Probe]:
@@ -93,17 +95,17 @@ class Search:
         knobs = dict(case.get("knobs") or {})
         knobs.pop(self.param or "", None)
         parts = [] if self.param == "batch_size" else [f"batch size {case.get('batch_size')}"]
-        parts += [str(case.get("task") or "train"), str(case.get("precision") or "fp32"),
+        parts += [str(case["task"] or "train"), str(case["precision"] or "fp32"),
                   variant(case)]
-        devices = int(case.get("devices") or 1) * int(case.get("nnodes") or 1)
+        devices = int(case["devices"] or 1) * int(case["nnodes"] or 1)
         if devices > 1:
             parts.append(f"{devices} devices")
         knob_words = knob_text({**case, "knobs": knobs})
         if knob_words:
             parts.append(knob_words)
         parts.append("on " + " / ".join(self.devices()))
-        parts.append(f"{case.get('warmup_steps')} warm-up + {case.get('steps')} steps, "
-                     f"{case.get('repeats')} repeat(s) per probe")
+        parts.append(f"{case['warmup_steps']} warm-up + {case['steps']} steps, "
+                     f"{case['repeats']} repeat(s) per probe")
         parts.append("memory limit " + (display.human_bytes(self.memory_limit_bytes)
                                         if self.memory_limit_bytes else "none (the machine's)"))
         return ", ".join(parts)
@@ -111,8 +113,9 @@ class Search:
     def devices(self) -> list[str]:
         """The devices the probes ran on (result.device_of): one, unless the search crossed
         devices; the probes that ran say it, else every probe's record."""
-        ran = [r for r in self.results if r.get("status") == "ok"] or self.results
-        return list(dict.fromkeys(device_of(r) for r in ran)) or ["?"]
+        probes = [read_result(r) for r in self.results]
+        ran = [r for r in probes if r.status == "ok"] or probes
+        return list(dict.fromkeys(r.device for r in ran)) or ["?"]
 
     def answer(self) -> str:
         """The search's answer, as `dlperf capacity` words it."""
@@ -137,18 +140,16 @@ class Search:
         return text
 
 
-def _case(result: dict[str, Any]) -> dict[str, Any]:
-    case = result.get("case")
-    return case if isinstance(case, dict) else {}
+def _case(result: ResultLike) -> Mapping[str, Any]:
+    return read_result(result).case
 
 
-def _limit(result: dict[str, Any]) -> int | None:
-    launch = result.get("launch")
-    value = launch.get("memory_limit_bytes") if isinstance(launch, dict) else None
+def _limit(result: ResultLike) -> int | None:
+    value = (read_result(result).launch or {}).get("memory_limit_bytes")
     return value if isinstance(value, int) else None
 
 
-def _settings(case: dict[str, Any]) -> dict[str, Any]:
+def _settings(case: Mapping[str, Any]) -> dict[str, Any]:
     """The integer settings a search may vary: the batch size and every integer knob."""
     out = {"batch_size": case.get("batch_size")}
     for name, value in (case.get("knobs") or {}).items():
@@ -157,7 +158,7 @@ def _settings(case: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _differing(first: dict[str, Any], case: dict[str, Any]) -> set[str] | None:
+def _differing(first: Mapping[str, Any], case: Mapping[str, Any]) -> set[str] | None:
     """The integer settings in which ``case`` differs from ``first``; None when anything else
     differs (another model, precision, knob set, step count...): another search."""
     rest_a = {k: v for k, v in first.items() if k not in ("batch_size", "knobs")}
@@ -171,35 +172,30 @@ def _differing(first: dict[str, Any], case: dict[str, Any]) -> set[str] | None:
     return {name for name in a if a[name] != b[name]}
 
 
-def _probe(result: dict[str, Any], param: str | None) -> Probe:
-    value = _settings(_case(result)).get(param) if param else None
-    memory = result.get("memory")
-    if not isinstance(memory, dict):
-        memory = {}
-    rate = (result.get("throughput") or {}).get("median")
-    latency = result.get("iteration_ms")
-    return Probe(run_id=result.get("run_id"), value=value if isinstance(value, int) else None,
-                 status=str(result.get("status") or "unfinished"),
-                 error=result.get("error"),
-                 throughput=rate if isinstance(rate, (int, float)) else None,
-                 unit=str(result.get("unit") or "samples/s"),
+def _probe(result: ResultLike, param: str | None) -> Probe:
+    typed = read_result(result)
+    value = _settings(typed.case).get(param) if param else None
+    rate = typed.throughput.median if typed.throughput else None
+    latency = typed.iteration_ms
+    return Probe(run_id=typed.run_id, value=value if isinstance(value, int) else None,
+                 status=typed.status or "unfinished", error=typed.error,
+                 throughput=rate if isinstance(rate, (int, float)) else None, unit=typed.unit,
                  latency_ms=latency if isinstance(latency, (int, float)) and latency else None,
-                 peak_host_bytes=memory.get("peak_host_bytes") or None,
-                 peak_device_bytes=memory.get("peak_device_bytes") or None)
+                 peak_host_bytes=typed.peak_host_bytes or None,
+                 peak_device_bytes=typed.peak_device_bytes or None)
 
 
-def _tag(result: dict[str, Any]) -> tuple[str, str] | None:
+def _tag(result: ResultLike) -> tuple[str, str] | None:
     """(search id, parameter) from the probe's launch facts; None for probes stored before
     dlperf recorded them."""
-    launch = result.get("launch")
-    tag = launch.get("capacity") if isinstance(launch, dict) else None
+    tag = (read_result(result).launch or {}).get("capacity")
     if isinstance(tag, dict) and isinstance(tag.get("search"), str) \
             and isinstance(tag.get("param"), str):
         return tag["search"], tag["param"]
     return None
 
 
-def group(results: list[dict[str, Any]]) -> list[Search]:
+def group(results: Sequence[ResultLike]) -> list[Search]:
     """Probe results, in the order they were stored, as the searches that made them."""
     searches: list[Search] = []
     tagged: dict[str, Search] = {}

@@ -8,7 +8,7 @@ significance with so few repeats (:func:`dlperf.stats.unreachable`), is reported
 with the repeats that would decide it, never a verdict from the threshold alone (which
 docs/calibration.md measured raising 12 % false alarms with 3 repeats a side).
 
-Each side names the device it ran on (the result's resolved device, :func:`dlperf.result.device_of`):
+Each side names the device it ran on (the result's resolved device, ``Result.device``):
 a case whose sides ran on different devices is in ``Comparison.across_devices``, which
 ``dlperf compare`` refuses unless asked (``--across-devices``).
 """
@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dlperf.result import device_of, throughput_median
+from dlperf.results.codec import read_result
+from dlperf.results.model import Result, ResultLike
 from dlperf.stats import DEFAULT_ALPHA, TESTS, repeats_needed, shift_p, unreachable
 
 # The smallest change `dlperf compare` reports; with the test at DEFAULT_ALPHA it held compare's
@@ -86,8 +88,8 @@ VERDICTS = ("faster", "slower", "same", INCONCLUSIVE, "failed", "fixed", "only i
 class CaseComparison:
     key: str
     label: str
-    baseline: dict[str, Any] | None
-    candidate: dict[str, Any] | None
+    baseline: Result | None
+    candidate: Result | None
     # faster | slower | same | inconclusive | failed | fixed | only in baseline | only in candidate
     verdict: str
     ratio: float | None = None
@@ -103,8 +105,8 @@ class CaseComparison:
     @property
     def devices(self) -> tuple[str | None, str | None]:
         """The device each side ran on (None for a side that has no result)."""
-        return (None if self.baseline is None else device_of(self.baseline),
-                None if self.candidate is None else device_of(self.candidate))
+        return (None if self.baseline is None else self.baseline.device,
+                None if self.candidate is None else self.candidate.device)
 
     def device_text(self) -> str:
         """``cpu``, or ``cpu → cuda:0 NVIDIA H100 ...`` when the sides ran on different ones."""
@@ -150,13 +152,13 @@ class Comparison:
             "counts": {v: self.count(v) for v in VERDICTS},
             "cases": [{
                 "case_key": c.key, "label": c.label, "verdict": c.verdict, "ratio": c.ratio,
-                "baseline_median": throughput_median(c.baseline),
-                "candidate_median": throughput_median(c.candidate),
+                "baseline_median": c.baseline.median if c.baseline else None,
+                "candidate_median": c.candidate.median if c.candidate else None,
                 "baseline_repeats": _repeats(c.baseline),
                 "candidate_repeats": _repeats(c.candidate),
                 "baseline_device": c.devices[0], "candidate_device": c.devices[1],
-                "baseline_run_id": (c.baseline or {}).get("run_id"),
-                "candidate_run_id": (c.candidate or {}).get("run_id"),
+                "baseline_run_id": c.baseline.run_id if c.baseline else None,
+                "candidate_run_id": c.candidate.run_id if c.candidate else None,
                 "p_value": c.test.p_value if c.test else None,
                 "significance": c.test.text() if c.test else None,
                 "significant": (c.test.usable() and c.test.p_value is not None
@@ -167,29 +169,28 @@ class Comparison:
         }
 
 
-def _repeats(result: dict[str, Any] | None) -> list[float]:
-    if not result or result.get("status") != "ok":
+def _repeats(result: Result | None) -> list[float]:
+    if result is None or result.status != "ok" or result.throughput is None:
         return []
-    return list((result.get("throughput") or {}).get("repeats") or [])
+    return list(result.throughput.repeats)
 
 
-def compare_pair(key: str, baseline: dict[str, Any], candidate: dict[str, Any],
+def compare_pair(key: str, baseline: ResultLike, candidate: ResultLike,
                  threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
                  test: str = "mannwhitney") -> CaseComparison:
-    label = candidate.get("label") or baseline.get("label") or key
-    base_ok, cand_ok = throughput_median(baseline), throughput_median(candidate)
+    baseline, candidate = read_result(baseline), read_result(candidate)
+    label = candidate.label or baseline.label or key
+    base_ok, cand_ok = baseline.median, candidate.median
     if not base_ok and not cand_ok:
         return CaseComparison(key, label, baseline, candidate, "same",
-                              notes=[f"failed on both sides ({baseline.get('status')} / "
-                                     f"{candidate.get('status')})"])
+                              notes=[f"failed on both sides ({baseline.status} / "
+                                     f"{candidate.status})"])
     if base_ok and not cand_ok:
         return CaseComparison(key, label, baseline, candidate, "failed",
-                              notes=[f"candidate {candidate.get('status')}: "
-                                     f"{candidate.get('error')}"])
+                              notes=[f"candidate {candidate.status}: {candidate.error}"])
     if cand_ok and not base_ok:
         return CaseComparison(key, label, baseline, candidate, "fixed",
-                              notes=[f"baseline {baseline.get('status')}: "
-                                     f"{baseline.get('error')}"])
+                              notes=[f"baseline {baseline.status}: {baseline.error}"])
     assert base_ok and cand_ok
     ratio = cand_ok / base_ok
     result = significance(_repeats(baseline), _repeats(candidate), test, alpha)
@@ -215,43 +216,52 @@ def compare_pair(key: str, baseline: dict[str, Any], candidate: dict[str, Any],
 NOT_IDENTITY = ("repeats", "timeout_s")
 
 
-def case_key(result: dict[str, Any]) -> str:
-    if result.get("case_key"):
-        return str(result["case_key"])
+def stored_case(result: Result) -> Mapping[str, Any]:
+    """The case as the result stored it: what identifies a result written by another tool and
+    what two compared results differ in are the fields they hold, not the current version's
+    defaults for the ones they lack."""
+    case = result.raw.get("case")
+    return case if isinstance(case, Mapping) else {}
+
+
+def case_key(result: ResultLike) -> str:
+    typed = read_result(result)
+    if typed.case_key:
+        return str(typed.case_key)
     # results written by other tools: identify them by their case fields
-    case = {k: v for k, v in (result.get("case") or {}).items() if k not in NOT_IDENTITY}
+    case = {k: v for k, v in stored_case(typed).items() if k not in NOT_IDENTITY}
     return json.dumps(case, sort_keys=True)
 
 
-def case_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
+def case_differences(baseline: ResultLike, candidate: ResultLike) -> list[str]:
     """``field: old → new`` for each case field two results do not share (what was compared)."""
-    base, cand = baseline.get("case") or {}, candidate.get("case") or {}
+    base, cand = stored_case(read_result(baseline)), stored_case(read_result(candidate))
     return [f"{name}: {base.get(name, '—')} → {cand.get(name, '—')}"
             for name in sorted(set(base) | set(cand))
             if name not in NOT_IDENTITY and base.get(name) != cand.get(name)]
 
 
-def compare(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
+def compare(baseline: Sequence[ResultLike], candidate: Sequence[ResultLike],
             threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
             test: str = "mannwhitney") -> Comparison:
     """Match by case key; two single results are compared even when their cases differ."""
-    base = {case_key(r): r for r in baseline}
-    cand = {case_key(r): r for r in candidate}
+    base = {case_key(r): r for r in map(read_result, baseline)}
+    cand = {case_key(r): r for r in map(read_result, candidate)}
     cases: list[CaseComparison] = []
     if len(base) == 1 and len(cand) == 1 and set(base) != set(cand):
         rb, (kc, rc) = next(iter(base.values())), next(iter(cand.items()))
         item = compare_pair(kc, rb, rc, threshold, alpha, test)
-        item.label = f"{rb.get('label')} → {rc.get('label')}"
+        item.label = f"{rb.label} → {rc.label}"
         item.differs = case_differences(rb, rc)
         return Comparison([item], threshold, alpha, test)
     for key, result in base.items():
         if key in cand:
             cases.append(compare_pair(key, result, cand[key], threshold, alpha, test))
         else:
-            cases.append(CaseComparison(key, result.get("label") or key, result, None,
+            cases.append(CaseComparison(key, result.label or key, result, None,
                                         "only in baseline"))
     for key, result in cand.items():
         if key not in base:
-            cases.append(CaseComparison(key, result.get("label") or key, None, result,
+            cases.append(CaseComparison(key, result.label or key, None, result,
                                         "only in candidate"))
     return Comparison(cases, threshold, alpha, test)

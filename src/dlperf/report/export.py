@@ -8,11 +8,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dlperf import numbers
 from dlperf.host import timeline
-from dlperf.result import device_of
+from dlperf.results.codec import read_result, to_dict
+from dlperf.results.model import Result, ResultLike
 from dlperf.spec import Case
 from dlperf.stats import median_or_none
 
@@ -43,52 +45,74 @@ def cell_value(value: Any) -> Any:
     return value
 
 
-def row(result: dict[str, Any], knobs: list[str]) -> dict[str, Any]:
-    case = result.get("case") or {}
-    tp = result.get("throughput") or {}
-    flops = result.get("flops") or {}
-    memory = result.get("memory") or {}
-    timings = result.get("timings") or {}
-    latency = result.get("latency_ms") or {}
-    ci = tp.get("ci95") or [None, None]
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def stored_case(result: Result) -> Mapping[str, Any]:
+    """The case as the row holds it: a field the row was stored before is an empty cell here,
+    not the value the reader fills in (:attr:`Result.case`)."""
+    return _object(result.raw.get("case"))
+
+
+def timings(result: Result) -> Mapping[str, Any]:
+    """The per-repeat phase times (``timings``: build, first step, warm-up, window, wall), the
+    CSV's alone."""
+    return _object(result.raw.get("timings"))
+
+
+def sweep(result: Result) -> Any:
+    """The sweep a loaded result's run belonged to (:func:`dlperf.report.results.load` adds it
+    beside the stored result)."""
+    return result.raw.get("sweep")
+
+
+def row(result: ResultLike, knobs: list[str]) -> dict[str, Any]:
+    typed = read_result(result)
+    case = stored_case(typed)
+    tp = typed.throughput
+    flops = typed.flops
+    ci = tp.ci95 if tp and tp.ci95 else (None, None)
     out: dict[str, Any] = {
-        "run_id": result.get("run_id"), "sweep": result.get("sweep"),
-        "case_key": result.get("case_key"), "label": result.get("label"),
-        "status": result.get("status"), "error": result.get("error"),
-        "source": (case.get("external") or {}).get("name") or "dlperf",
+        "run_id": typed.run_id, "sweep": sweep(typed), "case_key": typed.case_key,
+        "label": typed.label, "status": typed.status,
+        "error": typed.error, "source": (typed.case.get("external") or {}).get("name") or "dlperf",
     }
-    out["device"] = device_of(result) if case else None
+    out["device"] = typed.device if case else None
     out["device_requested"] = case.get("device")
     out.update({name: cell_value(case.get(name)) for name in CASE_COLUMNS})
-    out.update({f"knob_{name}": (case.get("knobs") or {}).get(name) for name in knobs})
-    out["global_batch"] = result.get("global_batch")
-    out["unit"] = result.get("unit")
-    out.update({f"throughput_{name}": tp.get(name) for name in STAT_COLUMNS})
+    out.update({f"knob_{name}": (typed.case["knobs"] or {}).get(name) for name in knobs})
+    out["global_batch"] = typed.global_batch
+    out["unit"] = typed.unit
+    out.update({f"throughput_{name}": getattr(tp, name) if tp else None
+                for name in STAT_COLUMNS})
     out["throughput_ci95_low"], out["throughput_ci95_high"] = ci[0], ci[1]
-    out["throughput_repeats"] = ";".join(repr(v) for v in tp.get("repeats") or [])
-    out["speedup"] = result.get("speedup")
-    out["scaling_efficiency"] = result.get("scaling_efficiency")
-    out["params"] = (result.get("model") or {}).get("params")
-    out["flops_per_sample"] = flops.get("per_sample")
-    out["achieved_flops_per_s"] = flops.get("achieved_per_s")
-    out["mfu"] = flops.get("mfu")
-    out["peak_host_bytes"] = memory.get("peak_host_bytes")
-    out["peak_device_bytes"] = memory.get("peak_device_bytes")
-    out.update({f"{name}_median": median_or_none(timings.get(name)) for name in TIMING_COLUMNS})
-    out.update({f"latency_{name}_ms": latency.get(name) for name in LATENCY_COLUMNS})
-    out.update(timeline.flat_window_means(result.get("timeline")))
-    out["fallback_from_batch_size"] = (result.get("fallback") or {}).get("from_batch_size")
+    out["throughput_repeats"] = ";".join(repr(v) for v in tp.repeats) if tp else ""
+    out["speedup"] = typed.speedup
+    out["scaling_efficiency"] = typed.scaling_efficiency
+    out["params"] = typed.params
+    out["flops_per_sample"] = flops.per_sample if flops else None
+    out["achieved_flops_per_s"] = flops.achieved_per_s if flops else None
+    out["mfu"] = flops.mfu if flops else None
+    out["peak_host_bytes"] = typed.peak_host_bytes
+    out["peak_device_bytes"] = typed.peak_device_bytes
+    out.update({f"{name}_median": median_or_none(timings(typed).get(name))
+                for name in TIMING_COLUMNS})
+    out.update({f"latency_{name}_ms": typed.latency_ms.get(name) for name in LATENCY_COLUMNS})
+    out.update(timeline.flat_window_means(dict(typed.timeline)))
+    out["fallback_from_batch_size"] = typed.fallback_from_batch_size
     # the tune configuration the case's settings came from (--config best, config: best)
-    out["config"] = (result.get("config") or {}).get("which")
-    out["config_study"] = (result.get("config") or {}).get("study")
-    out["warnings"] = " | ".join(result.get("warnings") or [])
-    out["git_commit"] = ((result.get("env") or {}).get("git") or {}).get("commit")
+    out["config"] = typed.config_which
+    out["config_study"] = typed.config_study
+    out["warnings"] = " | ".join(typed.warnings)
+    out["git_commit"] = _object(typed.env.get("git")).get("commit")
     return out
 
 
-def to_csv(results: list[dict[str, Any]]) -> str:
-    knobs = sorted({k for r in results for k in ((r.get("case") or {}).get("knobs") or {})})
-    rows = [row(r, knobs) for r in results]
+def to_csv(results: Sequence[ResultLike]) -> str:
+    typed = [read_result(r) for r in results]
+    knobs = sorted({k for r in typed for k in (r.case["knobs"] or {})})
+    rows = [row(r, knobs) for r in typed]
     header = list(row({}, knobs))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
@@ -98,5 +122,6 @@ def to_csv(results: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def to_json(results: list[dict[str, Any]]) -> str:
-    return numbers.dumps(results, indent=2)
+def to_json(results: Sequence[ResultLike]) -> str:
+    """The results as the JSON contract has them (:func:`dlperf.results.codec.to_dict`)."""
+    return numbers.dumps([to_dict(r) for r in results], indent=2)

@@ -9,34 +9,36 @@ off so labels stay data) comes from :mod:`dlperf.report.plots`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dlperf.report import inference
 from dlperf.report.palette import MARKERS, Palette
-from dlperf.report.plots import WIDTH, _log2_axis, _png, _series_name, plt
+from dlperf.report.plots import WIDTH, _log2_axis, _median, _png, _series_name, plt
 from dlperf.report.tables import precision_rank
+from dlperf.results.codec import read_result
+from dlperf.results.model import Result, ResultLike
 
 STYLES = {"p50": "o-", "p90": "s--", "p99": "^:"}
 
 
-def _measured(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in results if inference.is_inference(r) and r.get("status") == "ok"
-            and (r.get("latency_ms") or {}).get("p50") is not None
-            and (r.get("throughput") or {}).get("median")]
+def _measured(results: Sequence[ResultLike]) -> list[Result]:
+    return [r for r in map(read_result, results) if inference.is_inference(r)
+            and r.latency_ms.get("p50") is not None and r.median]
 
 
-def _series(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _series(results: Sequence[ResultLike]) -> dict[str, list[Result]]:
     """Per framework, mode, precision and device count: results by batch size."""
-    series: dict[str, list[dict[str, Any]]] = {}
+    series: dict[str, list[Result]] = {}
     for result in _measured(results):
         series.setdefault(_series_name(result, "precision", "devices"), []).append(result)
     for members in series.values():
-        members.sort(key=lambda r: int(r["case"].get("batch_size") or 0))
+        members.sort(key=lambda r: int(r.case.get("batch_size") or 0))
     return dict(sorted(series.items(), key=lambda item: (
-        precision_rank(str(item[1][0]["case"].get("precision"))), item[0])))
+        precision_rank(str(item[1][0].case["precision"])), item[0])))
 
 
-def latency_percentiles(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def latency_percentiles(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """p50, p90 and p99 latency against batch size, in the report's colours (a marker per
     series of one colour), the percentile as the line's style."""
     series = _series(results)
@@ -47,10 +49,10 @@ def latency_percentiles(results: list[dict[str, Any]], palette: Palette) -> byte
     sizes = []
     for name, members in series.items():
         colour, number = styles[name]
-        batches = [int(r["case"]["batch_size"]) for r in members]
+        batches = [int(r.case["batch_size"]) for r in members]
         sizes += batches
         for percentile in inference.PERCENTILES:
-            values = [(r["latency_ms"] or {}).get(percentile) for r in members]
+            values = [r.latency_ms.get(percentile) for r in members]
             points = [(b, v) for b, v in zip(batches, values) if v is not None]
             if points:
                 axes.plot([b for b, _ in points], [v for _, v in points], STYLES[percentile],
@@ -66,7 +68,7 @@ def latency_percentiles(results: list[dict[str, Any]], palette: Palette) -> byte
     return _png(figure)
 
 
-def throughput_latency(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def throughput_latency(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """Throughput against p99 latency, a line per precision through its batch sizes (labelled):
     the best precision is the one up and to the left."""
     series = _series(results)
@@ -75,9 +77,9 @@ def throughput_latency(results: list[dict[str, Any]], palette: Palette) -> bytes
     styles = palette.styles({name: members[0] for name, members in series.items()})
     figure, axes = plt.subplots(figsize=(WIDTH, 4.4))
     for name, members in series.items():
-        points = [(r["latency_ms"].get("p99"), r["throughput"]["median"],
-                   r["case"]["batch_size"]) for r in members
-                  if r["latency_ms"].get("p99") is not None]
+        points: list[tuple[float, float, int]] = [
+            (r.latency_ms["p99"], _median(r), r.case["batch_size"]) for r in members
+            if r.latency_ms.get("p99") is not None]
         if not points:
             continue
         color, number = styles[name]
@@ -88,7 +90,7 @@ def throughput_latency(results: list[dict[str, Any]], palette: Palette) -> bytes
                           xytext=(4, 4), fontsize=7, color=color)
     axes.set_xscale("log")
     axes.set_xlabel("p99 latency of one batch (ms)")
-    axes.set_ylabel(f"throughput ({_measured(results)[0].get('unit', 'samples/s')}, median)")
+    axes.set_ylabel(f"throughput ({_measured(results)[0].unit}, median)")
     axes.set_title("Throughput vs p99 latency per precision (points: batch sizes)")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7)
@@ -101,6 +103,6 @@ FIGURES = (
 )
 
 
-def figures(results: list[dict[str, Any]]) -> tuple[tuple[str, Any], ...]:
+def figures(results: Sequence[ResultLike]) -> tuple[tuple[str, Any], ...]:
     """The inference figures for a section holding inference results; none for training."""
     return FIGURES if any(inference.is_inference(r) for r in results) else ()

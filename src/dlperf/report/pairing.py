@@ -24,13 +24,14 @@ precision where the row has one, else over the result that differs in precision 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import models, reference
 from dlperf.report.results import NO_BASELINE, total_devices
-from dlperf.result import throughput_median
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 from dlperf.spec import Case, SpecError, default_compile
 from dlperf.studies.reproduce import Study, gpus, translate
 
@@ -63,13 +64,22 @@ class Pairings:
             self.seen.setdefault((what, published), set()).add(measured)
 
 
-def _ok(result: dict[str, Any] | None) -> bool:
-    return bool(result) and result.get("status") == "ok"  # type: ignore[union-attr]
+def _ok(result: ResultLike | None) -> bool:
+    return result is not None and read_result(result).status == "ok"
 
 
-def _identity(case: dict[str, Any], drop: Sequence[str]) -> str | None:
+def _case(result: ResultLike) -> Mapping[str, Any]:
+    """The result's case, every field added since at its value before it existed."""
+    return read_result(result).case
+
+
+def _median(result: ResultLike) -> float | None:
+    return read_result(result).median
+
+
+def _identity(case: Mapping[str, Any], drop: Sequence[str]) -> str | None:
     try:
-        found = Case.from_dict(case).identity()
+        found = Case.from_dict(dict(case)).identity()
     except (SpecError, TypeError, ValueError):
         return None
     for name in drop:
@@ -84,15 +94,14 @@ class Pairer:
         self.study = study
         self.scale = scale
         # the framework's own data parallelism only (a Horovod row is another engine)
-        self.results = [r for r in results
-                        if (r["case"].get("launcher") or "native") == "native"]
+        self.results = [r for r in results if read_result(r).launcher == "native"]
         self._identities: dict[tuple[int, tuple[str, ...]], str | None] = {}
 
     def identity(self, result: dict[str, Any], drop: tuple[str, ...]) -> str | None:
         """The result's case identity less ``drop`` (computed once per result)."""
         key = (id(result), drop)
         if key not in self._identities:
-            self._identities[key] = _identity(result["case"], drop)
+            self._identities[key] = _identity(_case(result), drop)
         return self._identities[key]
 
     # --- the case a value names -------------------------------------------------------------
@@ -113,16 +122,10 @@ class Pairer:
         model = str(keys.get("model"))
         knobs = {name: keys[name] for name in
                  (models.get(model).knobs if model in models.CATALOGUE else ()) if name in keys}
-        mine = [r for r in self.results if r["case"].get("framework") == framework]
+        mine = [r for r in self.results if _case(r).get("framework") == framework]
         if not mine:
             return [], f"{framework}: no result in this sweep"
-        found = [r for r in mine
-                 if r["case"].get("model") == keys.get("model")
-                 and r["case"].get("task", "train") == keys.get("task", "train")
-                 and r["case"].get("precision") == wanted
-                 and bool(r["case"].get("compile")) == compile_
-                 and ((r["case"].get("knobs") or {}).get("clip_grad_norm") == 0) == no_clip
-                 and all((r["case"].get("knobs") or {}).get(k) == v for k, v in knobs.items())]
+        found = [r for r in mine if _matches(_case(r), keys, wanted, compile_, no_clip, knobs)]
         if not found:
             return [], (f"no result of {framework} {keys.get('model')} {wanted}"
                         + (" with XLA" if keys.get("xla") else "")
@@ -151,7 +154,7 @@ class Pairer:
     def batch_for(self, table: reference.Table, value: reference.Published,
                   found: list[dict[str, Any]]) -> int | None:
         """The batch per device that stands for the value's (see the module's rules)."""
-        batches = sorted({int(r["case"].get("batch_size") or 0) for r in found})
+        batches = sorted({_batch(r) for r in found})
         if not batches:
             return None
         keys = value.keys
@@ -182,25 +185,24 @@ class Pairer:
                           f"{', '.join(map(str, measured))} process(es))")
         at = [r for r in found if total_devices(r) == processes]
         if self.scale != "cpu":
-            at = [r for r in at if int(r["case"].get("nnodes") or 1)
-                  == int(value.keys.get("nodes", 1))]
+            at = [r for r in at if int(_case(r)["nnodes"]) == int(value.keys.get("nodes", 1))]
         batch = self.batch_for(table, value, at)
-        chosen = [r for r in at if int(r["case"].get("batch_size") or 0) == batch]
+        chosen = [r for r in at if _batch(r) == batch]
         if batch is None or not chosen:
-            measured = sorted({int(r["case"].get("batch_size") or 0) for r in at})
+            measured = sorted({_batch(r) for r in at})
             return None, (f"not measured at this scale: the sweep measured batch size(s) "
                           f"{', '.join(map(str, measured)) or 'none'} of this case on "
                           f"{processes} process(es)")
         result = next((r for r in chosen if _ok(r)), chosen[0])
         if pairings is not None:
-            case = result["case"]
+            case = _case(result)
             pairings.add("devices", _gpus_text(value),
                          f"{processes} {'process' if processes == 1 else 'processes'}"
                          if self.scale == "cpu" else _gpus_text(value))
             if "batch_size" in value.keys or value.keys.get("largest_batch"):
                 pairings.add("batch", _batch_text(value), f"bsz={case.get('batch_size')}")
             published = str(precision or value.keys.get("precision", "fp32"))
-            pairings.add("precision", published, str(case.get("precision")))
+            pairings.add("precision", published, str(case["precision"]))
             framework = value.keys.get("framework")
             if framework is not None:
                 pairings.add("framework", str(framework), str(case.get("framework")))
@@ -214,11 +216,10 @@ class Pairer:
         mine = self.identity(result, drop)
         if mine is None:
             return None
-        found = [r for r in self.results if r["case"].get("precision") == precision
+        found = [r for r in self.results if _case(r)["precision"] == precision
                  and total_devices(r) == total_devices(result)
                  and self.identity(r, drop) == mine]
-        same = [r for r in found if r["case"].get("batch_size") ==
-                result["case"].get("batch_size")]
+        same = [r for r in found if _case(r).get("batch_size") == _case(result).get("batch_size")]
         return next(iter(same + found), None)
 
     # --- the figure -------------------------------------------------------------------------
@@ -231,22 +232,22 @@ class Pairer:
         result, why = self.result_for(table, value, pairings)
         if result is None:
             return Figure(None, "not measured", why)
+        typed = read_result(result)
         if not _ok(result):
-            return Figure(None, str(result.get("status", "?")),
-                          f"{result.get('label')}: {result.get('error')}", [result])
+            return Figure(None, typed.status or "?", f"{typed.label}: {typed.error}", [result])
         quantity = value.quantity
         if quantity == "throughput":
-            return _number(throughput_median(result), [result])
+            return _number(typed.median, [result])
         if quantity in ("speedup", "scaling-efficiency"):
-            name = "speedup" if quantity == "speedup" else "scaling_efficiency"
-            if result.get(name) is None:
-                return Figure(None, "—", f"{result.get('label')}: {NO_BASELINE}", [result])
-            return _number(result[name], [result])
+            found = typed.speedup if quantity == "speedup" else typed.scaling_efficiency
+            if found is None:
+                return Figure(None, "—", f"{typed.label}: {NO_BASELINE}", [result])
+            return _number(found, [result])
         if quantity == "latency":
             stat = STATISTIC.get(str(value.keys.get("statistic")), "p50")
-            return _number((result.get("latency_ms") or {}).get(stat), [result])
+            return _number(typed.latency_ms.get(stat), [result])
         if quantity == "step-time":
-            return _number(result.get("iteration_ms"), [result])
+            return _number(typed.iteration_ms, [result])
         if quantity == "memory" and value.unit == "MB":
             return self.memory(result)
         if quantity in ("precision-speedup", "latency-speedup"):
@@ -256,9 +257,9 @@ class Pairer:
     def memory(self, result: dict[str, Any]) -> Figure:
         """Peak memory in MiB (nvidia-smi's MB): the device's where the framework reports it,
         else the worker's resident host memory (a CPU's)."""
-        memory = result.get("memory") or {}
-        device = memory.get("peak_device_bytes")
-        found = device or memory.get("peak_host_bytes")
+        typed = read_result(result)
+        device = typed.peak_device_bytes
+        found = device or typed.peak_host_bytes
         figure = _number(found / 2**20 if found else None, [result])
         if found and not device:
             figure.why = "measured: the worker's peak resident host memory (no device memory)"
@@ -276,16 +277,15 @@ class Pairer:
         else:
             base = self.twin(result, translate(baseline, self.scale))
             why = f"no {translate(baseline, self.scale)} result of the same case"
-        if not _ok(base):
-            return Figure(None, "—", why or f"{(base or {}).get('label')}: "
-                          f"{(base or {}).get('status')}", [result])
-        assert base is not None
+        if base is None or not _ok(base):
+            typed = read_result(base or {})
+            return Figure(None, "—", why or f"{typed.label}: {typed.status}", [result])
         if value.quantity == "precision-speedup":
-            mine, theirs = throughput_median(result), throughput_median(base)
+            mine, theirs = _median(result), _median(base)
             return _number(mine / theirs if mine and theirs else None, [result, base])
         stat = STATISTIC.get(str(value.keys.get("statistic")), "p50")
-        mine = (result.get("latency_ms") or {}).get(stat)
-        theirs = (base.get("latency_ms") or {}).get(stat)
+        mine = read_result(result).latency_ms.get(stat)
+        theirs = read_result(base).latency_ms.get(stat)
         return _number(theirs / mine if mine and theirs else None, [result, base])
 
     def improvement(self, value: reference.Published) -> Figure:
@@ -296,13 +296,13 @@ class Pairer:
         baseline = translate(str(keys.get("baseline")), self.scale)
         found: list[tuple[float, dict[str, Any], dict[str, Any]]] = []
         for result in self.results:
-            case = result["case"]
-            if case.get("model") != keys.get("model") or case.get("precision") != precision \
-                    or case.get("task", "train") != keys.get("task", "train") or not _ok(result):
+            case = _case(result)
+            if case.get("model") != keys.get("model") or case["precision"] != precision \
+                    or case["task"] != keys.get("task", "train") or not _ok(result):
                 continue
             base = self.twin(result, baseline, any_batch=True)
             if base is not None and _ok(base):
-                mine, theirs = throughput_median(result), throughput_median(base)
+                mine, theirs = _median(result), _median(base)
                 if mine and theirs:
                     found.append((100 * (mine / theirs - 1), result, base))
         if not found:
@@ -310,11 +310,26 @@ class Pairer:
                                                 f"and {baseline}")
         pick = min if keys.get("bound") == "min" else max
         best = pick(found, key=lambda item: item[0])
-        where = ", ".join(sorted({f"{r['case'].get('framework')} on {total_devices(r)}"
+        where = ", ".join(sorted({f"{_case(r).get('framework')} on {total_devices(r)}"
                                   for _, r, _ in found}))
         return Figure(best[0], _format(best[0]), f"{keys.get('bound')} over {len(found)} "
-                      f"configuration(s) ({where} process(es)); here: {best[1].get('label')} "
-                      f"over {best[2].get('label')}", [best[1], best[2]])
+                      f"configuration(s) ({where} process(es)); here: "
+                      f"{read_result(best[1]).label} over {read_result(best[2]).label}",
+                      [best[1], best[2]])
+
+
+def _batch(result: ResultLike) -> int:
+    return int(_case(result).get("batch_size") or 0)
+
+
+def _matches(case: Mapping[str, Any], keys: Mapping[str, Any], precision: str, compile_: bool,
+             no_clip: bool, knobs: Mapping[str, Any]) -> bool:
+    """Whether a case is the value's model, task, precision, XLA and clipping, at its knobs."""
+    mine = case["knobs"] or {}
+    return (case.get("model") == keys.get("model") and case["task"] == keys.get("task", "train")
+            and case["precision"] == precision and bool(case["compile"]) == compile_
+            and (mine.get("clip_grad_norm") == 0) == no_clip
+            and all(mine.get(k) == v for k, v in knobs.items()))
 
 
 def _number(value: float | None, results: list[dict[str, Any]]) -> Figure:

@@ -10,10 +10,12 @@ line style, numbered within the figure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from dlperf.report.tables import PRECISION_ORDER
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 from dlperf.spec import frameworks
 
 #: torch, the framework in dlperf's own environment and in most reports, keeps matplotlib's
@@ -34,14 +36,14 @@ class Palette:
 
     by: str
 
-    def key(self, result: dict[str, Any]) -> str:
-        return str((result.get("case") or {}).get(self.by))
+    def key(self, result: ResultLike) -> str:
+        return str(read_result(result).case.get(self.by))
 
-    def colour(self, result: dict[str, Any]) -> str:
+    def colour(self, result: ResultLike) -> str:
         table = FRAMEWORK_COLOURS if self.by == "framework" else PRECISION_COLOURS
         return table.get(self.key(result), OTHER)
 
-    def styles(self, series: dict[str, dict[str, Any]]) -> dict[str, tuple[str, int]]:
+    def styles(self, series: Mapping[str, ResultLike]) -> dict[str, tuple[str, int]]:
         """Per series name (a representative result each): its colour and its number among the
         figure's series of that colour (0 for the first: plain bar, solid line, circle)."""
         seen: dict[str, int] = {}
@@ -53,10 +55,10 @@ class Palette:
         return out
 
 
-def of(results: list[dict[str, Any]]) -> Palette:
+def of(results: Sequence[ResultLike]) -> Palette:
     """The report's mapping: by framework where it holds more than one framework (or only one
     precision), else by precision (one framework's fp32 against its amp-bf16)."""
-    found = {name: {str((r.get("case") or {}).get(name)) for r in results}
-             for name in ("framework", "precision")}
+    cases = [read_result(r).case for r in results]
+    found = {name: {str(case.get(name)) for case in cases} for name in ("framework", "precision")}
     return Palette("precision" if len(found["framework"]) < 2 and len(found["precision"]) > 1
                    else "framework")

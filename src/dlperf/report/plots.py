@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -24,18 +25,31 @@ from dlperf.scaling import config as scaling_config  # noqa: E402
 from dlperf.history.series import experiment_of  # noqa: E402
 from dlperf.report import varies  # noqa: E402
 from dlperf.report.palette import HATCHES, LINESTYLES, MARKERS, Palette  # noqa: E402
-from dlperf.report.results import total_devices  # noqa: E402
 from dlperf.report.tables import engine, precision_rank, row_key, variant_of  # noqa: E402
-from dlperf.result import device_of  # noqa: E402
+from dlperf.results.codec import read_result  # noqa: E402
+from dlperf.results.model import ResultLike, Throughput  # noqa: E402
 
 DPI = 100
 WIDTH = 7.5
 SPREAD_BAND_PERCENT = 5.0
 
 
-def _ok(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in results if r.get("status") == "ok"
-            and (r.get("throughput") or {}).get("median") is not None]
+def _ok(results: Sequence[ResultLike]) -> list[ResultLike]:
+    return [r for r in results if read_result(r).median is not None]
+
+
+def _figures(result: ResultLike) -> Throughput:
+    """The throughput summary of a result :func:`_ok` kept."""
+    summary = read_result(result).throughput
+    assert summary is not None
+    return summary
+
+
+def _median(result: ResultLike) -> float:
+    """The median throughput of a result :func:`_ok` kept."""
+    value = read_result(result).median
+    assert value is not None
+    return value
 
 
 def _png(figure: Any) -> bytes:
@@ -78,18 +92,19 @@ def _line_chart(figure: Any, axes: Any, xlabel: str, ylabel: str, title: str) ->
     return _png(figure)
 
 
-def _unit(results: list[dict[str, Any]]) -> str:
-    return results[0].get("unit", "samples/s") if results else "samples/s"
+def _unit(results: Sequence[ResultLike]) -> str:
+    return read_result(results[0]).unit if results else "samples/s"
 
 
-def _series_name(result: dict[str, Any], *fields: str) -> str:
+def _series_name(result: ResultLike, *fields: str) -> str:
     """A line's name: framework, mode, engine, the device it ran on (a CPU and a GPU line of one
     case are two lines), then ``fields`` of the case."""
-    case = result["case"]
+    typed = read_result(result)
+    case = typed.case
     parts = [case.get("framework", "?"), variant_of(result)]
     if engine(case) != "native":  # Horovod's line beside the framework's own
         parts.append(engine(case))
-    parts.append(f"[{device_of(result)}]")
+    parts.append(f"[{typed.device}]")
     for name in fields:
         value = case.get(name)
         parts.append(f"bsz {value}" if name == "batch_size" else
@@ -104,13 +119,13 @@ def _line(styles: dict[str, tuple[str, int]], name: str) -> dict[str, Any]:
             "linestyle": LINESTYLES[index % len(LINESTYLES)]}
 
 
-def scaling(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def scaling(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """Throughput against device count per configuration, with the ideal-scaling line."""
     series: dict[str, dict[int, float]] = {}
-    first: dict[str, dict[str, Any]] = {}
+    first: dict[str, ResultLike] = {}
     for result in _ok(results):
         name = _series_name(result, "precision", "batch_size")
-        series.setdefault(name, {})[total_devices(result)] = result["throughput"]["median"]
+        series.setdefault(name, {})[read_result(result).devices] = _median(result)
         first.setdefault(name, result)
     series = {name: points for name, points in series.items() if len(points) > 1}
     if not series:
@@ -130,20 +145,21 @@ def scaling(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
                        "Throughput vs devices (dashed: ideal linear scaling from 1 device)")
 
 
-def speedup(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def speedup(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """Every framework's speedup over its own 1-device result against the total device count,
     one line per framework, mode, precision and batch size, with the ideal (speedup = devices).
 
     A speedup is measured against a 1-device baseline, so each line starts at (1, 1). Points
     across several nodes are squares, so 2 nodes x 1 device and 1 node x 2 devices stay apart."""
     series: dict[str, list[tuple[int, int, float]]] = {}
-    first: dict[str, dict[str, Any]] = {}
+    first: dict[str, ResultLike] = {}
     for result in _ok(results):
-        if result.get("speedup") is None:
+        typed = read_result(result)
+        if typed.speedup is None:
             continue
         name = _series_name(result, "precision", "batch_size")
         series.setdefault(name, []).append(
-            (total_devices(result), int(result["case"].get("nnodes") or 1), result["speedup"]))
+            (typed.devices, int(typed.case["nnodes"] or 1), typed.speedup))
         first.setdefault(name, result)
     series = {name: points for name, points in series.items()
               if any(devices > 1 for devices, _, _ in points)}
@@ -179,15 +195,15 @@ def speedup(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
                        "ideal)")
 
 
-def batch_size(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def batch_size(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """Throughput against batch size per configuration; bars show min–max over repeats."""
     series: dict[str, dict[int, tuple[float, float, float]]] = {}
-    first: dict[str, dict[str, Any]] = {}
+    first: dict[str, ResultLike] = {}
     for result in _ok(results):
-        tp = result["throughput"]
+        tp = _figures(result)
         name = _series_name(result, "precision", "devices")
-        series.setdefault(name, {})[result["case"]["batch_size"]] = (
-            tp["median"], tp["min"], tp["max"])
+        series.setdefault(name, {})[read_result(result).case["batch_size"]] = (
+            _median(result), tp.min, tp.max)  # type: ignore[assignment]
         first.setdefault(name, result)
     if not any(len(points) > 1 for points in series.values()):
         return None
@@ -206,14 +222,14 @@ def batch_size(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
                        "Throughput vs batch size (error bars: min–max over repeats)")
 
 
-def _series_of(result: dict[str, Any]) -> str:
+def _series_of(result: ResultLike) -> str:
     """A bar's series: the summary row it belongs to (framework, mode, engine, version)."""
     framework, kind, _ = row_key(result)
     return f"{framework} ({kind})"
 
 
-def bar_groups(results: list[dict[str, Any]]
-               ) -> dict[tuple[int, str, int, int, str], dict[str, dict[str, Any]]]:
+def bar_groups(results: Sequence[ResultLike]
+               ) -> dict[tuple[int, str, int, int, str], dict[str, ResultLike]]:
     """The comparison figure's bars: per group (a batch, device count and device, and the
     precision where several frameworks, modes or versions are compared) its results by bar
     name (the series, or the precision where there is one series). Only groups of two bars or
@@ -221,18 +237,18 @@ def bar_groups(results: list[dict[str, Any]]
     figure draws those. A result is one bar in one group: never the same bars twice."""
     shown = _ok(results)
     several = len({_series_of(r) for r in shown}) > 1
-    groups: dict[tuple[int, str, int, int, str], dict[str, dict[str, Any]]] = {}
+    groups: dict[tuple[int, str, int, int, str], dict[str, ResultLike]] = {}
     for result in shown:
-        precision = str(result["case"].get("precision"))
+        typed = read_result(result)
+        precision = str(typed.case["precision"])
         key = (precision_rank(precision) if several else 0, precision if several else "",
-               int(result["case"].get("batch_size") or 0), total_devices(result),
-               device_of(result))
+               int(typed.case.get("batch_size") or 0), typed.devices, typed.device)
         groups.setdefault(key, {})[_series_of(result) if several else precision] = result
     return {key: bars for key, bars in groups.items()
             if len(bars) > 1 and len({experiment_of(r) for r in bars.values()}) > 1}
 
 
-def compared_title(results: list[dict[str, Any]]) -> str:
+def compared_title(results: Sequence[ResultLike]) -> str:
     """The comparison figure's title: what varies among its bars (``Precisions compared:
     torch (eager)``, ``Frameworks and precisions compared``)."""
     drawn = [r for bars in bar_groups(results).values() for r in bars.values()]
@@ -242,7 +258,7 @@ def compared_title(results: list[dict[str, Any]]) -> str:
     return title + (f": {series[0]}" if len(series) == 1 else "")
 
 
-def compared(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def compared(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """What the section compares at one batch and device count, as bars at the median with
     min–max whiskers: every framework (and mode, version) side by side per precision, or one
     framework's precisions; coloured by the report's palette, hatched within a colour."""
@@ -250,12 +266,12 @@ def compared(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
     if not groups:
         return None
     keys = sorted(groups)
-    first: dict[str, dict[str, Any]] = {}
+    first: dict[str, ResultLike] = {}
     for key in keys:
         for name, result in groups[key].items():
             first.setdefault(name, result)
     series = sorted(first, key=lambda name: (precision_rank(
-        str(first[name]["case"].get("precision"))), name))
+        str(read_result(first[name]).case["precision"])), name))
     styles = palette.styles(first)
     width = 0.8 / len(series)
     figure, axes = plt.subplots(figsize=(max(WIDTH, 1.0 + 0.35 * len(series) * len(keys)), 4.4))
@@ -263,12 +279,13 @@ def compared(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
         xs, heights, low, high = [], [], [], []
         for i, key in enumerate(keys):
             if name in groups[key]:
-                tp = groups[key][name]["throughput"]
-                repeats = tp.get("repeats") or [tp["median"]]
+                tp = _figures(groups[key][name])
+                median = _median(groups[key][name])
+                repeats = tp.repeats or (median,)
                 xs.append(i + (index - (len(series) - 1) / 2) * width)
-                heights.append(tp["median"])
-                low.append(tp["median"] - min(repeats))
-                high.append(max(repeats) - tp["median"])
+                heights.append(median)
+                low.append(median - min(repeats))
+                high.append(max(repeats) - median)
         colour, number = styles[name]
         axes.bar(xs, heights, width=width, yerr=[low, high], capsize=2, label=name,
                  color=colour, hatch=HATCHES[number % len(HATCHES)], edgecolor="white",
@@ -290,22 +307,23 @@ def _legend_below(axes: Any, entries: int) -> None:
                 bbox_to_anchor=(0.5, -0.18), frameon=False)
 
 
-def repeat_spread(results: list[dict[str, Any]], palette: Palette) -> bytes | None:
+def repeat_spread(results: Sequence[ResultLike], palette: Palette) -> bytes | None:
     """Every repeat of every case, as its deviation from the case's median: noise made visible."""
-    cases = [r for r in _ok(results) if r["throughput"].get("repeats")]
+    cases = [r for r in _ok(results) if _figures(r).repeats]
     if not cases:
         return None
     figure, axes = plt.subplots(figsize=(WIDTH, 0.9 + 0.32 * len(cases)))
     labels = []
     for row, result in enumerate(cases):
-        tp = result["throughput"]
-        deviations = [100.0 * (v / tp["median"] - 1.0) for v in tp["repeats"]]
+        tp = _figures(result)
+        median = _median(result)
+        deviations = [100.0 * (v / median - 1.0) for v in tp.repeats]
         axes.scatter(deviations, [row] * len(deviations), s=18, alpha=0.75,
                      color=palette.colour(result))
-        cv = f", CV {tp['cv']:.1%}" if tp.get("cv") is not None else ""
-        labels.append(f"{result.get('label', '?')} ({tp['median']:,.1f}{cv})")
-    widest = max((abs(100.0 * (v / r["throughput"]["median"] - 1.0))
-                  for r in cases for v in r["throughput"]["repeats"]), default=0.0)
+        cv = f", CV {tp.cv:.1%}" if tp.cv is not None else ""
+        labels.append(f"{read_result(result).label or '?'} ({median:,.1f}{cv})")
+    widest = max((abs(100.0 * (v / _median(r) - 1.0))
+                  for r in cases for v in _figures(r).repeats), default=0.0)
     limit = max(SPREAD_BAND_PERCENT * 2, widest * 1.15)
     axes.set_xlim(-limit, limit)  # the same ±5% band looks the same size in every report
     axes.axvspan(-SPREAD_BAND_PERCENT, SPREAD_BAND_PERCENT, color="0.5", alpha=0.12,
@@ -321,20 +339,19 @@ def repeat_spread(results: list[dict[str, Any]], palette: Palette) -> bytes | No
     return _png(figure)
 
 
-def projected(projection: dict[str, Any], results: list[dict[str, Any]]) -> bytes | None:
+def projected(projection: dict[str, Any], results: Sequence[ResultLike]) -> bytes | None:
     """A stored projection (`dlperf project`) beyond the measured points: the measured
     throughputs of its configuration (solid, markers) and the projection's (dashed, its interval
     shaded), drawn apart so a projected figure is never read as a measured one."""
     source = projection.get("source") or {}
-    start = next((r for r in results if r.get("label") == source.get("label")
-                  and r.get("case_key") == source.get("case_key")), None)
+    start = next((r for r in map(read_result, results) if r.label == source.get("label")
+                  and r.case_key == source.get("case_key")), None)
     points = sorted(projection.get("points") or [], key=lambda p: p["devices"])
     if start is None or not points:
         return None
     wanted = scaling_config(start)
-    measured = sorted((total_devices(r), r["throughput"]["median"]) for r in _ok(results)
-                      if scaling_config(r) == wanted
-                      and (r["case"].get("launcher") or "native") == "native")
+    measured = sorted((r.devices, _median(r)) for r in map(read_result, _ok(results))
+                      if scaling_config(r) == wanted and r.launcher == "native")
     figure, axes = plt.subplots(figsize=(WIDTH, 4.2))
     if measured:
         axes.plot([d for d, _ in measured], [t for _, t in measured], "o-", color="C0",

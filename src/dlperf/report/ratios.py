@@ -15,6 +15,8 @@ from dlperf import stats
 from dlperf.explain import findings
 from dlperf.report import varies
 from dlperf.report.compare import DEFAULT_ALPHA, CaseComparison, compare_pair
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 
 TEST_NAMES = {"mannwhitney": "Mann-Whitney U", "welch": "Welch's t"}
 METHOD = ("a ratio is one median throughput over the other, its 95 % interval a bootstrap over "
@@ -29,8 +31,9 @@ def choose_test(a: int, b: int) -> str:
     return "mannwhitney" if stats.mannwhitney_min_p(a, b) < DEFAULT_ALPHA else "welch"
 
 
-def _repeats(result: dict[str, Any]) -> list[float]:
-    return list((result.get("throughput") or {}).get("repeats") or [])
+def _repeats(result: ResultLike) -> list[float]:
+    throughput = read_result(result).throughput
+    return list(throughput.repeats) if throughput else []
 
 
 @dataclass
@@ -82,7 +85,7 @@ def between(baseline: dict[str, Any], candidate: dict[str, Any]) -> Ratio | None
     """The comparison of two successful results; None where either has no throughput."""
     a, b = _repeats(baseline), _repeats(candidate)
     test = choose_test(len(a), len(b))
-    compared = compare_pair(str(candidate.get("case_key") or ""), baseline, candidate,
+    compared = compare_pair(read_result(candidate).case_key or "", baseline, candidate,
                             test=test)
     if compared.ratio is None:
         return None

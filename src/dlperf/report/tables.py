@@ -12,6 +12,7 @@ throughput | spread | speedup | scaling efficiency.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,8 @@ from dlperf import models
 from dlperf.host import emulated
 from dlperf.report import framework_notes, inference, ratios, varies
 from dlperf.report.results import NO_BASELINE, total_devices
-from dlperf.result import device_of
+from dlperf.results.codec import case_with_defaults, read_result
+from dlperf.results.model import ResultLike
 from dlperf.scaling import allreduce_bus_bandwidth, emulated_hosts
 from dlperf.spec import environment_name, frameworks, support
 
@@ -97,54 +99,55 @@ def short(text: str | None, limit: int = NOTE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def knob_text(case: dict[str, Any]) -> str:
+def knob_text(case: Mapping[str, Any]) -> str:
     """Knobs that differ from the catalogue's defaults, e.g. ``image_size=32``."""
     model = case.get("model")
     defaults = models.get(model).defaults if model in models.CATALOGUE else {}
-    knobs = case.get("knobs") or {}
+    knobs = case_with_defaults(case)["knobs"] or {}
     return " ".join(f"{k}={v}" for k, v in sorted(knobs.items()) if defaults.get(k) != v)
 
 
-def variant(case: dict[str, Any]) -> str:
+def variant(case: Mapping[str, Any]) -> str:
     """How the framework ran: its own script (external), or the mode its backend declares for
     the compile setting (a TF ``tf.function`` graph is not "eager", TF 1.15 runs a Session),
     with the case's framework options and allocator."""
     external = (case.get("external") or {}).get("name")
     if external:
         return f"external: {external}"
+    case = case_with_defaults(case)
     framework = case.get("framework")
     if framework in frameworks():
-        mode = support(framework).mode(bool(case.get("compile")))
+        mode = support(framework).mode(bool(case["compile"]))
     else:
-        mode = "compiled" if case.get("compile") else "eager"
+        mode = "compiled" if case["compile"] else "eager"
     # the framework's own options (Caffe2's engine) are another way it ran: never one row
-    kind = f"{mode} · {case['options']}" if case.get("options") else mode
-    if case.get("allocator"):  # another malloc preloaded (--allocator): another row
+    kind = f"{mode} · {case['options']}" if case["options"] else mode
+    if case["allocator"]:  # another malloc preloaded (--allocator): another row
         kind += f" · {case['allocator']}"
-    if case.get("plant_slowdown"):  # calibration's planted slowdown: never mistaken for a case
+    if case["plant_slowdown"]:  # calibration's planted slowdown: never mistaken for a case
         kind += f" · PLANTED -{case['plant_slowdown']:.0%}"
     # so is another environment (a version, the user's own build) and another label: one row
     # each, never the best of two versions
-    if case.get("env"):
+    if case["env"]:
         kind += f" · {environment_name(str(framework), case['env'])}"
-    if case.get("run_label"):
+    if case["run_label"]:
         kind += f" · label {case['run_label']}"
     return kind
 
 
-def variant_of(result: dict[str, Any]) -> str:
+def variant_of(result: ResultLike) -> str:
     """:func:`variant` of the result's case, and the tune configuration its settings came from
     (``--config best``, a sweep's ``config: best``): a tuned result is a row of its own beside
     the framework's defaults, never folded into them."""
-    kind = variant(result["case"])
-    which = (result.get("config") or {}).get("which")
-    return f"{kind} · config {which}" if which else kind
+    typed = read_result(result)
+    kind = variant(typed.case)
+    return f"{kind} · config {typed.config_which}" if typed.config_which else kind
 
 
-def version_of(results: list[dict[str, Any]]) -> str:
-    """The framework version(s) the results were measured with (``environment``)."""
-    found = sorted({str((r.get("environment") or {}).get("framework_version"))
-                    for r in results if (r.get("environment") or {}).get("framework_version")})
+def version_of(results: Sequence[ResultLike]) -> str:
+    """The framework version(s) the results were measured with."""
+    found = sorted({str(version) for version in
+                    (read_result(r).framework_version for r in results) if version})
     return ", ".join(found) or "—"
 
 
@@ -152,80 +155,86 @@ def precision_rank(precision: str) -> int:
     return PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 99
 
 
-def section_key(result: dict[str, Any]) -> tuple[str, str, str]:
-    case = result["case"]
-    return case.get("model") or "?", knob_text(case), case.get("task") or "train"
+def _case(result: ResultLike) -> Mapping[str, Any]:
+    """The result's case, every field added since at its value before it existed."""
+    return read_result(result).case
 
 
-def spread(result: dict[str, Any]) -> str:
-    tp = result.get("throughput") or {}
-    if tp.get("median") is None:
+def section_key(result: ResultLike) -> tuple[str, str, str]:
+    case = _case(result)
+    return case.get("model") or "?", knob_text(case), case["task"]
+
+
+def spread(result: ResultLike) -> str:
+    tp = read_result(result).throughput
+    if tp is None or tp.median is None:
         return "—"
     parts = []
-    if tp.get("cv") is not None:
-        parts.append(f"CV {tp['cv']:.1%}")
-    if tp.get("min") is not None and tp.get("n", 0) > 1:
-        parts.append(f"{number(tp['min'])}–{number(tp['max'])}")
-    parts.append(f"n={tp.get('n', 0)}")
+    if tp.cv is not None:
+        parts.append(f"CV {tp.cv:.1%}")
+    if tp.min is not None and tp.n > 1:
+        parts.append(f"{number(tp.min)}–{number(tp.max)}")
+    parts.append(f"n={tp.n}")
     return ", ".join(parts)
 
 
-def speedup_text(result: dict[str, Any]) -> str:
-    if result.get("speedup") is not None:
-        return f"{result['speedup']:.2f}"
-    if result.get("status") == "ok" and total_devices(result) > 1:
+def speedup_text(result: ResultLike) -> str:
+    typed = read_result(result)
+    if typed.speedup is not None:
+        return f"{typed.speedup:.2f}"
+    if typed.status == "ok" and typed.devices > 1:
         return NO_BASELINE
     return "—"
 
 
-def engine(case: dict[str, Any]) -> str:
+def engine(case: Mapping[str, Any]) -> str:
     """What started the processes and carried the gradients: ``native`` (the framework's own
     data parallelism) or ``horovod · gloo`` / ``horovod · mpi``."""
-    launcher = case.get("launcher") or "native"
-    if launcher == "native":
+    case = case_with_defaults(case)
+    if case["launcher"] == "native":
         return "native"
-    return f"{launcher} · {case.get('controller') or 'gloo'}"
+    return f"{case['launcher']} · {case['controller']}"
 
 
-def failure_note(result: dict[str, Any]) -> str:
-    case = result["case"]
+def failure_note(result: ResultLike) -> str:
+    typed = read_result(result)
+    case = typed.case
     where = f"bsz {case.get('batch_size')}"
-    if total_devices(result) > 1:
-        where += f" on {case.get('nnodes', 1)}×{case.get('devices', 1)} devices"
-    return short(f"{case.get('framework')} {case.get('precision')} {where}: "
-                 f"{result.get('status')} — {result.get('error')}")
+    if typed.devices > 1:
+        where += f" on {case['nnodes']}×{case['devices']} devices"
+    return short(f"{case.get('framework')} {case['precision']} {where}: "
+                 f"{typed.status} — {typed.error}")
 
 
-def fallback_note(result: dict[str, Any]) -> str | None:
-    fallback = result.get("fallback")
-    if not fallback:
+def fallback_note(result: ResultLike) -> str | None:
+    typed = read_result(result)
+    if typed.fallback_from_batch_size is None:
         return None
-    case = result["case"]
-    return short(f"{case.get('framework')} {case.get('precision')} bsz "
-                 f"{case.get('batch_size')}: {fallback['from_batch_size']} ran out of memory")
+    case = typed.case
+    return short(f"{case.get('framework')} {case['precision']} bsz "
+                 f"{case.get('batch_size')}: {typed.fallback_from_batch_size} ran out of memory")
 
 
-def row_key(result: dict[str, Any]) -> tuple[str, str, str]:
+def row_key(result: ResultLike) -> tuple[str, str, str]:
     """The summary row a result belongs to: framework, variant (and engine), device."""
-    kind = variant_of(result)
-    if engine(result["case"]) != "native":  # Horovod's rows beside the framework's own
-        kind += f" · {engine(result['case'])}"
-    return result["case"].get("framework", "?"), kind, device_of(result)
+    typed = read_result(result)
+    kind = variant_of(typed)
+    if engine(typed.case) != "native":  # Horovod's rows beside the framework's own
+        kind += f" · {engine(typed.case)}"
+    return typed.case.get("framework", "?"), kind, typed.device
 
 
-def _ok(result: dict[str, Any]) -> bool:
-    return result.get("status") == "ok" and (result.get("throughput") or {}).get(
-        "median") is not None
+def _median(result: ResultLike) -> float | None:
+    return read_result(result).median
 
 
 def _shown(members: list[dict[str, Any]], precision: str) -> dict[str, Any] | None:
     """The result a row's throughput cell shows: the fastest on the most devices measured."""
-    ok = [r for r in members if r["case"].get("precision") == precision and _ok(r)]
+    ok = [r for r in members if _case(r)["precision"] == precision and _median(r) is not None]
     if not ok:
         return None
     most = max(total_devices(r) for r in ok)
-    return max((r for r in ok if total_devices(r) == most),
-               key=lambda r: r["throughput"]["median"])
+    return max((r for r in ok if total_devices(r) == most), key=lambda r: _median(r) or 0.0)
 
 
 def _pick(found: list[ratios.Ratio], shown: dict[str, Any] | None, say_where: bool) -> Cell:
@@ -235,8 +244,8 @@ def _pick(found: list[ratios.Ratio], shown: dict[str, Any] | None, say_where: bo
     if not found:
         return Cell("—")
     best = max(found, key=lambda x: (x.candidate is shown, total_devices(x.candidate),
-                                     int(x.candidate["case"].get("batch_size") or 0)))
-    case = best.candidate["case"]
+                                     int(_case(x.candidate).get("batch_size") or 0)))
+    case = _case(best.candidate)
     at = ""
     if say_where:
         at = f" at bsz {case.get('batch_size')}" + (
@@ -254,11 +263,11 @@ def comparisons(results: list[dict[str, Any]], baseline: str = inference.BASELIN
     shown = varies.ok(results)
     if not shown:
         return [], []
-    measured = {str(r["case"].get("precision")) for r in shown}
+    measured = {str(_case(r)["precision"]) for r in shown}
     base_precision = baseline if baseline in measured else min(measured, key=precision_rank)
     base_row = row_key(shown[0])
     return (ratios.along(results, (varies.PRECISIONS,),
-                         lambda r: r["case"].get("precision") == base_precision),
+                         lambda r: _case(r)["precision"] == base_precision),
             ratios.along(results, varies.ROW, lambda r: row_key(r) == base_row))
 
 
@@ -267,13 +276,13 @@ def _throughput_cells(report: Report, members: list[dict[str, Any]], precision: 
     """A summary row's cells of one precision: the throughput its fastest result on the most
     devices reached (failures and fallbacks at that scale footnoted), and with ``speedups``
     that result's speedup."""
-    cell_results = [r for r in members if r["case"].get("precision") == precision]
+    cell_results = [r for r in members if _case(r)["precision"] == precision]
     best = _shown(members, precision)
     if not cell_results:
         return [Cell("—")] * (2 if speedups else 1)
     if best is None:
         notes = [report.note(failure_note(r)) for r in cell_results]
-        statuses = sorted({r.get("status", "?") for r in cell_results})
+        statuses = sorted({read_result(r).status or "?" for r in cell_results})
         return [Cell("/".join(statuses), notes)] + ([Cell("—")] if speedups else [])
     most = total_devices(best)
     notes = []
@@ -281,11 +290,11 @@ def _throughput_cells(report: Report, members: list[dict[str, Any]], precision: 
         notes.append(report.note(fallback_note(best) or ""))
     # failures at the chosen scale (larger batches that did not fit, crashes)
     for failed in cell_results:
-        if failed.get("status") != "ok" and total_devices(failed) == most:
+        if read_result(failed).status != "ok" and total_devices(failed) == most:
             notes.append(report.note(failure_note(failed)))
     scale = f", {most} devices" if most > 1 else ""
-    cells = [Cell(f"{number(best['throughput']['median'])} "
-                  f"(bsz {best['case'].get('batch_size')}{scale})", notes)]
+    cells = [Cell(f"{number(_median(best))} "
+                  f"(bsz {_case(best).get('batch_size')}{scale})", notes)]
     return cells + ([Cell(speedup_text(best))] if speedups else [])
 
 
@@ -294,12 +303,11 @@ def _summary(report: Report, results: list[dict[str, Any]],
     """One row per framework, variant and device; per precision its throughput, the speedup
     over devices only where device counts vary, the ratio of each precision to the first where
     precisions vary, and each row's ratio to the first row's where rows compare."""
-    precisions = sorted({r["case"].get("precision", "fp32") for r in results},
-                        key=precision_rank)
+    precisions = sorted({_case(r)["precision"] for r in results}, key=precision_rank)
     along = varies.varying(results)
     speedups = varies.DEVICE_COUNTS in along
     say_where = varies.BATCH in along or speedups
-    unit = results[0].get("unit", "samples/s")
+    unit = read_result(results[0]).unit
     headers, align = ["framework", "version", "variant", "device"], ["l", "l", "l", "l"]
     for precision in precisions:
         headers.append(f"{precision.upper()} throughput ({unit})")
@@ -307,11 +315,10 @@ def _summary(report: Report, results: list[dict[str, Any]],
         if speedups:
             headers.append(f"{precision.upper()} speedup")
             align.append("r")
-    ratio_precisions = list(dict.fromkeys(str(x.candidate["case"].get("precision"))
+    ratio_precisions = list(dict.fromkeys(str(_case(x.candidate)["precision"])
                                           for x in by_precision))
     ratio_precisions.sort(key=precision_rank)
-    base_precision = (str(by_precision[0].baseline["case"].get("precision"))
-                      if by_precision else "")
+    base_precision = str(_case(by_precision[0].baseline)["precision"]) if by_precision else ""
     for precision in ratio_precisions:
         headers.append(f"{precision} / {base_precision} (ratio, 95 % CI, verdict)")
         align.append("l")
@@ -319,7 +326,7 @@ def _summary(report: Report, results: list[dict[str, Any]],
     # the first row named by what tells the rows apart: "tensorflow", "torch label v1"
     base_name = " ".join(axis.describe(by_row[0].baseline)
                          for axis in varies.varying(results, varies.ROW)) if by_row else ""
-    row_precisions = sorted({str(x.candidate["case"].get("precision")) for x in by_row},
+    row_precisions = sorted({str(_case(x.candidate)["precision"]) for x in by_row},
                             key=precision_rank)
     for precision in row_precisions:
         headers.append(f"{precision.upper()} vs {base_name} (ratio, 95 % CI, verdict)")
@@ -336,30 +343,29 @@ def _summary(report: Report, results: list[dict[str, Any]],
             row += _throughput_cells(report, members, precision, speedups)
         for precision in ratio_precisions:
             row.append(_pick([x for x in by_precision if row_key(x.candidate) == key
-                              and x.candidate["case"].get("precision") == precision],
+                              and _case(x.candidate)["precision"] == precision],
                              _shown(members, precision), say_where))
         for precision in row_precisions:
             if key == base_row:
                 row.append(Cell("baseline"))
                 continue
             row.append(_pick([x for x in by_row if row_key(x.candidate) == key
-                              and x.candidate["case"].get("precision") == precision],
+                              and _case(x.candidate)["precision"] == precision],
                              _shown(members, precision), say_where))
         table.rows.append(row)
     return table
 
 
-def efficiency_text(result: dict[str, Any]) -> str:
-    efficiency = result.get("scaling_efficiency")
+def efficiency_text(result: ResultLike) -> str:
+    efficiency = read_result(result).scaling_efficiency
     return "—" if efficiency is None else f"{efficiency:.1%}"
 
 
-def link_cells(report: Report, result: dict[str, Any]) -> list[Cell]:
+def link_cells(report: Report, result: ResultLike) -> list[Cell]:
     """The link a result's hosts had (``unshaped`` between emulated hosts, ``—`` on one host)
     and its all-reduce's bus bandwidth; a bandwidth above the link's rate gets a note: a shaped
     link cannot carry more, so the probe or the shaping is wrong."""
-    case = result["case"]
-    rate = case.get("link") or ""
+    rate = _case(result)["link"]
     hosts = emulated_hosts(result)
     shown = rate or ("unshaped" if hosts else "—")
     bandwidth = allreduce_bus_bandwidth(result)
@@ -380,21 +386,22 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
     the same 1-device native result (:mod:`dlperf.scaling`)."""
     groups: dict[tuple[str, str, str], dict[tuple[str, int], list[dict[str, Any]]]] = {}
     for result in results:
-        case = result["case"]
-        groups.setdefault((case.get("framework", "?"), variant_of(result), device_of(result)),
+        typed = read_result(result)
+        case = typed.case
+        groups.setdefault((case.get("framework", "?"), variant_of(typed), typed.device),
                           {}).setdefault(
-            (case.get("precision", "fp32"), int(case.get("batch_size") or 0)), []).append(result)
+            (case["precision"], int(case.get("batch_size") or 0)), []).append(result)
     tables = []
     for (framework, kind, where), configs in sorted(groups.items()):
         scaled = {key: members for key, members in configs.items()
                   if any(total_devices(r) > 1 for r in members)}
         if not scaled:
             continue
-        unit = next(iter(scaled.values()))[0].get("unit", "samples/s")
-        engines = any(engine(r["case"]) != "native" for members in scaled.values()
+        unit = read_result(next(iter(scaled.values()))[0]).unit
+        engines = any(engine(_case(r)) != "native" for members in scaled.values()
                       for r in members)
         # emulated hosts: their link's rate, and the all-reduce's measured bus bandwidth beside it
-        links = any(emulated_hosts(r) or r["case"].get("link") for members in scaled.values()
+        links = any(emulated_hosts(r) or _case(r)["link"] for members in scaled.values()
                     for r in members)
         table = Table(f"scaling of {framework} · {kind} · {where}",
                       ["precision", "batch/device", "nodes", "devices/node", "devices",
@@ -405,21 +412,21 @@ def _scaling(report: Report, results: list[dict[str, Any]]) -> list[Table]:
                        *(["l", "r"] if links else []), "r", "r", "r"])
         for (precision, batch), members in sorted(
                 scaled.items(), key=lambda item: (precision_rank(item[0][0]), item[0][1])):
-            members = sorted(members, key=lambda r: (total_devices(r), r["case"].get("nnodes", 1),
-                                                     engine(r["case"])))
+            members = sorted(members, key=lambda r: (total_devices(r), _case(r)["nnodes"],
+                                                     engine(_case(r))))
             for result in members:
-                case = result["case"]
-                ok = result.get("status") == "ok"
-                notes = [] if ok else [report.note(failure_note(result))]
-                if fallback_note(result):
-                    notes.append(report.note(fallback_note(result) or ""))
-                tp = (result.get("throughput") or {}).get("median") if ok else None
+                typed = read_result(result)
+                case = typed.case
+                ok = typed.status == "ok"
+                notes = [] if ok else [report.note(failure_note(typed))]
+                if fallback_note(typed):
+                    notes.append(report.note(fallback_note(typed) or ""))
                 table.rows.append([
-                    Cell(precision), Cell(str(batch)), Cell(str(case.get("nnodes", 1))),
-                    Cell(str(case.get("devices", 1))), Cell(str(total_devices(result))),
+                    Cell(precision), Cell(str(batch)), Cell(str(case["nnodes"])),
+                    Cell(str(case["devices"])), Cell(str(typed.devices)),
                     *([Cell(engine(case))] if engines else []),
-                    *(link_cells(report, result) if links else []),
-                    Cell(number(tp) if ok else str(result.get("status", "?")), notes),
+                    *(link_cells(report, typed) if links else []),
+                    Cell(number(typed.median) if ok else typed.status or "?", notes),
                     Cell(speedup_text(result)), Cell(efficiency_text(result))])
         tables.append(table)
     return tables
@@ -432,25 +439,26 @@ def _details(report: Report, results: list[dict[str, Any]],
     the latency statistics with each one's speedup over ``baseline``."""
     configs: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for result in results:
-        case = result["case"]
-        kind = variant_of(result)
+        typed = read_result(result)
+        case = typed.case
+        kind = variant_of(typed)
         if engine(case) != "native":  # Horovod's rows in a table of their own
             kind += f" · {engine(case)}"
-        configs.setdefault((case.get("framework", "?"), kind, device_of(result),
-                            case.get("precision", "fp32")), []).append(result)
-    has_latency = any(r.get("latency_ms") for r in results)
+        configs.setdefault((case.get("framework", "?"), kind, typed.device, case["precision"]),
+                           []).append(result)
+    has_latency = any(read_result(r).latency_ms for r in results)
     speedups = varies.DEVICE_COUNTS in varies.varying(results)
     twins = inference.precision_index(results, baseline)
     # every task's twins, for the throughput ratio: a column only where some result has one
     anywhere = inference.precision_index(results, baseline, inference_only=False)
     ratio_of = {id(r): inference.throughput_speedup(r, anywhere, baseline, inference_only=False)
-                for r in results if r["case"].get("precision") != baseline}
+                for r in results if _case(r)["precision"] != baseline}
     precision_ratio = any(value is not None for value in ratio_of.values())
     tables = []
     for (framework, kind, where, precision), members in sorted(
             configs.items(), key=lambda item: (*item[0][:3], precision_rank(item[0][3]))):
         headers = ["nodes", "devices", "batch/device", "global batch",
-                   f"throughput ({members[0].get('unit', 'samples/s')}, median)", "spread",
+                   f"throughput ({read_result(members[0]).unit}, median)", "spread",
                    *(["speedup", "scaling efficiency"] if speedups else []), "TFLOP/s", "MFU"]
         align = ["r", "r", "r", "r", "r", "l", *(["r", "r"] if speedups else []), "r", "r"]
         if precision_ratio:
@@ -463,49 +471,46 @@ def _details(report: Report, results: list[dict[str, Any]],
         headers.append("status")
         align.append("l")
         table = Table(f"{framework} · {kind} · {where} · {precision}", headers, align)
-        members.sort(key=lambda r: (r["case"].get("nnodes", 1), r["case"].get("devices", 1),
-                                    r["case"].get("batch_size", 0)))
+        members.sort(key=lambda r: (_case(r)["nnodes"], _case(r)["devices"],
+                                    _case(r).get("batch_size", 0)))
         for result in members:
-            case = result["case"]
-            tp = result.get("throughput") or {}
+            typed = read_result(result)
+            case = typed.case
+            ok = typed.status == "ok"
             notes = []
-            if result.get("status") != "ok":
-                notes.append(report.note(failure_note(result)))
-            if fallback_note(result):
-                notes.append(report.note(fallback_note(result) or ""))
-            for warning in result.get("warnings") or []:
-                notes.append(report.note(short(f"{result.get('label')}: {warning}")))
-            efficiency = result.get("scaling_efficiency")
-            row = [Cell(str(case.get("nnodes", 1))), Cell(str(case.get("devices", 1))),
-                   Cell(str(case.get("batch_size"))),
-                   Cell(str(result.get("global_batch") or "—")),
-                   Cell(number(tp.get("median") if result.get("status") == "ok" else None)),
-                   Cell(spread(result))]
+            if not ok:
+                notes.append(report.note(failure_note(typed)))
+            if fallback_note(typed):
+                notes.append(report.note(fallback_note(typed) or ""))
+            for warning in typed.warnings:
+                notes.append(report.note(short(f"{typed.label}: {warning}")))
+            row = [Cell(str(case["nnodes"])), Cell(str(case["devices"])),
+                   Cell(str(case.get("batch_size"))), Cell(str(typed.global_batch or "—")),
+                   Cell(number(typed.median)), Cell(spread(typed))]
             if speedups:
-                row += [Cell(speedup_text(result)),
-                        Cell("—" if efficiency is None else f"{efficiency:.1%}")]
-            flops = result.get("flops") or {}
-            achieved = flops.get("achieved_per_s") if result.get("status") == "ok" else None
+                row += [Cell(speedup_text(typed)), Cell(efficiency_text(typed))]
+            flops = typed.flops
+            achieved = flops.achieved_per_s if ok and flops else None
             row += [Cell(number(achieved / 1e12, 3) if achieved else "—"),
-                    Cell("—" if achieved is None or flops.get("mfu") is None
-                         else f"{flops['mfu']:.1%}")]
+                    Cell("—" if achieved is None or flops is None or flops.mfu is None
+                         else f"{flops.mfu:.1%}")]
             if precision_ratio:
                 value = ratio_of.get(id(result))
                 row.append(Cell("—" if value is None else f"{value:.2f}×"))
             if has_latency:
-                latency = result.get("latency_ms") or {}
-                row += [Cell(number(latency.get(key), 2)) for key, _ in inference.STATISTICS]
+                row += [Cell(number(typed.latency_ms.get(key), 2))
+                        for key, _ in inference.STATISTICS]
                 # the baseline's latency / this one's
                 faster = inference.latency_speedups(result, twins, baseline)
                 row += [Cell("—" if faster[key] is None else f"{faster[key]:.2f}×")
                         for key, _ in inference.STATISTICS]
-            row.append(Cell(result.get("status", "?"), notes))
+            row.append(Cell(typed.status or "?", notes))
             table.rows.append(row)
         tables.append(table)
     return tables
 
 
-def environment(env: dict[str, Any]) -> list[tuple[str, str]]:
+def environment(env: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The machine and harness facts of one result's environment."""
     cpu = env.get("cpu") or {}
     gpus = env.get("gpus") or []
@@ -526,7 +531,7 @@ def environment(env: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def worker_setting(env: dict[str, Any]) -> str | None:
+def worker_setting(env: Mapping[str, Any]) -> str | None:
     """What the worker saw: Python, framework version, threads; None when no worker reported."""
     worker = env.get("worker") or {}
     framework = worker.get("framework") or {}
@@ -570,14 +575,13 @@ def build(results: list[dict[str, Any]], baseline: str = inference.BASELINE) -> 
         details = _details(report, members, baseline)
         report.sections.append(Section(title, summary, details, members, scaling,
                                        by_precision + by_row))
-    for result in results:
-        env = result.get("env") or {}
-        facts = environment(env)
+    for typed in map(read_result, results):
+        facts = environment(typed.env)
         found = next((e for e in report.environments if e.facts == facts), None)
         if found is None:
             found = Environment(facts)
             report.environments.append(found)
-        setting = worker_setting(env)
+        setting = worker_setting(typed.env)
         if setting is not None:
-            found.workers.setdefault(setting, []).append(result.get("label") or "?")
+            found.workers.setdefault(setting, []).append(typed.label or "?")
     return report

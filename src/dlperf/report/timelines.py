@@ -15,6 +15,8 @@ from typing import Any
 
 from dlperf.host import timeline
 from dlperf.report import plots  # matplotlib set up once: Agg, mathtext off (labels are data)
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 
 plt = plots.plt
 
@@ -25,9 +27,10 @@ PHASE_COLOURS = {"startup": "0.85", "build": "#fde2b3", "first_step": "#f7b6b6",
 MB = 1e6
 
 
-def has_timeline(result: dict[str, Any]) -> bool:
-    median = (result.get("timeline") or {}).get("median") or {}
-    return result.get("status") == "ok" and bool((median.get("columns") or {}).get("t"))
+def has_timeline(result: ResultLike) -> bool:
+    typed = read_result(result)
+    median = typed.timeline.get("median") or {}
+    return typed.status == "ok" and bool((median.get("columns") or {}).get("t"))
 
 
 def _series(columns: dict[str, list[Any]], name: str, scale: float = 1.0) -> list[float]:
@@ -51,11 +54,11 @@ def _clean(svg: str) -> str:
     return re.sub(r' id="([^"]+)"', lambda m: m.group(0) if m.group(1) in used else "", svg)
 
 
-def figure(result: dict[str, Any]) -> str | None:
+def figure(result: ResultLike) -> str | None:
     """The median repeat's timeline as SVG text, or None when the result has none."""
     if not has_timeline(result):
         return None
-    stored = result["timeline"]["median"]
+    stored = read_result(result).timeline["median"]
     columns = timeline.downsample(stored["columns"], PLOT_POINTS)
     t = columns["t"]
     gpus = sorted({name.split("_", 1)[0] for name in columns
@@ -103,9 +106,9 @@ def figure(result: dict[str, Any]) -> str | None:
     return _clean(buffer.getvalue())
 
 
-def caption(result: dict[str, Any]) -> str:
+def caption(result: ResultLike) -> str:
     """The window means of every repeat's samples, in words (plain text; the caller escapes)."""
-    block = result.get("timeline") or {}
+    block = read_result(result).timeline
     means = block.get("summary") or {}
     median = block.get("median") or {}
 

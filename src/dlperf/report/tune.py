@@ -11,12 +11,15 @@ line. Every text is data; the renderers escape it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf import numbers
 from dlperf.report import framework_notes
 from dlperf.report.tables import Cell, Report, Table, knob_text, number
+from dlperf.results.codec import read_result
+from dlperf.results.model import ResultLike
 from dlperf.tune import settings as config
 
 CHANGES_MATH_NOTE = ("a best that changes the batch size or the precision trains differently "
@@ -164,14 +167,14 @@ def build(report: Report, found: list[dict[str, Any]]) -> Section:
     return section
 
 
-def for_results(found: list[dict[str, Any]], results: list[dict[str, Any]],
+def for_results(found: list[dict[str, Any]], results: Sequence[ResultLike],
                 sweep: str | None) -> list[dict[str, Any]]:
     """The studies a report of ``results`` shows: all of them without a sweep (or for the
     tune's own runs); with one, those of the frameworks and models the sweep measured."""
     if sweep in (None, "tune"):
         return found
-    shown = {((r.get("case") or {}).get("framework"), (r.get("case") or {}).get("model"))
-             for r in results}
+    shown = {(case.get("framework"), case.get("model"))
+             for case in (read_result(r).case for r in results)}
     return [s for s in found if (s.get("framework"), s.get("model")) in shown]
 
 

@@ -9,27 +9,30 @@ and in nothing else (:func:`match_key`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from dlperf.results.codec import case_with_defaults
-from dlperf.scaling import config, total_devices
+from dlperf.results.codec import case_with_defaults, read_result
+from dlperf.results.model import ResultLike
+from dlperf.scaling import config
 from dlperf.spec import environment_name, frameworks, support
 
 #: beside the baseline's fields (dlperf.scaling.config): what else makes two results two
 #: measurements of different things (how many devices, which engine, which label)
 EXTRA_FIELDS = ("devices", "nnodes", "launcher", "controller", "run_label", "link")
 CONFIG = "config"  # not a case field: the tune configuration a result ran with (``config.which``)
+R = TypeVar("R", bound=ResultLike)
 
 
-def field(result: dict[str, Any], name: str) -> Any:
+def field(result: ResultLike, name: str) -> Any:
     """A case field of ``result`` as its default fills it; ``config`` is the tune config's name."""
+    typed = read_result(result)
     if name == CONFIG:
-        return (result.get("config") or {}).get("which") or ""
-    case = case_with_defaults(result.get("case") or {})  # an older row's: as it reads now
+        return typed.config_which or ""
     if name == "compile":
-        return bool(case.get("compile"))
-    value = case.get(name)
+        return bool(typed.case["compile"])
+    value = typed.case.get(name)
     return case_with_defaults({}).get(name) if value is None and name in EXTRA_FIELDS else value
 
 
@@ -40,14 +43,14 @@ class Axis:
     name: str
     fields: tuple[str, ...]
 
-    def value(self, result: dict[str, Any]) -> str:
+    def value(self, result: ResultLike) -> str:
         return json.dumps([field(result, name) for name in self.fields], sort_keys=True,
                           default=str)
 
-    def describe(self, result: dict[str, Any]) -> str:
+    def describe(self, result: ResultLike) -> str:
         """The result's value along this axis in words: ``amp-bf16``, ``torch.compile``."""
-        case = result.get("case") or {}
-        framework = str(case.get("framework"))
+        typed = read_result(result)
+        framework = str(typed.case.get("framework"))
         if self.name == "versions":
             env, label = field(result, "env"), field(result, "run_label")
             return environment_name(framework, env) + (f" label {label}" if label else "")
@@ -64,9 +67,9 @@ class Axis:
                 words.append(f"{field(result, 'launcher')} · {field(result, 'controller')}")
             return " ".join(words) or "defaults"
         if self.name == "batch sizes":
-            return f"batch {case.get('batch_size')}"
+            return f"batch {typed.case.get('batch_size')}"
         if self.name == "device counts":
-            count = total_devices(case)
+            count = typed.devices
             return f"{count} device" + ("s" if count > 1 else "")
         return str(field(result, self.fields[0]))
 
@@ -84,24 +87,23 @@ AXES = (FRAMEWORKS, VERSIONS, COMPILE, SETTINGS, PRECISIONS, BATCH, DEVICE_COUNT
 ROW = (FRAMEWORKS, VERSIONS, COMPILE, SETTINGS)
 
 
-def ok(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ok(results: Sequence[R]) -> list[R]:
     """The results with a throughput: only they can vary in a figure or a ratio."""
-    return [r for r in results if r.get("status") == "ok"
-            and (r.get("throughput") or {}).get("median") is not None]
+    return [r for r in results if read_result(r).median is not None]
 
 
-def varying(results: list[dict[str, Any]], axes: tuple[Axis, ...] = AXES) -> list[Axis]:
+def varying(results: Sequence[ResultLike], axes: tuple[Axis, ...] = AXES) -> list[Axis]:
     """The axes along which the successful ``results`` take more than one value."""
     shown = ok(results)
     return [axis for axis in axes if len({axis.value(r) for r in shown}) > 1]
 
 
-def differ(a: dict[str, Any], b: dict[str, Any], axes: tuple[Axis, ...] = AXES) -> list[Axis]:
+def differ(a: ResultLike, b: ResultLike, axes: tuple[Axis, ...] = AXES) -> list[Axis]:
     """The axes along which two results differ."""
     return [axis for axis in axes if axis.value(a) != axis.value(b)]
 
 
-def names(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, str]:
+def names(a: ResultLike, b: ResultLike) -> tuple[str, str]:
     """The shortest names that tell two results apart: their values where they differ."""
     along = differ(a, b) or [VERSIONS]
     return (" ".join(axis.describe(a) for axis in along),
@@ -115,7 +117,7 @@ def title(axes: list[Axis]) -> str:
     return text[:1].upper() + text[1:]
 
 
-def match_key(result: dict[str, Any], free: tuple[Axis, ...]) -> str:
+def match_key(result: ResultLike, free: tuple[Axis, ...]) -> str:
     """Everything that makes ``result`` the measurement it is (the baseline's fields, the device
     it resolved to, the device count, engine and label) less the fields of the ``free`` axes:
     two results of one key differ along those axes only, so their ratio is about them."""

@@ -4,7 +4,7 @@ Every schema version dlperf wrote is schema 1 with fields added over time (``dlp
 added, never renamed or removed). What an older row lacks is filled in here and nowhere
 else, as the version that added it would have written it:
 
-- ``device`` (issue 26): from rank 0's resolved-device record, else the backend's ``device``
+- ``device``: from rank 0's resolved-device record, else the backend's ``device``
   info and the host's GPUs (:func:`device_of`);
 - case fields added since (``dlperf.spec.Case``): at the value they had before they existed;
 - ``environment`` (its name, framework version and label): from the case and the worker's
@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from dlperf.results.model import (Profile, RankFigures, RankRecord, Repeat, Result, Roofline,
+from dlperf.results.model import (Flops, Profile, RankFigures, RankRecord, Repeat, Result, Roofline,
                                   Throughput)
 from dlperf.worker.support import device_label
 
@@ -129,7 +129,16 @@ def _profile(data: Any) -> Profile | None:
         return None
     return Profile(categories=_object(data.get("categories")), step_s=data.get("step_s"),
                    measured_step_s=data.get("measured_step_s"), overhead=data.get("overhead"),
-                   unmapped=_tuple(data.get("unmapped")), raw=data)
+                   unmapped=_tuple(data.get("unmapped")), raw=data,
+                   coverage=data.get("coverage"), tool=_object(data.get("tool")),
+                   why_not=data.get("unavailable") or data.get("error"))
+
+
+def _flops(data: Any) -> Flops | None:
+    if not isinstance(data, Mapping):
+        return None
+    return Flops(per_sample=data.get("per_sample"), achieved_per_s=data.get("achieved_per_s"),
+                 mfu=data.get("mfu"))
 
 
 def _roofline(data: Any) -> Roofline | None:
@@ -137,7 +146,9 @@ def _roofline(data: Any) -> Roofline | None:
         return None
     return Roofline(intensity=data.get("intensity"), ridge=data.get("ridge"),
                     bound=data.get("bound"), of_roof=data.get("of_roof"),
-                    roof_note=data.get("roof_note"))
+                    roof_note=data.get("roof_note"), peak_flops_per_s=data.get("peak_flops_per_s"),
+                    bandwidth_bytes_per_s=data.get("bandwidth_bytes_per_s"),
+                    roof_flops_per_s=data.get("roof_flops_per_s"))
 
 
 def read_result(data: Mapping[str, Any] | Result) -> Result:
@@ -167,7 +178,17 @@ def read_result(data: Mapping[str, Any] | Result) -> Result:
         speedup_baseline=data.get("speedup_baseline"), speedup_note=data.get("speedup_note"),
         profile=_profile(data.get("profile")), roofline=_roofline(data.get("roofline")),
         cpu_flags=frozenset(flag for flag in _tuple(_object(_object(data.get("env")).get("cpu"))
-                                                    .get("flags")) if isinstance(flag, str)))
+                                                    .get("flags")) if isinstance(flag, str)),
+        unit=str(data.get("unit") or "samples/s"), latency_ms=_object(data.get("latency_ms")),
+        iteration_ms=data.get("iteration_ms"),
+        peak_host_bytes=_object(data.get("memory")).get("peak_host_bytes"),
+        peak_device_bytes=_object(data.get("memory")).get("peak_device_bytes"),
+        global_batch=_int(data.get("global_batch")), flops=_flops(data.get("flops")),
+        warnings=tuple(str(w) for w in _tuple(data.get("warnings"))),
+        fallback_from_batch_size=_int(_object(data.get("fallback")).get("from_batch_size")),
+        config_which=_object(data.get("config")).get("which") or None,
+        config_study=_object(data.get("config")).get("study"),
+        env=_object(data.get("env")), timeline=_object(data.get("timeline")))
 
 
 def to_dict(result: Result | Mapping[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,22 @@ class Profile:
     overhead: float | None
     unmapped: tuple[Mapping[str, Any], ...]
     raw: Mapping[str, Any]
+    #: the share of the measured step the profiled operators cover
+    coverage: float | None
+    #: the profiler that took it (``name``, ``version``; empty when not recorded)
+    tool: Mapping[str, Any]
+    #: why a profile asked for was not taken (its ``unavailable`` or ``error``), else None
+    why_not: str | None
+
+
+@dataclass(frozen=True)
+class Flops:
+    """A result's arithmetic (:func:`dlperf.result.flops_block`): per sample, achieved per
+    second, and the share of the device's peak (MFU); None where not known."""
+
+    per_sample: float | None
+    achieved_per_s: float | None
+    mfu: float | None
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,11 @@ class Roofline:
     bound: str | None
     of_roof: float | None
     roof_note: str | None
+    #: the probed GEMM peak and copy bandwidth the roof is drawn from, and the roof's height
+    #: at the result's intensity (per GPU or node)
+    peak_flops_per_s: float | None
+    bandwidth_bytes_per_s: float | None
+    roof_flops_per_s: float | None
 
 
 @dataclass(frozen=True)
@@ -136,6 +157,33 @@ class Result:
     roofline: Roofline | None
     #: the CPU's instruction-set flags as the host recorded them (empty when not recorded)
     cpu_flags: frozenset[str]
+    #: what the throughput counts (``samples/s`` where a row does not say)
+    unit: str
+    #: an inference result's latency of one batch by statistic (``mean``, ``p50``...), ms;
+    #: empty for a training result
+    latency_ms: Mapping[str, Any]
+    #: the mean time of one iteration, ms (None where not recorded)
+    iteration_ms: float | None
+    #: the peak host and device memory of the run (its ``memory`` block), bytes
+    peak_host_bytes: int | None
+    peak_device_bytes: int | None
+    #: the batch of one step over every device (None where not recorded)
+    global_batch: int | None
+    #: the arithmetic it did (``flops`` block: per sample, achieved per second, MFU), or None
+    flops: Flops | None
+    #: what the run warned about, in the words it stored
+    warnings: tuple[str, ...]
+    #: the batch size that ran out of memory before this one ran (a sweep's fallback), or None
+    fallback_from_batch_size: int | None
+    #: the tune configuration the case's settings came from (``config``: ``best``...) and its
+    #: study, None for the framework's defaults
+    config_which: str | None
+    config_study: Any
+    #: the host and worker facts as recorded (``env``: cpu, gpus, git, worker...; empty if none)
+    env: Mapping[str, Any]
+    #: the resource timeline block (:mod:`dlperf.host.timeline`: ``median``, ``summary``...),
+    #: empty where none was recorded
+    timeline: Mapping[str, Any]
 
     @property
     def devices(self) -> int:
@@ -152,3 +200,8 @@ class Result:
         if self.status != "ok" or self.throughput is None:
             return None
         return self.throughput.median
+
+
+#: what a reader of results takes: a typed result, or a result object as stored (a decoded
+#: ``result_json``, a result file), which it reads through :func:`dlperf.results.codec.read_result`
+ResultLike = Result | Mapping[str, Any]
