@@ -75,13 +75,13 @@ ENV_JOBS ?= 2
 envs: setup
 	printf '%s\n' $(TEST_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install
 
-# Debian's chromium: tests/test_report.py renders the HTML report in it (headless). Installed once.
+# Debian's chromium: tests/report/test_report.py renders the HTML report in it (headless). Installed once.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 browser:
 	command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-# Debian's Slurm and MUNGE: tests/test_slurm_sweep.py starts a real one-host cluster from them
+# Debian's Slurm and MUNGE: tests/launchers/test_slurm_sweep.py starts a real one-host cluster from them
 # (munged, slurmctld, two slurmd node names) in a temporary directory. Installed once; no service
 # is enabled or started here.
 slurm:
@@ -89,7 +89,7 @@ slurm:
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge; }
 
-# Debian's jemalloc and tcmalloc (minimal): tests/test_allocator_options.py runs a worker with one
+# Debian's jemalloc and tcmalloc (minimal): tests/worker/test_allocator_options.py runs a worker with one
 # preloaded (`dlperf run --allocator`). Installed once, only when the dynamic linker's cache lacks one.
 allocators:
 	/sbin/ldconfig -p | grep -q 'libjemalloc\.so\.2 ' && \

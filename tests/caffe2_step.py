@@ -1,7 +1,7 @@
 """``python tests/caffe2_step.py CASE.json OUT_PREFIX [--data-rank R]``: build the caffe2 backend's
 Workload from a case, as the worker does, run one training step and write every parameter after
 it to ``OUT_PREFIX.rank<R>.npz`` (and before it to ``.before.npz``) (names without the data-parallel device scope) for
-tests/test_caffe2_parallel.py.
+tests/backends/test_caffe2_parallel.py.
 
 Run under ``dlperf.launchers.spawn`` (several ranks: ``data_parallel_model`` over Gloo) or alone
 (one process). ``--data-rank R`` feeds one process the batch rank R of a job gets (the case's

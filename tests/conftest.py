@@ -116,8 +116,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 #: session fixture is made once per xdist process, so the framework phase deals each group to one
 #: process as one unit (test_suite_layout.py checks that these are exactly the files that use them)
 SESSION_FIXTURE_FILES = {
-    "fixture_db": ("tests/test_compare.py", "tests/test_report.py", "tests/test_sweep.py"),
-    "tiny_resnet_run": ("tests/test_device_shown.py", "tests/test_run.py"),
+    "fixture_db": ("tests/report/test_compare.py", "tests/report/test_report.py", "tests/studies/test_sweep.py"),
+    "tiny_resnet_run": ("tests/report/test_device_shown.py", "tests/worker/test_run.py"),
 }
 
 
@@ -226,7 +226,7 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
     exit 1, a fresh interpreter's warning filters (a warning is a line on stderr); the signal
     handlers main installs are put back after. For bad input that must stop at validation: it
     saves the ~0.5-2 s of imports a fresh interpreter pays per call. A call still going after
-    ``timeout`` s got past validation: exit -1. tests/test_fuzz_cli.py checks that real processes
+    ``timeout`` s got past validation: exit -1. tests/commands/test_fuzz_cli.py checks that real processes
     answer exactly the same."""
     from dlperf import cli
 

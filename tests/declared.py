@@ -3,7 +3,7 @@
 A backend's ``SUPPORT`` declares (model, task, precision) per device kind; issue 26 asks that
 every declared combination be run by some test. A test that really runs combinations (a real
 worker, or the backend's own ``build`` and a step in this process) says which with ``covers``;
-``tests/test_declared_tested.py`` reads every decorator from the test files with ``ast`` (no test
+``tests/backends/test_declared_tested.py`` reads every decorator from the test files with ``ast`` (no test
 module is imported, nothing runs) and fails on a declared combination no test covers, on a
 ``covers`` naming a combination that is not declared (a stale claim), and on a decorator it
 cannot read.
@@ -49,7 +49,7 @@ def combos(framework: str, models: Names, tasks: Names, precisions: Names,
 def covers(framework: str, models: Names, tasks: Names, precisions: Names,
            device: str = "cpu") -> Callable[[F], F]:
     """This test runs every (model, task, precision) of the product with ``framework`` on
-    ``device``; read statically by tests/test_declared_tested.py."""
+    ``device``; read statically by tests/backends/test_declared_tested.py."""
     claimed = combos(framework, models, tasks, precisions, device)
 
     def mark(test: F) -> F:

@@ -1,6 +1,6 @@
 """``python tests/horovod_step.py CASE.json OUT_PREFIX [--init WEIGHTS.npz]``: build the backend's
 Workload from a case, as the worker does, run one training step and write the trainable weights
-before and after it (``OUT_PREFIX.rank<R>.before.npz`` / ``.after.npz``) for tests/test_horovod.py.
+before and after it (``OUT_PREFIX.rank<R>.before.npz`` / ``.after.npz``) for tests/backends/test_horovod.py.
 
 Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path) or alone (the
 single-process reference). ``--init`` loads weights, by name, over the freshly built ones before

@@ -3,7 +3,7 @@ the worker's own ``run`` (``dlperf.worker.__main__.run``: the backend's ``SUPPOR
 ``build``, the first step, the warm-up and the timed window of ``worker/loop.py``), one after
 another in this one process, and write each case's figures to OUT.json as a list.
 
-For tests/test_declared_matrix.py (and tests/gpu/): every declared (model, task, precision) of a
+For tests/backends/test_declared_matrix.py (and tests/gpu/): every declared (model, task, precision) of a
 framework run for real, paying the framework's start-up once instead of once per case. Each
 result keeps the worker's status and error, the losses, the window's step times (every
 inference step is synchronised, so these are the latencies) and the backend's ``info``.

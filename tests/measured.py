@@ -49,3 +49,22 @@ def check_measured(result: dict[str, Any]) -> None:
         assert len(first) == len(last) == len(repeats), result["loss"]
         assert all(math.isfinite(v) for v in first + last), result["loss"]
         assert any(a != b for a, b in zip(first, last)), f"the loss never moved: {result['loss']}"
+
+
+PERCENTILES = ("p50", "p90", "p95", "p99", "p99_9")
+
+
+def check_latency(result: dict, batch: int) -> None:
+    """Percentiles ordered, mean inside the range, and throughput consistent with latencies."""
+    assert result["status"] == "ok", result["error"]
+    latency = result["latency_ms"]
+    values = [latency[p] for p in PERCENTILES]
+    assert values == sorted(values)
+    assert latency["min"] <= latency["p50"] and latency["p99_9"] <= latency["max"]
+    assert latency["min"] <= latency["mean"] <= latency["max"]
+    assert "linear" in latency["method"]
+    repeats = result["throughput"]["repeats"]
+    assert len(latency["repeats"]["mean"]) == len(repeats)
+    for throughput, mean_ms in zip(repeats, latency["repeats"]["mean"]):
+        # every iteration is synchronised, so the window is the sum of the latencies
+        assert throughput == pytest.approx(batch / (mean_ms / 1000.0), rel=0.02)

@@ -29,7 +29,7 @@ def case(framework: str, model: str = "resnet50", precision: str = "fp32", batch
     """A tiny case with ``profile_steps`` profiled steps after a 2-step window; 3 warm-up
     steps, as the first steps after the build still pay one-time costs (lazy optimizer state,
     primitive caches) that would swamp the profile. Threads: the framework's default, one per CPU
-    this process may use (never more threads than cores: see tests/test_declared_matrix.py)."""
+    this process may use (never more threads than cores: see tests/backends/test_declared_matrix.py)."""
     out = Case(framework, model, batch, precision=precision, knobs=KNOBS[model],
                warmup_steps=3, steps=2, repeats=1, **fields).to_dict()
     out["profile_steps"] = profile_steps

@@ -1,4 +1,4 @@
-"""Shared by tests/test_emulated_hosts.py and tests/test_emulated_frameworks.py: one real
+"""Shared by tests/launchers/test_emulated_hosts.py and tests/launchers/test_emulated_frameworks.py: one real
 `dlperf run --emulate-hosts 2` of a tiny ResNet-50, and what every such run must show."""
 
 from __future__ import annotations

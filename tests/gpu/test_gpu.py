@@ -4,7 +4,7 @@ Skipped as a whole (one summary line) elsewhere. Each framework with a cuda vari
 the way a user does it (`dlperf envs install FW --variant cuda`) and runs every (model, task,
 precision) its ``SUPPORT`` declares on cuda, in one worker process (tests/matrix_worker.py),
 ResNet-50 and BERT also in the other compile mode; the ``@covers`` of these tests are what
-tests/test_declared_tested.py checks against the declarations on every machine. Then the paths
+tests/backends/test_declared_tested.py checks against the declarations on every machine. Then the paths
 that are not a precision: the loop's host-synchronised window against CUDA events, NCCL data
 parallelism over two GPUs, NVML columns in the timeline, DALI's GPU decode, ONNX Runtime's CUDA
 (and TensorRT) int8 against fp32, and `dlperf capacity` ending at a real device out-of-memory.
@@ -31,7 +31,7 @@ if not gpus_listed():
     pytest.skip("no GPU: nvidia-smi lists none; the GPU tests in tests/gpu/ did not run",
                 allow_module_level=True)
 
-from test_declared_matrix import run_matrix  # noqa: E402  (only where a GPU is)
+from matrix import run_matrix  # noqa: E402  (only where a GPU is)
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = 3000

@@ -3,7 +3,7 @@
 A backend package (``dlperf.backends.<framework>``) must stay light: the harness reads it without
 the framework installed. So its entry points are named, not imported: ``"module:function"``
 strings that :func:`lazy` imports inside the worker when the worker first calls them.
-``tests/test_backend_contract.py`` resolves every one of them with ``ast`` (the module file
+``tests/backends/test_backend_contract.py`` resolves every one of them with ``ast`` (the module file
 exists and defines the name: no framework imported), so a typo fails there, not inside a worker,
 and cross-checks the registries that hang off this object (launchers, environments, fidelity
 loops, the tests' framework lists).

@@ -11,7 +11,7 @@ from dlperf.backends.contract import Backend
 from dlperf.worker.support import Support
 
 # What MindSpore 2.10's CPU backend does with the low precisions, reproduced with both models in
-# both modes (tests/test_env_mindspore.py forces each past this declaration and checks it).
+# both modes (tests/backends/test_env_mindspore.py forces each past this declaration and checks it).
 # bfloat16: no CPU kernel at all, a TypeError at kernel selection.
 CPU_AMP_BF16 = ("mindspore.amp (level auto, bfloat16) cannot run on MindSpore 2.10's CPU "
                 "backend, which has no bfloat16 kernels for the convolutions and matrix "

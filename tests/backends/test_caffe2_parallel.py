@@ -1,0 +1,175 @@
+"""Caffe2 over several processes: data_parallel_model with Gloo, meeting through the file store.
+
+Real ranks started by dlperf.launchers.spawn in the caffe2 environment (Python 3.7); nothing is
+mocked. A step on two ranks must average their gradients: with momentum starting at zero, the
+first step is linear in the gradient, so the weights after a two-rank step equal the mean of two
+one-process steps, one on each rank's batch (each rank's BatchNorm sees its own batch, as a
+one-process step on that batch does).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlperf import envs
+from conftest import dlperf, dlperf_main, pinned_env
+from measured import check_measured
+from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
+
+# multi-process jobs, a rank per core.
+# spans_cores: in `make test`'s framework phase it gets every CPU back (tests/conftest.py)
+pytestmark = pytest.mark.spans_cores
+
+HERE = Path(__file__).resolve().parents[1]
+TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--option",
+        "engine=cpu"]
+SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
+CASE = {"framework": "caffe2", "model": "resnet50", "task": "train", "batch_size": 2,
+        "precision": "fp32", "device": "cpu", "seed": 3, "knobs": {"image_size": 32}}
+
+
+@pytest.fixture(scope="module")
+def caffe2_env() -> str:
+    return pinned_env("caffe2")
+
+
+def step(python: str, case: dict, out: Path, ranks: int, data_rank: int | None = None) -> None:
+    """One training step of the backend's workload in ``ranks`` processes (spawn) or one."""
+    case_file = out.with_suffix(".case.json")
+    case_file.write_text(json.dumps(case))
+    argv = [python, str(HERE / "caffe2_step.py"), str(case_file), str(out)]
+    if data_rank is not None:
+        argv += ["--data-rank", str(data_rank)]
+    if ranks > 1:
+        argv = [sys.executable, "-m", "dlperf.launchers.spawn", "--nproc", str(ranks),
+                "--master-addr", "127.0.0.1", "--master-port", "29517", "--", *argv]
+    env = envs.worker_env()
+    env.update({"OMP_NUM_THREADS": "1", "DLPERF_CAFFE2_STORE": str(out.parent / "store")})
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_two_ranks_average_their_gradients(caffe2_env, tmp_path):
+    case = {**CASE, "options": "engine=cpu"}
+    step(caffe2_env, case, tmp_path / "dp", ranks=2)
+    for r in (0, 1):
+        step(caffe2_env, case, tmp_path / f"one{r}", ranks=1, data_rank=r)
+    with np.load(tmp_path / "dp.rank0.npz") as a, np.load(tmp_path / "dp.rank1.npz") as b, \
+            np.load(tmp_path / "one0.rank0.npz") as s0, np.load(tmp_path / "one1.rank0.npz") as s1:
+        assert sorted(a.files) == sorted(b.files) == sorted(s0.files) and len(a.files) > 100
+        moved = 0
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)  # one model on both
+            mean = (s0[name] + s1[name]) / 2
+            np.testing.assert_allclose(a[name], mean, rtol=1e-4, atol=1e-6, err_msg=name)
+            moved += not np.allclose(s0[name], s1[name])
+        # the two batches gave different gradients (all but the parameters behind each block's
+        # zero-initialised last BatchNorm scale): the mean is not trivial
+        assert moved > 40
+
+
+def test_two_processes_store_one_case_with_the_launcher_facts(caffe2_env, tmp_path):
+    out = tmp_path / "r.json"
+    proc = dlperf("run", "--framework", "caffe2", *TINY, *SHORT, "--devices", "2",
+                  "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["status"] == "ok", result.get("error")
+    launch = result["launch"]
+    assert launch["processes"] == 2 and "Gloo" in launch["launcher"]
+    assert launch["rendezvous"].startswith("Caffe2 FileStoreHandler")
+    assert not Path(launch["store_dir"]).exists()  # rank 0 removed the store after the gather
+    info = result["env"]["worker"]["framework"]
+    assert info["world_size"] == 2 and info["data_parallel"].startswith("data_parallel_model")
+    assert result["global_batch"] == 4
+    check_measured(result)
+
+
+def test_ideep_with_several_processes_is_refused_with_the_reason(caffe2_env, tmp_path):
+    out = tmp_path / "r.json"
+    proc = dlperf("run", "--framework", "caffe2", *TINY[:-2], *SHORT, "--devices", "2",
+                  "--db", str(tmp_path / "r.db"), "--json", str(out))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["status"] == "unsupported"
+    assert "engine ideep with several processes" in result["error"]
+    assert "--option engine=cpu" in result["error"]
+
+
+def test_across_nodes_without_a_shared_directory_is_refused(caffe2_env, tmp_path):
+    proc = dlperf("run", "--framework", "caffe2", *TINY, *SHORT, "--nnodes", "2",
+                  "--node-rank", "1", "--master-addr", "127.0.0.1",
+                  "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2, proc.stderr
+    lines = [x for x in proc.stderr.strip().splitlines() if x]
+    assert len(lines) == 1 and "--rdzv-dir" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "r.db").exists() or b"caffe2" not in (tmp_path / "r.db").read_bytes()
+
+
+SWEEP = """
+name: caffe2-scaling
+defaults: {framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           warmup_steps: 1, steps: 2, repeats: 1}
+matrix:
+  devices: [1, 2]
+  options: [engine=cpu]
+include:
+  - {devices: 1, options: engine=ideep}
+"""
+
+
+def test_sweep_report_scales_caffe2_over_its_own_engine(caffe2_env, tmp_path):
+    sweep = tmp_path / "caffe2.yaml"
+    sweep.write_text(SWEEP)
+    db = str(tmp_path / "r.db")
+    proc = dlperf("sweep", str(sweep), "--db", db)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = tmp_path / "report.md"
+    # read back through dlperf's main in this process (test_fuzz_cli: a real process alike)
+    dlperf_main("report", "--db", db, "-o", str(report), check=True)
+    text = report.read_text()
+    title = "scaling of caffe2 · net as built (RunNet) · engine=cpu · cpu"  # the device last
+    assert text.count(title) == 1, text
+    rows = [line for line in text.split(title)[1].strip().splitlines()[2:4]]
+    assert rows[0].startswith("| fp32 | 2 | 1 | 1 | 1 |") and "| 1.00 | 100.0% |" in rows[0]
+    assert rows[1].startswith("| fp32 | 2 | 1 | 2 | 2 |") and "%" in rows[1]
+    assert "scaling of caffe2 · net as built (RunNet) · engine=ideep" not in text  # 1 device only
+
+
+SLURM_SWEEP = """
+name: caffe2-slurm
+defaults: {framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           warmup_steps: 1, steps: 2, repeats: 1, options: engine=cpu}
+include:
+  - {devices: 2}
+"""
+
+
+def test_two_processes_run_as_a_slurm_step(caffe2_env, slurm_cluster, tmp_path):
+    (tmp_path / "s.yaml").write_text(SLURM_SWEEP)
+    proc = slurm_cluster.run(["salloc", "-N", "1", sys.executable, "-m", "dlperf.cli", "sweep",
+                              str(tmp_path / "s.yaml"), "--db", str(tmp_path / "s.db"),
+                              "--json", str(tmp_path / "out.json")],
+                             env={"DLPERF_LOCK_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = json.loads((tmp_path / "out.json").read_text())
+    assert result["status"] == "ok" and len(result["ranks"]) == 2
+    assert result["launch"]["slurm"]["step_nodes"] == 1
+    assert result["launch"]["rendezvous"].startswith("Caffe2 FileStoreHandler")
+
+
+def test_two_node_sweep_without_a_shared_directory_is_refused(caffe2_env, slurm_cluster,
+                                                              tmp_path):
+    (tmp_path / "s.yaml").write_text(SLURM_SWEEP.replace("{devices: 2}", "{nnodes: 2}"))
+    proc = slurm_cluster.run(["salloc", "-N", "2", sys.executable, "-m", "dlperf.cli", "sweep",
+                              str(tmp_path / "s.yaml"), "--db", str(tmp_path / "s.db")],
+                             env={"DLPERF_LOCK_DIR": str(tmp_path)})
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--rdzv-dir" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "s.db").exists()

@@ -1,0 +1,137 @@
+"""Every declared CPU combination no other test runs, run for real: one worker process per
+framework (tests/matrix_worker.py: the worker's own ``run``, case after case), tiny shapes.
+
+What each test runs is its ``@covers`` (tests/declared.py), read back at run time from the test
+function itself, so the claim tests/backends/test_declared_tested.py checks and the cases run here are one
+list. A declared combination must end ``ok``: a combination the framework cannot run is a false
+declaration, to be dropped from ``SUPPORT`` with its reason. Inference cases also check their
+latency summary (the harness's ``stats.latency_ms`` over the window's synchronised steps): every
+percentile present and ordered. Plus `dlperf infer` end to end, and torch.compile training.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_BERT, dlperf, load, pinned_env, tiny_nets
+from declared import covers
+from matrix import TIMEOUT, run_matrix
+from measured import check_latency
+
+# what no other test runs, framework by framework (the other tests carry their own @covers)
+RESNET_BERT = ("resnet50", "bert-base")
+OTHER_VISION = ("resnet101", "resnet152", "vgg16", "vgg19", "googlenet", "alexnet")
+TORCH_ALL = RESNET_BERT + OTHER_VISION + ("gpt", "wide-deep", "face-resnet50")
+TORCH_LOW = ("amp-bf16", "amp-fp16", "bf16", "fp16", "int8")
+ORT_MODELS = OTHER_VISION + ("bert-base",)
+ORT_ALL = ("fp32", "fp16", "int8")  # bf16: declared on cuda only (no CPU kernels)
+
+
+@covers("torch", RESNET_BERT, "train", "amp-fp16")
+@covers("torch", RESNET_BERT, "infer", ("amp-bf16", "amp-fp16", "fp16"))
+@covers("torch", "bert-base", "infer", ("bf16", "int8"))
+@covers("torch", OTHER_VISION, ("train",), ("amp-bf16", "amp-fp16"))
+@covers("torch", OTHER_VISION, "infer", TORCH_LOW)
+@covers("torch", ("gpt", "wide-deep", "face-resnet50"), "train", ("amp-bf16", "amp-fp16"))
+@covers("torch", ("gpt", "wide-deep", "face-resnet50"), "infer", ("fp32",) + TORCH_LOW)
+@pytest.mark.slow(reason="76 declared torch combinations no other test runs, case after case in "
+                         "one worker: one process for all of them, where a test each would pay "
+                         "76 interpreter starts and torch imports")
+def test_torch_matrix(tmp_path: Path) -> None:
+    results = run_matrix(test_torch_matrix, tmp_path)
+    casts = {r["case"]["precision"]: r["info"].get("cast_dtype") for r in results
+             if r["case"]["precision"] in ("bf16", "fp16")}
+    assert casts == {"bf16": "bfloat16", "fp16": "float16"}
+
+
+@covers("onnxruntime", "resnet50", "infer", "fp16")
+@covers("onnxruntime", ORT_MODELS, "infer", ORT_ALL)
+@pytest.mark.slow(reason="from an empty cache it first exports and quantizes 22 ONNX files, the "
+                         "deep ResNet-101/152 and GoogLeNet graphs most of it; seconds once "
+                         "they are in the shared cache")
+def test_onnxruntime_matrix(tmp_path: Path) -> None:
+    run_matrix(test_onnxruntime_matrix, tmp_path)
+
+
+@covers("jax", RESNET_BERT, "infer", ("fp32", "amp-bf16"))
+@covers("jax", "resnet50", "train", "amp-bf16")
+@covers("jax", "bert-base", "train", "fp32")
+@covers("jax", "gpt", "train", "fp32")
+@covers("jax", "gpt", "infer", ("fp32", "amp-bf16"))
+@covers("jax", "wide-deep", ("train", "infer"), "amp-bf16")
+def test_jax_matrix(tmp_path: Path) -> None:
+    run_matrix(test_jax_matrix, tmp_path)
+
+
+@covers("tensorflow", RESNET_BERT, "infer", ("fp32", "amp-bf16", "amp-fp16"))
+@covers("tensorflow", "resnet50", "train", ("amp-bf16", "amp-fp16"))
+@covers("tensorflow", "bert-base", "train", ("fp32", "amp-fp16"))
+def test_tensorflow_matrix(tmp_path: Path) -> None:
+    run_matrix(test_tensorflow_matrix, tmp_path)
+
+
+@covers("tensorflow1", RESNET_BERT, "infer", "fp32")
+def test_tensorflow1_matrix(tmp_path: Path) -> None:
+    run_matrix(test_tensorflow1_matrix, tmp_path)
+
+
+@covers("paddle", RESNET_BERT, "infer", "fp32")
+def test_paddle_matrix(tmp_path: Path) -> None:
+    run_matrix(test_paddle_matrix, tmp_path)
+
+
+@covers("mxnet", "bert-base", "infer", "fp32")
+@covers("mxnet", "resnet50", "infer", "amp-bf16")
+def test_mxnet_matrix(tmp_path: Path) -> None:
+    run_matrix(test_mxnet_matrix, tmp_path)
+
+
+@covers("mindspore", "resnet50", "infer", "fp32")
+def test_mindspore_matrix(tmp_path: Path) -> None:
+    run_matrix(test_mindspore_matrix, tmp_path)
+
+
+@covers("oneflow", "bert-base", "infer", "fp32")
+def test_oneflow_matrix(tmp_path: Path) -> None:
+    run_matrix(test_oneflow_matrix, tmp_path)
+
+
+INFER_TINY = ["--model", "resnet50", "--image-size", "32", "--warmup-steps", "2", "--steps", "5",
+              "--batch-sizes", "2", "--repeats", "1"]
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "tensorflow1", "paddle", "jax"])
+def test_dlperf_infer_end_to_end(framework: str, tmp_path: Path) -> None:
+    """`dlperf infer` in each framework that declares inference and has no infer test of its
+    own: an ``ok`` result with every latency percentile present, ordered and consistent with
+    the throughput (tests/studies/test_infer.py's check)."""
+    pinned_env(framework)
+    out = tmp_path / "r.json"
+    proc = dlperf("infer", "--framework", framework, *INFER_TINY, "--db", str(tmp_path / "r.db"),
+                  "--json", str(out), timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = load(out)
+    check_latency(result, 2)
+    assert result["case"]["task"] == "infer" and result["latency_ms"]["n"] == 5
+    assert result["env"]["worker"]["framework"]["task"] == "infer"
+
+
+@covers("torch", "bert-base", "train", "fp32")
+def test_torch_compile_training(tmp_path: Path) -> None:
+    """torch.compile *training* (the compiled forward, backward and optimizer step) through
+    `dlperf run --compile`: ok, finite losses that move, recorded as torch.compile."""
+    out = tmp_path / "r.json"
+    proc = dlperf("run", *TINY_BERT[:-4], *tiny_nets(1)["bert-base"][6:], "--compile",
+                  "--warmup-steps", "1", "--steps", "3", "--repeats", "1",
+                  "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = load(out)
+    assert result["status"] == "ok", result["error"]
+    assert result["case"]["compile"] is True and result["case"]["task"] == "train"
+    info = result["env"]["worker"]["framework"]
+    assert info["compile"] is True
+    first, last = result["loss"]["first"][0], result["loss"]["last"][0]
+    assert math.isfinite(first) and math.isfinite(last) and first != last

@@ -1,0 +1,336 @@
+"""`dlperf collectives`: nccl-tests' bus bandwidth factors and the latency-bandwidth fit checked
+against hand calculations; the size parser and the refusals through the command line (one line,
+exit 2, nothing stored); the store's rows and the model read back; then real jobs on 2 processes
+at tiny sizes through every framework's own collective path into a real SQLite file, and torch's
+across two emulated hosts over a shaped link. The jobs' checks are of behaviour (what was
+stored, what crossed the hosts), never of speed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from conftest import TAG, assert_nothing_left, dlperf, dlperf_main, load
+from dlperf import collective_model
+from dlperf.collective_model import Key, NoModel
+from dlperf.errors import UsageError
+from dlperf.spec import frameworks
+from dlperf.store import Store
+from dlperf.studies import collectives as study
+from dlperf.worker.collectives import bus_factor, elements
+
+KIB = 1024
+TINY = ["--sizes", "4K:64K", "--iters", "3", "--warmup", "1"]
+TINY_SIZES = [4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB]
+
+
+# ------------------------------------------------------------------------------------------------
+# arithmetic, by hand
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("op, ranks, factor", [
+    ("allreduce", 2, 1.0), ("allreduce", 4, 1.5), ("allreduce", 8, 1.75),
+    ("allgather", 2, 0.5), ("allgather", 4, 0.75), ("reducescatter", 8, 0.875),
+    ("broadcast", 2, 1.0), ("broadcast", 16, 1.0), ("pushpull", 4, 1.0)])
+def test_bus_bandwidth_factors_are_nccl_tests(op, ranks, factor):
+    # allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n, broadcast 1 (PERFORMANCE.md)
+    assert bus_factor(op, ranks) == factor
+
+
+@pytest.mark.parallel
+def test_an_unknown_operation_has_no_factor():
+    with pytest.raises(ValueError, match="alltoall"):
+        bus_factor("alltoall", 2)
+
+
+@pytest.mark.parallel
+def test_message_elements_are_whole_and_shard_evenly():
+    assert elements("allreduce", 4096, 3) == 1024
+    assert elements("allgather", 4096, 3) == 1023  # 341 per rank
+    assert elements("reducescatter", 16, 8) == 0  # 4 elements cannot give 8 ranks one each
+
+
+@pytest.mark.parallel
+def test_the_fit_recovers_an_exact_alpha_beta_line():
+    alpha, beta = 20e-6, 1 / 2e9  # 20 us, 2 GB/s
+    sizes = [2 ** k for k in range(12, 27)]
+    fit = collective_model.fit(sizes, [alpha + m * beta for m in sizes])
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-9)
+    assert fit.beta_s == pytest.approx(beta, rel=1e-9)
+    assert fit.max_error == pytest.approx(0, abs=1e-9)
+
+
+@pytest.mark.parallel
+def test_the_fit_weights_each_size_by_its_own_time():
+    """Three points off any line: the weighted normal equations solved by Cramer's rule, in
+    exact fractions, with rows (1/t, m/t) and right-hand side 1."""
+    sizes, times = [1000, 2000, 4000], [3e-6, 4e-6, 7e-6]
+    rows = [(1 / Fraction(t).limit_denominator(10 ** 9), Fraction(m) / Fraction(t)
+             .limit_denominator(10 ** 9)) for m, t in zip(sizes, times)]
+    saa = sum(a * a for a, _ in rows)
+    sab = sum(a * b for a, b in rows)
+    sbb = sum(b * b for _, b in rows)
+    sa, sb = sum(a for a, _ in rows), sum(b for _, b in rows)
+    det = saa * sbb - sab * sab
+    alpha, beta = (sbb * sa - sab * sb) / det, (saa * sb - sab * sa) / det
+    assert alpha > 0 and beta > 0  # the unconstrained solution stands
+    fit = collective_model.fit(sizes, times)
+    assert fit.alpha_s == pytest.approx(float(alpha), rel=1e-9)
+    assert fit.beta_s == pytest.approx(float(beta), rel=1e-9)
+    errors = sorted(abs((float(alpha) + float(beta) * m) / t - 1) for m, t in zip(sizes, times))
+    assert fit.median_error == pytest.approx(errors[1]) and fit.max_error == pytest.approx(
+        errors[2])
+
+
+@pytest.mark.parallel
+def test_a_shrinking_time_fits_latency_alone():
+    """t = 2, 1 at m = 1, 2: the exact line has beta = -1; alpha alone, sum(1/t) / sum(1/t^2) =
+    1.5 / 1.25 = 1.2 (squared relative residuals 0.16 + 0.04), beats beta alone (2.5 / 4.25,
+    residuals 0.53): relative errors 0.4 and 0.2."""
+    fit = collective_model.fit([1, 2], [2.0, 1.0])
+    assert (fit.alpha_s, fit.beta_s) == (pytest.approx(1.2), 0.0)
+    assert fit.median_error == pytest.approx(0.3) and fit.max_error == pytest.approx(0.4)
+
+
+@pytest.mark.parallel
+def test_one_size_cannot_fit_two_parameters():
+    with pytest.raises(ValueError, match="two or more"):
+        collective_model.fit([4096, 4096], [1e-5, 2e-5])
+
+
+@pytest.mark.parallel
+def test_a_size_summary_is_nccl_tests_algbw_and_busbw():
+    """Times 1..5 us for 4096 bytes on 4 ranks: median 3 us, numpy's linear 10th and 90th
+    percentiles 1.4 and 4.6 us; algbw 4096 / 3e-6 B/s, busbw x 1.5 for an all-reduce."""
+    out = study.summary([1e-6, 2e-6, 3e-6, 4e-6, 5e-6], "allreduce", 4096, 4)
+    assert out["time_us"] == pytest.approx(3.0)
+    assert (out["time_p10_us"], out["time_p90_us"]) == (pytest.approx(1.4), pytest.approx(4.6))
+    assert out["algbw_gbs"] == pytest.approx(4096 / 3e-6 / 1e9)
+    assert out["busbw_gbs"] == pytest.approx(1.5 * 4096 / 3e-6 / 1e9)
+
+
+# ------------------------------------------------------------------------------------------------
+# what the flags may say
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("text, sizes", [
+    ("4K:64K", tuple(TINY_SIZES)), ("4K,1M,4K", (4096, 2 ** 20)), ("12,4", (4, 12)),
+    ("1K:3K", (1024, 2048)), ("64KiB,1MB", (65536, 2 ** 20))])
+def test_sizes_parse(text, sizes):
+    assert study.parse_sizes(text) == sizes
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("text, why", [
+    ("abc", "not a size"), ("1023", "multiple of 4"), ("8G", "4G"), ("4K:2K", "downwards"),
+    ("4K", "one size"), ("4K,4K", "one size"), ("4K,", "not a size")])
+def test_bad_sizes_are_refused(text, why):
+    with pytest.raises(UsageError, match=why):
+        study.parse_sizes(text)
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("flags, words", [
+    (["--sizes", "4X"], "--sizes: '4X' is not a size"),
+    (["--nproc", "1"], "--nproc: 1 process(es) on 1 node(s) exchange nothing"),
+    (["--ops", "pushpull"], "--ops: torch gloo has no 'pushpull'; it has allreduce"),
+    (["--ops", "alltoall"], "(dlperf knows allreduce"),
+    (["--framework", "tensorflow1", "--ops", "allgather"], "tensorflow1 ring has no 'allgather'"),
+    (["--framework", "onnxruntime"], "the onnxruntime backend has no collective path"),
+    (["--path", "mpi"], "--path: torch has no collective path 'mpi'; it has gloo, nccl"),
+    (["--nproc", "2", "--sizes", "4,8", "--ops", "allgather", "--nnodes", "2",
+      "--master-addr", "127.0.0.1"], "less than one float32 element per rank on 4 ranks"),
+    (["--iters", "0"], "--iters: 0 must be 1 or more"),
+    (["--link", "1gbit"], "--link: 1gbit shapes the links between emulated hosts"),
+])
+def test_bad_input_is_one_line_exit_2_and_stores_nothing(tmp_path, flags, words):
+    db = tmp_path / "c.db"
+    proc = dlperf_main("collectives", *flags, "--db", str(db))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dlperf collectives: error: "), proc.stderr
+    assert words in lines[0]
+    assert not db.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# the store and the model, on constructed rows
+# ------------------------------------------------------------------------------------------------
+
+def constructed_rows(op: str, alpha: float, beta: float, **key) -> list[dict]:
+    rows = []
+    for nbytes in TINY_SIZES:
+        t = alpha + nbytes * beta
+        row = {"framework": "torch", "path": "gloo", "env": "", "device": "cpu", "nproc": 2,
+               "nnodes": 1, "link": None, "emulated": 0, "host": "h", "op": op,
+               "bytes": nbytes, "iters": 3, "warmup": 1, "times": [t] * 3,
+               "detail": {"framework_version": "x"}, **study.summary([t] * 3, op, nbytes, 2)}
+        rows.append({**row, **key})
+    return rows
+
+
+@pytest.mark.parallel
+def test_the_newest_run_of_a_key_is_its_model(tmp_path):
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        first = store.add_collectives(constructed_rows("allreduce", 50e-6, 1e-9))
+        second = store.add_collectives(constructed_rows("allreduce", 30e-6, 2e-9)
+                                       + constructed_rows("broadcast", 10e-6, 1e-9))
+        store.add_collectives(constructed_rows("allreduce", 5e-6, 1e-10, link="1gbit",
+                                               nnodes=2, nproc=1, emulated=1))
+    assert (first, second) == (1, 2)
+    model = collective_model.model_for(db, Key("torch", "gloo", "allreduce", 2))
+    assert model.run == 2 and model.alpha_us == pytest.approx(30.0)
+    assert model.busbw_gbs == pytest.approx(1.0 / 2e-9 / 1e9)  # factor 1 on 2 ranks
+    assert model.seconds(2 ** 20) == pytest.approx(30e-6 + 2 ** 20 * 2e-9)
+    emulated = collective_model.model_for(db, Key("torch", "gloo", "allreduce", 1, 2, "1gbit"))
+    assert emulated.run == 3 and emulated.emulated
+    with Store(db, readonly=True) as store:
+        assert len(collective_model.models(store)) == 3
+        stored = store.collectives("run=2 AND op='broadcast'")
+    assert [row["bytes"] for row in stored] == TINY_SIZES
+    assert stored[0]["times"] == [10e-6 + 4096e-9] * 3
+
+
+@pytest.mark.parallel
+def test_a_missing_model_names_the_command_that_measures_it(tmp_path):
+    key = Key("jax", "gloo", "allgather", 2, 2, "100mbit")
+    with pytest.raises(NoModel) as missing:
+        collective_model.model_for(tmp_path / "none.db", key)
+    assert str(missing.value).endswith(
+        "measure it with `dlperf collectives --framework jax --path gloo --ops allgather "
+        f"--nproc 2 --emulate-hosts 2 --link 100mbit --db {tmp_path / 'none.db'}`")
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add_collectives(constructed_rows("allreduce", 50e-6, 1e-9))
+    with pytest.raises(NoModel, match="no collective model of jax gloo allgather"):
+        collective_model.model_for(db, key)
+
+
+@pytest.mark.parallel
+def test_a_damaged_row_is_one_line(tmp_path):
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add_collectives(constructed_rows("allreduce", 50e-6, 1e-9))
+        store.db.execute("UPDATE collectives SET time_us='fast' WHERE id=2")
+        store.db.commit()
+    proc = dlperf_main("collectives", "--show", "--db", str(db))
+    assert proc.returncode == 2
+    assert "collectives row 2 has a malformed time_us" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# real jobs
+# ------------------------------------------------------------------------------------------------
+
+def measure(tmp_path: Path, *flags: str) -> tuple[dict, Path]:
+    """One `dlperf collectives` job into a fresh database: its JSON, checked to have run, and
+    the database; nothing it started is left running."""
+    db, out, tag = tmp_path / "c.db", tmp_path / "c.json", uuid.uuid4().hex
+    proc = dlperf("collectives", *flags, *TINY, "--db", str(db), "--json", str(out),
+                  env={TAG: tag}, timeout=600)
+    assert_nothing_left(tag)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    return load(out), db
+
+
+def check_stored(measured: dict, db: Path, key: Key, ops: tuple[str, ...]) -> None:
+    """Every operation at every size stored once under the job's run, with its iterations'
+    times (each the slowest rank's), nccl-tests' bandwidths, and a model that reads back."""
+    assert measured["status"] == "ok" and measured["run"] == 1
+    with Store(db, readonly=True) as store:
+        rows = store.collectives()
+    assert [(row["op"], row["bytes"]) for row in rows] == [
+        (op, size) for op in ops for size in TINY_SIZES]
+    for row in rows:
+        assert (row["framework"], row["path"], row["nproc"], row["nnodes"], row["link"]) == (
+            key.framework, key.path, key.nproc, key.nnodes, key.link)
+        assert len(row["times"]) == 3 and all(t > 0 for t in row["times"])
+        assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * bus_factor(
+            row["op"], key.ranks))
+        assert row["algbw_gbs"] == pytest.approx(row["bytes"] / row["time_us"] / 1e3)
+        assert row["detail"]["framework_version"]
+    for op in ops:
+        model = collective_model.model_for(db, Key(**{**vars(key), "op": op}))
+        assert model.run == 1 and model.sizes == tuple(TINY_SIZES)
+        assert model.fit.alpha_s >= 0 and model.fit.beta_s >= 0
+    assert [m["key"]["op"] for m in measured["models"]] == list(ops)
+
+
+@pytest.mark.spans_cores
+def test_torch_gloo_on_two_processes_is_stored_and_fitted(tmp_path):
+    measured, db = measure(tmp_path)
+    key = Key("torch", "gloo", "allreduce", 2)
+    check_stored(measured, db, key, ("allreduce", "allgather", "broadcast"))
+    assert measured["launch"]["launcher"] == "torchrun"
+    assert measured["facts"]["backend"] == "gloo"
+    with Store(db, readonly=True) as store:
+        rows = store.collectives()
+    assert {(row["emulated"], row["host"]) for row in rows} == {(0, socket.gethostname())}
+    shown = dlperf("collectives", "--show", "--db", str(db), check=True).stdout
+    assert "allgather" in shown and "broadcast" in shown
+
+
+#: (framework, path, its operations measured) of every other path a backend declares on a CPU
+OTHER_PATHS = [
+    ("torch", "horovod", ("allreduce", "allgather", "reducescatter", "broadcast")),
+    ("torch", "horovod-mpi", ("allreduce",)),
+    ("jax", "gloo", ("allreduce", "allgather", "reducescatter")),
+    ("paddle", "gloo", ("allreduce", "allgather", "broadcast")),
+    ("tensorflow", "ring", ("allreduce", "allgather")),
+    ("tensorflow1", "ring", ("allreduce",)),
+    ("tensorflow1", "horovod", ("allreduce", "allgather", "broadcast")),
+    ("tensorflow1", "horovod-mpi", ("allreduce",)),
+    ("oneflow", "cpu", ("allreduce", "allgather", "broadcast")),
+    ("mindspore", "mccl", ("allreduce", "allgather", "broadcast")),
+    ("mxnet", "kvstore", ("pushpull",)),
+    ("mxnet", "horovod", ("allreduce", "allgather", "broadcast")),
+    ("mxnet", "horovod-mpi", ("allreduce",)),
+]
+
+
+@pytest.mark.spans_cores
+@pytest.mark.parametrize("framework, path, ops", OTHER_PATHS,
+                         ids=[f"{fw}-{path}" for fw, path, _ in OTHER_PATHS])
+def test_each_framework_path_on_two_processes(tmp_path, framework, path, ops):
+    measured, db = measure(tmp_path, "--framework", framework, "--path", path, "--ops",
+                           ",".join(ops))
+    check_stored(measured, db, Key(framework, path, ops[0], 2), ops)
+
+
+@pytest.mark.parallel
+def test_every_declared_path_is_run_by_a_test():
+    """A path a backend declares is measured above (on a CPU) or in tests/gpu (CUDA)."""
+    declared = {(fw, p.name, p.device) for fw in frameworks() if fw in study.with_paths()
+                for p in study.paths_of(fw)}
+    assert declared == {("torch", "gloo", "cpu"), ("torch", "nccl", "cuda")} | {
+        (fw, path, "cpu") for fw, path, _ in OTHER_PATHS}
+    gpu_tests = (Path(__file__).parents[1] / "gpu" / "test_gpu.py").read_text()
+    assert '"collectives", "--path", "nccl"' in gpu_tests
+
+
+@pytest.mark.spans_cores
+def test_torch_across_two_emulated_hosts_over_a_shaped_link(tmp_path):
+    from two_hosts import skip_without_emulation
+
+    skip_without_emulation()
+    measured, db = measure(tmp_path, "--nproc", "1", "--emulate-hosts", "2", "--link",
+                           "100mbit", "--ops", "allreduce")
+    key = Key("torch", "gloo", "allreduce", 1, 2, "100mbit")
+    check_stored(measured, db, key, ("allreduce",))
+    with Store(db, readonly=True) as store:
+        rows = store.collectives()
+    assert {(row["emulated"], row["host"]) for row in rows} == {(1, "dlperf-h0")}
+    # every timed and untimed all-reduce crossed the hosts: each sent at least its share
+    hosts = measured["emulated_hosts"]["hosts"]
+    assert measured["emulated_hosts"]["link"] == "100mbit"
+    least = sum(TINY_SIZES) * 4 // 2  # (3 timed + 1 warm-up) x half of each message
+    assert all(host["tx_bytes"] >= least for host in hosts), json.dumps(hosts)

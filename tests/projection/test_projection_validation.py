@@ -1,0 +1,138 @@
+"""The check of `dlperf project` (benchmarks/projection_validation.py): which results a shaped
+2-host case is projected from (never one at its own rate), and the link it is given, on
+constructed results; and the one-host check on real torch runs at tiny shapes: a 2-process case
+projected from the 1-process one with the overlap and overhead taken from a 2-process case at
+another batch size, and `--overlap-from` at another batch refused where that batch has no
+1-device result of its own."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import dlperf
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import projection_validation as pv  # noqa: E402
+
+PARAMS = 25_557_032  # ResNet-50: 102,228,128 bytes of fp32 gradients
+
+
+def two_hosts(link: str | None, allreduce_s: float | None) -> dict:
+    """A 2-host result as stored, cut to what the choice reads: its link and its ranks' probe."""
+    ranks = [{"rank": r, "allreduce_s": [allreduce_s] * 3 if allreduce_s else []}
+             for r in (0, 1)]
+    return {"case": {"framework": "torch", "devices": 1, "nnodes": 2, "link": link},
+            "model": {"params": PARAMS}, "ranks": ranks, "status": "ok"}
+
+
+SHAPED = {rate: two_hosts(rate, probe) for rate, probe in
+          (("10gbit", 0.42), ("1gbit", 1.159), ("100mbit", 9.064))}
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("target, source", [("10gbit", "100mbit"), ("1gbit", "100mbit"),
+                                            ("100mbit", "1gbit")])
+def test_the_window_comes_from_the_slowest_other_rate(target, source):
+    chosen = pv.window_source(SHAPED[target], list(SHAPED.values()))
+    assert chosen is SHAPED[source]
+    assert pv.window_source(SHAPED[target], [SHAPED[target]]) is None  # never its own
+
+
+@pytest.mark.parallel
+def test_the_wire_is_the_gradients_at_the_links_tcp_payload():
+    # 102,228,128 bytes at 1 Gbit/s x 1448/1514: 0.8551 s
+    assert pv.wire_s(SHAPED["1gbit"], 1e9) == pytest.approx(
+        4 * PARAMS * 8 / (1e9 * 1448 / 1514))
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("path, target, source", [
+    (0.372, "10gbit", "1gbit"), (0.372, "1gbit", "10gbit"), (0.372, "100mbit", "1gbit"),
+    (0.097, "100mbit", "10gbit")])
+def test_the_paths_serial_share_comes_from_the_other_rate_nearest_the_path(path, target,
+                                                                           source):
+    # the wires: 0.0855 s at 10 Gbit/s, 0.855 s at 1 Gbit/s, 8.55 s at 100 Mbit/s; a 0.372 s
+    # path is 2.3x the 1 Gbit/s one and 4.4x the 10 Gbit/s one, a 0.097 s path nearest 10 Gbit/s
+    chosen = pv.serial_source(SHAPED[target], list(SHAPED.values()), path)
+    assert chosen is SHAPED[source]
+    without_probe = [two_hosts("10gbit", None), SHAPED["100mbit"], SHAPED["1gbit"]]
+    assert pv.serial_source(SHAPED["1gbit"], without_probe, 0.372) is SHAPED["100mbit"]
+
+
+@pytest.mark.parallel
+def test_the_link_given_for_a_target_is_wire_and_path_with_the_others_serial_share():
+    unshaped = two_hosts(None, 0.372)
+    rate, how = pv.links_of(SHAPED["1gbit"], unshaped, list(SHAPED.values()))
+    wire_1g, wire_10g = pv.wire_s(SHAPED["1gbit"], 1e9), pv.wire_s(SHAPED["10gbit"], 1e10)
+    serial = (0.42 - wire_10g) / 0.372  # read at 10 Gbit/s, never at 1 Gbit/s
+    seconds = wire_1g + serial * 0.372
+    assert rate == f"{4 * PARAMS * 8 / seconds / 1e6:.0f}mbit@0us"
+    assert how == (f"wire {wire_1g * 1e3:.0f} ms + path 372 ms x {serial:.0%} in series "
+                   f"(from 10gbit)")
+SWEEP = """\
+name: one-host-tiny
+defaults: {framework: torch, model: resnet50, device: cpu, image_size: 32, threads: 1,
+           warmup_steps: 1, steps: 2, repeats: 2}
+matrix:
+  devices: [1, 2]
+  batch_size: [2, 4]
+"""
+
+
+@pytest.mark.spans_cores
+def test_one_host_validation_projects_the_larger_batch_from_the_smaller(tmp_path):
+    db = tmp_path / "oh.db"
+    (tmp_path / "s.yaml").write_text(SWEEP)
+    dlperf("sweep", str(tmp_path / "s.yaml"), "--db", str(db), check=True)
+    md = tmp_path / "v.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
+                           "--db", str(db), "--one-host", "--sweep", "one-host-tiny",
+                           "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = [line for line in md.read_text().splitlines() if line.startswith("| torch ")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "one host"
+    assert float(cells[3]) > 0  # measured
+    assert cells[7].startswith("its probe at batch 2")  # no collective model stored: the probe
+    # the overhead, measured from the batch-2 pair: a share, and as a fixed time where > 0
+    assert re.fullmatch(r"0%|\d+% \(\d+% fixed\)", cells[9]), cells[9]
+    assert re.fullmatch(r"\d+ ms|—", cells[8]), cells[8]  # the window
+    assert "1 cases: median |error|" in proc.stdout
+
+    # the 2-process batch-4 run as the overlap's source of a batch-2 start is fine (batch 4 has
+    # its own 1-process run); with that 1-process run gone it is refused in one line
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT id, case_json FROM runs").fetchall()
+    con.close()
+    ids = {(json.loads(case)["devices"], json.loads(case)["batch_size"]): str(i)
+           for i, case in rows}
+    one_b2, two_b4, one_b4 = ids[1, 2], ids[2, 4], ids[1, 4]
+    ok = dlperf("project", one_b2, "--db", str(db), "--devices-per-node", "2", "--intra",
+                "10gbit", "--overlap-from", two_b4, "--no-store")
+    assert ok.returncode == 0, ok.stderr
+    # the overhead from another batch than the window's: refused in one line
+    mixed = dlperf("project", one_b2, "--db", str(db), "--devices-per-node", "2", "--intra",
+                   "10gbit", "--overlap-from", two_b4, "--overhead-from", ids[2, 2],
+                   "--no-store")
+    assert mixed.returncode == 2
+    assert mixed.stderr.startswith("dlperf project: error: --overhead-from:")
+    assert "name two of the same batch" in mixed.stderr
+    assert len(mixed.stderr.strip().splitlines()) == 1
+    with sqlite3.connect(db) as con:  # the batch-4 1-process run gone
+        con.execute("DELETE FROM runs WHERE id = ?", (int(one_b4),))
+    con.close()
+    refused = dlperf("project", one_b2, "--db", str(db), "--devices-per-node", "2", "--intra",
+                     "10gbit", "--overlap-from", two_b4, "--no-store")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("dlperf project: error: --overlap-from:")
+    assert "no 1-device result of its own configuration" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

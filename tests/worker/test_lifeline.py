@@ -1,0 +1,70 @@
+"""A killed harness takes everything it started with it, grandchildren included, without
+preexec_fn: the worker and `dlperf external`'s lifeline arrange their own death."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+# measures nothing and asserts nothing about time: `make test` runs it beside another
+pytestmark = pytest.mark.parallel
+
+MARK = "301.4159"  # a sleep nobody else runs
+
+
+def leftovers() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if MARK in " ".join(proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def test_sigkilled_external_harness_leaves_no_grandchild(tmp_path):
+    script = ("import subprocess, time\n"
+              f"subprocess.Popen(['sleep', '{MARK}'])\n"
+              f"time.sleep({MARK})\n")
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "dlperf.cli", "external", "--name", "sleeper", "--metric",
+         r"rate ([\d.]+)", "--repeats", "1", "--db", str(tmp_path / "r.db"), "--",
+         sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp_path)})  # a SIGKILLed harness leaves its folder
+    def grandchild_started() -> bool:
+        return any(p.info["cmdline"] == ["sleep", MARK] for p in leftovers())
+
+    deadline = time.monotonic() + 60
+    while not grandchild_started() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert grandchild_started(), "the command never started its grandchild"
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    deadline = time.monotonic() + 15
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    alive = leftovers()
+    for proc in alive:
+        proc.kill()
+    assert not alive, [p.info["cmdline"] for p in alive]
+
+
+def test_lifeline_passes_the_commands_exit_and_signal_through():
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "src"))
+    done = subprocess.run([sys.executable, "-m", "dlperf.worker.lifeline", "--", sys.executable,
+                           "-c", "import sys; print('hi'); sys.exit(3)"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "hi\n")
+    done = subprocess.run([sys.executable, "-m", "dlperf.worker.lifeline", "--", sys.executable,
+                           "-c", "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"],
+                          env=env, timeout=60)
+    assert done.returncode == -signal.SIGABRT
+    # SIGKILL takes no handler: passed through all the same (a killed emulated host's node)
+    done = subprocess.run([sys.executable, "-m", "dlperf.worker.lifeline", "--", sys.executable,
+                           "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                          env=env, timeout=60)
+    assert done.returncode == -signal.SIGKILL
