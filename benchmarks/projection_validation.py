@@ -10,11 +10,14 @@ result at the slowest other rate (its all-reduce is long enough to be exposed pa
     python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
 
 On one host (`--one-host`, sweeps/projection-one-host.yaml): each framework's 2-process case at
-the larger batch projected from its 1-process case at that batch, the overlap and the
-multi-process overhead from its 2-process case at the smaller batch (set against its own
-1-process case), the link between the processes the framework's stored all-reduce model (`dlperf
-collectives --nproc 2` into the same database) or else that smaller-batch case's own gradient
-probe.
+the largest batch projected from its 1-process case at that batch, the overlap window from its
+2-process case at the next smaller batch (set against its own 1-process case), the multi-process
+overhead fitted as a fixed time plus a share through the 2-process cases at that batch and the
+one below it where both batches are stored with their 1-process cases (else, as an older
+database holds two batch sizes only, from the window's case alone: a share, its fixed-time
+reading beside it; the table's overhead column says which), the link between the processes the
+framework's stored all-reduce model (`dlperf collectives --nproc 2` into the same database) or
+else the window's case's own gradient probe.
 
     python benchmarks/projection_validation.py --db one-host.db --one-host
 
@@ -84,12 +87,17 @@ def window_text(row: dict[str, Any]) -> str:
     return f"{overlap['window_s'] * 1e3:.0f} ms{where}"
 
 
-def overhead_text(overlap: dict[str, Any]) -> str:
-    """The overhead's share of the step, and its reading as a fixed time where it differs."""
+def overhead_text(overlap: dict[str, Any], batches: list[int] | None = None) -> str:
+    """The overhead's share of the step, and its reading as a fixed time where it differs; or,
+    fitted, its fixed time plus its share; and (``batches``, on one host) the batch sizes it
+    was read at: one, or the two of the fit."""
+    at = f" (batch {'+'.join(map(str, batches))})" if batches else ""
+    if overlap.get("overhead_s") is not None:
+        return f"{overlap['overhead_s'] * 1e3:.0f} ms + {overlap.get('overhead', 0):.0%} fit{at}"
     text = f"{overlap.get('overhead', 0):.0%}"
     if overlap.get("overhead_fixed") is not None and overlap.get("overhead"):
         text += f" ({overlap['overhead_fixed']:.0%} fixed)"
-    return text
+    return text + at
 
 
 def rate_of(result: dict[str, Any]) -> int | None:
@@ -186,15 +194,20 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
 
 
 def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
-                     source: dict[str, Any]) -> dict[str, Any]:
+                     source: dict[str, Any], fit: dict[str, Any] | None = None
+                     ) -> dict[str, Any]:
     """The 2-process ``target`` from the 1-process ``start`` at its batch, the overlap and the
-    overhead from ``source`` (2 processes at another batch)."""
+    overhead from ``source`` (2 processes at another batch); with ``fit`` (2 processes at a
+    third batch) the overhead fitted through ``fit`` and ``source``."""
     case = target["case"]
+    fitting = ["--overhead-from", str(fit["run_id"]), "--overhead-from",
+               str(source["run_id"])] if fit is not None else []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.json"
         base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
                 str(db), "--devices-per-node", str(case["devices"]), "--nnodes", "1",
-                "--overlap-from", str(source["run_id"]), "--no-store", "--json", str(out)]
+                "--overlap-from", str(source["run_id"]), *fitting, "--no-store", "--json",
+                str(out)]
         proc = subprocess.run([*base, "--intra", "measured"], capture_output=True, text=True)
         how = "its stored all-reduce model"
         if proc.returncode == 2 and "no collective model" in proc.stderr:
@@ -208,29 +221,45 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
         if proc.returncode != 0:
             raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
         made = json.loads(out.read_text())
-    return validated(target, made, "native", "one host", how)
+    row = validated(target, made, "native", "one host", how)
+    row["overhead_from"] = sorted(r["case"]["batch_size"] for r in (fit, source)
+                                  if r is not None)
+    return row
 
 
-def one_host_rows(db: Path, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    def at(framework: str, devices: int, batch: int) -> dict[str, Any] | None:
+def one_host_sources(found: list[dict[str, Any]], framework: str) -> dict[str, Any] | None:
+    """The results a framework's one-host check reads: the 1- and 2-process cases at its
+    largest batch (start, target), the 2-process case at the next smaller batch (the window's
+    and the overhead's source) and, where the batch below that is stored on 1 and 2 processes,
+    its 2-process case (the overhead's second batch: ``fit``, else None); None where a needed
+    case is missing."""
+    def at(devices: int, batch: int) -> dict[str, Any] | None:
         return next((r for r in reversed(found) if r["case"]["framework"] == framework
                      and scaling.total_devices(r["case"]) == devices
                      and r["case"]["batch_size"] == batch), None)
 
+    batches = sorted({r["case"]["batch_size"] for r in found
+                      if r["case"]["framework"] == framework})
+    if len(batches) < 2:
+        return None
+    large, window = batches[-1], batches[-2]
+    chosen = {"start": at(1, large), "target": at(2, large), "source": at(2, window)}
+    if any(v is None for v in chosen.values()) or at(1, window) is None:
+        return None
+    below = batches[-3] if len(batches) > 2 else None
+    fit = at(2, below) if below is not None and at(1, below) is not None else None
+    return {**chosen, "fit": fit}
+
+
+def one_host_rows(db: Path, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for framework in dict.fromkeys(r["case"]["framework"] for r in found):
-        batches = sorted({r["case"]["batch_size"] for r in found
-                          if r["case"]["framework"] == framework})
-        if len(batches) < 2:
-            print(f"{framework}: one batch size only; left out", file=sys.stderr)
+        chosen = one_host_sources(found, framework)
+        if chosen is None:
+            print(f"{framework}: one batch size only, or a 1- or 2-process case is missing; "
+                  f"left out", file=sys.stderr)
             continue
-        small, large = batches[0], batches[-1]
-        start, target = at(framework, 1, large), at(framework, 2, large)
-        source = at(framework, 2, small)
-        if start is None or target is None or source is None or at(framework, 1, small) is None:
-            print(f"{framework}: a 1- or 2-process case is missing; left out", file=sys.stderr)
-            continue
-        rows.append(project_one_host(db, start, target, source))
+        rows.append(project_one_host(db, **chosen))
     return rows
 
 
@@ -274,7 +303,8 @@ def main() -> int:
         lines.append(f"| {row['framework']} | {row['engine']} | {row['link']} | "
                      f"{row['measured']:.2f} | {p['value']:.2f} ({p['low']:.2f}–{p['high']:.2f}) "
                      f"| {row['error']:+.1%} | {'yes' if row['inside'] else 'no'} | "
-                     f"{row['links']} | {window_text(row)} | {overhead_text(row['overlap'])} |")
+                     f"{row['links']} | {window_text(row)} | "
+                     f"{overhead_text(row['overlap'], row.get('overhead_from'))} |")
     text = "\n".join(lines)
     print(text)
     if rows:

@@ -3,7 +3,7 @@
 A data-parallel step on N devices is the 1-device step (each device computes its own batch)
 plus the part of the gradient all-reduce the backward pass does not hide:
 
-    step(N) = compute x (1 + overhead) + max(0, allreduce(N) - window)
+    step(N) = compute + overhead(compute) + max(0, allreduce(N) - window)
 
 * ``compute``: the measured 1-device step (batch / throughput), with the measurement's interval.
 * ``allreduce(N)``: the gradients (parameters x bytes per gradient element) cut into buckets,
@@ -17,7 +17,8 @@ plus the part of the gradient all-reduce the backward pass does not hide:
   (their steps against the 1-device step and their all-reduce); never assumed: without one,
   the interval spans no overlap to full overlap and says so.
 * ``overhead``: what several processes cost beyond that (contention for a shared host,
-  per-step coordination), a share of the step, from the same results.
+  per-step coordination): a share of the step, from the same results, or, from results at two
+  batch sizes, a fixed time per step plus a share (:func:`overhead_fit`).
 
 Every projected figure carries an interval: the 1-device measurement's, the links' fit error and
 the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
@@ -185,6 +186,37 @@ class Span:
 
 
 @dataclass(frozen=True)
+class Overhead:
+    """The multi-process overhead of a step whose 1-device step is c: ``fixed_s + share x c``
+    (per-step coordination, which does not grow with the batch, and contention, which grows
+    with the compute)."""
+
+    fixed_s: float
+    share: float
+
+    def at(self, compute_s: float) -> float:
+        return self.fixed_s + self.share * compute_s
+
+
+def overhead_fit(points: list[tuple[float, float]]) -> Overhead:
+    """The overhead through two (1-device step, overhead seconds) points, each a multi-process
+    result at its own batch size against its own 1-device step: two equations, two unknowns.
+    A negative part is clamped to 0 and the other refitted by least squares over both points
+    (the fixed part alone: their mean; the share alone: sum(c x o) / sum(c^2)), so the fit
+    never credits more processes with a speed-up."""
+    (c1, o1), (c2, o2) = points
+    if c1 == c2:
+        raise ValueError("two 1-device steps of the same length fit no share")
+    share = (o2 - o1) / (c2 - c1)
+    fixed = o1 - share * c1
+    if share < 0:
+        return Overhead(max((o1 + o2) / 2, 0.0), 0.0)
+    if fixed < 0:
+        return Overhead(0.0, max((c1 * o1 + c2 * o2) / (c1 * c1 + c2 * c2), 0.0))
+    return Overhead(fixed, share)
+
+
+@dataclass(frozen=True)
 class Overlap:
     """How much all-reduce the backward pass hides, where it came from, and the multi-process
     overhead.
@@ -198,7 +230,10 @@ class Overlap:
     processes share one machine), the framework's per-step coordination. ``overhead_fixed``: the
     same overhead read as a fixed time per step rather than a share of it (as a share of the
     start's step), where it was measured at another batch size: one batch cannot tell the two
-    readings apart, so the interval spans both.
+    readings apart, so the interval spans both. ``overhead_s``: where results at two batch
+    sizes were fitted (:func:`overhead_fit`), the overhead's fixed seconds per step, with
+    ``overhead`` its share of the step; ``overhead_fits`` the fits at the interval's ends (from
+    the two results' 95 % intervals; the fit itself where they have none).
     """
 
     value: float | None  # None: not measured, the interval spans 0..1
@@ -206,6 +241,8 @@ class Overlap:
     overhead: float = 0.0
     window_s: float | None = None
     overhead_fixed: float | None = None
+    overhead_s: float | None = None
+    overhead_fits: tuple[Overhead, Overhead] | None = None
 
     def exposed(self, comm_s: float) -> tuple[float, float, float]:
         """(least, middle, most) seconds of an all-reduce of ``comm_s`` left exposed."""
@@ -221,6 +258,20 @@ class Overlap:
         readings = sorted((self.overhead, self.overhead if self.overhead_fixed is None
                            else self.overhead_fixed))
         return readings[0], self.overhead, readings[1]
+
+    def with_overhead(self, compute: Span) -> Span:
+        """The start's step with the multi-process overhead added: a share (its two readings
+        as the interval's ends, at another batch) or, fitted, a fixed time plus a share (the
+        fits at the ends evaluated at the step's ends, the least and the most kept)."""
+        if self.overhead_s is None:
+            low_h, mid_h, high_h = self.overhead_ends
+            return Span(compute.value * (1 + mid_h), compute.low * (1 + low_h),
+                        compute.high * (1 + high_h))
+        fit = Overhead(self.overhead_s, self.overhead)
+        fits = (fit, *(self.overhead_fits or ()))
+        return Span(compute.value + fit.at(compute.value),
+                    min(compute.low + f.at(compute.low) for f in fits),
+                    max(compute.high + f.at(compute.high) for f in fits))
 
 
 @dataclass(frozen=True)
@@ -273,8 +324,7 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
     c = inputs.compute_s
     if shape.devices > start.devices:  # more processes than the start: their overhead too
-        low_h, mid_h, high_h = inputs.overlap.overhead_ends
-        c = Span(c.value * (1 + mid_h), c.low * (1 + low_h), c.high * (1 + high_h))
+        c = inputs.overlap.with_overhead(c)
     step = Span(c.value + inputs.overlap.exposed(comm_span.value)[1],
                 c.low + inputs.overlap.exposed(comm_span.low)[0],
                 c.high + inputs.overlap.exposed(comm_span.high)[2])
@@ -309,6 +359,7 @@ class Seen:
     compute_s: float
     comm_s: float
     source: str
+    step_span: tuple[float, float] | None = None  # its step's 95 % interval, where stored
 
     @property
     def excess_s(self) -> float:
@@ -345,6 +396,38 @@ def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> 
         return overlap
     return dataclasses.replace(overlap, overhead_fixed=overlap.overhead * own_compute_s
                                / start_compute_s)
+
+
+def overhead_seen_s(seen: Seen, window_s: float) -> tuple[float, float, float]:
+    """(least, middle, most) overhead seconds of one multi-process result given the window:
+    its excess over its own 1-device step less the all-reduce the window leaves exposed, at
+    its step's 95 % interval ends and median (``Seen.step_span``; the median alone without
+    one)."""
+    exposed = max(seen.comm_s - window_s, 0.0)
+    low, high = seen.step_span or (seen.step_s, seen.step_s)
+
+    def beyond(step: float) -> float:
+        return max(step - seen.compute_s - exposed, 0.0)
+
+    return beyond(low), beyond(seen.step_s), beyond(high)
+
+
+def fitted(overlap: Overlap, sources: tuple[Seen, Seen], start_compute_s: float) -> Overlap:
+    """``overlap`` (its window) with the overhead fitted from two multi-process results at two
+    batch sizes (:func:`overhead_fit`): its value through their medians; its ends the fits
+    through the corners of their 95 % intervals that give the least and the most overhead at
+    the start's 1-device step (the fit alone where neither has an interval)."""
+    window = overlap.window_s or 0.0
+    ends = [overhead_seen_s(seen, window) for seen in sources]
+    (a, b) = sources
+    fit = overhead_fit([(a.compute_s, ends[0][1]), (b.compute_s, ends[1][1])])
+    corners = [overhead_fit([(a.compute_s, x), (b.compute_s, y)])
+               for x in (ends[0][0], ends[0][2]) for y in (ends[1][0], ends[1][2])]
+    corners.sort(key=lambda f: f.at(start_compute_s))
+    return dataclasses.replace(
+        overlap, source=f"{overlap.source}; overhead fitted: {a.source} and {b.source}",
+        overhead=fit.share, overhead_fixed=None, overhead_s=fit.fixed_s,
+        overhead_fits=(corners[0], corners[-1]))
 
 
 def path_and_wire_s(wire_s: float, path_s: float, serial: float) -> float:
@@ -387,7 +470,10 @@ class Projection:
         overlap = "not measured: 0-100 %" if o.value is None else f"{o.value:.0%}"
         if o.value is not None and o.window_s is not None:
             overlap = f"window {o.window_s * 1e3:.4g} ms ({overlap} of its all-reduce)"
-        if o.overhead:
+        if o.overhead_s is not None:
+            overlap += (f", multi-process overhead {o.overhead_s * 1e3:.4g} ms per step + "
+                        f"{o.overhead:.1%} of the step (fitted at two batch sizes)")
+        elif o.overhead:
             overlap += f", multi-process overhead +{o.overhead:.1%} of the step"
             if o.overhead_fixed is not None:
                 overlap += (f" (+{o.overhead_fixed:.1%} read as a fixed time per step: one "
@@ -410,7 +496,10 @@ class Projection:
                       "overlap": {"value": i.overlap.value, "source": i.overlap.source,
                                   "overhead": i.overlap.overhead,
                                   "window_s": i.overlap.window_s,
-                                  "overhead_fixed": i.overlap.overhead_fixed},
+                                  "overhead_fixed": i.overlap.overhead_fixed,
+                                  "overhead_s": i.overlap.overhead_s,
+                                  "overhead_ends": [vars(f) for f in i.overlap.overhead_fits]
+                                  if i.overlap.overhead_fits else None},
                       "not_modelled": list(NOT_MODELLED)},
             "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,
                         "devices": p.shape.devices, "allreduce_s": span(p.allreduce_s),

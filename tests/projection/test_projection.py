@@ -4,6 +4,7 @@ calculation, and the command's refusals and its published-table mode (no worker 
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 
@@ -165,7 +166,7 @@ def test_a_stored_projection_gains_the_window_and_keeps_the_old_fields():
                                                          overhead_fixed=0.05)), [])
     overlap = made.to_dict()["model"]["overlap"]
     assert overlap == {"value": 0.4, "source": "run 3", "overhead": 0.1, "window_s": 0.008,
-                       "overhead_fixed": 0.05}
+                       "overhead_fixed": 0.05, "overhead_s": None, "overhead_ends": None}
     assert "window 8 ms (40% of its all-reduce)" in made.model_text()
     assert "+5.0% read as a fixed time per step" in made.model_text()
 
@@ -273,3 +274,163 @@ ONE_DEVICE = {
                    "repeats": [19.0, 20.0, 21.0]},
     "model": {"params": 25557032}, "global_batch": 8, "unit": "samples/s",
 }
+
+
+def test_the_overhead_fitted_at_two_batch_sizes_as_a_fixed_time_and_a_share():
+    # 0.07 s of overhead where the 1-device step is 0.1 s, 0.10 s where it is 0.25 s: the share
+    # (0.10 - 0.07) / (0.25 - 0.1) = 0.2, the fixed part 0.07 - 0.2 x 0.1 = 0.05 s
+    fit = projection.overhead_fit([(0.1, 0.07), (0.25, 0.1)])
+    assert (fit.fixed_s, fit.share) == (pytest.approx(0.05), pytest.approx(0.2))
+    assert fit.at(0.4) == pytest.approx(0.13)
+    # a fixed cost alone (JAX's ~1.7 s per 2-process step): no share
+    jax = projection.overhead_fit([(0.07, 1.7), (0.14, 1.7)])
+    assert (jax.fixed_s, jax.share) == (pytest.approx(1.7), pytest.approx(0.0, abs=1e-12))
+
+
+def test_a_negative_part_of_the_fit_is_clamped_and_the_other_refitted():
+    # less overhead at the larger step: share < 0, so 0, the fixed part the mean
+    shrinking = projection.overhead_fit([(0.1, 0.1), (0.25, 0.07)])
+    assert (shrinking.fixed_s, shrinking.share) == (pytest.approx(0.085), 0.0)
+    # overhead growing faster than the step: fixed < 0, so 0, the share through the origin
+    # by least squares: (0.1 x 0.01 + 0.25 x 0.1) / (0.1^2 + 0.25^2) = 0.026 / 0.0725
+    growing = projection.overhead_fit([(0.1, 0.01), (0.25, 0.1)])
+    assert (growing.fixed_s, growing.share) == (0.0, pytest.approx(0.026 / 0.0725))
+
+
+def test_the_fitted_overhead_and_its_interval_from_the_two_results_own_intervals():
+    # each result: 0.1 s of all-reduce, none hidden (window 0); batch 2's step 0.27 s
+    # (0.26-0.29) over its 0.1 s 1-device step: 0.07 s of overhead (0.06-0.09); batch 4's
+    # 0.45 s (0.44-0.47) over 0.25 s: 0.10 s (0.09-0.12)
+    small = projection.Seen(0.27, 0.1, 0.1, "b2", (0.26, 0.29))
+    large = projection.Seen(0.45, 0.25, 0.1, "b4", (0.44, 0.47))
+    made = projection.fitted(Overlap(0.0, "b4", 1.0, window_s=0.0), (small, large), 0.4)
+    assert (made.overhead_s, made.overhead) == (pytest.approx(0.05), pytest.approx(0.2))
+    assert made.overhead_fixed is None and made.window_s == 0.0
+    assert "overhead fitted: b2 and b4" in made.source
+    # at a 0.4 s step (0.15 s past batch 4, as far as batch 4 from batch 2) a fit gives
+    # 2 x o(b4) - o(b2): least 2 x 0.09 - 0.09 (share 0, 0.09 s fixed), most 2 x 0.12 - 0.06
+    # (share 0.06 / 0.15 = 0.4, fixed 0.06 - 0.04 = 0.02 s)
+    assert made.overhead_fits is not None
+    low, high = made.overhead_fits
+    assert (low.fixed_s, low.share) == (pytest.approx(0.09), pytest.approx(0.0, abs=1e-12))
+    assert (high.fixed_s, high.share) == (pytest.approx(0.02), pytest.approx(0.4))
+    # the start's step with the overhead: 0.4 + 0.05 + 0.2 x 0.4; the fast end at 0.38 s with
+    # the least fit (+0.09), the slow end at 0.42 s with the most (+0.02 + 0.4 x 0.42)
+    with_it = made.with_overhead(Span(0.4, 0.38, 0.42))
+    assert (with_it.value, with_it.low, with_it.high) == (
+        pytest.approx(0.53), pytest.approx(0.47), pytest.approx(0.608))
+    # then the target's 20 ms all-reduce, exposed whole (window 0)
+    point = projection.project(inputs(made, Span(0.4, 0.38, 0.42)), Shape(2, 1))
+    assert point.step_s.value == pytest.approx(0.55)
+    # without the results' intervals the ends are the fit itself
+    bare = projection.fitted(Overlap(0.0, "b4", 1.0, window_s=0.0),
+                             (projection.Seen(0.27, 0.1, 0.1, "b2"),
+                              projection.Seen(0.45, 0.25, 0.1, "b4")), 0.4)
+    assert bare.overhead_fits is not None
+    assert all(f.at(0.4) == pytest.approx(0.13) for f in bare.overhead_fits)
+    # a window leaves only the all-reduce past it exposed: 0.04 s more overhead each
+    windowed = projection.fitted(Overlap(0.4, "b4", 1.0, window_s=0.04), (small, large), 0.4)
+    assert (windowed.overhead_s, windowed.overhead) == (pytest.approx(0.09),
+                                                        pytest.approx(0.2))
+
+
+def test_a_stored_projection_gains_the_fitted_overhead():
+    fits = (projection.Overhead(0.09, 0.0), projection.Overhead(0.02, 0.4))
+    made = projection.Projection("x", {}, inputs(Overlap(0.0, "b4", 0.2, window_s=0.0,
+                                                         overhead_s=0.05,
+                                                         overhead_fits=fits)), [])
+    overlap = made.to_dict()["model"]["overlap"]
+    assert overlap["overhead"] == 0.2 and overlap["overhead_s"] == 0.05
+    assert overlap["overhead_ends"] == [{"fixed_s": 0.09, "share": 0.0},
+                                        {"fixed_s": 0.02, "share": 0.4}]
+    assert overlap["overhead_fixed"] is None
+    assert "overhead 50 ms per step + 20.0% of the step (fitted at two batch sizes)" in \
+        made.model_text()
+    # one without a fit stores them empty
+    old = projection.Projection("x", {}, inputs(Overlap(0.4, "run 3", 0.1)), []).to_dict()
+    assert old["model"]["overlap"]["overhead_s"] is None
+    assert old["model"]["overlap"]["overhead_ends"] is None
+
+
+def constructed_db(path, omit: tuple[int, int] | None = None) -> dict[tuple[int, int], str]:
+    """A real SQLite store of constructed torch results, keyed (devices, batch) to run ids:
+    1-device steps 0.1 s (batch 2), 0.25 s (4) and 0.4 s (8); 2-process steps 0.27 s (2) and
+    0.45 s (4), each with a 0.1 s all-reduce probe and no 95 % interval; ``omit`` left out."""
+    from dlperf.store import Store
+
+    steps = {(1, 2): 0.1, (1, 4): 0.25, (1, 8): 0.4, (2, 2): 0.27, (2, 4): 0.45}
+    ids = {}
+    with Store(path) as store:
+        for (devices, batch), step in steps.items():
+            if (devices, batch) == omit:
+                continue
+            result = json.loads(json.dumps(ONE_DEVICE))
+            result["case"].update(batch_size=batch, devices=devices)
+            result["global_batch"] = batch * devices
+            result["label"] = f"torch resnet50 train bs{batch} fp32 {devices}d"
+            result["throughput"] = {"median": batch * devices / step, "n": 3}
+            if devices > 1:
+                result["ranks"] = [{"rank": r, "allreduce_s": [0.1] * 3} for r in (0, 1)]
+            run = store.start_run(f"k{devices}-{batch}", result["label"], result["case"], {})
+            result["run_id"] = run
+            store.finish_run(run, result)
+            ids[devices, batch] = str(run)
+    return ids
+
+
+def projections_in(db) -> list[str]:
+    """The stored projections' JSON, read with sqlite3 itself."""
+    con = sqlite3.connect(db)
+    try:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'projections'").fetchall():
+            return []
+        return [row[0] for row in con.execute("SELECT projection_json FROM projections")]
+    finally:
+        con.close()
+
+
+def test_dlperf_project_fits_the_overhead_from_two_batch_sizes_and_stores_it(tmp_path):
+    db = tmp_path / "r.db"
+    ids = constructed_db(db)
+    out = tmp_path / "p.json"
+    proc = dlperf_main("project", ids[1, 8], "--db", str(db), "--devices-per-node", "2",
+                       "--intra", "10gbit", "--overlap-from", ids[2, 4], "--overhead-from",
+                       ids[2, 2], "--overhead-from", ids[2, 4], "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    overlap = json.loads(out.read_text())["model"]["overlap"]
+    # the window from batch 4 alone: its 0.2 s excess is read as the 0.1 s all-reduce exposed
+    # (window 0) and 0.1 s of overhead; batch 2's 0.17 s excess less the 0.1 s exposed: 0.07 s;
+    # through (0.1 s, 0.07 s) and (0.25 s, 0.1 s): 0.05 s + 20 % of the step
+    assert overlap["window_s"] == pytest.approx(0.0)
+    assert overlap["overhead_s"] == pytest.approx(0.05)
+    assert overlap["overhead"] == pytest.approx(0.2)
+    assert overlap["overhead_fixed"] is None
+    point = json.loads(out.read_text())["points"][0]
+    # 0.4 s x 1.2 + 0.05 s, then the 2-rank all-reduce at 10 Gbit/s exposed whole
+    allreduce = 4 * 25557032 / (10e9 / 8)
+    assert point["step_s"]["value"] == pytest.approx(0.53 + allreduce)
+    (stored,) = projections_in(db)
+    assert json.loads(stored)["model"]["overlap"]["overhead_s"] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("omit, sources, words", [
+    (None, [(2, 4), (2, 4)], "--overhead-from: torch resnet50 train bs4 fp32 2d and torch "
+                             "resnet50 train bs4 fp32 2d are at one batch size; a fit needs two"),
+    (None, [(2, 2), (2, 4), (2, 2)], "--overhead-from: given 3 times; give one (at "
+                                     "--overlap-from's batch) or two (at two batch sizes)"),
+    ((1, 2), [(2, 2), (2, 4)], "--overhead-from: torch resnet50 train bs2 fp32 2d is at another "
+                               "batch size than RESULT and"),
+    (None, [(2, 2), (1, 4)], "--overhead-from: torch resnet50 train bs4 fp32 1d is not a result "
+                             "of torch resnet50 train bs8 fp32 1d's configuration"),
+])
+def test_a_fit_from_sources_it_cannot_use_is_refused_in_one_line(tmp_path, omit, sources,
+                                                                 words):
+    db = tmp_path / "r.db"
+    ids = constructed_db(db, omit)
+    named = [w for s in sources for w in ("--overhead-from", ids[s])]
+    proc = dlperf_main("project", ids[1, 8], "--db", str(db), "--devices-per-node", "2",
+                       "--intra", "10gbit", "--overlap-from", ids[2, 4], *named)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"dlperf project: error: {words}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert projections_in(db) == []

@@ -78,6 +78,39 @@ def test_the_link_given_for_a_target_is_wire_and_path_with_the_others_serial_sha
     assert rate == f"{4 * PARAMS * 8 / seconds / 1e6:.0f}mbit@0us"
     assert how == (f"wire {wire_1g * 1e3:.0f} ms + path 372 ms x {serial:.0%} in series "
                    f"(from 10gbit)")
+def one_host(framework: str, devices: int, batch: int) -> dict:
+    """A one-host result as stored, cut to what the choice of sources reads."""
+    return {"case": {"framework": framework, "devices": devices, "nnodes": 1,
+                     "batch_size": batch}, "run_id": f"{framework}-{devices}-{batch}"}
+
+
+@pytest.mark.parallel
+def test_the_one_host_check_fits_the_overhead_at_the_two_batches_below_the_target():
+    found = [one_host("jax", d, b) for b in (2, 4, 8) for d in (1, 2)]
+    chosen = pv.one_host_sources(found, "jax")
+    assert {k: v["run_id"] for k, v in chosen.items()} == {
+        "start": "jax-1-8", "target": "jax-2-8", "source": "jax-2-4", "fit": "jax-2-2"}
+    # an older database, batches 4 and 8 only: the overhead from batch 4 alone, as before
+    old = [r for r in found if r["case"]["batch_size"] != 2]
+    assert pv.one_host_sources(old, "jax")["fit"] is None
+    # batch 2 without its 1-process case cannot be set against its own step: not fitted
+    partial = [r for r in found if r["run_id"] != "jax-1-2"]
+    assert pv.one_host_sources(partial, "jax")["fit"] is None
+    # the window's batch without its 1-process case, or one batch only: left out
+    assert pv.one_host_sources([r for r in found if r["run_id"] != "jax-1-4"], "jax") is None
+    assert pv.one_host_sources([one_host("jax", d, 8) for d in (1, 2)], "jax") is None
+    assert pv.one_host_sources(found, "torch") is None
+
+
+@pytest.mark.parallel
+def test_the_table_says_where_the_overhead_was_read():
+    fitted = {"overhead": 0.03, "overhead_s": 1.7, "overhead_fixed": None}
+    assert pv.overhead_text(fitted, [2, 4]) == "1700 ms + 3% fit (batch 2+4)"
+    single = {"overhead": 0.08, "overhead_fixed": 0.05}
+    assert pv.overhead_text(single, [4]) == "8% (5% fixed) (batch 4)"
+    assert pv.overhead_text(single) == "8% (5% fixed)"  # across hosts: no batch
+
+
 SWEEP = """\
 name: one-host-tiny
 defaults: {framework: torch, model: resnet50, device: cpu, image_size: 32, threads: 1,
@@ -104,7 +137,7 @@ def test_one_host_validation_projects_the_larger_batch_from_the_smaller(tmp_path
     assert float(cells[3]) > 0  # measured
     assert cells[7].startswith("its probe at batch 2")  # no collective model stored: the probe
     # the overhead, measured from the batch-2 pair: a share, and as a fixed time where > 0
-    assert re.fullmatch(r"0%|\d+% \(\d+% fixed\)", cells[9]), cells[9]
+    assert re.fullmatch(r"(0%|\d+% \(\d+% fixed\)) \(batch 2\)", cells[9]), cells[9]
     assert re.fullmatch(r"\d+ ms|—", cells[8]), cells[8]  # the window
     assert "1 cases: median |error|" in proc.stdout
 

@@ -66,12 +66,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "newest in --db; none: the interval spans 0-100 %%); it may be "
                              "at another batch size where --db holds that batch's 1-device "
                              "result")
-    parser.add_argument("--overhead-from", metavar="RESULT",
+    parser.add_argument("--overhead-from", metavar="RESULT", action="append", default=[],
                         help="with --overlap-from: a multi-process result of the same "
                              "configuration and batch whose all-reduce is short (unshaped, or "
                              "on fewer devices): the overhead is read from it, and the overlap "
                              "window from --overlap-from's (one whose all-reduce is long enough "
-                             "to be exposed, e.g. over a slower link)")
+                             "to be exposed, e.g. over a slower link). Given twice: two results "
+                             "of the configuration at two batch sizes (each with its 1-device "
+                             "result in --db), the overhead fitted through them as a fixed "
+                             "time per step plus a share of the step, the window from "
+                             "--overlap-from alone")
     parser.add_argument("--bucket-mb", type=float, default=None, metavar="MIB",
                         help="gradient bucket (default: DDP's 25 MiB; Horovod's fusion 64 MiB)")
     parser.add_argument("--published", metavar="TABLE",
@@ -211,18 +215,29 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     nodes, per_node = int(case.get("nnodes") or 1), int(case.get("devices") or 1)
     step = int(other.get("global_batch") or 0) / float(other["throughput"]["median"])
     source = f"run {other.get('run_id')}: {other.get('label')}"
+    span = _step_span(other)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
         comm = probed - projection.allreduce_s(gradient, gradient, start.per_node, start.nodes,
                                                intra, inter)
         return projection.Seen(step, compute_s, comm,
-                               f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)")
+                               f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span)
     if nodes > 1 and inter is None:
         return None
     comm = (projection.allreduce_s(gradient, bucket, per_node, nodes, intra, inter)
             - projection.allreduce_s(gradient, bucket, start.per_node, start.nodes, intra,
                                      inter))
-    return projection.Seen(step, compute_s, comm, source)
+    return projection.Seen(step, compute_s, comm, source, span)
+
+
+def _step_span(other: dict[str, Any]) -> tuple[float, float] | None:
+    """A multi-process result's step at the ends of its throughput's 95 % interval (the fast
+    end first); None where it stores none."""
+    ci = (other.get("throughput") or {}).get("ci95")
+    samples = int(other.get("global_batch") or 0)
+    if not ci or any(v is None or not float(v) > 0 for v in ci):
+        return None
+    return samples / float(max(ci)), samples / float(min(ci))
 
 
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
@@ -234,7 +249,13 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     all-reduce is short: unshaped, or fewer devices) that one gives the overhead and
     ``--overlap-from`` (whose all-reduce is long enough to be exposed) the window. Measured at
     another batch size than the start's, the window scales with the 1-device step and the
-    overhead's two readings (a share of the step, a fixed time) bound the interval."""
+    overhead's two readings (a share of the step, a fixed time) bound the interval. With two
+    ``--overhead-from`` at two batch sizes the overhead is fitted through them as a fixed time
+    plus a share (:func:`dlperf.projection.fitted`), the window read from ``--overlap-from``
+    alone."""
+    if len(args.overhead_from) > 2:
+        raise UsageError(f"--overhead-from: given {len(args.overhead_from)} times; give one "
+                         f"(at --overlap-from's batch) or two (at two batch sizes)")
     if args.overhead_from and not args.overlap_from:
         raise UsageError("--overhead-from: name the window's result with --overlap-from too "
                          "(one whose all-reduce is long enough to be exposed)")
@@ -251,11 +272,13 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     if window is None:
         return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
                              f"nodes is known")
+    if len(args.overhead_from) == 2:
+        return _fitted(args, result, compute_s, window, links)
     if not args.overhead_from:
         made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
                                        window.source)
         return projection.at_batch(made, window.compute_s, compute_s)
-    short = _named(args.overhead_from, "--overhead-from", args.db, result, start)
+    short = _named(args.overhead_from[0], "--overhead-from", args.db, result, start)
     if short["case"].get("batch_size") != other["case"].get("batch_size"):
         raise UsageError(f"--overhead-from: {short.get('label')} is at another batch size than "
                          f"--overlap-from's {other.get('label')}; name two of the same batch")
@@ -265,6 +288,27 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
                          f"an all-reduce probe nor is the link between nodes given (--inter)")
     return projection.at_batch(projection.window_from(window, overhead), window.compute_s,
                                compute_s)
+
+
+def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
+            window: projection.Seen, links: tuple[Any, ...]) -> Overlap:
+    """The window from ``window`` (--overlap-from) alone, the overhead fitted through the two
+    ``--overhead-from`` results: the configuration's, at two batch sizes."""
+    flag = "--overhead-from"
+    named = [_named(spec, flag, args.db, result, links[-1]) for spec in args.overhead_from]
+    if named[0]["case"].get("batch_size") == named[1]["case"].get("batch_size"):
+        raise UsageError(f"{flag}: {named[0].get('label')} and {named[1].get('label')} are at "
+                         f"one batch size; a fit needs two")
+    seen = [seen_in(other, flag, args.db, result, compute_s, *links) for other in named]
+    if seen[0] is None or seen[1] is None:
+        raise UsageError(f"{flag}: a result spans nodes and neither has an all-reduce probe "
+                         f"nor is the link between nodes given (--inter)")
+    if seen[0].compute_s == seen[1].compute_s:
+        raise UsageError(f"{flag}: the 1-device steps of {named[0].get('label')} and "
+                         f"{named[1].get('label')} are equal; a fit needs two")
+    made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
+                                   window.source)
+    return projection.fitted(made, (seen[0], seen[1]), compute_s)
 
 
 def bucket_bytes(args: argparse.Namespace, launcher: str) -> int:
