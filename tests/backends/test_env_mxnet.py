@@ -19,6 +19,7 @@ from conftest import dlperf, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
+from cpu_kind import mxnet_bf16_refusal
 
 TIMEOUT = 1200
 TINY = tiny_nets(bert_layers=2)
@@ -40,15 +41,8 @@ def run_in_env(python: str, code: str) -> str:
 
 @pytest.fixture(scope="module")
 def bf16_refusal(mxnet_env) -> str | None:
-    """What this CPU can do, asked the way the backend asks: its bf16 kernel probe in MXNet's
-    environment. None where amp-bf16 runs (AVX-512 CPUs), else the reason the backend gives."""
-    out = run_in_env(mxnet_env, (
-        "import json, mxnet as mx\n"
-        "from mxnet.contrib import amp\n"
-        "amp.init(target_dtype='bfloat16')\n"
-        "from dlperf.backends.mxnet.workload import bf16_probe\n"
-        "print('OUT=' + json.dumps(bf16_probe(mx.cpu())))\n"))
-    return json.loads(next(x for x in out.splitlines() if x.startswith("OUT="))[4:])
+    """What this CPU can do, asked the way the backend asks (tests/cpu_kind.py)."""
+    return mxnet_bf16_refusal()
 
 
 def refused_for_bf16(proc, result, extra, refusal: str | None) -> bool:
