@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.worker.profile import CATEGORIES
+
 from profile_checks import case, check_bert_profile, check_profile, profiled
 
 
@@ -31,4 +33,7 @@ def test_mindspore_profiles_resnet(tmp_path: Path) -> None:
     block = check_profile(resnet, min_coverage=0.3)
     assert block["tool"]["name"] == "mindspore.Profiler"
     assert block["unmapped_count"] == 0, block["unmapped"]
-    assert block["categories"]["convolution"] == max(block["categories"].values())
+    # of the time attributed to operators, convolution is the most; the unattributed gaps may
+    # be larger still (CI on a loaded 2-core host: 0.39 s unattributed, 0.16 s convolution)
+    attributed = {name: block["categories"][name] for name in CATEGORIES}
+    assert attributed["convolution"] == max(attributed.values()), attributed
