@@ -27,6 +27,7 @@ from PIL import Image
 from scipy import stats as scipy_stats
 
 from conftest import dlperf, dlperf_main
+from dlperf.report.ratios import ratio_text
 
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--warmup-steps", "1",
         "--steps", "2", "--repeats", "2", "--device", "cpu"]
@@ -225,16 +226,19 @@ def test_the_quick_report_answers_amp_bf16_against_fp32_with_its_interval_and_wh
     (row,) = summary["rows"]
     ratio, p, verdict = welch(fp32, bf16)
     cell = row[-1]
-    assert cell.startswith(f"{ratio:.2f}× (") and cell.endswith(f") {verdict}, Welch's t "
-                                                                  f"p = {p:.2g}"), cell
+    shown = ratio_text(ratio)  # two decimals; two digits below 0.1 (amp-bf16 without bf16)
+    assert cell.startswith(f"{shown}× (") and cell.endswith(f") {verdict}, Welch's t "
+                                                              f"p = {p:.2g}"), cell
     low, high = interval(cell)
-    assert low <= ratio <= high and low < high
+    # the interval contains the ratio as shown: both are rounded alike
+    assert low <= float(shown) <= high and low < high
     assert not any("speedup" in header for table in page.tables for header in table["headers"])
     assert "speedup" not in " ".join(page.muted).lower()
     # the reason in words, under the summary: the ratio, its interval and test, then what the
     # profiles say, with the CPU's bf16 units from the stored flags
     (answer,) = page.answers
-    assert answer.startswith(f"amp-bf16 is {ratio:.2f}× fp32 (95 % CI {low:.2f}–{high:.2f}; "
+    assert answer.startswith(f"amp-bf16 is {shown}× fp32 (95 % CI {ratio_text(low)}–"
+                             f"{ratio_text(high)}; "
                              f"Welch's t p = {p:.2g}: {verdict}): "), answer
     assert reason_of(fp32, bf16) in answer, answer
     flags = set(bf16["env"]["cpu"]["flags"])

@@ -36,6 +36,12 @@ def _repeats(result: ResultLike) -> list[float]:
     return list(throughput.repeats) if throughput else []
 
 
+def ratio_text(value: float) -> str:
+    """A ratio as shown: two decimals, or two significant digits below 0.1, where two decimals
+    would show an interval of 0.0915-0.0949 as 0.09-0.09 (amp-bf16 on a CPU without bf16)."""
+    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.2g}"
+
+
 @dataclass
 class Ratio:
     """``candidate`` against ``baseline``: ``compared`` holds the ratio, test and verdict."""
@@ -55,7 +61,7 @@ class Ratio:
     def interval(self) -> str:
         if self.ci is None:
             return "no interval: fewer than 2 repeats a side"
-        return f"95 % CI {self.ci[0]:.2f}–{self.ci[1]:.2f}"
+        return f"95 % CI {ratio_text(self.ci[0])}–{ratio_text(self.ci[1])}"
 
     def test(self) -> str:
         test = self.compared.test
@@ -65,14 +71,15 @@ class Ratio:
 
     def cell(self) -> str:
         """The summary's cell: ``0.91× (0.85–0.97) slower, Welch's t p = 0.003``."""
-        low_high = "" if self.ci is None else f" ({self.ci[0]:.2f}–{self.ci[1]:.2f})"
-        return f"{self.ratio:.2f}×{low_high} {self.compared.verdict}, {self.test()}"
+        low_high = "" if self.ci is None else \
+            f" ({ratio_text(self.ci[0])}–{ratio_text(self.ci[1])})"
+        return f"{ratio_text(self.ratio)}×{low_high} {self.compared.verdict}, {self.test()}"
 
     def sentence(self) -> str:
         """``amp-bf16 is 0.91× fp32 (95 % CI ...; Welch's t p = ...: slower): convolution
         took N ms/step more ...``, each reason with the numbers it rests on."""
         base, cand = varies.names(self.baseline, self.candidate)
-        text = (f"{cand} is {self.ratio:.2f}× {base} ({self.interval()}; {self.test()}: "
+        text = (f"{cand} is {ratio_text(self.ratio)}× {base} ({self.interval()}; {self.test()}: "
                 f"{self.compared.verdict})")
         if self.reasons:
             text += ": " + "; ".join(self.reasons)
