@@ -50,9 +50,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -334,17 +336,29 @@ def collect(db: Path, cycles: int, shares: Sequence[float],
 
 
 def judge(found: Mapping[str, Pool], repeats: Sequence[int], draws: int,
-          seed: int = 0) -> dict[str, Any]:
+          seed: int = 0, jobs: int = 1) -> dict[str, Any]:
     """Every rule's rates, pool by pool (each pool drawn with the same seed), at each n of
-    ``repeats`` its unplanted repeats allow (``too_few`` lists the others), and the summary."""
+    ``repeats`` its unplanted repeats allow (``too_few`` lists the others), and the summary.
+    ``jobs`` processes share the (pool, n) draws: each is seeded alike, so the rates are the
+    same whatever the number of processes."""
+    fits = {name: [n for n in repeats if len(pool.base) >= 2 * n] for name, pool in found.items()}
+    tasks = [(name, n) for name, ns in fits.items() for n in ns]
+    if jobs > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool_of_processes:
+            futures = {task: pool_of_processes.submit(rates, found[task[0]].base,
+                                                      found[task[0]].planted, task[1], draws,
+                                                      seed) for task in tasks}
+            done = {task: future.result() for task, future in futures.items()}
+    else:
+        done = {(name, n): rates(found[name].base, found[name].planted, n, draws, seed)
+                for name, n in tasks}
     judged: dict[str, Any] = {}
     for name, pool in found.items():
-        fits = [n for n in repeats if len(pool.base) >= 2 * n]
         judged[name] = {
             "repeats": len(pool.base),
             "planted": {f"{s:.0%}": len(v) for s, v in sorted(pool.planted.items())},
-            "rates": {str(n): rates(pool.base, pool.planted, n, draws, seed) for n in fits},
-            "too_few": [n for n in repeats if n not in fits]}
+            "rates": {str(n): done[name, n] for n in fits[name]},
+            "too_few": [n for n in repeats if n not in fits[name]]}
     return {"pools": judged, "summary": summary(judged)}
 
 
@@ -441,7 +455,7 @@ def run_judge(args: argparse.Namespace) -> int:
     for name in declared:
         if name not in found:
             say(f"{PROG}: pool {name}: no result in {args.db}")
-    judged = judge(found, args.repeats, args.draws, args.seed)
+    judged = judge(found, args.repeats, args.draws, args.seed, args.jobs)
     text = render(judged)
     print(text, end="")
     if args.json:
@@ -467,6 +481,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     j.add_argument("--repeats", type=int, nargs="+", default=[3, 5, 7])
     j.add_argument("--draws", type=int, default=2000)
     j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="processes sharing the draws (default: one per CPU); the rates do not "
+                        "depend on it")
     j.add_argument("--json", type=Path)
     j.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
@@ -481,6 +498,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         if any(n < 1 for n in args.repeats) or args.draws < 1:
             parser.error(f"--repeats and --draws: at least 1; got {args.repeats} and "
                          f"{args.draws}")
+        if args.jobs < 1:
+            parser.error(f"--jobs: at least 1; got {args.jobs}")
     return args
 
 

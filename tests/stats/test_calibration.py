@@ -172,8 +172,14 @@ def test_pools_of_a_store_are_judged_apart_and_summed_up(tmp_path):
     })
     out, md = tmp_path / "c.json", tmp_path / "c.md"
     proc = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "60",
-                  "--json", str(out), "--markdown", str(md))
+                  "--json", str(out), "--markdown", str(md), "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
+    # the draws shared by two processes or made by one: the same rates, to the last digit
+    alone = tmp_path / "alone.json"
+    one = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "60",
+                 "--json", str(alone), "--jobs", "1")
+    assert one.returncode == 0 and one.stdout == proc.stdout, one.stderr
+    assert json.loads(alone.read_text()) == json.loads(out.read_text())
     assert "2 result(s) in" in proc.stderr and "of no pool judged here" in proc.stderr
     assert "pool torch-resnet50-2proc: no result" in proc.stderr
     found = json.loads(out.read_text())
@@ -229,6 +235,7 @@ def test_a_database_collected_before_the_pools_is_the_resnet50_pool(tmp_path):
     (["collect", "--cycles", "0"], "--cycles: at least 1"),
     (["collect", "--shares", "0.7"], "--shares: fractions above 0 and at most 0.5"),
     (["judge", "--repeats", "0"], "--repeats and --draws: at least 1"),
+    (["judge", "--jobs", "0"], "--jobs: at least 1"),
     (["judge"], "does not exist"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_stored(args, line, tmp_path):
