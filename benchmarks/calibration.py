@@ -61,7 +61,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from dlperf.cli import Parser, build_parser, one_line
 from dlperf.commands._flags import case_from_args
@@ -152,6 +151,8 @@ def bencher_t(base: Values, cand: Values) -> bool:
     n = b.size
     if n < 2:  # one baseline repeat has no spread: no interval, so never "slower"
         return False
+    from scipy import stats as scipy_stats  # here: 1.4 s of imports a bad flag need not pay
+
     bound = b.mean() - scipy_stats.t.ppf(0.975, n - 1) * b.std(ddof=1) * np.sqrt(1 + 1 / n)
     return float(np.median(cand)) < bound
 

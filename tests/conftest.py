@@ -26,6 +26,13 @@ import pytest
 # tests/ceiling.py: a test that costs more than its kind's ceiling (pyproject.toml) fails
 pytest_plugins = ("ceiling",)
 
+# pytest keeps each test module, its asserts rewritten, as bytecode in __pycache__ and reads it
+# back next time, unless writing bytecode is off (PYTHONDONTWRITEBYTECODE, which the project's
+# machines set): then every pytest process rewrote every test module again, 6-7 s of each
+# collection on a 2-core EPYC (`make test` collects 6 times). On for this process only: the
+# processes the tests start keep the variable (`make test` compiles src/ and tests/ first).
+sys.dont_write_bytecode = False
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """The host's measurement lock (host/measurelock.py) moves to a directory of this test run,

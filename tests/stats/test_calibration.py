@@ -171,12 +171,12 @@ def test_pools_of_a_store_are_judged_apart_and_summed_up(tmp_path):
         "another case": {0.0: [7.0, 7.0]},  # no declared pool's: BEFORE_POOLS without threads
     })
     out, md = tmp_path / "c.json", tmp_path / "c.md"
-    proc = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "60",
+    proc = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "30",
                   "--json", str(out), "--markdown", str(md), "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
     # the draws shared by two processes or made by one: the same rates, to the last digit
     alone = tmp_path / "alone.json"
-    one = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "60",
+    one = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "30",
                  "--json", str(alone), "--jobs", "1")
     assert one.returncode == 0 and one.stdout == proc.stdout, one.stderr
     assert json.loads(alone.read_text()) == json.loads(out.read_text())
