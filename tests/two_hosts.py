@@ -46,10 +46,15 @@ class Run:
     seconds: float
 
     def why(self) -> str:
-        """What the run printed last, for an assertion's message."""
+        """What the run printed last, for an assertion's message, and a failed repeat's own
+        stderr tail as the result stored it (the worker's or its launcher's last words: all
+        that is left of a repeat's logs once its directory is gone: MindSpore's msrun has failed
+        at the end of a repeat that trained, on either node, without saying why here)."""
         error = (self.result or {}).get("error")
         tail = "\n".join((self.stdout + self.stderr).strip().splitlines()[-15:])
-        return f"{self.framework} exit {self.returncode}: {error}\n{tail}"
+        kept = str((self.result or {}).get("stderr_tail") or "")[-3000:]
+        return (f"{self.framework} exit {self.returncode}: {error}\n{tail}"
+                + (f"\n--- the first failed repeat's stderr tail ---\n{kept}" if kept else ""))
 
 
 def across_two_hosts(framework: str, folder: Path, *extra: str,

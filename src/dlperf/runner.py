@@ -188,8 +188,12 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
         record.update(status=status, error=message)
     elif len(rank_results) < ranks or outcome.returncode != 0:
         last = outcome.log_tail.splitlines()[-1] if outcome.log_tail.strip() else "no output"
+        # every rank may have written its result before its launcher failed (MindSpore's
+        # msrun at the end of a repeat): say so rather than "no result"
+        got = (f"after {len(rank_results)} of {ranks} ranks' results" if rank_results
+               else "and no result")
         record.update(status="crash", error=f"worker exited with code {outcome.returncode} "
-                                            f"and no result: {last[:300]}")
+                                            f"{got}: {last[:300]}")
     else:
         record.update(status="ok", error=None)
     if record["status"] != "ok":

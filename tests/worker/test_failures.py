@@ -231,3 +231,23 @@ def test_a_rank_that_lost_its_peer_in_its_frameworks_words_is_not_the_cause(fram
     # without the launch's own words, the harness alone would have shown rank 0's wait
     assert not runner.is_peer_symptom(ranks[0])
     assert runner.collect(case, 0, tmp_path, outcome, 2)["error"].startswith("rank 0: ")
+
+
+@pytest.mark.parallel
+def test_a_launcher_that_fails_after_every_rank_wrote_its_result_says_so(tmp_path):
+    """MindSpore's msrun has exited 1 at the end of a repeat whose ranks had written their
+    results: a crash still (the job failed), and the error says the results were there rather
+    than "no result"; without them it says "no result"."""
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps({"rank": rank, "status": "ok"}))
+    case = Case("mindspore", "resnet50", 2, devices=2)
+    last = "RuntimeError: Distributed job exited with exception. Please check logs in directory"
+    outcome = runner.Outcome(returncode=1, timed_out=False, wall_s=1.0, log_tail=f"x\n{last}",
+                             monitor={})
+    record = runner.collect(case, 0, tmp_path, outcome, 2)
+    assert record["status"] == "crash" and record["stderr_tail"] == f"x\n{last}"
+    assert record["error"] == f"worker exited with code 1 after 2 of 2 ranks' results: {last}"
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}.json").unlink()
+    assert runner.collect(case, 0, tmp_path, outcome, 2)["error"] == (
+        f"worker exited with code 1 and no result: {last}")
