@@ -344,15 +344,12 @@ def judge(found: Mapping[str, Pool], repeats: Sequence[int], draws: int,
     same whatever the number of processes."""
     fits = {name: [n for n in repeats if len(pool.base) >= 2 * n] for name, pool in found.items()}
     tasks = [(name, n) for name, ns in fits.items() for n in ns]
+    calls = [(found[name].base, found[name].planted, n, draws, seed) for name, n in tasks]
     if jobs > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool_of_processes:
-            futures = {task: pool_of_processes.submit(rates, found[task[0]].base,
-                                                      found[task[0]].planted, task[1], draws,
-                                                      seed) for task in tasks}
-            done = {task: future.result() for task, future in futures.items()}
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as processes:
+            done = dict(zip(tasks, processes.map(rates, *zip(*calls))))
     else:
-        done = {(name, n): rates(found[name].base, found[name].planted, n, draws, seed)
-                for name, n in tasks}
+        done = dict(zip(tasks, (rates(*call) for call in calls)))
     judged: dict[str, Any] = {}
     for name, pool in found.items():
         judged[name] = {

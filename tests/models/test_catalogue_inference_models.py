@@ -2,8 +2,9 @@
 
 ResNet-101/152, VGG-16/19, GoogLeNet and AlexNet: parameter counts equal the torchvision
 reference counts and the modules the torch backend builds; FLOPs equal torch's own
-FlopCounterMode over the real modules (on the meta device: shapes, no arithmetic); the smallest image size the catalogue accepts is the
-smallest the real network runs on. Real modules, no mocks.
+FlopCounterMode over the real modules (on the meta device: shapes, no arithmetic); the smallest
+image size the catalogue accepts is the smallest the real network runs on. Real modules, no
+mocks.
 """
 
 import math

@@ -61,7 +61,12 @@ class Ratio:
     def interval(self) -> str:
         if self.ci is None:
             return "no interval: fewer than 2 repeats a side"
-        return f"95 % CI {ratio_text(self.ci[0])}–{ratio_text(self.ci[1])}"
+        return f"95 % CI {self._bounds()}"
+
+    def _bounds(self) -> str:
+        """``0.85–0.97``: the interval's ends as ratios are shown."""
+        assert self.ci is not None
+        return f"{ratio_text(self.ci[0])}–{ratio_text(self.ci[1])}"
 
     def test(self) -> str:
         test = self.compared.test
@@ -71,8 +76,7 @@ class Ratio:
 
     def cell(self) -> str:
         """The summary's cell: ``0.91× (0.85–0.97) slower, Welch's t p = 0.003``."""
-        low_high = "" if self.ci is None else \
-            f" ({ratio_text(self.ci[0])}–{ratio_text(self.ci[1])})"
+        low_high = "" if self.ci is None else f" ({self._bounds()})"
         return f"{ratio_text(self.ratio)}×{low_high} {self.compared.verdict}, {self.test()}"
 
     def sentence(self) -> str:
