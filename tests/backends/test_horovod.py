@@ -37,6 +37,7 @@ from dlperf import envs
 from dlperf.envs import horovod as horovod_env
 from dlperf.launchers import horovod as launcher
 from dlperf.launchers.launch import free_port
+from dlperf.report.ratios import ratio_text
 from dlperf.spec import Case
 
 # multi-process Horovod jobs, a rank per core.
@@ -207,7 +208,7 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
         tp = result["throughput"]["median"]
         speedup = tp / base  # over the native 1-process result, for both engines
         assert result["speedup"] == pytest.approx(speedup, rel=1e-9), row
-        assert row[6:] == [f"{tp:,.1f}", f"{speedup:.2f}", f"{speedup / int(row[4]):.1%}"]
+        assert row[6:] == [f"{tp:,.1f}", ratio_text(speedup), f"{speedup / int(row[4]):.1%}"]
 
 
 def nodes_said(outputs: list[str], folder: Path) -> str:

@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from conftest import dlperf, dlperf_main
+from dlperf.report.ratios import ratio_text
 
 CONTRACT = {"schema", "case", "model", "status", "error", "unit", "throughput", "latency_ms",
             "timings", "memory", "flops", "monitor", "env"}
@@ -80,12 +81,12 @@ def test_speedup_is_measured_or_says_there_is_no_baseline(fixture_db, reports):
     row = next(line for line in text.splitlines() if line.startswith("| 1 | 2 | 2 | 4 |"))
     assert two["status"] == "ok"  # the fixture requires it
     speedup = two["throughput"]["median"] / one["throughput"]["median"]
-    assert f"| {speedup:.2f} | {speedup / 2:.1%} |" in row
+    assert f"| {ratio_text(speedup)} | {speedup / 2:.1%} |" in row
     # the summary's FP32 cell shows the result on the most devices measured, with its speedup
     section = text.split(f"## {TINY}")[1].split("\n## ")[0]
     torch_row = next(line for line in section.splitlines()
                      if line.startswith("| torch |") and "| eager |" in line)
-    assert f"| {two['throughput']['median']:,.1f} (bsz 2, 2 devices) | {speedup:.2f}" \
+    assert f"| {two['throughput']['median']:,.1f} (bsz 2, 2 devices) | {ratio_text(speedup)}" \
         in torch_row, torch_row
     # the big-vocabulary BERT: measured at a halved batch after running out of memory
     fitted = fixture_db.oom_results[-1]["case"]["batch_size"]

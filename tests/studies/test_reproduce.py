@@ -17,6 +17,7 @@ from cpu_kind import check_bf16_refused, mxnet_bf16_refusal
 from conftest import dlperf, dlperf_main, gpus_listed, own_lock
 from dlperf import reference
 from dlperf.reference import render
+from dlperf.report.ratios import ratio_text
 from dlperf.studies import reproduce
 from dlperf.studies import sweep as sweep_mod
 
@@ -333,7 +334,7 @@ def test_report_precision_columns_and_baseline(nvidia_study):
     refusal = mxnet_bf16_refusal()
     if refusal is None:
         expected = amp1["throughput"]["median"] / fp1["throughput"]["median"]
-        assert values["throughput vs fp32"] == f"{expected:.2f}×"
+        assert values["throughput vs fp32"] == f"{ratio_text(expected)}×"
     else:  # refused on this CPU (AVX2): no ratio is shown, the row says why
         check_bf16_refused(amp1, refusal)
         assert "throughput vs fp32" not in names and values["status"].startswith("unsupported")

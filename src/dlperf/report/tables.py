@@ -181,7 +181,7 @@ def spread(result: ResultLike) -> str:
 def speedup_text(result: ResultLike) -> str:
     typed = read_result(result)
     if typed.speedup is not None:
-        return f"{typed.speedup:.2f}"
+        return ratios.ratio_text(typed.speedup)
     if typed.status == "ok" and typed.devices > 1:
         return NO_BASELINE
     return "—"
@@ -496,13 +496,14 @@ def _details(report: Report, results: list[dict[str, Any]],
                          else f"{flops.mfu:.1%}")]
             if precision_ratio:
                 value = ratio_of.get(id(result))
-                row.append(Cell("—" if value is None else f"{value:.2f}×"))
+                row.append(Cell("—" if value is None else f"{ratios.ratio_text(value)}×"))
             if has_latency:
                 row += [Cell(number(typed.latency_ms.get(key), 2))
                         for key, _ in inference.STATISTICS]
                 # the baseline's latency / this one's
                 faster = inference.latency_speedups(result, twins, baseline)
-                row += [Cell("—" if faster[key] is None else f"{faster[key]:.2f}×")
+                row += [Cell("—" if faster[key] is None
+                             else f"{ratios.ratio_text(faster[key])}×")
                         for key, _ in inference.STATISTICS]
             row.append(Cell(typed.status or "?", notes))
             table.rows.append(row)
