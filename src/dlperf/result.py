@@ -357,6 +357,10 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """Fold per-repeat records into the result contract."""
     ok, failed, status, error = repeat_status(repeats)
+    if interrupted and not repeats:
+        # stopped (Ctrl-C, SIGTERM) before its first repeat ended: the stored error says so,
+        # not as if the case had failed on its own
+        error = "interrupted before any repeat finished"
     throughput = stats.summarize(_values(ok, "throughput"), seed=case.seed)
     spec = models.get(case.model)
     train = case.task == "train"

@@ -155,6 +155,25 @@ def test_stop_signal_keeps_finished_repeats_and_leaves_no_worker(tmp_path, signu
     assert "interrupted" in stdout
 
 
+@pytest.mark.parallel
+def test_interrupted_before_the_first_repeat_ended_says_so(tmp_path):
+    """Ctrl-C (or SIGTERM) while the first repeat runs: the stored run says it was interrupted,
+    not that the case failed on its own ("no repeat finished" read as a crash in a report)."""
+    from dlperf.store import Store
+
+    def stopped(case, case_file, out_dir):
+        raise KeyboardInterrupt
+
+    case = Case(framework="torch", model="resnet50", batch_size=2, repeats=3, device="cpu")
+    with Store(tmp_path / "r.db") as store:
+        with pytest.raises(runner.Interrupted):
+            runner.run_case(case, store=store, launcher=stopped)
+        (stored,) = store.results()
+    assert stored["interrupted"] is True and stored["repeats_done"] == 0
+    assert stored["error"] == "interrupted before any repeat finished"
+    assert "interrupted: 0 of 3 repeats finished" in stored["warnings"]
+
+
 def test_a_launcher_error_mid_run_still_finishes_the_stored_run(tmp_path):
     """Not only Ctrl-C: any error between repeats stores what was measured, marked as such."""
     from dlperf.store import Store
