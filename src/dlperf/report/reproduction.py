@@ -23,6 +23,7 @@ from dlperf.report import html, markdown
 from dlperf.report.pairing import Figure, Pairer, Pairings, ratio_text
 from dlperf.report.tables import Cell, Table
 from dlperf.result import device_of
+from dlperf.results.codec import read_result
 from dlperf.studies.reproduce import Plan
 
 SCALE_TEXT = {
@@ -156,9 +157,15 @@ def _differs(table: reference.Table, used: list[dict[str, Any]]) -> list[str]:
         rate = (result.get("flops") or {}).get("peak_per_s")
         if rate:
             peaks.setdefault(str(result["case"].get("precision")), float(rate))
-    versions = sorted({f"{r['case'].get('framework')} "
-                       f"{(r.get('environment') or {}).get('framework_version', '?')}"
-                       for r in results})
+    # each framework's versions among the results that ran (one stopped before its first
+    # repeat recorded none), "?" for a framework none of whose results says
+    known: dict[str, set[str]] = {}
+    for typed in map(read_result, results):
+        seen = known.setdefault(str(typed.case.get("framework")), set())
+        if typed.framework_version:
+            seen.add(str(typed.framework_version))
+    versions = sorted(f"{name} {version}" for name, seen in known.items()
+                      for version in (seen or {"?"}))
     knobs: dict[str, tuple[set[str], str]] = {}
     axes = {key for value in table.values() for key in value.keys}  # the table's own, not knobs
     for result in results:
