@@ -19,6 +19,7 @@ from dlperf.report.palette import of as palette_of
 from dlperf.report.results import total_devices
 from dlperf.report.tables import Cell, Report, Section, Table, method
 from dlperf.report.tune import opening_count
+from dlperf.results.codec import read_result
 
 if TYPE_CHECKING:
     from dlperf.report.capacity import Search
@@ -71,12 +72,12 @@ def not_measured(section: Section) -> list[str]:
     missing = []
     if varies.DEVICE_COUNTS not in along:
         missing.append("more than one device count")
-    elif not any(r.get("speedup") is not None and total_devices(r) > 1 for r in shown):
+    elif not any(read_result(r).speedup is not None and total_devices(r) > 1 for r in shown):
         missing.append("a 1-device baseline for a speedup")
     if varies.BATCH not in along:
         missing.append("more than one batch size")
     if not profiles.profiled(section.results) and any(
-            (r["case"].get("task") or "train") == "train" for r in shown):
+            (read_result(r).case.get("task") or "train") == "train" for r in shown):
         missing.append("profiles (dlperf run --profile)")
     if not profiles.roofline_points(section.results):
         missing.append("the machine's peaks for a roofline (dlperf sysinfo --probe)")
@@ -163,7 +164,7 @@ def timeline_figures(results: list[dict[str, Any]]) -> str:
              "green). Window means are over the window's samples only.</p>"]
     for result in shown:
         parts.append(f"<figure>{timelines.figure(result)}<figcaption>"
-                     f"{_e(result.get('label'))}: {_e(timelines.caption(result))}"
+                     f"{_e(read_result(result).label)}: {_e(timelines.caption(result))}"
                      "</figcaption></figure>")
     return "".join(parts)
 
@@ -171,10 +172,12 @@ def timeline_figures(results: list[dict[str, Any]]) -> str:
 def raw_repeats(results: list[dict[str, Any]]) -> str:
     rows = []
     for result in results:
-        tp = result.get("throughput") or {}
-        values = ", ".join(f"{v:,.2f}" for v in tp.get("repeats") or []) or "—"
-        rows.append(f"<tr><td>{_e(result.get('run_id', ''))}</td><td>{_e(result.get('label'))}"
-                    f"</td><td>{_e(result.get('status'))}</td><td>{_e(values)}</td></tr>")
+        typed = read_result(result)
+        repeats = typed.throughput.repeats if typed.throughput else ()
+        values = ", ".join(f"{v:,.2f}" for v in repeats) or "—"
+        run_id = "" if typed.run_id is None else typed.run_id
+        rows.append(f"<tr><td>{_e(run_id)}</td><td>{_e(typed.label)}"
+                    f"</td><td>{_e(typed.status)}</td><td>{_e(values)}</td></tr>")
     return ("<details><summary>Raw per-repeat throughput</summary><table><thead><tr>"
             "<th>run</th><th>case</th><th>status</th><th>repeats (samples/s)</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></details>")
