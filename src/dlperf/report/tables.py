@@ -356,6 +356,11 @@ def _summary(report: Report, results: list[dict[str, Any]],
     return table
 
 
+def times_text(value: float | None) -> str:
+    """A ratio cell: ``1.23×`` as :func:`ratios.ratio_text` writes it, ``—`` for none."""
+    return "—" if value is None else f"{ratios.ratio_text(value)}×"
+
+
 def efficiency_text(result: ResultLike) -> str:
     efficiency = read_result(result).scaling_efficiency
     return "—" if efficiency is None else f"{efficiency:.1%}"
@@ -496,15 +501,13 @@ def _details(report: Report, results: list[dict[str, Any]],
                          else f"{flops.mfu:.1%}")]
             if precision_ratio:
                 value = ratio_of.get(id(result))
-                row.append(Cell("—" if value is None else f"{ratios.ratio_text(value)}×"))
+                row.append(Cell(times_text(value)))
             if has_latency:
                 row += [Cell(number(typed.latency_ms.get(key), 2))
                         for key, _ in inference.STATISTICS]
                 # the baseline's latency / this one's
                 faster = inference.latency_speedups(result, twins, baseline)
-                row += [Cell("—" if faster[key] is None
-                             else f"{ratios.ratio_text(faster[key])}×")
-                        for key, _ in inference.STATISTICS]
+                row += [Cell(times_text(faster[key])) for key, _ in inference.STATISTICS]
             row.append(Cell(typed.status or "?", notes))
             table.rows.append(row)
         tables.append(table)
