@@ -315,14 +315,16 @@ def profile_block(ok: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {**done[(len(done) - 1) // 2], "repeats_step_s": [b["step_s"] for b in done]}
 
 
-def repeat_status(repeats: list[dict[str, Any]]
+def repeat_status(repeats: list[dict[str, Any]], interrupted: bool = False
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, str | None]:
     """The successful repeats, the failed ones, and the run's status and error: the first
-    failure's, else ok (a crash when no repeat finished)."""
+    failure's, else ok (a crash when no repeat finished; one stopped by Ctrl-C or SIGTERM
+    before its first repeat ended says so, not as if the case had failed on its own)."""
     ok = [r for r in repeats if r["status"] == "ok"]
     failed = [r for r in repeats if r["status"] != "ok"]
     status = failed[0]["status"] if failed else ("ok" if ok else "crash")
-    error = failed[0]["error"] if failed else (None if ok else "no repeat finished")
+    none = "interrupted before any repeat finished" if interrupted else "no repeat finished"
+    error = failed[0]["error"] if failed else (None if ok else none)
     return ok, failed, status, error
 
 
@@ -356,11 +358,7 @@ def policy_warning(case: Case, policy: dict[str, Any]) -> str:
 def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
               run_id: int | None = None, interrupted: bool = False) -> dict[str, Any]:
     """Fold per-repeat records into the result contract."""
-    ok, failed, status, error = repeat_status(repeats)
-    if interrupted and not repeats:
-        # stopped (Ctrl-C, SIGTERM) before its first repeat ended: the stored error says so,
-        # not as if the case had failed on its own
-        error = "interrupted before any repeat finished"
+    ok, failed, status, error = repeat_status(repeats, interrupted)
     throughput = stats.summarize(_values(ok, "throughput"), seed=case.seed)
     spec = models.get(case.model)
     train = case.task == "train"
