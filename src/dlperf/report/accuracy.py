@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlperf.result import device_kind_name
-from dlperf.report import inference, ratios
-from dlperf.report.tables import Cell, Report, Table, short
+from dlperf.report import inference
+from dlperf.report.tables import Cell, Report, Table, short, times_text
 from dlperf.results.codec import read_result
 from dlperf.results.model import ResultLike
 
@@ -81,7 +81,7 @@ def infer_speedup(row: dict[str, Any], results: Sequence[ResultLike]) -> str:
         # GPU timings), so every speedup names its own
         where = device_kind_name(result.device)
         parts.append((int(case.get("batch_size") or 0),
-                      f"bsz {case.get('batch_size')}{mode}: {ratios.ratio_text(value)}× "
+                      f"bsz {case.get('batch_size')}{mode}: {times_text(value)} "
                       + (f"(image {size}, {where})" if size else f"({where})")))
     if not parts:
         return "no stored infer result with an fp32 twin"

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from dlperf.report import historyplot, inferplots, plots, profiles, timelines, varies
 from dlperf.report.palette import Palette
 from dlperf.report.palette import of as palette_of
-from dlperf.report.results import total_devices
 from dlperf.report.tables import Cell, Report, Section, Table, method
 from dlperf.report.tune import opening_count
 from dlperf.results.codec import read_result
@@ -69,15 +68,16 @@ def not_measured(section: Section) -> list[str]:
     if not shown:
         return []
     along = varies.varying(section.results)
+    typed = [read_result(r) for r in shown]
     missing = []
     if varies.DEVICE_COUNTS not in along:
         missing.append("more than one device count")
-    elif not any(read_result(r).speedup is not None and total_devices(r) > 1 for r in shown):
+    elif not any(r.speedup is not None and r.devices > 1 for r in typed):
         missing.append("a 1-device baseline for a speedup")
     if varies.BATCH not in along:
         missing.append("more than one batch size")
     if not profiles.profiled(section.results) and any(
-            (read_result(r).case.get("task") or "train") == "train" for r in shown):
+            (r.case.get("task") or "train") == "train" for r in typed):
         missing.append("profiles (dlperf run --profile)")
     if not profiles.roofline_points(section.results):
         missing.append("the machine's peaks for a roofline (dlperf sysinfo --probe)")
