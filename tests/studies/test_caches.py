@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dlperf.host import peak
 from dlperf.worker import cache
 
 # a 1-layer BERT: exported in a fraction of ResNet-50's time; the cache does not care what it holds
@@ -35,7 +36,21 @@ def infer(tmp_path: Path, name: str, batch_sizes: str = "2") -> list[dict]:
     return [result["env"]["worker"]["framework"]["onnx"] for result in results]
 
 
+def seed_cache(tmp_path: Path) -> None:
+    """The test's DLPERF_CACHE made beforehand as a plain 0755 folder (dlperf must tighten it to
+    0700) holding nothing but this machine's matmul-peak probe, copied from the cache dlperf
+    uses without DLPERF_CACHE where one is there: into a cache without it `dlperf infer` first
+    probes the peaks for MFU (~15 s of matmuls), which is not what this test checks."""
+    private = tmp_path / "cache"
+    private.mkdir()
+    os.chmod(private, 0o755)
+    machine = peak.cache_path()
+    if machine.is_file():
+        (private / machine.name).write_bytes(machine.read_bytes())
+
+
 def test_export_cached_then_reused_then_remade_when_changed(tmp_path):
+    seed_cache(tmp_path)
     # one command, two workers one after the other (a CLI start fewer than two commands)
     first, second = infer(tmp_path, "first", "1,2")
     assert first["cached"] is False

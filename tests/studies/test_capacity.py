@@ -18,10 +18,12 @@ TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--batch-size", "1"
 TINY_WIDE_DEEP = ["--framework", "torch", "--model", "wide-deep", "--batch-size", "64",
                   "--knob", "hidden_units=1", "--knob", "hidden_size=16"]
 LIMIT = "1200MiB"
-# 2M rows fit with room to spare (~0.7 GiB resident of the 1.2 GiB address space; the boundary
-# is near 4.7M): growth 2M, 4M, 8M reaches it a probe sooner than from 1M. A resolution of 1M
-# bisects 4M..8M in two probes (6M, 5M) instead of three (the third, 4.5M, was ~4 s)
-START = 2_000_000
+# 3M rows fit with room to spare (2M: ~0.7 GiB resident of the 1.2 GiB address space; the
+# boundary is near 4.7M): growth 3M, 6M reaches it in two probes, a probe sooner than from 2M
+# (2M, 4M, 8M) and two sooner than from 1M. A resolution of 1M bisects 3M..6M in two probes
+# (4.5M, then 5.25M or 3.75M), as many as 4M..8M took (6M, 5M) and one fewer than a resolution
+# of 0.5M; each probe is a fresh torch worker, ~5 s
+START = 3_000_000
 RESOLUTION = 1_000_000
 SEARCH_LIMIT = int(1.8 * 2**30)  # the on_oom: search sweep's address-space limit
 
@@ -56,7 +58,7 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
     low, high = answer["largest"], answer["smallest_failing"]
     assert low is not None and high is not None and 0 < high - low <= RESOLUTION
     probes = [(p["value"], p["status"]) for p in answer["probes"]]
-    # growth: 2M, 4M, ... each ok, up to the first out-of-memory probe
+    # growth: 3M, 6M, ... each ok, up to the first out-of-memory probe
     first_oom = next(i for i, (_, status) in enumerate(probes) if status == "oom")
     assert [v for v, _ in probes[:first_oom + 1]] == [START * 2**i for i in range(first_oom + 1)]
     assert all(status == "ok" for _, status in probes[:first_oom])

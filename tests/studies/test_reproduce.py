@@ -1,7 +1,8 @@
-"""`dlperf reproduce STUDY`: each study's CPU scale run whole at --tiny shapes (real workers,
-real SQLite) to a report laid out like the published tables, checked against the reference
-tables' rows and columns and against the stored results; the refusals; every sweep file under
-sweeps/ loaded and validated (and named in docs/sweeps.md); the report's precision columns."""
+"""`dlperf reproduce STUDY`: each study's CPU scale run at --tiny shapes (real workers, real
+SQLite; the dlperf and NVIDIA studies from their own sweep files narrowed to the cells the tests
+read) to a report laid out like the published tables, checked against the reference tables' rows
+and columns and against the stored results; the refusals; every sweep file under sweeps/ loaded
+and validated (and named in docs/sweeps.md); the report's precision columns."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ceiling import slow_setup
 from cpu_kind import check_bf16_refused, mxnet_bf16_refusal
@@ -199,17 +201,39 @@ def reproduced(tmp_path_factory, name: str, *args: str) -> tuple[Path, str, list
     return db, out.read_text(), stored(db)
 
 
+def narrowed_sweep(root: Path, study: str, precisions: list[str] | None = None,
+                   exclude: tuple[dict, ...] = ()) -> Path:
+    """The study's own CPU sweep file (sweeps/reproduce-STUDY.yaml: its name, defaults,
+    exclusions and includes as they are) with fewer cells: only ``precisions`` on its matrix's
+    precision axis, and ``exclude`` added. Every case left is one of the study's own (the same
+    case keys); the cells left out are laid out with their published values and `not
+    measured`, as any cell without a measurement."""
+    loaded = yaml.safe_load((ROOT / "sweeps" / f"reproduce-{study}.yaml").read_text())
+    if precisions is not None:
+        assert set(precisions) < set(loaded["matrix"]["precision"])
+        loaded["matrix"]["precision"] = precisions
+    loaded["exclude"] = [*loaded.get("exclude", []), *exclude]
+    path = root / f"reproduce-{study}.yaml"
+    path.write_text(yaml.safe_dump(loaded, sort_keys=False))
+    return path
+
+
 @pytest.fixture(scope="module")
-@slow_setup("the study's twelve torch cases (ResNet-50 and BERT at two batches, fp32 and "
-            "amp-bf16, 1 and 2 processes under torchrun), each in fresh worker processes: the "
-            "layout needs a measured cell in every column kind")
+@slow_setup("four torch cases, each in fresh worker processes (three under torchrun): the torch "
+            "cells the tests read, ResNet-50 fp32 on 1 and 2 processes (throughput, speedup, "
+            "the v1.0 report's rows) and BERT fp32 at both batches on 2 processes (bsz=32, "
+            "bsz=max); the study's amp-bf16 and 1-process BERT cells are asserted nowhere")
 def dlperf_study(tmp_path_factory):
-    return reproduced(tmp_path_factory, "dlperf", "--framework", "torch")
+    sweep = narrowed_sweep(tmp_path_factory.mktemp("dlperf-sweep"), "dlperf", ["fp32"],
+                           ({"model": "bert-base", "devices": 1},))
+    db, text, results = reproduced(tmp_path_factory, "dlperf", "--framework", "torch",
+                                   "--sweep", str(sweep))
+    return db, text, results, sweep
 
 
 @pytest.mark.spans_cores
 def test_dlperf_tables_laid_out_as_published(dlperf_study):
-    db, text, results = dlperf_study
+    db, text, results, _ = dlperf_study
     study = reproduce.get("dlperf")
     assert "Scale: cpu" in text and "--tiny" in text
     found = check_layout(text, study)
@@ -247,10 +271,10 @@ def test_dlperf_tables_laid_out_as_published(dlperf_study):
 @pytest.mark.spans_cores
 def test_dlperf_report_as_html_from_what_is_stored(dlperf_study, tmp_path):
     """--resume with everything stored measures nothing and writes the report again."""
-    db, _, results = dlperf_study
+    db, _, results, sweep = dlperf_study
     out = tmp_path / "report.html"
-    proc = dlperf("reproduce", "dlperf", "--tiny", "--framework", "torch", "--resume",
-                  "--db", str(db), "-o", str(out), timeout=300, env=LOCK)
+    proc = dlperf("reproduce", "dlperf", "--tiny", "--framework", "torch", "--sweep", str(sweep),
+                  "--resume", "--db", str(db), "-o", str(out), timeout=300, env=LOCK)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "0 case(s) measured now" in proc.stdout
     page = out.read_text()
@@ -259,11 +283,20 @@ def test_dlperf_report_as_html_from_what_is_stored(dlperf_study, tmp_path):
     assert len(stored(db)) == len(results)
 
 
+#: the inference batch sizes measured of the study's 1 to 8, and those left `not measured`
+INFER_BATCHES = (1, 8)
+UNMEASURED_BATCHES = [2, 4]
+
+
 @pytest.fixture(scope="module")
-@slow_setup("the study's twelve MXNet cases (training on 1 and 2 processes, inference at four "
-            "batch sizes, fp32 and amp-bf16), each in fresh worker processes")
+@slow_setup("eight MXNet cases (training on 1 and 2 processes, inference at batch 1 and 8 of "
+            "the study's 1 to 8, fp32 and amp-bf16), each in fresh worker processes")
 def nvidia_study(tmp_path_factory):
-    return reproduced(tmp_path_factory, "nvidia-mxnet-rn50")
+    # inference at the ends of the study's batch range: every inference assertion has two rows
+    # to check, and the rows between (2, 4) are checked laid out and `not measured`
+    sweep = narrowed_sweep(tmp_path_factory.mktemp("nvidia-sweep"), "nvidia-mxnet-rn50",
+                           exclude=({"task": "infer", "batch_size": UNMEASURED_BATCHES},))
+    return reproduced(tmp_path_factory, "nvidia-mxnet-rn50", "--sweep", str(sweep))
 
 
 @pytest.mark.spans_cores
@@ -288,8 +321,9 @@ def test_nvidia_training_and_inference_tables(nvidia_study):
             for column in (2, 6, 8):  # amp throughput, precision speedup, amp weak scaling
                 assert train[row][column].startswith("unsupported"), train[row]
         infer = by_label(found[study.reference_tables()[3].title])
-        for batch in ("1", "2", "4", "8"):
-            assert all(cell.startswith("unsupported") for cell in infer[batch][2::2]), batch
+        for batch in INFER_BATCHES:
+            assert all(cell.startswith("unsupported") for cell in infer[str(batch)][2::2]), batch
+        unmeasured(infer)
         assert "no bf16 kernel" in text
         assert train["4"][2].startswith("not measured") and infer["16"][2].startswith("not measured")
         return
@@ -304,7 +338,7 @@ def test_nvidia_training_and_inference_tables(nvidia_study):
         amp2["throughput"]["median"] / amp1["throughput"]["median"], rel=0.01)
     assert train["4"][2].startswith("not measured")
     infer = by_label(found[study.reference_tables()[3].title])
-    for batch in (1, 2, 4, 8):
+    for batch in INFER_BATCHES:
         amp = one(results, task="infer", precision="amp-bf16", batch_size=batch)
         fp = one(results, task="infer", precision="fp32", batch_size=batch)
         row = infer[str(batch)]
@@ -315,6 +349,13 @@ def test_nvidia_training_and_inference_tables(nvidia_study):
             assert measured(row[column + 2]) == pytest.approx(
                 fp["latency_ms"][stat] / amp["latency_ms"][stat], rel=0.01)
     assert infer["16"][2].startswith("not measured") and infer["512"][2].startswith("not measured")
+    unmeasured(infer)
+
+
+def unmeasured(infer: dict[str, list[str]]) -> None:
+    """The inference rows between the measured batch sizes: laid out, every cell not measured."""
+    for batch in UNMEASURED_BATCHES:
+        assert all(cell.startswith("not measured") for cell in infer[str(batch)][2::2]), batch
 
 
 @pytest.mark.spans_cores
