@@ -142,6 +142,8 @@ def test_oneflow_threads_flush_subnormals_to_zero(oneflow_env, mode):
 
 TINY = tiny_nets(bert_layers=2)
 WINDOW = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
+# the memorised-batch check's window: the sweep's shape for 40 steps (below)
+LONG = ["--warmup-steps", "2", "--steps", "40", "--repeats", "1"]
 CASES = [
     # (model, extra flags, OMP_NUM_THREADS in the harness's environment or None)
     ("resnet50", ["--no-compile"], "1"),
@@ -152,27 +154,29 @@ CASES = [
 ]
 
 
-def _run_case(model, extra, threads, tmp_path):
+def _run_case(model, extra, threads, window, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in launch.POOL_SIZE_VARIABLES}
     if threads is not None:
         env["OMP_NUM_THREADS"] = threads
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", "oneflow", *TINY[model], *extra, *WINDOW,
+    proc = run_dlperf("run", "--framework", "oneflow", *TINY[model], *extra, *window,
                       "--db", str(tmp_path / "r.db"), "--json", str(out), env=env)
     return proc, json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
 def case_runs(oneflow_env, tmp_path_factory):
-    """Each (model, flags, threads) measured once by a real `dlperf run`, read by every test
-    that checks it: the graph-mode ResNet-50 of CASES is also the one the eager-versus-graph
-    test compares."""
+    """Each (model, flags, threads, window) measured once by a real `dlperf run`, read by every
+    test that checks it: the graph-mode ResNet-50 of CASES is also the one the eager-versus-graph
+    test compares, and its eager side is the 40-step run of the memorised-batch test (its first
+    loss is the same whatever the window's length)."""
     done = {}
 
-    def run(model, extra, threads):
-        key = (model, tuple(extra), threads)
+    def run(model, extra, threads, window=WINDOW):
+        key = (model, tuple(extra), threads, tuple(window))
         if key not in done:
-            done[key] = _run_case(model, extra, threads, tmp_path_factory.mktemp("case"))
+            done[key] = _run_case(model, extra, threads, window,
+                                  tmp_path_factory.mktemp("case"))
         return done[key]
     return run
 
@@ -217,15 +221,12 @@ def test_tiny_case_runs_ok(oneflow_env, case_runs, model, extra, threads):
         assert info["omp_threads_set_by"].startswith("dlperf (all available CPUs")
 
 
-def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env, tmp_path):
+def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env, case_runs):
     """The sweep's shape (batch 2, image 32) for 40 steps: in float32, OneFlow 0.9.0's CPU
     cross-entropy went negative at step 4 and NaN at step 26, so the frameworks table had no
-    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU."""
-    out = tmp_path / "long.json"
-    proc = run_dlperf("run", "--framework", "oneflow", *TINY["resnet50"], "--no-compile",
-                      "--warmup-steps", "2", "--steps", "40", "--repeats", "1",
-                      "--db", str(tmp_path / "r.db"), "--json", str(out))
-    result = json.loads(out.read_text())
+    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU. (The same eager run
+    is the eager side of test_eager_and_graph_train_the_same_network.)"""
+    proc, result = case_runs("resnet50", ["--no-compile"], None, LONG)
     assert proc.returncode == 0 and result["status"] == "ok", result["error"]
     assert 0.0 <= result["loss"]["last"][0] < result["loss"]["first"][0]
     assert result["env"]["worker"]["framework"]["loss"].startswith("cross-entropy in float64")
@@ -234,8 +235,8 @@ def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env
 def test_eager_and_graph_train_the_same_network(case_runs):
     """Same seed, same data, no dropout in ResNet: the nn.Graph step computes what eager does."""
     losses = []
-    for flag in ("--no-compile", "--compile"):
-        proc, result = case_runs("resnet50", [flag], None)
+    for flag, window in (("--no-compile", LONG), ("--compile", WINDOW)):
+        proc, result = case_runs("resnet50", [flag], None, window)
         assert result["status"] == "ok", result["error"]
         losses.append(result["loss"]["first"][0])
     assert losses[0] == pytest.approx(losses[1], rel=1e-4)

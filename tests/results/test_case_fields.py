@@ -15,6 +15,7 @@ import csv
 import dataclasses
 import io
 import json
+import os
 
 import pytest
 
@@ -127,8 +128,11 @@ def test_reproduce_writes_every_field_that_makes_the_case(tmp_path):
 @pytest.mark.spans_cores
 def test_a_jemalloc_two_process_case_is_scaled_over_the_jemalloc_one_process_result(tmp_path):
     """Real torch runs: a 1-process jemalloc result, a newer 1-process one with the system's
-    malloc, then 2 processes with jemalloc: its baseline is the jemalloc run."""
-    if allocators.available().get("jemalloc") is None:
+    malloc, then 2 processes with jemalloc: its baseline is the jemalloc run. The 1-process
+    jemalloc run is also tests/worker/test_allocator_options.py's real `--allocator` run (the
+    same tiny case): the launcher preloaded the library and the worker saw it mapped."""
+    path = allocators.available().get("jemalloc")
+    if path is None:
         pytest.skip("jemalloc is not installed here (make allocators)")
     db = str(tmp_path / "r.db")
     tiny = ["run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
@@ -141,6 +145,13 @@ def test_a_jemalloc_two_process_case_is_scaled_over_the_jemalloc_one_process_res
         return json.loads(out.read_text())
 
     jemalloc_one = run("--allocator", "jemalloc")
+    # a torch worker runs with jemalloc mapped (the launcher's LD_PRELOAD, the worker's maps)
+    assert jemalloc_one["status"] == "ok", jemalloc_one.get("error")
+    assert jemalloc_one["launch"]["allocator"] == {"name": "jemalloc", "library": path}
+    mapped = jemalloc_one["env"]["worker"]["identity"]["allocators"]
+    assert [os.path.realpath(p) for p in mapped] == [os.path.realpath(path)]
+    assert jemalloc_one["label"].endswith("jemalloc")
+    assert jemalloc_one["case"]["allocator"] == "jemalloc"
     system_one = run()
     assert system_one["run_id"] > jemalloc_one["run_id"]
     two = run("--allocator", "jemalloc", "--devices", "2")

@@ -3,8 +3,9 @@ memory allocator (`--allocator`, preloaded by every launcher) and framework swit
 environment variables (an `Option`'s `variables`, set by the launcher before the worker starts).
 
 The two runs are real: torch's ResNet-50 with jemalloc preloaded (the worker reports the library
-mapped into its own process), and TensorFlow with `--option onednn=off` (TensorFlow itself says
-oneDNN is off). The rest check the pieces without measuring anything.
+mapped into its own process; that run is shared with tests/results/test_case_fields.py, below),
+and TensorFlow with `--option onednn=off` (TensorFlow itself says oneDNN is off). The rest check
+the pieces without measuring anything.
 """
 
 from __future__ import annotations
@@ -133,17 +134,10 @@ def test_the_worker_reads_the_allocators_mapped_into_it(tmp_path):
     assert identity.mapped_allocators(str(tmp_path / "absent")) == []
 
 
-def test_a_torch_worker_runs_with_jemalloc_mapped(tmp_path):
-    path = installed("jemalloc")
-    out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", "torch", *TINY, "--allocator", "jemalloc",
-                  "--json", str(out), "--db", str(tmp_path / "r.db"))
-    result = json.loads(out.read_text())
-    assert proc.returncode == 0 and result["status"] == "ok", (result["error"], proc.stderr)
-    assert result["launch"]["allocator"] == {"name": "jemalloc", "library": path}
-    mapped = result["env"]["worker"]["identity"]["allocators"]
-    assert [os.path.realpath(p) for p in mapped] == [os.path.realpath(path)]
-    assert result["label"].endswith("jemalloc") and result["case"]["allocator"] == "jemalloc"
+# The real torch run with jemalloc preloaded (the launcher's facts, the library mapped into the
+# worker, the label) is the 1-process jemalloc run of tests/results/test_case_fields.py's
+# test_a_jemalloc_two_process_case_is_scaled_over_the_jemalloc_one_process_result: the same tiny
+# case, run once for both.
 
 
 # ------------------------------------------------------------------------------------------------
