@@ -2,10 +2,10 @@
 memory allocator (`--allocator`, preloaded by every launcher) and framework switches that are
 environment variables (an `Option`'s `variables`, set by the launcher before the worker starts).
 
-The two runs are real: torch's ResNet-50 with jemalloc preloaded (the worker reports the library
-mapped into its own process; that run is shared with tests/results/test_case_fields.py, below),
-and TensorFlow with `--option onednn=off` (TensorFlow itself says oneDNN is off). The rest check
-the pieces without measuring anything.
+The real run here is TensorFlow with `--option onednn=off` (TensorFlow itself says oneDNN is
+off); torch's ResNet-50 with jemalloc preloaded (the worker reports the library mapped into its
+own process) is checked on the 1-process jemalloc run of tests/results/test_case_fields.py. The
+rest check the pieces without measuring anything.
 """
 
 from __future__ import annotations
