@@ -68,3 +68,41 @@ def test_lifeline_passes_the_commands_exit_and_signal_through():
                            "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                           env=env, timeout=60)
     assert done.returncode == -signal.SIGKILL
+
+
+def test_a_dead_harness_takes_down_what_its_command_started_in_a_session_of_its_own(tmp_path):
+    """A node's `dlperf run` starts its launcher (torchrun) in a new session, out of the
+    lifeline's process group: when the harness dies, the lifeline kills it all the same, and a
+    process its parent orphaned first (re-parented to the lifeline, the subreaper) too."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "src"))
+    harness = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    command = ("import subprocess, sys, time\n"
+               f"subprocess.Popen(['sleep', '{MARK}'], start_new_session=True)\n"
+               # an orphan: its parent (a new session's shell) exits at once
+               f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep {MARK} & exit 0'])\n"
+               f"time.sleep({MARK})\n")
+    lifeline = subprocess.Popen([sys.executable, "-m", "dlperf.worker.lifeline", "--",
+                                 sys.executable, "-c", command],
+                                env={**env, "DLPERF_HARNESS_PID": str(harness.pid)},
+                                start_new_session=True)  # as its callers start it
+    try:
+        deadline = time.monotonic() + 60
+        while len([p for p in leftovers() if p.info["cmdline"] == ["sleep", MARK]]) < 2 and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        sleepers = [p for p in leftovers() if p.info["cmdline"] == ["sleep", MARK]]
+        assert len(sleepers) == 2, "the command never started both sleeps"
+        assert all(os.getsid(p.pid) != os.getsid(lifeline.pid) for p in sleepers)
+        harness.kill()
+        harness.wait()
+        assert lifeline.wait(timeout=30) == -signal.SIGKILL
+        deadline = time.monotonic() + 15
+        while leftovers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        alive = leftovers()
+        assert not alive, [p.info["cmdline"] for p in alive]
+    finally:
+        harness.kill()
+        lifeline.kill()
+        for proc in leftovers():
+            proc.kill()

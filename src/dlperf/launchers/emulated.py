@@ -49,6 +49,8 @@ from dlperf.worker.lifeline import HARNESS_PID
 FAIL_GRACE_S = 20.0
 # a stopped node's time to store what it measured (SIGTERM) before it is killed
 STOP_GRACE_S = 30.0
+# a node's lifeline's time to kill what is below it once told to
+KILL_WAIT_S = 5.0
 # the nodes' start (imports, node 0's one-time peak probe) on top of their repeats
 START_MARGIN_S = 120.0
 POLL_S = 0.2
@@ -191,11 +193,26 @@ def stop(nodes: list[Node]) -> None:
         try:
             node.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(node.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            node.proc.wait()
+            kill_node(node)
+
+
+def kill_node(node: Node) -> None:
+    """SIGTERM to the node's lifeline, which SIGKILLs everything below it whatever its session
+    (the launcher its `dlperf run` started in a session of its own); SIGKILL to its process
+    group if the lifeline is not gone within seconds."""
+    try:
+        os.kill(node.proc.pid, signal.SIGTERM)
+        node.proc.wait(timeout=KILL_WAIT_S)
+        return
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(node.proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    node.proc.wait()
 
 
 def wait(nodes: list[Node], bound_s: float) -> bool:
