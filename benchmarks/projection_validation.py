@@ -45,6 +45,7 @@ from typing import Any
 
 from dlperf import projection, scaling
 from dlperf.host import emulated
+from dlperf.projection_error import median_abs
 from dlperf.worker.collectives import bus_factor
 from dlperf.store import Store
 
@@ -308,9 +309,9 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if rows:
-        errors = sorted(abs(r["error"]) for r in rows)
-        print(f"\n{len(rows)} cases: median |error| {errors[len(errors) // 2]:.1%}, "
-              f"largest {errors[-1]:.1%}")
+        errors = [r["error"] for r in rows]
+        print(f"\n{len(rows)} cases: median |error| {median_abs(errors):.1%}, "
+              f"largest {max(abs(e) for e in errors):.1%}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     if args.markdown:

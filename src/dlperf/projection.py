@@ -22,7 +22,9 @@ plus the part of the gradient all-reduce the backward pass does not hide:
 
 Every projected figure carries an interval: the 1-device measurement's, the links' fit error and
 the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
-each). What the model leaves out is listed with every projection (:data:`NOT_MODELLED`).
+each). The throughput has a second one, that interval widened by the model's own error as its
+validation measured it (:mod:`dlperf.projection_error`). What the model leaves out is listed
+with every projection (:data:`NOT_MODELLED`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 
 from dlperf.errors import UsageError
 from dlperf.host import emulated
+from dlperf.projection_error import ModelError, for_target
 
 # default gradient bucket (bytes) of each engine: PyTorch DDP's bucket_cap_mb (25 MiB) and
 # Horovod's tensor fusion threshold (HOROVOD_FUSION_THRESHOLD, 64 MiB); the other frameworks'
@@ -296,9 +299,16 @@ class Point:
     shape: Shape
     allreduce_s: Span
     step_s: Span
-    throughput: Span  # samples/s, the whole job
+    throughput: Span  # samples/s, the whole job; its interval the inputs' spread
     speedup: Span
     efficiency: Span
+    model_error: ModelError
+
+    @property
+    def throughput_with_model_error(self) -> Span:
+        """The throughput's interval widened by the model's validated error."""
+        return Span(self.throughput.value,
+                    *self.model_error.widen(self.throughput.low, self.throughput.high))
 
 
 def project(inputs: Inputs, shape: Shape) -> Point:
@@ -333,7 +343,7 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     at_start = inputs.batch * start.devices / c.value
     speedup = throughput.scaled(start.devices / at_start)  # over one device at the start's pace
     return Point(shape, comm_span, step, throughput, speedup,
-                 speedup.scaled(1 / shape.devices))
+                 speedup.scaled(1 / shape.devices), for_target(shape.nodes, shape.devices))
 
 
 def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:
@@ -504,6 +514,8 @@ class Projection:
             "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,
                         "devices": p.shape.devices, "allreduce_s": span(p.allreduce_s),
                         "step_s": span(p.step_s), "throughput": span(p.throughput),
+                        "throughput_with_model_error": span(p.throughput_with_model_error),
+                        "model_error": p.model_error.to_dict(),
                         "speedup": span(p.speedup), "scaling_efficiency": span(p.efficiency)}
                        for p in self.points],
             "warnings": list(self.warnings)}

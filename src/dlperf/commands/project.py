@@ -14,6 +14,7 @@ from dlperf.commands import HELP
 from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
+from dlperf.projection_error import median_abs
 from dlperf.store import DEFAULT_DB, Store
 
 MEASURED = "measured"
@@ -350,12 +351,20 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     if overlap.value is None:
         warnings.append(f"overlap not measured ({overlap.source}): the interval spans no "
                         f"overlap to full overlap")
+    points = [projection.project(inputs, s) for s in shapes]
+    beyond = [p for p in points if p.model_error.beyond]
+    if beyond:
+        widest = beyond[0].model_error.check
+        warnings.append(f"{', '.join(f'{p.shape.nodes} x {p.shape.per_node}' for p in beyond)}: "
+                        f"past every validated shape (at most {widest.nodes} nodes, "
+                        f"{widest.devices} devices): the model's error there is not known; "
+                        f"the interval carries the largest seen ({widest.name} check)")
     return projection.Projection(
         str(result.get("label")),
         {"run_id": result.get("run_id"), "label": result.get("label"),
          "case_key": result.get("case_key"), "throughput": median,
          "throughput_interval": [low, high]},
-        inputs, [projection.project(inputs, s) for s in shapes], warnings)
+        inputs, points, warnings)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -441,20 +450,33 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
 def show(made: projection.Projection) -> None:
     rows = [[str(p.shape.nodes), str(p.shape.per_node), str(p.shape.devices),
              p.allreduce_s.scaled(1e3).text(), p.step_s.scaled(1e3).text(),
-             p.throughput.text(), p.speedup.text(2), p.efficiency.text(pct=True)]
+             p.throughput.text(), _ends(p.throughput_with_model_error),
+             p.speedup.text(2), p.efficiency.text(pct=True)]
             for p in made.points]
     table = display.new_table(f"projected (not measured): {made.label}", [
         ("nodes", "right"), ("devices/node", "right"), ("devices", "right"),
         ("all-reduce ms", "right"), ("step ms", "right"), ("samples/s", "right"),
-        ("speedup", "right"), ("scaling efficiency", "right")])
+        ("with model error", "right"), ("speedup", "right"), ("scaling efficiency", "right")])
     for row in rows:
         table.add_row(*row)
     display.out.print(table)
     display.out.print(f"model: {made.model_text()}", soft_wrap=True, highlight=False)
+    display.out.print("intervals: the inputs' spread (the start's 95 % interval, the links' fit "
+                      "error, the overlap's range); 'with model error' widens the samples/s "
+                      "interval by the model's own error as validated:", soft_wrap=True,
+                      highlight=False)
+    for error in dict.fromkeys(p.model_error for p in made.points):
+        shapes = ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in made.points
+                           if p.model_error == error)
+        display.out.print(f"  {shapes}: {error.text()}", soft_wrap=True, highlight=False)
     display.out.print("not modelled: " + "; ".join(projection.NOT_MODELLED), soft_wrap=True,
                       highlight=False)
     for warning in made.warnings:
         display.warn(warning)
+
+
+def _ends(span: Span) -> str:
+    return f"{span.low:,.1f}–{span.high:,.1f}"
 
 
 def show_published(table_id: str, compared: list[Compared]) -> None:
@@ -469,9 +491,9 @@ def show_published(table_id: str, compared: list[Compared]) -> None:
     for row in rows:
         table.add_row(*row)
     display.out.print(table)
-    errors = sorted(abs(c.error) for c in compared)
-    display.out.print(f"{len(errors)} figures: median |error| {errors[len(errors) // 2]:.1%}, "
-                      f"largest {errors[-1]:.1%}; overlap not stated by the study: each "
+    errors = [c.error for c in compared]
+    display.out.print(f"{len(errors)} figures: median |error| {median_abs(errors):.1%}, "
+                      f"largest {max(abs(e) for e in errors):.1%}; overlap not stated by the study: each "
                       f"interval spans none to full", highlight=False)
 
 

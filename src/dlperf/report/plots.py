@@ -342,7 +342,8 @@ def repeat_spread(results: Sequence[ResultLike], palette: Palette) -> bytes | No
 def projected(projection: dict[str, Any], results: Sequence[ResultLike]) -> bytes | None:
     """A stored projection (`dlperf project`) beyond the measured points: the measured
     throughputs of its configuration (solid, markers) and the projection's (dashed, its interval
-    shaded), drawn apart so a projected figure is never read as a measured one."""
+    shaded, and lighter that interval widened by the model's validated error), drawn apart so a
+    projected figure is never read as a measured one."""
     source = projection.get("source") or {}
     start = next((r for r in map(read_result, results) if r.label == source.get("label")
                   and r.case_key == source.get("case_key")), None)
@@ -361,7 +362,11 @@ def projected(projection: dict[str, Any], results: Sequence[ResultLike]) -> byte
               label="projected (not measured)")
     axes.fill_between(devices, [p["throughput"]["low"] for p in points],
                       [p["throughput"]["high"] for p in points], color="C3", alpha=0.15,
-                      label="projection's interval")
+                      label="projection's interval (its inputs' spread)")
+    if all(p.get("throughput_with_model_error") for p in points):  # stored since 2026-11-30
+        axes.fill_between(devices, [p["throughput_with_model_error"]["low"] for p in points],
+                          [p["throughput_with_model_error"]["high"] for p in points],
+                          color="C3", alpha=0.06, label="with the model's validated error")
     _log2_axis(axes, devices + [d for d, _ in measured])
     return _line_chart(figure, axes, "devices (nodes × devices per node)",
                        f"throughput ({_unit(results)})",

@@ -15,14 +15,27 @@ def table(projection: dict[str, Any]) -> Table:
     made = Table(f"projected (not measured): {projection['label']} — projection "
                  f"{projection.get('id', '?')}; model: {projection['model'].get('text', '?')}",
                  ["nodes", "devices/node", "devices", "throughput (samples/s, projected)",
-                  "speedup (projected)", "scaling efficiency (projected)"],
-                 ["r", "r", "r", "r", "r", "r"])
+                  "with the model's validated error", "speedup (projected)",
+                  "scaling efficiency (projected)"],
+                 ["r", "r", "r", "r", "r", "r", "r"])
     for point in projection["points"]:
         made.rows.append([Cell(str(point["nodes"])), Cell(str(point["devices_per_node"])),
                           Cell(str(point["devices"])), Cell(Span(**point["throughput"]).text()),
+                          Cell(_with_model_error(point)),
                           Cell(Span(**point["speedup"]).text(2)),
                           Cell(Span(**point["scaling_efficiency"]).text(pct=True))])
     return made
+
+
+def _with_model_error(point: dict[str, Any]) -> str:
+    """The throughput's interval widened by the model's error, and which check's; a projection
+    stored before 2026-11-30 has none."""
+    wider, error = point.get("throughput_with_model_error"), point.get("model_error")
+    if not wider or not error:
+        return "not stored"
+    beyond = ", past the validated shapes" if error.get("beyond_validated") else ""
+    return (f"{wider['low']:,.1f}–{wider['high']:,.1f} ({error['check']} check: "
+            f"{error['under']:+.1%} to {error['over']:+.1%}{beyond})")
 
 
 def attach(report: Report, projections: list[dict[str, Any]]) -> None:
