@@ -114,26 +114,34 @@ def _bert(knobs, batch, dtype, key, seed):
         vocab_size=v, hidden=knobs["hidden"], layers=knobs["layers"], heads=knobs["heads"],
         intermediate=knobs["intermediate"], max_positions=knobs["max_positions"],
         type_vocab=knobs["type_vocab"], dtype=dtype)
-    k_ids, k_order, k_nsp = jax.random.split(key, 3)
     dummy = jnp.zeros((1, s), jnp.int32)
     variables = host_init(lambda k: model.init(k, dummy, dummy, train=False),
                           bert_model.init_rule, seed)
 
-    ids = jax.random.randint(k_ids, (batch, s), 0, v)
-    # A fixed count of masked positions per row (never [CLS] at 0) keeps the work identical
-    # across seeds and guarantees at least one label, so the MLM loss is never 0/0.
-    n_masked = max(1, int(round(MLM_FRACTION * s)))
-    order = jnp.argsort(jax.random.uniform(k_order, (batch, s - 1)), axis=1)
-    rows = jnp.arange(batch)[:, None]
-    masked = jnp.zeros((batch, s), bool).at[rows, order[:, :n_masked] + 1].set(True)
-    mask_token = 103 if v > 103 else v - 1  # [MASK] in the uncased BERT vocabulary
-    segment = jnp.minimum((jnp.arange(s) >= s // 2).astype(jnp.int32), knobs["type_vocab"] - 1)
-    data = {
-        "ids": jnp.where(masked, mask_token, ids),
-        "token_types": jnp.broadcast_to(segment, (batch, s)),
-        "mlm_labels": jnp.where(masked, ids, -100),
-        "nsp_labels": jax.random.randint(k_nsp, (batch,), 0, 2),
-    }
+    def synthetic(key):
+        k_ids, k_order, k_nsp = jax.random.split(key, 3)
+        ids = jax.random.randint(k_ids, (batch, s), 0, v)
+        # A fixed count of masked positions per row (never [CLS] at 0) keeps the work
+        # identical across seeds and guarantees at least one label, so the MLM loss is never
+        # 0/0.
+        n_masked = max(1, int(round(MLM_FRACTION * s)))
+        order = jnp.argsort(jax.random.uniform(k_order, (batch, s - 1)), axis=1)
+        rows = jnp.arange(batch)[:, None]
+        masked = jnp.zeros((batch, s), bool).at[rows, order[:, :n_masked] + 1].set(True)
+        mask_token = 103 if v > 103 else v - 1  # [MASK] in the uncased BERT vocabulary
+        segment = jnp.minimum((jnp.arange(s) >= s // 2).astype(jnp.int32),
+                              knobs["type_vocab"] - 1)
+        return {
+            "ids": jnp.where(masked, mask_token, ids),
+            "token_types": jnp.broadcast_to(segment, (batch, s)),
+            "mlm_labels": jnp.where(masked, ids, -100),
+            "nsp_labels": jax.random.randint(k_nsp, (batch,), 0, 2),
+        }
+
+    # one XLA program instead of a dozen eager ops, each compiled apart (a second of CPU per
+    # process, a quarter of the tiny BERT's build); random bits, their exact conversion to [0, 1),
+    # a sort and integer selects: bit for bit the batch the eager ops made
+    data = jax.jit(synthetic)(key)
 
     def loss(params, stats, b, rng):
         mlm, nsp = model.apply({"params": params}, b["ids"], b["token_types"], train=True,
