@@ -123,11 +123,8 @@ test-envs: setup horovod
 		| xargs -P $(ENV_JOBS) -L 1 $(BIN)/dlperf envs install
 
 # The tests in three phases, all of which always run; any failing fails `make test`:
-# 1. those marked `parallel` (they start no framework, need no framework environment and assert
-#    nothing about time) on TEST_JOBS pytest-xdist processes, while `make test-envs` installs the
-#    environments beside them at the lowest CPU priority (nice 19: the tests' processes come
-#    first, the installs take the CPU time they leave, and their downloads and unpacking overlap
-#    them); its output is printed after the phase, and the next phase starts once it ended well;
+# 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
+#    pytest-xdist processes;
 # 2. the framework tests, TEST_JOBS files at a time (a file's tests on one process, so that its
 #    module fixtures are made once), each xdist process pinned to its own slice
 #    of the CPUs (DLPERF_TEST_SHARE_CPUS, tests/conftest.py): every framework sizes its pools by
@@ -146,13 +143,9 @@ test-envs: setup horovod
 # its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
-test: setup lint horovod browser slurm allocators
+test: setup lint test-envs browser slurm allocators
 	$(BIN)/python -m compileall -q src tests
-	log=$$(mktemp); { nice -n 19 $(MAKE) --no-print-directory test-envs >$$log 2>&1; \
-		echo $$? >$$log.rc; } & \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
-	wait; cat $$log; envs=$$(cat $$log.rc); rm -f $$log $$log.rc; \
-	test $$envs -eq 0 || { echo "make test-envs failed (exit $$envs): no framework phase"; exit 1; }; \
 	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile \
 		-m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); shared=$$?; \
 	$(BIN)/python -m pytest -q -m "whole_machine and not parallel" $(PYTEST_ARGS); whole=$$?; \
