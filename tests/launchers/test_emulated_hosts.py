@@ -152,33 +152,37 @@ def test_sigkill_leaves_nothing_running_and_the_next_start_removes_its_hosts(tmp
     tag = uuid.uuid4().hex
     env = {TAG: tag, STATE: str(tmp_path / "state")}
     proc, record = start_long_run(tmp_path, env)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    # its nodes die with it (each under dlperf.worker.lifeline), their ranks with them
-    assert_nothing_left(tag, within_s=30)
-    assert all(Path("/run/netns", ns).exists() for ns in record["namespaces"])
-    # the next start: a tiny BERT over links shaped to 100 Mbit/s
-    nxt = dlperf("run", "--framework", "torch", *TINY_BERT, "--emulate-hosts", "2", "--link",
-                 "100mbit", "--db", str(tmp_path / "next.db"), "--json",
-                 str(tmp_path / "next.json"), env=env, timeout=600)
-    said = [line for line in nxt.stderr.splitlines() if "removed what a dead dlperf run" in line]
-    assert len(said) == 1 and f"(pid {proc.pid}, started " in said[0], nxt.stderr
-    assert said[0].endswith("left: 2 namespaces, 3 interfaces, 0 processes"), said[0]
-    assert nxt.returncode == 0, nxt.stdout + nxt.stderr
-    assert_nothing_left(tag)
-    assert not records_of(proc.pid, tmp_path / "state")
-    for name in [*record["namespaces"]]:
-        assert not Path("/run/netns", name).exists()
-    for name in record["links"]:
-        assert not Path("/sys/class/net", name).exists()
-    shaped = json.loads((tmp_path / "next.json").read_text())
-    assert shaped["status"] == "ok" and shaped["case"]["link"] == "100mbit"
-    assert "100mbit-link" in shaped["label"]
-    block = shaped["emulated_hosts"]
-    assert block["link"] == "100mbit" and block["link_bits_per_s"] == 10**8
-    # whatever crossed a host's interface, it did not cross faster than its link
-    for host in block["hosts"]:
-        assert host["tx_bytes"] * 8 <= 10**8 * block["wall_s"], host
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # its nodes die with it (each under dlperf.worker.lifeline), their ranks with them
+        assert_nothing_left(tag, within_s=30)
+        assert all(Path("/run/netns", ns).exists() for ns in record["namespaces"])
+        # the next start: a tiny BERT over links shaped to 100 Mbit/s
+        nxt = dlperf("run", "--framework", "torch", *TINY_BERT, "--emulate-hosts", "2", "--link",
+                     "100mbit", "--db", str(tmp_path / "next.db"), "--json",
+                     str(tmp_path / "next.json"), env=env, timeout=600)
+        said = [line for line in nxt.stderr.splitlines() if "removed what a dead dlperf run" in line]
+        assert len(said) == 1 and f"(pid {proc.pid}, started " in said[0], nxt.stderr
+        assert said[0].endswith("left: 2 namespaces, 3 interfaces, 0 processes"), said[0]
+        assert nxt.returncode == 0, nxt.stdout + nxt.stderr
+        assert_nothing_left(tag)
+        assert not records_of(proc.pid, tmp_path / "state")
+        for name in [*record["namespaces"]]:
+            assert not Path("/run/netns", name).exists()
+        for name in record["links"]:
+            assert not Path("/sys/class/net", name).exists()
+        shaped = json.loads((tmp_path / "next.json").read_text())
+        assert shaped["status"] == "ok" and shaped["case"]["link"] == "100mbit"
+        assert "100mbit-link" in shaped["label"]
+        block = shaped["emulated_hosts"]
+        assert block["link"] == "100mbit" and block["link_bits_per_s"] == 10**8
+        # whatever crossed a host's interface, it did not cross faster than its link
+        for host in block["hosts"]:
+            assert host["tx_bytes"] * 8 <= 10**8 * block["wall_s"], host
+    finally:  # a no-op after the next start's clean-up; after a failed assertion, the
+        # killed run's hosts go too (its records are this test's: no other start finds them)
+        emulated.remove(record)
 
 
 # ------------------------------------------------------------------------------------------------
