@@ -51,6 +51,10 @@ class Check:
     def reaches(self, nodes: int, devices: int) -> bool:
         return nodes <= self.nodes and devices <= self.devices
 
+    def text(self) -> str:
+        return (f"{self.under:+.1%} to {self.over:+.1%} (the {self.name} check: "
+                f"{len(self.errors)} cases, median |error| {self.median_abs:.1%}; {self.where})")
+
 
 ONE_HOST = Check(
     "one-host", "2 processes on one host from 1 (ResNet-50 at image 32, batch 16 per process; "
@@ -105,15 +109,6 @@ class ModelError:
         projected / (1 + error), so the slow end divides by 1 + the largest error above, the
         fast end by 1 + the largest below."""
         return low / (1 + self.check.over), high / (1 + self.check.under)
-
-    def text(self) -> str:
-        c = self.check
-        said = (f"{c.under:+.1%} to {c.over:+.1%} (the {c.name} check: {len(c.errors)} cases, "
-                f"median |error| {c.median_abs:.1%}; {c.where})")
-        if self.beyond:
-            said += (f"; the target is past every validated shape (at most {c.nodes} nodes, "
-                     f"{c.devices} devices): its error there is not known")
-        return said
 
     def to_dict(self) -> dict[str, object]:
         return {"check": self.check.name, "under": self.check.under, "over": self.check.over,

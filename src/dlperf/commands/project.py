@@ -465,10 +465,10 @@ def show(made: projection.Projection) -> None:
                       "error, the overlap's range); 'with model error' widens the samples/s "
                       "interval by the model's own error as validated:", soft_wrap=True,
                       highlight=False)
-    for error in dict.fromkeys(p.model_error for p in made.points):
+    for check in dict.fromkeys(p.model_error.check for p in made.points):
         shapes = ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in made.points
-                           if p.model_error == error)
-        display.out.print(f"  {shapes}: {error.text()}", soft_wrap=True, highlight=False)
+                           if p.model_error.check == check)
+        display.out.print(f"  {shapes}: {check.text()}", soft_wrap=True, highlight=False)
     display.out.print("not modelled: " + "; ".join(projection.NOT_MODELLED), soft_wrap=True,
                       highlight=False)
     for warning in made.warnings:
@@ -493,8 +493,8 @@ def show_published(table_id: str, compared: list[Compared]) -> None:
     display.out.print(table)
     errors = [c.error for c in compared]
     display.out.print(f"{len(errors)} figures: median |error| {median_abs(errors):.1%}, "
-                      f"largest {max(abs(e) for e in errors):.1%}; overlap not stated by the study: each "
-                      f"interval spans none to full", highlight=False)
+                      f"largest {max(abs(e) for e in errors):.1%}; overlap not stated by the "
+                      f"study: each interval spans none to full", highlight=False)
 
 
 def main(args: argparse.Namespace) -> int:

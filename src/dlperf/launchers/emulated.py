@@ -204,9 +204,7 @@ def kill_node(node: Node) -> None:
         os.kill(node.proc.pid, signal.SIGTERM)
         node.proc.wait(timeout=KILL_WAIT_S)
         return
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
+    except (ProcessLookupError, subprocess.TimeoutExpired):
         pass
     try:
         os.killpg(node.proc.pid, signal.SIGKILL)
