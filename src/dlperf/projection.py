@@ -343,7 +343,9 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     at_start = inputs.batch * start.devices / c.value
     speedup = throughput.scaled(start.devices / at_start)  # over one device at the start's pace
     return Point(shape, comm_span, step, throughput, speedup,
-                 speedup.scaled(1 / shape.devices), for_target(shape.nodes, shape.devices))
+                 speedup.scaled(1 / shape.devices),
+                 for_target(shape.nodes, shape.devices, start_nodes=start.nodes,
+                            start_devices=start.devices))
 
 
 def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:

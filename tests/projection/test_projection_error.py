@@ -1,6 +1,6 @@
 """The model's own error (dlperf.projection_error): each validation's declared errors traced to
-where they were published (the docs' tables) or recomputed (the published check), the check a
-target takes, and the interval it widens, against hand calculations."""
+where they were published (the docs' tables) or recomputed (the published checks), the check a
+start and target take, and the interval it widens, against hand calculations."""
 
 from __future__ import annotations
 
@@ -48,16 +48,21 @@ def test_the_emulated_hosts_check_is_the_docs_table():
     assert docs == dict(projection_error.EMULATED_HOSTS.errors)
 
 
-def test_the_published_check_is_what_the_command_computes(tmp_path):
-    """The published check's errors are `dlperf project --published`'s own, today: a change to
-    the model that moves them fails here until the declaration (and the docs) follow."""
-    out = tmp_path / "p.json"
-    command = projection_error.PUBLISHED.command.split()
+def computed_errors(check: Check, tmp_path: Path) -> dict[str, float]:
+    """The errors the check's own command computes today, keyed as the check declares them."""
+    out = tmp_path / f"{check.name}.json"
+    command = check.command.split()
     assert command[:2] == ["dlperf", "project"]
     proc = dlperf_main(*command[1:], "--json", str(out))
     assert proc.returncode == 0, proc.stderr
-    computed = {f"{r['framework']} {r['nodes']}x{r['gpus_per_node']}": r["error"]
-                for r in json.loads(out.read_text())}
+    return {f"{r['framework']} {r['nodes']}x{r['gpus_per_node']}": r["error"]
+            for r in json.loads(out.read_text())}
+
+
+def test_the_published_check_is_what_the_command_computes(tmp_path):
+    """The published check's errors are `dlperf project --published`'s own, today: a change to
+    the model that moves them fails here until the declaration (and the docs) follow."""
+    computed = computed_errors(projection_error.PUBLISHED, tmp_path)
     declared = dict(projection_error.PUBLISHED.errors)
     assert computed.keys() == declared.keys()
     for case, error in computed.items():
@@ -65,9 +70,51 @@ def test_the_published_check_is_what_the_command_computes(tmp_path):
     assert max(computed.values()) == pytest.approx(projection_error.PUBLISHED.over, abs=0.0005)
 
 
+def test_the_published_from_node_check_is_what_the_command_computes(tmp_path):
+    """The from-node check's errors are `dlperf project --published ... --from-node`'s own, today,
+    each case projected from its framework's 1-node figure of 8 GPUs (its declared start)."""
+    check = projection_error.PUBLISHED_FROM_NODE
+    assert "--from-node" in check.command.split()
+    computed = computed_errors(check, tmp_path)
+    declared = dict(check.errors)
+    assert computed.keys() == declared.keys()
+    for case, error in computed.items():
+        assert error == pytest.approx(declared[case], abs=0.0005), case
+    assert min(computed.values()) == pytest.approx(check.under, abs=0.0005)
+    assert max(computed.values()) == pytest.approx(check.over, abs=0.0005)
+    assert projection_error.median_abs(list(computed.values())) == pytest.approx(
+        check.median_abs, abs=0.0005)
+
+
+@pytest.mark.parametrize("check", [projection_error.PUBLISHED,
+                                   projection_error.PUBLISHED_FROM_NODE], ids=lambda c: c.name)
+def test_a_published_check_reaches_and_starts_where_its_cases_say(check):
+    """Its reach is its largest case; a check from a node has only cases that add nodes of its
+    start's devices; one from 1 device has a case within one node."""
+    shapes = [(int(n), int(per)) for n, per in (case.rsplit(" ", 1)[1].split("x")
+                                                 for case, _ in check.errors)]
+    assert (check.nodes, check.devices) == max((n, n * per) for n, per in shapes)
+    if check.start_devices > 1:
+        assert all(n > 1 and per == check.start_devices for n, per in shapes)
+    else:
+        assert check.start_devices == 1 and any(n == 1 for n, _ in shapes)
+
+
+def test_the_docs_table_is_the_declared_checks():
+    """Each row of the docs' table of checks: its cases, reach, errors and median, as declared."""
+    text = section("**The model's error.**", "and its throughput gets")
+    rows = re.findall(r"^\| ([\w-]+): .*? \| (\d+) \| (\d+) nodes?, (\d+) devices \| "
+                      + SIGNED + " to " + SIGNED + r" \| ([\d.]+) % \|$", text, re.M)
+    docs = {name: (int(cases), int(nodes), int(devices), percent(under), percent(over),
+                   percent(median)) for name, cases, nodes, devices, under, over, median in rows}
+    assert docs == {c.name: (len(c.errors), c.nodes, c.devices, round(c.under, 4),
+                             round(c.over, 4), percent(f"{c.median_abs:.1%}".rstrip("%")))
+                    for c in projection_error.CHECKS}
+
+
 def test_a_target_takes_the_nearest_check_that_reaches_it():
     def check(nodes: int, devices: int) -> tuple[str, bool]:
-        found = projection_error.for_target(nodes, devices)
+        found = projection_error.for_target(nodes, devices, start_nodes=1, start_devices=1)
         return found.check.name, found.beyond
 
     assert check(1, 2) == ("one-host", False)
@@ -78,16 +125,38 @@ def test_a_target_takes_the_nearest_check_that_reaches_it():
     assert check(2, 64) == ("published", True)
 
 
+def test_a_start_of_a_whole_node_takes_the_checks_from_a_node_where_they_reach():
+    def check(start: Shape, target: Shape) -> tuple[str, bool]:
+        found = projection_error.for_target(target.nodes, target.devices,
+                                            start_nodes=start.nodes, start_devices=start.devices)
+        return found.check.name, found.beyond
+
+    node_of_8, node_of_2 = Shape(8, 1), Shape(2, 1)
+    assert check(node_of_8, Shape(8, 2)) == ("published-from-node", False)
+    assert check(node_of_8, Shape(8, 4)) == ("published-from-node", False)
+    # a CPU node of 2 processes, to 2 nodes of 2: on other hardware, the only check of that step
+    assert check(node_of_2, Shape(2, 2)) == ("published-from-node", False)
+    # devices added within each node, which no check from a node did: as from 1 device
+    assert check(node_of_2, Shape(8, 1)) == ("published", False)
+    assert check(Shape(4, 1), Shape(8, 4)) == ("published", False)
+    # past every check's shapes: the furthest-reaching, on a tie the one from 1 device
+    assert check(node_of_8, Shape(8, 8)) == ("published", True)
+    assert check(node_of_2, Shape(32, 2)) == ("published", True)
+    # a start of one device per node is a start from 1 device, as before
+    assert check(Shape(1, 1), Shape(2, 1)) == ("one-host", False)
+
+
 def test_the_interval_widens_by_the_largest_errors_either_way():
     """Measured = projected / (1 + error): errors from -10 % to +25 % put a projection of
     100-120 samples/s at 100 / 1.25 = 80 to 120 / 0.9 = 133.3."""
-    made = Check("x", "", 1, 2, "", "", (("a", -0.10), ("b", 0.25), ("c", 0.05)))
+    made = Check("x", "", 1, 2, "", "", (("a", -0.10), ("b", 0.25), ("c", 0.05)),
+                 start_devices=1)
     assert (made.under, made.over) == (-0.10, 0.25)
     assert made.median_abs == 0.10
     low, high = ModelError(made, False).widen(100.0, 120.0)
     assert low == pytest.approx(80.0) and high == pytest.approx(133.333, abs=1e-3)
     # a check that was never below (or above) leaves that end as it was
-    above = Check("y", "", 1, 2, "", "", (("a", 0.02), ("b", 0.04)))
+    above = Check("y", "", 1, 2, "", "", (("a", 0.02), ("b", 0.04)), start_devices=1)
     assert ModelError(above, False).widen(100.0, 120.0) == (100.0 / 1.04, 120.0)
     # of an even count, the median is the mean of the middle two
     assert projection_error.median_abs([0.01, -0.02, 0.04, -0.08]) == pytest.approx(0.03)
@@ -110,3 +179,21 @@ def test_every_projected_point_carries_its_check_and_stores_both_intervals():
                                                     "high": wide.high}
     assert point["model_error"]["check"] == "one-host"
     assert point["model_error"]["cases"] == 8 and point["model_error"]["beyond_validated"] is False
+
+
+def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():
+    """A start of 1 node x 8 devices: 2 x 8 takes the from-node check's errors (-1.2 % to
+    +12.6 %), stored with its name; 8 x 8 is past it and takes the published check's."""
+    link = Link(100 * 1e9 / 8, 5e-6, "given")
+    made = Inputs(Span(0.4, 0.39, 0.41), 32, 100 * 10**6, 25 * 2**20, link, link,
+                  Overlap(None, "not stated"), Shape(8, 1))
+    near, far = (projection.project(made, Shape(8, 2)), projection.project(made, Shape(8, 8)))
+    check = projection_error.PUBLISHED_FROM_NODE
+    assert near.model_error.check is check and not near.model_error.beyond
+    assert far.model_error.check is projection_error.PUBLISHED and far.model_error.beyond
+    wide = near.throughput_with_model_error
+    assert wide.low == pytest.approx(near.throughput.low / 1.126)
+    assert wide.high == pytest.approx(near.throughput.high / 0.988)
+    (point,) = projection.Projection("x", {}, made, [near]).to_dict()["points"]
+    assert point["model_error"]["check"] == "published-from-node"
+    assert point["model_error"]["cases"] == 16 and point["model_error"]["beyond_validated"] is False

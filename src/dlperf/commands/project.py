@@ -479,11 +479,12 @@ def _ends(span: Span) -> str:
     return f"{span.low:,.1f}–{span.high:,.1f}"
 
 
-def show_published(table_id: str, compared: list[Compared]) -> None:
+def show_published(table_id: str, compared: list[Compared], from_node: bool) -> None:
     rows = [[c.framework, str(c.shape.nodes), str(c.shape.devices), f"{c.published:,.1f}",
              c.point.throughput.text(), f"{c.error:+.1%}", "yes" if c.inside else "no"]
             for c in compared]
-    table = display.new_table(f"{table_id}: published against projected from each 1-GPU "
+    start = "1-node" if from_node else "1-GPU"
+    table = display.new_table(f"{table_id}: published against projected from each {start} "
                               f"figure", [("framework", "left"), ("nodes", "right"),
                                           ("GPUs", "right"), ("published", "right"),
                                           ("projected (interval)", "right"),
@@ -503,7 +504,7 @@ def main(args: argparse.Namespace) -> int:
         if args.result:
             raise UsageError("RESULT: give a result or --published, not both")
         _, compared = published(args)
-        show_published(args.published, compared)
+        show_published(args.published, compared, args.from_node)
         if args.json:
             outputs.write_json(args.json, [
                 {"framework": c.framework, "nodes": c.shape.nodes,
