@@ -197,3 +197,17 @@ def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():
     (point,) = projection.Projection("x", {}, made, [near]).to_dict()["points"]
     assert point["model_error"]["check"] == "published-from-node"
     assert point["model_error"]["cases"] == 16 and point["model_error"]["beyond_validated"] is False
+
+
+def test_the_published_table_in_the_docs_is_the_declared_checks():
+    """The docs' per-framework table of the published comparison: its three columns from 1 GPU
+    are the published check's errors, its two from 1 node the from-node check's."""
+    text = section("| framework | 1x8 from 1 GPU |", "From 1 GPU the projection")
+    rows = re.findall(r"^\| ([\w. ]+?) \| " + r" \| ".join([SIGNED] * 5) + r" \|$", text, re.M)
+    assert len(rows) == 8
+    from_gpu = {f"{fw} {shape}": percent(e) for fw, *errors in rows
+                for shape, e in zip(("1x8", "2x8", "4x8"), errors[:3])}
+    from_node = {f"{fw} {shape}": percent(e) for fw, *errors in rows
+                 for shape, e in zip(("2x8", "4x8"), errors[3:])}
+    assert from_gpu == dict(projection_error.PUBLISHED.errors)
+    assert from_node == dict(projection_error.PUBLISHED_FROM_NODE.errors)
