@@ -234,8 +234,8 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
     handlers main installs are put back after. For bad input that must stop at validation, and
     for a fixture that runs the harness many times (tests/history: its workers are still fresh
     processes): it saves the ~0.5-3 s of imports a fresh interpreter pays per call. A call still
-    going after ``timeout`` s got past validation: exit -1. tests/commands/test_fuzz_cli.py checks that real processes
-    answer exactly the same."""
+    going after ``timeout`` s got past validation: exit -1. tests/commands/test_fuzz_cli.py
+    checks that real processes answer exactly the same."""
     from dlperf import cli
 
     out, err = io.StringIO(), io.StringIO()

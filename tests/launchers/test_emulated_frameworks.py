@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlperf.host.emulated import HOSTNAME
 from two_hosts import Run, across_two_hosts, check_across_two_hosts, skip_without_emulation
 
 # two-node jobs, a rank per emulated host; checks of behaviour, never of speed
@@ -51,8 +52,9 @@ def msrun_failed_at_the_end(run: Run) -> bool:
     result = run.result or {}
     if result.get("status") == "crash" and MSRUN_END_FAILURE in str(result.get("error")):
         return True
+    node_1 = f"[{HOSTNAME.format(1)}]"  # how the emulated launcher prefixes node 1's lines
     return run.returncode != 0 and any(
-        line.startswith("[dlperf-h1]") and MSRUN_END_FAILURE in line
+        line.startswith(node_1) and MSRUN_END_FAILURE in line
         for line in (run.stdout + run.stderr).splitlines())
 
 

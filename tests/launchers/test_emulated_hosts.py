@@ -162,13 +162,14 @@ def test_sigkill_leaves_nothing_running_and_the_next_start_removes_its_hosts(tmp
         nxt = dlperf("run", "--framework", "torch", *TINY_BERT, "--emulate-hosts", "2", "--link",
                      "100mbit", "--db", str(tmp_path / "next.db"), "--json",
                      str(tmp_path / "next.json"), env=env, timeout=600)
-        said = [line for line in nxt.stderr.splitlines() if "removed what a dead dlperf run" in line]
+        said = [line for line in nxt.stderr.splitlines()
+                if "removed what a dead dlperf run" in line]
         assert len(said) == 1 and f"(pid {proc.pid}, started " in said[0], nxt.stderr
         assert said[0].endswith("left: 2 namespaces, 3 interfaces, 0 processes"), said[0]
         assert nxt.returncode == 0, nxt.stdout + nxt.stderr
         assert_nothing_left(tag)
         assert not records_of(proc.pid, tmp_path / "state")
-        for name in [*record["namespaces"]]:
+        for name in record["namespaces"]:
             assert not Path("/run/netns", name).exists()
         for name in record["links"]:
             assert not Path("/sys/class/net", name).exists()
