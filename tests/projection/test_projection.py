@@ -434,3 +434,26 @@ def test_a_fit_from_sources_it_cannot_use_is_refused_in_one_line(tmp_path, omit,
     assert proc.stderr.startswith(f"dlperf project: error: {words}"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert projections_in(db) == []
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_noisy_unsteady_start_is_said_with_its_shape(devices, tmp_path):
+    """A start whose repeats spread (CV over 5 %) and whose window was not steady is said so in
+    one line each, naming the start as it was measured: one device, or one node of several."""
+    from dlperf.store import Store
+
+    result = json.loads(json.dumps(ONE_DEVICE))
+    result["case"]["devices"] = devices
+    result["global_batch"] = 8 * devices
+    result["throughput"] = {"median": 20.0 * devices, "cv": 0.08, "n": 3}
+    result["warmup"] = {"steady": False}
+    with Store(tmp_path / "r.db") as store:
+        run = store.start_run("k", result["label"], result["case"], {})
+        store.finish_run(run, result)
+    proc = dlperf_main("project", str(run), "--db", str(tmp_path / "r.db"),
+                       "--devices-per-node", "4", "--intra", "10gbit", "--no-store")
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() + proc.stdout.splitlines()
+            if "the start's result" in line]
+    assert said == [f"! the start's result (1 x {devices}) is noisy (CV 8.0%): its interval is "
+                    f"wide", f"! the start's result (1 x {devices}): its window was not steady"]

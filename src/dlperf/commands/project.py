@@ -344,10 +344,11 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     inputs = Inputs(compute, batch, gradient, bucket, intra, inter, overlap, start)
     warnings = []
     cv = (result.get("throughput") or {}).get("cv")
+    measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
     if cv is not None and cv > 0.05:
-        warnings.append(f"the 1-device result is noisy (CV {cv:.1%}): its interval is wide")
+        warnings.append(f"{measured} is noisy (CV {cv:.1%}): its interval is wide")
     if (result.get("warmup") or {}).get("steady") is False:
-        warnings.append("the 1-device result's window was not steady")
+        warnings.append(f"{measured}: its window was not steady")
     if overlap.value is None:
         warnings.append(f"overlap not measured ({overlap.source}): the interval spans no "
                         f"overlap to full overlap")
