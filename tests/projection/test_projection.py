@@ -457,3 +457,7 @@ def test_a_noisy_unsteady_start_is_said_with_its_shape(devices, tmp_path):
             if "the start's result" in line]
     assert said == [f"! the start's result (1 x {devices}) is noisy (CV 8.0%): its interval is "
                     f"wide", f"! the start's result (1 x {devices}): its window was not steady"]
+    # nothing measured beyond the start: a start of several devices is multi-process itself
+    missing = ("no multi-process result" if devices == 1 else
+               "no result on more devices than the start's 1 x 2")
+    assert f"overlap not measured ({missing} of this configuration in " in proc.stdout

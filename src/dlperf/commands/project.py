@@ -266,7 +266,9 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
         found = [r for r in multi_results(args.db, result)
                  if scaling.total_devices(r["case"]) > start.devices]
         if not found:
-            return Overlap(None, f"no multi-process result of this configuration in {args.db}")
+            more = ("multi-process result" if start.devices == 1 else
+                    f"result on more devices than the start's {start.nodes} x {start.per_node}")
+            return Overlap(None, f"no {more} of this configuration in {args.db}")
         other = found[-1]
     links = (gradient, bucket, intra, inter, start)
     window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
