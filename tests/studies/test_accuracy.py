@@ -26,14 +26,17 @@ import torch
 TIMEOUT_S = 900
 
 
-def dlperf(*args, cache, check=None, in_process=False):
-    """`dlperf accuracy ARGS` as a real process, or (``in_process``, for bad input that must stop
-    at validation) through dlperf's main in this process, with the same cwd and DLPERF_CACHE."""
+def dlperf(*args: object, cache: Path, check: int | None = None, in_process: bool = False,
+           timeout: int = 60) -> subprocess.CompletedProcess[str]:
+    """`dlperf accuracy ARGS` as a real process, or (``in_process``) through dlperf's main in
+    this process, with the same cwd and DLPERF_CACHE: for bad input that must stop at validation
+    (within ``timeout`` s), and for the end-to-end runs, whose workers are still fresh processes
+    but whose harness then pays no interpreter's imports (scikit-learn's most of all) again."""
     # beside the test's cache (which dlperf creates): the default ./dlperf.db lands there, not
     # in the checkout
     if in_process:
         proc = dlperf_main("accuracy", *map(str, args), env={"DLPERF_CACHE": str(cache)},
-                           cwd=Path(cache).parent)
+                           cwd=Path(cache).parent, timeout=timeout)
     else:
         proc = subprocess.run([sys.executable, "-m", "dlperf.cli", "accuracy",
                                *map(str, args)], capture_output=True, text=True,
@@ -146,8 +149,11 @@ def test_folder_needs_class_subfolders(tmp_path):
 def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     cache = tmp_path / "cache"
     first = tmp_path / "first.json"
+    # INT8 calibrated on 64 training images (the default is 256): it must still score far
+    # above chance (below)
     proc = dlperf("--model", "googlenet", "--epochs", "2", "--precisions", "fp32,int8",
-                  "--frameworks", "torch,onnxruntime", "--json", first, cache=cache, check=0)
+                  "--frameworks", "torch,onnxruntime", "--calibration-samples", "64",
+                  "--json", first, cache=cache, check=0, in_process=True, timeout=TIMEOUT_S)
     assert "fp32 top-1" in proc.stdout and "googlenet" in proc.stdout
     payload = json.loads(first.read_text())
     result = payload["results"][0]
@@ -175,7 +181,7 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
 
     second = tmp_path / "second.json"
     dlperf("--model", "googlenet", "--epochs", "2", "--precisions", "fp32",
-           "--json", second, cache=cache, check=0)
+           "--json", second, cache=cache, check=0, in_process=True, timeout=TIMEOUT_S)
     again = json.loads(second.read_text())["results"][0]
     assert again["training"]["cached"] is True
     assert again["training"]["weights_path"] == str(weights)
@@ -192,7 +198,7 @@ def test_image_folder_with_user_weights(tmp_path):
     out = tmp_path / "out.json"
     dlperf("--model", "googlenet", "--data", tmp_path / "val", "--weights",
            tmp_path / "weights.pt", "--calibration-samples", "4", "--json", out,
-           cache=tmp_path / "cache", check=0)
+           cache=tmp_path / "cache", check=0, in_process=True, timeout=TIMEOUT_S)
     result = json.loads(out.read_text())["results"][0]
     assert result["status"] == "ok"
     assert result["training"]["source"].startswith("user weights")
@@ -203,7 +209,8 @@ def test_image_folder_with_user_weights(tmp_path):
 
     torch.save(vision.network("googlenet", 5).state_dict(), tmp_path / "wrong.pt")
     proc = dlperf("--model", "googlenet", "--data", tmp_path / "val", "--weights",
-                  tmp_path / "wrong.pt", cache=tmp_path / "cache", check=1)
+                  tmp_path / "wrong.pt", cache=tmp_path / "cache", check=1, in_process=True,
+                  timeout=TIMEOUT_S)
     assert "size mismatch" in proc.stderr or "do not fit" in proc.stderr
 
 

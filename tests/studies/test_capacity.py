@@ -1,7 +1,9 @@
 """dlperf capacity: grow x2 to the first out-of-memory probe, bisect, under a real memory limit."""
 
 import json
+import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -28,11 +30,15 @@ RESOLUTION = 1_000_000
 SEARCH_LIMIT = int(1.8 * 2**30)  # the on_oom: search sweep's address-space limit
 
 
-def run_capacity(tmp_path, *args):
-    """`dlperf capacity ARGS` into its own database; the process and the JSON result (or None)."""
+def run_capacity(tmp_path, *args,
+                 run: Callable[..., subprocess.CompletedProcess[str]] = dlperf):
+    """`dlperf capacity ARGS` into its own database; the process and the JSON result (or None).
+    ``run``: a fresh process, or dlperf_main (this process: its probes are still fresh workers,
+    under the limit; the harness's own interpreter saves ~1 s of CPU and checks nothing that
+    test_fuzz_cli does not)."""
     out = tmp_path / "capacity.json"
-    proc = dlperf("capacity", *args, "--db", str(tmp_path / "c.db"), "--json", str(out),
-                  timeout=1200)
+    proc = run("capacity", *args, "--db", str(tmp_path / "c.db"), "--json", str(out),
+               timeout=1200)
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
@@ -53,7 +59,8 @@ def test_sizes_parse_with_their_units():
 
 def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
     proc, answer = run_capacity(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
-                          str(START), "--resolution", str(RESOLUTION), "--memory-limit", LIMIT)
+                                str(START), "--resolution", str(RESOLUTION), "--memory-limit",
+                                LIMIT, run=dlperf_main)
     assert proc.returncode == 0, proc.stderr[-2000:]
     low, high = answer["largest"], answer["smallest_failing"]
     assert low is not None and high is not None and 0 < high - low <= RESOLUTION
@@ -87,7 +94,8 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
     # boundary itself moves a little from process to process: allocators differ)
     below, above = low - RESOLUTION, high + RESOLUTION
     proc, table = run_capacity(tmp_path, *TINY_WIDE_DEEP, "--param", "vocab_size", "--from",
-                         str(below), "--to", str(above), "--table", "--memory-limit", LIMIT)
+                               str(below), "--to", str(above), "--table", "--memory-limit",
+                               LIMIT, run=dlperf_main)
     direct = [(p["value"], p["status"]) for p in table["probes"]]
     assert (direct[0], direct[-1]) == ((below, "ok"), (above, "oom")), direct
 
@@ -136,7 +144,8 @@ def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
     assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
-def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_path):
+def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_path,
+                                                                        monkeypatch):
     """The sweep library under a 1.8 GiB address-space launcher (the session's oom-halve
     launcher, its limit lowered): a 50k-vocabulary BERT runs out of memory at batch 8 of 256
     tokens; `on_oom: search` halves to a size that fits, bisects between it and 8 with short
@@ -147,7 +156,10 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     logits are nearly all of a step's bytes and time: half the vocabulary under a limit ~1.2 GiB
     lower (a torch worker's own address space is ~0.85 GiB) keeps the boundary between 6 and 7,
     with about the same margin below 8 (~0.25 GiB) and ~0.35 GiB above 4, and halves each
-    probe's seconds of softmax (measured 85 s -> 46 s for the whole search, loaded 2-core)."""
+    probe's seconds of softmax (measured 85 s -> 46 s for the whole search, loaded 2-core).
+    The probes' window is the measurement's, one warmup step and two timed (the product's is
+    two and three): the second step is the first whose forward and backward run beside Adam's
+    moments, and no later one needs more; the softmax's seconds are most of a probe's."""
     from sweep_session import OOM_SWEEP, limited_launcher_for
 
     from dlperf.store import Store
@@ -155,6 +167,8 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     from dlperf.studies.sweep_runner import SweepRun
 
     limited_launcher = limited_launcher_for(SEARCH_LIMIT)
+    monkeypatch.setattr(capacity, "PROBE_WARMUP", 1)
+    monkeypatch.setattr(capacity, "PROBE_STEPS", 2)
 
     sweep_file = tmp_path / "search.yaml"
     text = (OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
