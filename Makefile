@@ -158,8 +158,8 @@ test: setup lint test-envs browser slurm allocators
 # framework fails here instead of passing where one happens to be. Nothing to install first but
 # `setup` (an allocator's tests skip where it is missing; those needing the package index, where
 # it cannot be reached). The fuzzed commands (tests/commands/test_fuzz_inputs.py) draw
-# QUICK_FUZZ_EXAMPLES inputs each, not 300 (derandomized all the same): at 300 they were 100 of the loop's 225 s of tests
-# on a 2-core Zen 3. `make test` before pushing: it runs all 300.
+# QUICK_FUZZ_EXAMPLES inputs each, not 300 (derandomized all the same): at 300 they were 100 of
+# the loop's 225 s of tests on a 2-core Zen 3. `make test` before pushing: it runs all 300.
 QUICK_FUZZ_EXAMPLES ?= 60
 test-quick: setup lint
 	$(BIN)/python -m compileall -q src tests
