@@ -43,7 +43,8 @@ LAUNCHERS = ("native", "horovod")
 CONTROLLERS = ("gloo", "mpi")
 SERVER_FIELDS = ("rate_qps", "target_latency_ms", "min_queries")
 # Knobs added to a model after results were first stored, likewise left out while at default.
-LATER_KNOBS = {"clip_grad_norm": 1, "classifier_width": models.VGG_HIDDEN}
+LATER_KNOBS = {"clip_grad_norm": 1, "classifier_width": models.VGG_HIDDEN,
+               "max_blocks": models.RESNET50_MAX_BLOCKS}
 MAX_PROFILE_STEPS = 100
 # `--repeats auto`: fresh-process repeats until the 95 % interval of the median (the percentile
 # bootstrap of dlperf.stats) is within DEFAULT_TARGET_CI of it, at least AUTO_MIN_REPEATS (fewer

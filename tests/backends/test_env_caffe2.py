@@ -60,7 +60,9 @@ def test_environment_is_the_pinned_wheel(caffe2_env):
 def test_full_size_resnet50_is_the_catalogue_network(caffe2_env):
     """Built (not run) at the default knobs: every parameter's shape from its filler in the init
     net; 16 bottlenecks whose last BatchNorm starts at scale 0; then, at a small image, the init
-    net run and the parameters counted from the workspace blobs."""
+    net run and the parameters counted from the workspace blobs; and, cut to a bottleneck a stage
+    (``max_blocks=1``: create_resnext given a 14-layer block configuration for the call), the
+    same at the small image."""
     got = run_in_env(caffe2_env, """
 import json
 import numpy as np
@@ -75,10 +77,20 @@ zeroed = [op.output[0] for op in full.param_init_net.Proto().op
 small = model_helper.ModelHelper(name="small")
 resnet.add_forward(small, {"image_size": 32, "num_classes": 10}, train=False)
 workspace.RunNetOnce(small.param_init_net)
+small_params = resnet.count_params(small)  # before the cut net's init reuses its blob names
+from caffe2.python.models import resnet as c2_resnet
+table = dict(c2_resnet.RESNEXT_BLOCK_CONFIG)
+cut = model_helper.ModelHelper(name="cut")
+resnet.add_forward(cut, {"image_size": 32, "num_classes": 10, "max_blocks": 1}, train=True)
+workspace.RunNetOnce(cut.param_init_net)
 print("OUT=" + json.dumps({
+    "cut": resnet.count_params(cut), "cut_zeroed": resnet.zero_last_bn_scales(cut),
+    "cut_blocks": sorted(set(p.split("_")[1] for p in resnet.param_shapes(cut)
+                             if p.startswith("comp_"))),
+    "table_kept": c2_resnet.RESNEXT_BLOCK_CONFIG == table and 14 not in table,
     "full": sum(int(np.prod(s)) for s in shapes.values()), "tensors": len(shapes),
     "params": len(full.GetParams()), "zeroed": len(zeroed),
-    "small": resnet.count_params(small),
+    "small": small_params,
     "biases": sorted(p for p in shapes if p.endswith("_b") and "spatbn" not in p)}))
 """)
     assert got["full"] == models.get("resnet50").params() == 25_557_032
@@ -86,6 +98,10 @@ print("OUT=" + json.dumps({
     assert got["zeroed"] == 16  # one per bottleneck, as the other backends initialise
     assert got["biases"] == ["last_out_L1000_b"]  # no convolution has a bias
     assert got["small"] == models.get("resnet50").params({"num_classes": 10})
+    assert got["cut"] == models.get("resnet50").params({"num_classes": 10, "max_blocks": 1})
+    assert got["cut"] == 8_036_426
+    assert got["cut_zeroed"] == 4 and got["cut_blocks"] == ["0", "1", "2", "3"]
+    assert got["table_kept"]  # Caffe2's table of depths as it was, before and after
 
 
 def test_optimizer_is_momentum_sgd_with_weight_decay_on_every_parameter(caffe2_env):

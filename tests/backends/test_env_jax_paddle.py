@@ -61,6 +61,11 @@ shapes = {
                                 jax.random.PRNGKey(0)),
 }
 print("PARAMS=" + json.dumps({k: count_params(v["params"]) for k, v in shapes.items()}))
+cut = resnet.ResNet50(num_classes=1000, stages=models.resnet50_stages(
+    models.resolve_knobs("resnet50", {"max_blocks": 1})))
+print("MAX_BLOCKS_1=%d" % count_params(jax.eval_shape(
+    lambda k: cut.init(k, jnp.zeros((1, 224, 224, 3)), train=False),
+    jax.random.PRNGKey(0))["params"]))
 """,
     "paddle": """
 import json
@@ -68,6 +73,7 @@ from dlperf.backends.paddle import bert, resnet
 from dlperf.backends.paddle.workload import count_params
 print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
                               "bert-base": count_params(bert.BertForPreTraining())}))
+print("MAX_BLOCKS_1=%d" % count_params(resnet.ResNet50(1000, max_blocks=1)))
 """,
 }
 
@@ -83,6 +89,9 @@ def test_both_models_have_the_catalogue_parameter_count(framework):
     assert built == {"resnet50": models.get("resnet50").params(),
                      "bert-base": models.get("bert-base").params()}
     assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+    # and ResNet-50 cut to one block per stage, same interpreter
+    cut = next(x for x in proc.stdout.splitlines() if x.startswith("MAX_BLOCKS_1="))
+    assert int(cut.split("=", 1)[1]) == models.get("resnet50").params({"max_blocks": 1})
 
 
 TINY = tiny_nets(bert_layers=1)

@@ -82,20 +82,24 @@ def test_environment_matches_pinned_set(mindspore_env):
 
 
 def test_both_models_have_the_catalogue_parameter_count(mindspore_env):
-    """Built inside MindSpore's own interpreter, default (full-size) knobs."""
+    """Built inside MindSpore's own interpreter, default (full-size) knobs, and ResNet-50 cut
+    to one block per stage (``max_blocks=1``)."""
     proc = in_env("""
 import json
 from dlperf.backends.mindspore import bert, resnet
 from dlperf.backends.mindspore.workload import count_params
 print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
                               "bert-base": count_params(bert.BertForPreTraining())}))
 """)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])
     assert built == {"resnet50": models.get("resnet50").params(),
+                     "resnet50 max_blocks=1": models.get("resnet50").params({"max_blocks": 1}),
                      "bert-base": models.get("bert-base").params()}
-    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+    assert built == {"resnet50": 25_557_032, "resnet50 max_blocks=1": 10_064_936,
+                     "bert-base": 110_106_428}
 
 
 CASES = [

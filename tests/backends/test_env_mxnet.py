@@ -118,17 +118,21 @@ import json
 from dlperf.backends.mxnet import bert, resnet
 from dlperf.backends.mxnet.workload import count_params
 print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
                               "bert-base": count_params(bert.BertForPreTraining())}))
 """
 
 
 def test_both_models_have_the_catalogue_parameter_count(in_env):
-    """Built inside MXNet's own interpreter at default (full-size) knobs; no forward needed."""
+    """Built inside MXNet's own interpreter at default (full-size) knobs, and ResNet-50 cut to
+    one block per stage (``max_blocks=1``); no forward needed."""
     out = snippet_output(in_env, "params")
     built = json.loads(next(x for x in out.splitlines() if x.startswith("PARAMS="))[7:])
     assert built == {"resnet50": models.get("resnet50").params(),
+                     "resnet50 max_blocks=1": models.get("resnet50").params({"max_blocks": 1}),
                      "bert-base": models.get("bert-base").params()}
-    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+    assert built == {"resnet50": 25_557_032, "resnet50 max_blocks=1": 10_064_936,
+                     "bert-base": 110_106_428}
 
 
 SNIPPETS["adamw"] = """

@@ -99,12 +99,14 @@ from dlperf.backends.oneflow.workload import count_params
 knobs = {k: v for k, v in models.resolve_knobs("bert-base").items()
          if k not in ("seq_len", "clip_grad_norm")}
 print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
+                              "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
                               "bert-base": count_params(bert.BertForPreTraining(**knobs))}))
 """
 
 
 def test_both_models_have_the_catalogue_parameter_count(oneflow_env):
-    """Built inside OneFlow's own interpreter, default (full-size) knobs, no training."""
+    """Built inside OneFlow's own interpreter, default (full-size) knobs, and ResNet-50 cut to
+    one block per stage (``max_blocks=1``); no training."""
     proc = subprocess.run([oneflow_env, "-c", COUNT], capture_output=True, text=True,
                           timeout=TIMEOUT,
                           env=envs.worker_env(envs.worker_variables("oneflow", oneflow_env)))
@@ -112,8 +114,10 @@ def test_both_models_have_the_catalogue_parameter_count(oneflow_env):
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])
     assert built == {"resnet50": models.get("resnet50").params(),
+                     "resnet50 max_blocks=1": models.get("resnet50").params({"max_blocks": 1}),
                      "bert-base": models.get("bert-base").params()}
-    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+    assert built == {"resnet50": 25_557_032, "resnet50 max_blocks=1": 10_064_936,
+                     "bert-base": 110_106_428}
 
 
 SUBNORMAL = """

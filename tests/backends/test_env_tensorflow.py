@@ -44,17 +44,23 @@ def test_environment_matches_pinned_set(framework):
     assert again.action == "up to date"
 
 
+#: what the parameter-count test builds in one interpreter: (key, model, knobs over the defaults)
+BUILT = (("resnet50", "resnet50", {}), ("resnet50 max_blocks=1", "resnet50", {"max_blocks": 1}),
+         ("bert-base", "bert-base", {}))
+
+
 def test_both_models_have_the_catalogue_parameter_count(framework):
-    """Built inside the framework's own interpreter, default (full-size) knobs."""
+    """Built inside the framework's own interpreter, default (full-size) knobs, and ResNet-50 cut
+    to one block per stage (``max_blocks=1``)."""
     if framework == "tensorflow":
         code = """
 import json, dlperf.backends.tensorflow.backend as B
 from dlperf import models
 from dlperf.backends.tensorflow.workload import count_params, unique
 out = {}
-for name in ("resnet50", "bert-base"):
-    parts = B.BUILDERS[name](models.resolve_knobs(name, {}), 1 if name == "bert-base" else 2)
-    out[name] = count_params(unique(parts.model.trainable_variables))
+for key, name, knobs in %r:
+    parts = B.BUILDERS[name](models.resolve_knobs(name, knobs), 1 if name == "bert-base" else 2)
+    out[key] = count_params(unique(parts.model.trainable_variables))
 print("PARAMS=" + json.dumps(out))
 """
     else:
@@ -62,22 +68,22 @@ print("PARAMS=" + json.dumps(out))
 import json, numpy as np, dlperf.backends.tensorflow1.backend as B
 from dlperf import models
 out = {}
-for name in ("resnet50", "bert-base"):
+for key, name, knobs in %r:
     with B.tf.Graph().as_default():
         make_data, make_model = B.BUILDERS[name]
-        knobs = models.resolve_knobs(name, {})
+        knobs = models.resolve_knobs(name, knobs)
         make_model(knobs, make_data(knobs, 2, 0, True, {}), True)
-        out[name] = int(sum(np.prod(v.shape.as_list()) for v in B.tf1.trainable_variables()))
+        out[key] = int(sum(np.prod(v.shape.as_list()) for v in B.tf1.trainable_variables()))
 print("PARAMS=" + json.dumps(out))
 """
-    proc = subprocess.run([envs.interpreter(framework), "-c", code], capture_output=True,
+    proc = subprocess.run([envs.interpreter(framework), "-c", code % (BUILT,)], capture_output=True,
                           text=True, timeout=TIMEOUT, env=envs.worker_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])
-    assert built == {"resnet50": models.get("resnet50").params(),
-                     "bert-base": models.get("bert-base").params()}
-    assert built == {"resnet50": 25_557_032, "bert-base": 110_106_428}
+    assert built == {key: models.get(name).params(knobs) for key, name, knobs in BUILT}
+    assert built == {"resnet50": 25_557_032, "resnet50 max_blocks=1": 10_064_936,
+                     "bert-base": 110_106_428}
 
 
 TINY = {

@@ -54,7 +54,8 @@ def case(model, knobs, task="infer", batch_size=2):
 def test_catalogue_has_the_study_models_with_reference_counts():
     for name in STUDY:
         spec = models.get(name)
-        own = {"classifier_width": 4096} if name in ("vgg16", "vgg19", "alexnet") else {}
+        own = ({"classifier_width": 4096} if name in ("vgg16", "vgg19", "alexnet") else
+               {"max_blocks": 6} if name == "resnet50" else {})
         assert spec.kind == "vision"
         assert spec.defaults == {"image_size": 224, "num_classes": 1000, **own}
         assert spec.params() == REFERENCE_PARAMS[name], name

@@ -67,7 +67,7 @@ def test_catalogue_lookup_and_knobs():
     with pytest.raises(KeyError, match="allowed: .*bert-base.*resnet50"):
         models.get("no-such-model")
     knobs = models.resolve_knobs("resnet50", {"image_size": 32, "num_classes": None})
-    assert knobs == {"image_size": 32, "num_classes": 1000}
+    assert knobs == {"image_size": 32, "num_classes": 1000, "max_blocks": 6}
     with pytest.raises(KeyError, match="image_size"):
         models.resolve_knobs("resnet50", {"seq_len": 16})
     with pytest.raises(ValueError, match="divisible"):
@@ -77,6 +77,32 @@ def test_catalogue_lookup_and_knobs():
     spec = models.get("bert-base")
     assert spec.kind == "language" and "seq_len" in spec.knobs
     assert models.get("resnet50").input_shapes({"image_size": 64})["image"] == (3, 64, 64)
+
+
+def test_resnet50_max_blocks_cuts_each_stage_to_its_first_blocks():
+    """The knob by hand: one bottleneck a stage is the stem (7x7 conv + BN), four downsampling
+    bottlenecks (1x1, 3x3, 1x1 and the 1x1 shortcut, a BN after each) and the classifier."""
+    def block(c_in, width):
+        weights = c_in * width + width * width * 9 + width * 4 * width + c_in * 4 * width
+        return weights + 2 * (width + width + 4 * width + 4 * width)
+    stem = 3 * 64 * 7 * 7 + 2 * 64
+    stages = block(64, 64) + block(256, 128) + block(512, 256) + block(1024, 512)
+    assert stem + stages + 2048 * 1000 + 1000 == 10_064_936
+    spec = models.get("resnet50")
+    assert spec.params({"max_blocks": 1}) == 10_064_936
+    assert models.resnet50_stages(spec.resolve({"max_blocks": 1})) == (
+        (64, 1), (128, 1), (256, 1), (512, 1))
+    assert models.resnet50_stages(spec.resolve({"max_blocks": 4})) == (
+        (64, 3), (128, 4), (256, 4), (512, 3))
+    assert models.resnet50_stages(spec.resolve()) == models.RESNET50_STAGES
+    assert spec.params({"max_blocks": 6}) == spec.params() == 25_557_032
+    # the same strides, so the same final map; fewer blocks, fewer FLOPs and activations
+    assert models.final_feature_size("resnet50", {"image_size": 64, "max_blocks": 1}) == 2
+    assert spec.flops_per_sample({"max_blocks": 1}) < 0.4 * spec.flops_per_sample()
+    assert spec.activations_per_sample({"max_blocks": 1}) < spec.activations_per_sample()
+    for bad in (0, 7):
+        with pytest.raises(ValueError, match="max_blocks must be 1 to 6"):
+            spec.resolve({"max_blocks": bad})
 
 
 def test_resnet50_flops():

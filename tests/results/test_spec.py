@@ -11,7 +11,7 @@ pytestmark = pytest.mark.parallel
 def test_defaults_follow_dlperf_methodology():
     case = Case(framework="torch", model="resnet50", batch_size=16)
     assert (case.warmup_steps, case.steps, case.repeats) == ("auto", 100, 7)
-    assert case.knobs == {"image_size": 224, "num_classes": 1000}
+    assert case.knobs == {"image_size": 224, "num_classes": 1000, "max_blocks": 6}
     assert case.global_batch == 16
 
 
@@ -38,6 +38,13 @@ def test_a_knob_added_later_leaves_earlier_identities_as_they_were():
     bert = Case(framework="torch", model="bert-base", batch_size=2, knobs={"hidden": 4096,
                                                                           "heads": 16})
     assert bert.identity()["knobs"]["hidden"] == 4096  # another model's knob of another name
+    # ResNet-50's max_blocks (2026-12-01) likewise: every ResNet-50 stored before keeps its key
+    # (this one's, computed before the knob existed), a cut network is a case of its own
+    resnet = Case(framework="torch", model="resnet50", batch_size=16)
+    assert "max_blocks" not in resnet.identity()["knobs"] and resnet.knobs["max_blocks"] == 6
+    assert resnet.key() == "a3197d8deceeceb0"
+    cut = Case(framework="torch", model="resnet50", batch_size=16, knobs={"max_blocks": 1})
+    assert cut.key() != resnet.key() and cut.identity()["knobs"]["max_blocks"] == 1
 
 
 @pytest.mark.parametrize("fields, message", [

@@ -26,8 +26,9 @@ from .base import (IMAGE_DEFAULTS, ZERO_ALLOWED_KNOBS, Conv, ImageTooSmall, Knob
 from .bert import BERT_BASE
 from .face import FACE_RESNET50, FACE_STAGES, FACE_STEM, face_convs  # noqa: F401
 from .gpt import GPT, GPT_MLP_RATIO, megatron_flops_per_iteration  # noqa: F401
-from .resnet import (RESNET50, RESNET50_STAGES, RESNET_BLOCKS, RESNET_EXPANSION,  # noqa: F401
-                     RESNET_WIDTHS, deeper_resnet, resnet50_convs, resnet_convs, resnet_stages)
+from .resnet import (RESNET50, RESNET50_MAX_BLOCKS, RESNET50_STAGES, RESNET_BLOCKS,  # noqa: F401
+                     RESNET_EXPANSION, RESNET_WIDTHS, deeper_resnet, resnet50_convs,
+                     resnet50_stages, resnet_convs, resnet_stages)
 from .vision import (ALEXNET, ALEXNET_CONVS, ALEXNET_HIDDEN, ALEXNET_POOL,  # noqa: F401
                      ALEXNET_POOL_AFTER, GOOGLENET, GOOGLENET_BRANCH3_KERNEL, GOOGLENET_FEATURES,
                      GOOGLENET_INCEPTIONS, GOOGLENET_POOLS_BEFORE, VGG_CONFIGS, VGG_HIDDEN,

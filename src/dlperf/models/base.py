@@ -201,6 +201,11 @@ def conv_activations(convs_fn):
     map, as convolved, normalised and activated."""
     def activations(k):
         # type: (Mapping[str, int]) -> float
-        return float(CONV_OUTPUT_TENSORS * sum(c.c_out * c.size_out * c.size_out
-                                               for c in convs_fn(k["image_size"])))
+        return activation_elements(convs_fn(k["image_size"]))
     return activations
+
+
+def activation_elements(convs):
+    # type: (Sequence[Conv]) -> float
+    """Activation elements per sample of these convolutions' output maps (see above)."""
+    return float(CONV_OUTPUT_TENSORS * sum(c.c_out * c.size_out * c.size_out for c in convs))

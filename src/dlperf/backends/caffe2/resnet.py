@@ -13,6 +13,12 @@ at the defaults. As in the other backends, the last BatchNorm of each bottleneck
 with scale 1, SGD at lr 0.1 on the fixed synthetic batch diverges within a few steps (NaN at
 image 32, batch 2), which the other frameworks' identically initialised networks do not.
 
+The ``max_blocks`` knob (each stage cut to its first blocks) is the same call with a shorter block
+configuration: ``create_resnext`` looks its stages up in ``RESNEXT_BLOCK_CONFIG`` by depth, so
+:func:`add_forward` enters the cut network's (3 convolutions a bottleneck + conv1 + the
+classifier: 14 layers at ``max_blocks=1``) for the length of the call; at the default the depth
+is 50 and the table's own (3, 4, 6, 3) is used untouched.
+
 :func:`add_forward` takes the model helper and builds under whatever device scope the caller set,
 so it serves one process (``backend.build``) and ``data_parallel_model.Parallelize``'s
 ``forward_pass_builder_fun`` (called once per device, inside that device's scope and name scope)
@@ -20,7 +26,7 @@ alike. Valid Python 3.7; imports numpy and caffe2 only.
 """
 
 import re
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from caffe2.python import core
 
@@ -39,18 +45,29 @@ LOSS_DESC = "SoftmaxWithLoss (mean cross-entropy over the batch)"
 
 def add_forward(model, knobs, train, loss_scale=1.0):
     # type: (Any, Dict[str, int], bool, float) -> List[Any]
-    """ResNet-50 v1.5 on blob ``data`` (NCHW float32) of ``model``; training: the mean softmax
-    cross-entropy against ``label`` (int32), scaled by ``loss_scale`` (data_parallel_model passes
-    1 / devices). Returns ``[loss]`` when training (what Parallelize's forward-pass builder
-    returns, for AddGradientOperators) and ``[logits]`` in test mode."""
-    logits = resnet.create_resnext(
-        model, DATA,
-        num_input_channels=3,
-        num_labels=int(knobs["num_classes"]),
-        num_layers=50, num_groups=1, num_width_per_group=64,
-        no_bias=True, no_loss=True, is_test=not train,
-        # global pooling either way; MKL-DNN's pooling also wants the kernel to be the map
-        final_avg_kernel=models.resnet50_convs(int(knobs["image_size"]))[-1].size_out)
+    """ResNet-50 v1.5 (cut to ``max_blocks`` where the knobs ask) on blob ``data`` (NCHW
+    float32) of ``model``; training: the mean softmax cross-entropy against ``label`` (int32),
+    scaled by ``loss_scale`` (data_parallel_model passes 1 / devices). Returns ``[loss]`` when
+    training (what Parallelize's forward-pass builder returns, for AddGradientOperators) and
+    ``[logits]`` in test mode."""
+    depth, blocks = block_config(knobs)
+    table = resnet.RESNEXT_BLOCK_CONFIG
+    entered = depth not in table
+    if table.setdefault(depth, blocks) != blocks:
+        raise ValueError("create_resnext's %d layers are %s, not the %s asked for"
+                         % (depth, table[depth], blocks))
+    try:
+        logits = resnet.create_resnext(
+            model, DATA,
+            num_input_channels=3,
+            num_labels=int(knobs["num_classes"]),
+            num_layers=depth, num_groups=1, num_width_per_group=64,
+            no_bias=True, no_loss=True, is_test=not train,
+            # global pooling either way; MKL-DNN's pooling also wants the kernel to be the map
+            final_avg_kernel=models.resnet50_convs(int(knobs["image_size"]))[-1].size_out)
+    finally:
+        if entered:
+            del table[depth]
     zero_last_bn_scales(model)
     if not train:
         return [logits]
@@ -58,6 +75,14 @@ def add_forward(model, knobs, train, loss_scale=1.0):
     if loss_scale != 1.0:
         loss = model.Scale(loss, LOSS + "_scaled", scale=loss_scale)
     return [loss]
+
+
+def block_config(knobs):
+    # type: (Dict[str, int]) -> Tuple[int, Tuple[int, ...]]
+    """``create_resnext``'s (num_layers, blocks per stage) for the ResNet-50 of ``knobs``:
+    (50, (3, 4, 6, 3)) at the default, (14, (1, 1, 1, 1)) at ``max_blocks=1``."""
+    blocks = tuple(b for _, b in models.resnet50_stages(knobs))
+    return 3 * sum(blocks) + 2, blocks
 
 
 # create_resnext's names: block k's BatchNorms are comp_<k>_spatbn_<1..3>; _3 follows its last 1x1
@@ -138,5 +163,5 @@ def device_option(ideep, cuda=False, gpu_id=0):
     return core.DeviceOption(caffe2_pb2.IDEEP if ideep else caffe2_pb2.CPU, 0)
 
 
-__all__ = ["add_forward", "add_optimizer", "add_weight_decay", "count_params", "param_shapes",
+__all__ = ["add_forward", "add_optimizer", "block_config", "add_weight_decay", "count_params", "param_shapes",
            "device_option"]

@@ -69,7 +69,8 @@ def donates(parts, device):
 def _resnet50(knobs, batch, dtype, key, seed):
     # type: (Dict[str, int], int, Any, Any, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
-    model = resnet_model.ResNet50(num_classes=classes, dtype=dtype)
+    model = resnet_model.ResNet50(num_classes=classes, dtype=dtype,
+                                  stages=models.resnet50_stages(knobs))
     k_images, k_labels = jax.random.split(key, 2)
     variables = host_init(
         lambda k: model.init(k, jnp.zeros((1, size, size, 3)), train=False),

@@ -1,4 +1,5 @@
-"""ResNet-50 v1.5 in Flax linen, channels-last (NHWC, XLA's native layout on CPU and GPU).
+"""ResNet-50 v1.5 in Flax linen, channels-last (NHWC, XLA's native layout on CPU and GPU), each
+stage cut to the ``max_blocks`` knob's blocks where the case asks (``ResNet50.stages``).
 
 v1.5: a downsampling bottleneck strides on its 3x3 convolution, not the first 1x1. Padding is
 written out (``kernel // 2`` on every side, as in :func:`dlperf.models.resnet50_convs` and the
@@ -6,7 +7,7 @@ PyTorch backend) rather than Flax's ``SAME``, which pads a stride-2 convolution 
 ``dtype`` is the compute dtype; parameters and batch statistics always stay float32.
 """
 
-from typing import Any, Sequence
+from typing import Any, Sequence, Tuple
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -60,6 +61,8 @@ class Bottleneck(nn.Module):
 class ResNet50(nn.Module):
     num_classes: int = 1000
     dtype: Any = jnp.float32
+    #: (bottleneck width, blocks) per stage: :func:`dlperf.models.resnet50_stages` of the knobs
+    stages: Tuple[Tuple[int, int], ...] = RESNET50_STAGES
 
     @nn.compact
     def __call__(self, x, train):
@@ -71,7 +74,7 @@ class ResNet50(nn.Module):
                          dtype=self.dtype, name="bn1")(x)
         x = nn.max_pool(nn.relu(x), (3, 3), strides=(2, 2), padding=_pad(3))
         c_in = 64
-        for index, (width, blocks) in enumerate(RESNET50_STAGES):
+        for index, (width, blocks) in enumerate(self.stages):
             for block in range(blocks):
                 stride = 2 if (block == 0 and index > 0) else 1
                 c_out = width * RESNET_EXPANSION

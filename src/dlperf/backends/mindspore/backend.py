@@ -108,7 +108,7 @@ def _resnet50(knobs, batch, train, seed):
     # type: (Dict[str, int], int, bool, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     check_resnet_batch(knobs, batch, train)
-    network = ResNet50(classes)
+    network = ResNet50(classes, knobs.get("max_blocks"))
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
     inputs = (ms.Tensor(data["images"]), ms.Tensor(data["labels"]))
 

@@ -12,13 +12,13 @@ one op (:func:`_stem_pool`). After the ReLU every value
 is >= 0, so a zero border gives the same maxima as an infinite one.
 """
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import mindspore as ms
 from mindspore import nn, ops
 from mindspore.common.initializer import HeNormal, Uniform
 
-from dlperf.models import RESNET50_STAGES, RESNET_EXPANSION
+from dlperf.models import RESNET_EXPANSION, resnet_stages
 
 BN_MOMENTUM = 0.9  # MindSpore keeps 0.9 of the old running value: PyTorch's momentum 0.1
 BN_EPS = 1e-5
@@ -95,8 +95,11 @@ class Bottleneck(nn.Cell):
 
 
 class ResNet50(nn.Cell):
-    def __init__(self, num_classes=1000):
-        # type: (int) -> None
+    """ResNet-50 v1.5 with a ``num_classes`` classifier, each stage cut to ``max_blocks``
+    bottlenecks where given (the catalogue's knob)."""
+
+    def __init__(self, num_classes=1000, max_blocks=None):
+        # type: (int, Optional[int]) -> None
         super(ResNet50, self).__init__()
         self.conv1 = _conv(3, 64, 7, 2)
         self.bn1 = _bn(64)
@@ -104,7 +107,7 @@ class ResNet50(nn.Cell):
         self.maxpool = _stem_pool()
         stages = []  # type: List[nn.Cell]
         c_in = 64
-        for index, (width, blocks) in enumerate(RESNET50_STAGES):
+        for index, (width, blocks) in enumerate(resnet_stages(50, max_blocks)):
             first_stride = 1 if index == 0 else 2
             layers = []  # type: List[nn.Cell]
             for block in range(blocks):

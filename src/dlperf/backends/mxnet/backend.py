@@ -106,7 +106,7 @@ def _resnet50(knobs, batch, train, amp, ctx, seed):
     # type: (Dict[str, int], int, bool, bool, Any, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     check_resnet_batch(knobs, batch, train)
-    model = ResNet50(classes)
+    model = ResNet50(classes, knobs.get("max_blocks"))
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
     inputs = [mx.nd.array(data["images"], ctx=ctx, dtype="float32")]
     if train:

@@ -9,12 +9,12 @@ the operator MXNet's CPU build runs through oneDNN, as GluonCV writes it: ``F.re
 own, slower element-wise kernel (docs/fidelity.md, "What was found").
 """
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 from mxnet import init
 from mxnet.gluon import HybridBlock, nn
 
-from dlperf.models import RESNET50_STAGES, RESNET_EXPANSION
+from dlperf.models import RESNET_EXPANSION, resnet_stages
 
 BN_MOMENTUM = 0.9  # MXNet keeps 0.9 of the old running value: PyTorch's momentum 0.1
 BN_EPS = 1e-5
@@ -66,8 +66,11 @@ class Bottleneck(HybridBlock):
 
 
 class ResNet50(HybridBlock):
-    def __init__(self, num_classes=1000, **kwargs):
-        # type: (int, **Any) -> None
+    """ResNet-50 v1.5 with a ``num_classes`` classifier, each stage cut to ``max_blocks``
+    bottlenecks where given (the catalogue's knob)."""
+
+    def __init__(self, num_classes=1000, max_blocks=None, **kwargs):
+        # type: (int, Optional[int], **Any) -> None
         super(ResNet50, self).__init__(**kwargs)
         with self.name_scope():
             self.conv1 = _conv(3, 64, 7, 2)
@@ -75,7 +78,7 @@ class ResNet50(HybridBlock):
             self.maxpool = nn.MaxPool2D(pool_size=3, strides=2, padding=1)
             stages = []  # type: List[nn.HybridSequential]
             c_in = 64
-            for index, (width, blocks) in enumerate(RESNET50_STAGES):
+            for index, (width, blocks) in enumerate(resnet_stages(50, max_blocks)):
                 first_stride = 1 if index == 0 else 2
                 stage = nn.HybridSequential(prefix="layer%d_" % (index + 1))
                 with stage.name_scope():

@@ -109,7 +109,7 @@ def _resnet50(knobs, batch, train, device, seed):
     # type: (Dict[str, int], int, bool, str, int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     check_resnet_batch(knobs, batch, train)
-    model = ResNet50(classes).to(device)
+    model = ResNet50(classes, knobs.get("max_blocks")).to(device)
     data = synthetic.resnet_batch(batch, size, classes, seed, channels_last=False)
     inputs = (_on(data["images"], device, flow.float32), _on(data["labels"], device, flow.int64))
 

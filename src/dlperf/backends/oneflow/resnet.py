@@ -44,10 +44,11 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """ResNet-50 v1.5 with a ``num_classes`` classifier."""
+    """ResNet-50 v1.5 with a ``num_classes`` classifier, each stage cut to ``max_blocks``
+    bottlenecks where given (the catalogue's knob)."""
 
-    def __init__(self, num_classes=1000):
-        # type: (int) -> None
+    def __init__(self, num_classes=1000, max_blocks=None):
+        # type: (int, Optional[int]) -> None
         super(ResNet50, self).__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
@@ -55,7 +56,7 @@ class ResNet50(nn.Module):
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         stages = []  # type: List[nn.Module]
         c_in = 64
-        for index, (width, blocks) in enumerate(resnet_stages(50)):
+        for index, (width, blocks) in enumerate(resnet_stages(50, max_blocks)):
             first_stride = 1 if index == 0 else 2
             layers = []  # type: List[nn.Module]
             for block in range(blocks):

@@ -91,7 +91,7 @@ def _resnet50(knobs, batch, train):
     # type: (Dict[str, int], int, bool) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     check_resnet_batch(knobs, batch, train)
-    model = ResNet50(classes, data_format=DATA_FORMAT)
+    model = ResNet50(classes, data_format=DATA_FORMAT, max_blocks=knobs.get("max_blocks"))
     shape = [batch, 3, size, size] if DATA_FORMAT == "NCHW" else [batch, size, size, 3]
     images = paddle.randn(shape, dtype="float32")
     labels = paddle.randint(0, classes, [batch], dtype="int64")

@@ -5,12 +5,12 @@ shapes follow :func:`dlperf.models.resnet50_convs`, so the parameter count match
 ``data_format`` is ``"NCHW"`` or ``"NHWC"`` and applies to every layer.
 """
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import paddle
 from paddle import nn
 
-from dlperf.models import RESNET50_STAGES, RESNET_EXPANSION
+from dlperf.models import RESNET_EXPANSION, resnet_stages
 
 BN_MOMENTUM = 0.9  # Paddle keeps 0.9 of the old running value: PyTorch's momentum 0.1
 BN_EPS = 1e-5
@@ -64,8 +64,11 @@ class Bottleneck(nn.Layer):
 
 
 class ResNet50(nn.Layer):
-    def __init__(self, num_classes=1000, data_format="NCHW"):
-        # type: (int, str) -> None
+    """ResNet-50 v1.5 with a ``num_classes`` classifier, each stage cut to ``max_blocks``
+    bottlenecks where given (the catalogue's knob)."""
+
+    def __init__(self, num_classes=1000, data_format="NCHW", max_blocks=None):
+        # type: (int, str, Optional[int]) -> None
         super(ResNet50, self).__init__()
         self.conv1 = _conv(3, 64, 7, 2, data_format)
         self.bn1 = _bn(64, data_format)
@@ -73,7 +76,7 @@ class ResNet50(nn.Layer):
         self.maxpool = nn.MaxPool2D(3, stride=2, padding=1, data_format=data_format)
         stages = []  # type: List[nn.Layer]
         c_in = 64
-        for index, (width, blocks) in enumerate(RESNET50_STAGES):
+        for index, (width, blocks) in enumerate(resnet_stages(50, max_blocks)):
             first_stride = 1 if index == 0 else 2
             layers = []  # type: List[nn.Layer]
             for block in range(blocks):

@@ -62,7 +62,7 @@ def _resnet50(knobs, batch):
     # type: (Dict[str, int], int) -> Parts
     size, classes = knobs["image_size"], knobs["num_classes"]
     check_resnet_batch(knobs, batch, True)  # the builder is not told the task: refused alike
-    model = resnet50(size, classes)
+    model = resnet50(size, classes, models.resnet50_stages(knobs))
 
     def data(seed):
         return synthetic.resnet_batch(batch, size, classes, seed, channels_last=True)

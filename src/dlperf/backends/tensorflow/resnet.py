@@ -1,4 +1,5 @@
-"""ResNet-50 v1.5 as a Keras functional model, NHWC (TensorFlow's native, channels-last layout).
+"""ResNet-50 v1.5 as a Keras functional model, NHWC (TensorFlow's native, channels-last layout),
+each stage cut to the ``max_blocks`` knob's blocks where the case asks.
 
 Keras' own ``keras.applications.ResNet50`` is v1 (stride on the first 1x1 of a downsampling
 block); this is v1.5: the stride sits on the 3x3 convolution, as in
@@ -9,6 +10,8 @@ official models' ``fixed_padding`` do) so the computed sizes are the catalogue's
 use ``same``. No convolution has a bias; every BatchNorm has gamma and beta. The last BN of each
 block starts at gamma = 0 (every block begins as the identity), as in the PyTorch backend.
 """
+
+from typing import Tuple
 
 import keras
 from keras import layers
@@ -50,16 +53,17 @@ def bottleneck(x, width, stride, name):
     return layers.ReLU()(layers.Add()([out, shortcut]))
 
 
-def resnet50(image_size, num_classes):
-    # type: (int, int) -> keras.Model
+def resnet50(image_size, num_classes, stages=RESNET50_STAGES):
+    # type: (int, int, Tuple[Tuple[int, int], ...]) -> keras.Model
     """The model maps NHWC float images to float32 logits (float32 even under mixed precision,
-    so the loss is computed in full precision)."""
+    so the loss is computed in full precision). ``stages``: (bottleneck width, blocks) per stage,
+    :func:`dlperf.models.resnet50_stages` of the knobs (all of ResNet-50's by default)."""
     images = keras.Input(shape=(image_size, image_size, 3), name="images")
     x = conv(images, 64, 7, 2, "conv1")
     x = layers.ReLU()(batch_norm(x, "bn1"))
     x = layers.ZeroPadding2D(1, name="pool_pad")(x)
     x = layers.MaxPooling2D(3, strides=2, name="pool")(x)
-    for index, (width, blocks) in enumerate(RESNET50_STAGES):
+    for index, (width, blocks) in enumerate(stages):
         for block in range(blocks):
             stride = 2 if (block == 0 and index > 0) else 1
             x = bottleneck(x, width, stride, "layer%d_%d" % (index + 1, block))

@@ -104,7 +104,7 @@ def _resnet50(knobs, data, train):
     # type: (Dict[str, int], Dict[str, Any], bool) -> Tuple[Any, Any, str]
     classes = knobs["num_classes"]
     images, labels = data["images"], data["labels"]
-    logits = resnet50(images, classes, training=train)
+    logits = resnet50(images, classes, training=train, stages=models.resnet50_stages(knobs))
     if not train:
         return tf.reduce_mean(logits), None, ""
     loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,

@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 as a TensorFlow 1.x graph, NHWC, in the style of NVIDIA's TF1 ResNet scripts:
 explicit variables, ``tf.nn.conv2d``, fused batch norm whose moving-average updates go to the
-UPDATE_OPS collection.
+UPDATE_OPS collection; each stage cut to the ``max_blocks`` knob's blocks where the case asks.
 
 v1.5: the stride of a downsampling bottleneck sits on its 3x3 convolution (see
 :func:`dlperf.models.resnet50_convs`); strided convolutions pad ``kernel // 2`` explicitly, like
@@ -52,14 +52,15 @@ def bottleneck(x, width, stride, training, name):
         return tf.nn.relu(out + shortcut)
 
 
-def resnet50(images, num_classes, training):
-    """NHWC images -> float32 logits."""
+def resnet50(images, num_classes, training, stages=RESNET50_STAGES):
+    """NHWC images -> float32 logits. ``stages``: (bottleneck width, blocks) per stage,
+    :func:`dlperf.models.resnet50_stages` of the knobs (all of ResNet-50's by default)."""
     with tf1.variable_scope("resnet50_v1_5"):
         x = conv(images, 64, 7, 2, "conv1")
         x = tf.nn.relu(batch_norm(x, training, "bn1"))
         x = tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]])
         x = tf.nn.max_pool2d(x, ksize=3, strides=2, padding="VALID")
-        for index, (width, blocks) in enumerate(RESNET50_STAGES):
+        for index, (width, blocks) in enumerate(stages):
             for block in range(blocks):
                 stride = 2 if (block == 0 and index > 0) else 1
                 x = bottleneck(x, width, stride, training, "layer%d_%d" % (index + 1, block))

@@ -86,8 +86,8 @@ def _image_parts(model, knobs, batch, device, gen, train, lr, fmt):
 def _resnet50(knobs, batch, device, gen, train, fmt):
     # type: (Dict[str, int], int, torch.device, torch.Generator, bool, str) -> Parts
     check_resnet_batch(knobs, batch, train)
-    return _image_parts(ResNet50(knobs["num_classes"]), knobs, batch, device, gen, train, 0.1,
-                        fmt)
+    network = ResNet50(knobs["num_classes"], knobs.get("max_blocks"))
+    return _image_parts(network, knobs, batch, device, gen, train, 0.1, fmt)
 
 
 def _bert(knobs, batch, device, gen, train, fmt):

@@ -43,10 +43,11 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    """ResNet-``depth`` v1.5 (depth 50, 101 or 152) with a ``num_classes`` classifier."""
+    """ResNet-``depth`` v1.5 (depth 50, 101 or 152) with a ``num_classes`` classifier, each
+    stage cut to ``max_blocks`` bottlenecks where given (ResNet-50's knob)."""
 
-    def __init__(self, depth=50, num_classes=1000):
-        # type: (int, int) -> None
+    def __init__(self, depth=50, num_classes=1000, max_blocks=None):
+        # type: (int, int, Optional[int]) -> None
         super(ResNet, self).__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
@@ -54,7 +55,7 @@ class ResNet(nn.Module):
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         stages = []  # type: List[nn.Module]
         c_in = 64
-        for index, (width, blocks) in enumerate(resnet_stages(depth)):
+        for index, (width, blocks) in enumerate(resnet_stages(depth, max_blocks)):
             first_stride = 1 if index == 0 else 2
             layers = []  # type: List[nn.Module]
             for block in range(blocks):
@@ -88,6 +89,6 @@ class ResNet(nn.Module):
 
 
 class ResNet50(ResNet):
-    def __init__(self, num_classes=1000):
-        # type: (int) -> None
-        super(ResNet50, self).__init__(50, num_classes)
+    def __init__(self, num_classes=1000, max_blocks=None):
+        # type: (int, Optional[int]) -> None
+        super(ResNet50, self).__init__(50, num_classes, max_blocks)
