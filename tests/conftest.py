@@ -162,6 +162,15 @@ def gpus_listed() -> tuple[str, ...]:
     return tuple(line for line in proc.stdout.splitlines() if line.startswith("GPU "))
 
 
+#: ResNet-50 cut to a bottleneck a stage (its ``max_blocks`` knob, docs/models.md): every operator
+#: of the network at 10.1 M parameters, which a graph framework builds and traces in about half
+#: the CPU time of the whole; for the tests that check something else than ResNet-50's depth
+#: (a launcher, a link, a declared combination). The whole network's count is checked in each
+#: framework's environment (tests/backends/test_env_*.py).
+CUT_RESNET50 = {"max_blocks": 1}
+CUT_RESNET50_FLAGS = [flag for name, value in CUT_RESNET50.items()
+                      for flag in ("--knob", f"{name}={value}")]
+
 # Smallest real cases: seconds per repeat on a 2-core CPU.
 TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32",
                "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]

@@ -1,5 +1,6 @@
 """Shared by tests/launchers/test_emulated_hosts.py and tests/launchers/test_emulated_frameworks.py: one real
-`dlperf run --emulate-hosts 2` of a tiny ResNet-50, and what every such run must show."""
+`dlperf run --emulate-hosts 2` of a tiny ResNet-50 (a bottleneck a stage), and what every such
+run must show."""
 
 from __future__ import annotations
 
@@ -14,17 +15,22 @@ from typing import Any
 
 import pytest
 
-from conftest import TAG, assert_nothing_left, dlperf
+from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, TAG, assert_nothing_left, dlperf
 from dlperf import models
 from dlperf.host import emulated
 from dlperf.store import Store
 
-TINY_RESNET50 = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2",
-                 "--warmup-steps", "1", "--steps", "2", "--repeats", "1", "--device", "cpu",
-                 "--rdzv-timeout", "120", "--timeout", "400"]
+# ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what these runs check is each
+# framework's path between hosts, which every gradient takes alike
+TINY_RESNET50 = ["--model", "resnet50", "--image-size", "32", *CUT_RESNET50_FLAGS,
+                 "--batch-size", "2", "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
+                 "--device", "cpu", "--rdzv-timeout", "120", "--timeout", "400"]
 TRAINING_STEPS = 3  # the warm-up step and the 2 measured ones: each all-reduces every gradient
-# ResNet-50's fp32 gradients (25.6 M parameters at image 32 too: the head stays 1000 classes)
-GRADIENT_BYTES = 4 * models.get("resnet50").params({"image_size": 32, "num_classes": 1000})
+# the fp32 gradients of TINY_RESNET50's network (the head stays 1000 classes)
+GRADIENT_BYTES = 4 * models.get("resnet50").params({"image_size": 32, **CUT_RESNET50})
+# and of the whole ResNet-50 at image 32, which the sweep files' cases train
+RESNET50_GRADIENT_BYTES = 4 * models.get("resnet50").params({"image_size": 32,
+                                                              "num_classes": 1000})
 BENCHMARKING = ipaddress.ip_network("198.18.0.0/15")
 
 
@@ -59,7 +65,7 @@ class Run:
 
 def across_two_hosts(framework: str, folder: Path, *extra: str,
                      env: dict[str, str] | None = None) -> Run:
-    """`dlperf run --framework FRAMEWORK <tiny ResNet-50> --emulate-hosts 2` (``env`` added to
+    """`dlperf run --framework FRAMEWORK <TINY_RESNET50> --emulate-hosts 2` (``env`` added to
     its environment); every process it started is gone when it returns (a marker in their
     environment)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -83,6 +89,7 @@ def check_across_two_hosts(run: Run, link: str | None = None,
     with the hosts' block; nothing of the hosts is left. The hosts' block."""
     assert run.returncode == 0 and run.result and run.result["status"] == "ok", run.why()
     result = run.result
+    assert result["model"]["params"] == result["model"]["catalogue_params"]  # the cut network
     block = result["emulated_hosts"]
     assert block["emulated"] is True and block["count"] == 2 and block["link"] == link
     hosts = block["hosts"]

@@ -225,7 +225,7 @@ def test_a_two_node_sweep_across_emulated_hosts_meets_over_their_network(
     namespace, name, address and CPU; NodeAddr its address): `salloc -N 2 dlperf sweep` on the
     first host starts each repeat as an srun step whose tasks run on both hosts, and the ranks
     meet across the hosts' link, as on a cluster."""
-    from two_hosts import GRADIENT_BYTES
+    from two_hosts import RESNET50_GRADIENT_BYTES
 
     cluster = emulated_slurm_cluster
     hosts = cluster.hosts
@@ -246,7 +246,8 @@ def test_a_two_node_sweep_across_emulated_hosts_meets_over_their_network(
     assert two["launch"]["slurm"]["step_nodes"] == 2
     for start, end in zip(before, after):  # every training step's gradients crossed the link
         sent, loop = end["tx_bytes"] - start["tx_bytes"], end["lo_tx_bytes"] - start["lo_tx_bytes"]
-        assert sent >= 3 * GRADIENT_BYTES and end["rx_bytes"] - start["rx_bytes"] >= 3 * GRADIENT_BYTES
+        received = end["rx_bytes"] - start["rx_bytes"]
+        assert sent >= 3 * RESNET50_GRADIENT_BYTES and received >= 3 * RESNET50_GRADIENT_BYTES
         assert loop < 0.05 * sent, (sent, loop)
     for name in names:
         assert "launch task StepId=" in cluster.log(f"slurmd-{name}.log")
