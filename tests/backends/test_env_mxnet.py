@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from dlperf import envs, models
-from conftest import dlperf, pinned_env, tiny_nets
+from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -186,8 +186,8 @@ SNIPPETS["resnet_step"] = """
 import json, numpy as np, mxnet as mx
 from mxnet import autograd
 from dlperf.backends.mxnet.backend import build
-case = dict(model="resnet50", knobs={"image_size": 32, "num_classes": 10}, task="train",
-            batch_size=4, precision="fp32", device="cpu", seed=0)
+case = dict(model="resnet50", knobs=dict({"image_size": 32, "num_classes": 10}, **%r),
+            task="train", batch_size=4, precision="fp32", device="cpu", seed=0)
 ours, ref = build(case), build(case)
 net, (images, labels) = ref.objective.model, ref.inputs
 start = [p.data().asnumpy() for p in ref.trainer._params]
@@ -206,7 +206,7 @@ print("OUT=" + json.dumps({
     "error": max(float(np.abs(a.data().asnumpy() - b.data().asnumpy()).max()) for a, b, _ in pairs),
     "moved": max(float(np.abs(b.data().asnumpy() - s).max()) for _, b, s in pairs),
     "losses": losses, "desc": ours.info["loss"]}))
-"""
+""" % (CUT_RESNET50,)  # the cut ResNet-50 (conftest's): the recipe is the same at any depth
 
 
 def test_resnet_step_is_the_mean_cross_entropy_recipe(in_env):
@@ -224,11 +224,12 @@ def test_resnet_step_is_the_mean_cross_entropy_recipe(in_env):
 
 
 CASES = [
-    ("resnet50", []),
-    ("resnet50", ["--compile"]),
+    ("resnet50", []),  # the whole network's training run
+    # its variants on the cut network (conftest's CUT_RESNET50), every operator of the whole one
+    ("resnet50", ["--compile", *CUT_RESNET50_FLAGS]),
     ("bert-base", []),
     ("bert-base", ["--compile"]),
-    ("resnet50", ["--compile", "--precision", "amp-bf16"]),
+    ("resnet50", ["--compile", "--precision", "amp-bf16", *CUT_RESNET50_FLAGS]),
     ("bert-base", ["--precision", "amp-bf16"]),
 ]
 
@@ -275,7 +276,7 @@ def test_tiny_training_case_runs_ok(mxnet_env, bf16_refusal, model, extra, tmp_p
 
 @covers("mxnet", "resnet50", "infer", "fp32")
 @covers("mxnet", "bert-base", "infer", "amp-bf16")
-@pytest.mark.parametrize("model,extra", [("resnet50", []),
+@pytest.mark.parametrize("model,extra", [("resnet50", CUT_RESNET50_FLAGS),
                                          ("bert-base", ["--compile", "--precision", "amp-bf16"])],
                          ids=["resnet50-fp32", "bert-base-compile-amp-bf16"])
 def test_tiny_inference_case_runs_ok(mxnet_env, bf16_refusal, model, extra, tmp_path):

@@ -20,7 +20,7 @@ from dlperf import envs, models
 from dlperf.launchers import launch
 from dlperf.backends.oneflow import SUPPORT
 from dlperf.envs import manage
-from conftest import pinned_env, tiny_nets
+from conftest import CUT_RESNET50_FLAGS, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -150,11 +150,12 @@ WINDOW = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
 LONG = ["--warmup-steps", "2", "--steps", "40", "--repeats", "1"]
 CASES = [
     # (model, extra flags, OMP_NUM_THREADS in the harness's environment or None)
-    ("resnet50", ["--no-compile"], "1"),
-    ("resnet50", ["--compile"], None),
+    ("resnet50", ["--no-compile"], "1"),  # the whole network's training run
+    # nn.Graph on the cut network (conftest's CUT_RESNET50), every operator of the whole one
+    ("resnet50", ["--compile", *CUT_RESNET50_FLAGS], None),
     ("bert-base", ["--no-compile"], None),
     ("bert-base", ["--compile"], None),
-    ("resnet50", ["--compile", "--task", "infer"], None),
+    ("resnet50", ["--compile", "--task", "infer", *CUT_RESNET50_FLAGS], None),
 ]
 
 
@@ -172,8 +173,7 @@ def _run_case(model, extra, threads, window, tmp_path):
 def case_runs(oneflow_env, tmp_path_factory):
     """Each (model, flags, threads, window) measured once by a real `dlperf run`, read by every
     test that checks it: the graph-mode ResNet-50 of CASES is also the one the eager-versus-graph
-    test compares, and its eager side is the 40-step run of the memorised-batch test (its first
-    loss is the same whatever the window's length)."""
+    test compares with an eager run of the same cut network."""
     done = {}
 
     def run(model, extra, threads, window=WINDOW):
@@ -228,8 +228,7 @@ def test_tiny_case_runs_ok(oneflow_env, case_runs, model, extra, threads):
 def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env, case_runs):
     """The sweep's shape (batch 2, image 32) for 40 steps: in float32, OneFlow 0.9.0's CPU
     cross-entropy went negative at step 4 and NaN at step 26, so the frameworks table had no
-    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU. (The same eager run
-    is the eager side of test_eager_and_graph_train_the_same_network.)"""
+    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU."""
     proc, result = case_runs("resnet50", ["--no-compile"], None, LONG)
     assert proc.returncode == 0 and result["status"] == "ok", result["error"]
     assert 0.0 <= result["loss"]["last"][0] < result["loss"]["first"][0]
@@ -237,10 +236,11 @@ def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env
 
 
 def test_eager_and_graph_train_the_same_network(case_runs):
-    """Same seed, same data, no dropout in ResNet: the nn.Graph step computes what eager does."""
+    """Same seed, same data, no dropout in ResNet: the nn.Graph step computes what eager does
+    (on the cut network: the graph side is test_tiny_case_runs_ok's run)."""
     losses = []
-    for flag, window in (("--no-compile", LONG), ("--compile", WINDOW)):
-        proc, result = case_runs("resnet50", [flag], None, window)
+    for flag in ("--no-compile", "--compile"):
+        proc, result = case_runs("resnet50", [flag, *CUT_RESNET50_FLAGS], None)
         assert result["status"] == "ok", result["error"]
         losses.append(result["loss"]["first"][0])
     assert losses[0] == pytest.approx(losses[1], rel=1e-4)

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from conftest import dlperf, dlperf_main, pinned_env
+from conftest import CUT_RESNET50_FLAGS, dlperf, dlperf_main, pinned_env
 from dlperf import cli
 from dlperf.commands._flags import case_from_args
 from dlperf.errors import UsageError
@@ -183,8 +183,8 @@ def test_declared_variables_are_listed_with_the_options():
 def test_tensorflow_runs_with_onednn_off(tmp_path):
     pinned_env("tensorflow")
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", "tensorflow", *TINY, "--option", "onednn=off",
-                  "--json", str(out), "--db", str(tmp_path / "r.db"))
+    proc = dlperf("run", "--framework", "tensorflow", *TINY, *CUT_RESNET50_FLAGS, "--option",
+                  "onednn=off", "--json", str(out), "--db", str(tmp_path / "r.db"))
     result = json.loads(out.read_text())
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"], proc.stderr)
     assert result["launch"]["option_variables"] == {"TF_ENABLE_ONEDNN_OPTS": "0"}
