@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import load, pinned_env, tiny_bert_knobs
+from conftest import CUT_RESNET50, load, pinned_env, tiny_bert_knobs
 from declared import Combo
 from measured import PERCENTILES
 from dlperf import envs, stats
@@ -23,7 +23,9 @@ TIMEOUT = 1500
 #: tiny knobs (and batch) per model: the real network on the smallest shapes
 BERT = tiny_bert_knobs(1)
 KNOBS = {
-    "resnet50": {"image_size": 32, "num_classes": 10},
+    # cut to a bottleneck a stage: every operator of ResNet-50, as the 1-layer BERT has every
+    # operator of BERT-Base
+    "resnet50": {"image_size": 32, "num_classes": 10, **CUT_RESNET50},
     "resnet101": {"image_size": 32, "num_classes": 10},
     "resnet152": {"image_size": 32, "num_classes": 10},
     # VGG and AlexNet with a narrow classifier: every layer, a tenth of the weights or less
