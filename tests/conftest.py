@@ -119,6 +119,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         os.sched_setaffinity(0, own)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``parallel`` test that runs torch in this process (the model tests' steps) uses this
+    xdist process's share of the CPUs, not torch's default of every core: two processes side by
+    side on a 2-core host each had 2 threads, and the waiting threads spin: tests/models' and
+    tests/studies/test_accuracy.py's parallel tests on 2 xdist processes took 157 CPU-s (353 s)
+    so, 61 (129 s) with a thread each, on a busy 2-core Zen 3. Such a test measures nothing;
+    the processes it starts keep their own thread counts."""
+    if item.get_closest_marker("parallel") is None or "torch" not in sys.modules:
+        return
+    import torch
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = max(1, len(os.sched_getaffinity(0)) // workers)
+    if torch.get_num_threads() > share:
+        torch.set_num_threads(share)
+
+
 #: the test files that read each session fixture (tests/sweep_session.py, tests/tiny_runs.py): a
 #: session fixture is made once per xdist process, so the framework phase deals each group to one
 #: process as one unit (test_suite_layout.py checks that these are exactly the files that use them)

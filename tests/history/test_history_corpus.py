@@ -136,12 +136,13 @@ def test_noise_from_a_calibration_pool(tmp_path):
     (["--pool", "TEXT"], "--pool: "),
     (["--pool", "TEXT", "--cv", "0.02"], "--cv: not with --pool"),  # a text file, not a database
 ])
-def test_bad_input_is_one_line_and_exit_2(args, line, tmp_path):
+def test_bad_input_is_one_line_and_exit_2(args, line, tmp_path, capsys):
+    """Through the script's main in this process: a fresh interpreter's imports (~2 CPU-s) saved
+    per case; the tests above run it as a process."""
     text = tmp_path / "text.db"
     text.write_text("not a database\n")
     args = [str(text) if a == "TEXT" else a for a in args]
-    proc = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr.startswith(line) and proc.stderr.count("\n") == 1
-    assert proc.stdout == ""
+    assert history_corpus.main(args) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(line) and err.count("\n") == 1
+    assert out == ""

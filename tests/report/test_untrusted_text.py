@@ -1,5 +1,8 @@
 """Stored text is data: markup, markdown, HTML, mathtext and formulas in it reach every output
-as written, and never crash a command (a real failed and a real measured `dlperf external`)."""
+as written, and never crash a command (a real failed and a real measured `dlperf external`).
+The text outputs are read through dlperf's main in this process (conftest.dlperf_main, ~1 CPU-s
+of a fresh interpreter's imports saved a call; test_fuzz_cli checks that real processes answer
+alike); the HTML report is a real process, whose stderr would show matplotlib's complaints."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, own_lock
+from conftest import dlperf, dlperf_main, own_lock
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
@@ -40,20 +43,20 @@ def stored(tmp_path_factory) -> Path:
 
 
 def test_results_prints_markup_in_an_error_as_text(stored):
-    proc = dlperf("results", "--db", str(stored))
+    proc = dlperf_main("results", "--db", str(stored))
     assert proc.returncode == 0, proc.stderr
     assert ERROR in proc.stdout and "Traceback" not in proc.stderr
 
 
 def test_compare_prints_markup_in_an_error_as_text(stored):
-    proc = dlperf("compare", str(stored), str(stored))
+    proc = dlperf_main("compare", str(stored), str(stored))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "[bold]" in proc.stdout.replace("\n", "")
 
 
 def test_markdown_escapes_html_and_keeps_the_error(stored):
-    proc = dlperf("report", "--db", str(stored), "--format", "md", "--title", "<b>t</b>")
+    proc = dlperf_main("report", "--db", str(stored), "--format", "md", "--title", "<b>t</b>")
     assert proc.returncode == 0, proc.stderr
     assert "<script>" not in proc.stdout and "<b>" not in proc.stdout
     assert "&lt;script&gt;" in proc.stdout and "# &lt;b&gt;t&lt;/b&gt;" in proc.stdout
@@ -71,7 +74,7 @@ def test_html_report_with_mathtext_in_labels(stored, tmp_path):
 
 
 def test_csv_defuses_formulas_and_keeps_numbers(stored):
-    proc = dlperf("report", "--db", str(stored), "--format", "csv")
+    proc = dlperf_main("report", "--db", str(stored), "--format", "csv")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     labels = {row["status"]: row for row in rows}

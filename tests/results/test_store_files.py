@@ -1,5 +1,10 @@
 """Results files: read-only commands never create or change one, and a file that is not a usable
-dlperf database is one line naming it (exit 2), left exactly as it was."""
+dlperf database is one line naming it (exit 2), left exactly as it was.
+
+The commands run through dlperf's main in this process (conftest.dlperf_main): a fresh
+interpreter's imports cost ~1 CPU-s a call, 40 calls here. test_fuzz_cli checks that real
+processes answer alike, bad databases among its inputs; the database they read is written by a
+real `dlperf external` process."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, own_lock
+from conftest import dlperf, dlperf_main, own_lock
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
@@ -52,7 +57,7 @@ def edit(path: Path, *statements: str) -> None:
 
 
 def refused(*args: str, says: str) -> str:
-    proc = dlperf(*args, timeout=120, env=LOCK)
+    proc = dlperf_main(*args, timeout=120, env=LOCK)
     assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -85,7 +90,7 @@ def test_reading_changes_nothing_not_even_the_journal_mode(copy):
     edit(copy, "PRAGMA journal_mode=DELETE")
     before = fingerprint(copy)
     for args in READERS:
-        proc = dlperf(*(a.format(db=copy) for a in args), timeout=120)
+        proc = dlperf_main(*(a.format(db=copy) for a in args), timeout=120)
         assert proc.returncode == 0, (args, proc.stderr)
     assert fingerprint(copy) == before
     with sqlite3.connect(copy) as db:

@@ -1,6 +1,8 @@
 """Hostile sweep files: YAML tags, control characters, bytes that are not UTF-8, deep nesting,
 alias-built matrices of millions of cases and bad knob values are one line `FILE:LINE: ...` with
-exit 2, before anything is built or measured."""
+exit 2, before anything is built or measured. Through dlperf's main in this process
+(conftest.dlperf_main: ~1 CPU-s of a fresh interpreter's imports saved per file); test_fuzz_cli
+checks that real processes, a sweep among them, answer as it does."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import dlperf, own_lock
+from conftest import dlperf_main, own_lock
 from dlperf.studies import sweep as sweep_mod
 
 # measures nothing and asserts nothing about time: `make test` runs it beside another
@@ -60,7 +62,7 @@ def test_bad_file_is_one_line_with_its_line(what, content, line, says, tmp_path)
     path.write_bytes(content)
     db = tmp_path / "never.db"
     started = time.monotonic()
-    proc = dlperf("sweep", str(path), "--db", str(db), timeout=60, env=LOCK)
+    proc = dlperf_main("sweep", str(path), "--db", str(db), timeout=60, env=LOCK)
     assert time.monotonic() - started < 30  # counted, never built
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
