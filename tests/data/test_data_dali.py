@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main, files_of, load, own_lock, pinned_env, tiny_dataset
+from conftest import (CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf, dlperf_main, files_of, load,
+                      own_lock, pinned_env, tiny_dataset)
 from measured import check_measured
 from package_index import PYPI, reachable_or_skip
 from dlperf.spec import Case
@@ -51,8 +52,10 @@ def run(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[int, dict]
 
 
 def test_training_through_dali_on_the_cpu(dali, dataset, tmp_path):
-    code, result = run(tmp_path, "--framework", "torch", *TINY, "--steps", "2", "--data",
-                       str(dataset), "--loader", "dali", "--loader-workers", "2")
+    # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what is checked is the
+    # pipeline that feeds the model, whatever its depth
+    code, result = run(tmp_path, "--framework", "torch", *TINY, *CUT_RESNET50_FLAGS, "--steps",
+                       "2", "--data", str(dataset), "--loader", "dali", "--loader-workers", "2")
     assert code == 0 and result["status"] == "ok", result.get("error")
     check_measured(result)
     assert all(math.isfinite(v) for v in result["loss"]["first"] + result["loss"]["last"])
@@ -66,7 +69,7 @@ def test_training_through_dali_on_the_cpu(dali, dataset, tmp_path):
         2, 2, COUNT, BATCHES_PER_EPOCH, "DROP")
     assert "RandomResizedCrop(32" in loader["augmentation"]
     native = Case(framework="torch", model="resnet50", batch_size=BATCH, data=str(dataset),
-                  loader_workers=2, knobs={"image_size": 32, "num_classes": 4},
+                  loader_workers=2, knobs={"image_size": 32, "num_classes": 4, **CUT_RESNET50},
                   warmup_steps=1, steps=2, device="cpu")
     assert result["case_key"] != native.key()  # the loader is part of the case's identity
 
@@ -103,8 +106,9 @@ def test_a_broken_image_fails_the_case_in_one_line(dali, dataset, tmp_path):
 
 def test_missing_dali_is_unsupported_with_the_way_to_install_it(dataset, tmp_path):
     # an empty environments root: no overlay there, and dlperf's own environment has no DALI
-    code, result = run(tmp_path, "--framework", "torch", *TINY, "--steps", "2", "--data",
-                       str(dataset), "--loader", "dali",
+    # (the worker builds the model before its feed: ResNet-50 cut, conftest's CUT_RESNET50)
+    code, result = run(tmp_path, "--framework", "torch", *TINY, *CUT_RESNET50_FLAGS, "--steps",
+                       "2", "--data", str(dataset), "--loader", "dali",
                        env={"DLPERF_ENVS": str(tmp_path / "no-envs")})
     assert code == 1 and result["status"] == "unsupported"
     assert "NVIDIA DALI is not installed" in result["error"]

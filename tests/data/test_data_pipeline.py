@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import dlperf, dlperf_main, load
+from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf, dlperf_main, load
 from measured import check_measured
 from dlperf.spec import Case
 from dlperf.worker import pagecache
@@ -25,6 +25,9 @@ MAKE = ["--count", "64", "--size", "64x48", "--classes", "4"]
 TINY = ["--framework", "torch", "--model", "resnet50", "--image-size", "32", "--num-classes",
         "4", "--batch-size", "4", "--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
 BATCHES_PER_EPOCH = 64 // 4
+# the training runs' ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what they
+# check is the pipeline that feeds the model, whatever its depth
+TRAIN = [*TINY, *CUT_RESNET50_FLAGS]
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +85,7 @@ def test_make_images_layout_manifest_and_determinism(dataset, tmp_path):
 
 def test_training_on_the_folder(dataset, tmp_path):
     db = tmp_path / "r.db"
-    dlperf("run", *TINY, "--data", str(dataset), "--loader-workers", "2",
+    dlperf("run", *TRAIN, "--data", str(dataset), "--loader-workers", "2",
            "--db", str(db), "--json", str(tmp_path / "r.json"), check=True)
     result = load(tmp_path / "r.json")
     check_measured(result)
@@ -110,7 +113,8 @@ def test_training_on_the_folder(dataset, tmp_path):
         "SELECT result_json FROM runs").fetchone()[0])
     assert stored["data"] == data
     synthetic = Case(framework="torch", model="resnet50", batch_size=4,
-                     knobs={"image_size": 32, "num_classes": 4}, warmup_steps=2, steps=2)
+                     knobs={"image_size": 32, "num_classes": 4, **CUT_RESNET50}, warmup_steps=2,
+                     steps=2)
     assert result["case_key"] != synthetic.key()
 
 
@@ -207,7 +211,7 @@ def test_eviction_fallback_when_drop_caches_is_refused(dataset, tmp_path):
 
 def test_data_both_stores_two_results_and_the_verdict(dataset, tmp_path):
     db = tmp_path / "r.db"
-    proc = dlperf("run", *TINY, "--data", f"both:{dataset}", "--loader-workers", "0",
+    proc = dlperf("run", *TRAIN, "--data", f"both:{dataset}", "--loader-workers", "0",
                   "--db", str(db), "--json", str(tmp_path / "r.json"), check=True)
     compute, fed = load(tmp_path / "r.json")
     assert compute["data"] == {"mode": "synthetic"} and compute["case"]["data"] == "synthetic"

@@ -111,11 +111,13 @@ def test_the_table_says_where_the_overhead_was_read():
     assert pv.overhead_text(single) == "8% (5% fixed)"  # across hosts: no batch
 
 
-# one repeat a case: what is checked is where each figure is read from, never a spread
+# one repeat a case: what is checked is where each figure is read from, never a spread; ResNet-50
+# cut to a bottleneck a stage (conftest's CUT_RESNET50), whose gradients' bytes the check reads
+# from each result's own parameter count
 SWEEP = """\
 name: one-host-tiny
-defaults: {framework: torch, model: resnet50, device: cpu, image_size: 32, threads: 1,
-           warmup_steps: 1, steps: 2, repeats: 1}
+defaults: {framework: torch, model: resnet50, device: cpu, image_size: 32, max_blocks: 1,
+           threads: 1, warmup_steps: 1, steps: 2, repeats: 1}
 matrix:
   devices: [1, 2]
   batch_size: [2, 4]

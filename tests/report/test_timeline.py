@@ -10,7 +10,7 @@ import json
 import random
 
 import pytest
-from conftest import TINY_RESNET, dlperf, dlperf_main, gpus_listed, load
+from conftest import CUT_RESNET50_FLAGS, TINY_RESNET, dlperf, dlperf_main, gpus_listed, load
 
 from dlperf.host import timeline
 from dlperf.store import Store
@@ -24,9 +24,11 @@ FIFTY_CASE_REPORT_BYTES = 4_000_000
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """One real repeat whose window lasts long enough to hold monitor samples."""
+    """One real repeat whose window lasts long enough to hold monitor samples (ResNet-50 cut to
+    a bottleneck a stage, conftest's CUT_RESNET50: what is checked is the timeline around the
+    steps, whatever the network's depth)."""
     tmp = tmp_path_factory.mktemp("timeline")
-    dlperf("run", *TINY_RESNET, "--repeats", "1", "--min-duration", "2",
+    dlperf("run", *TINY_RESNET, *CUT_RESNET50_FLAGS, "--repeats", "1", "--min-duration", "2",
            "--db", str(tmp / "r.db"), "--json", str(tmp / "r.json"), check=True,
            env={"DLPERF_LOCK_DIR": str(tmp)})
     result = load(tmp / "r.json")

@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from conftest import dlperf_main, tiny_dataset
+from conftest import CUT_RESNET50_FLAGS, dlperf_main, tiny_dataset
 from dlperf import cli, scaling
 from dlperf.commands._flags import case_from_args
 from dlperf.history import reproduce
@@ -135,9 +135,11 @@ def test_a_jemalloc_two_process_case_is_scaled_over_the_jemalloc_one_process_res
     if path is None:
         pytest.skip("jemalloc is not installed here (make allocators)")
     db = str(tmp_path / "r.db")
+    # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what is checked is which
+    # stored result the scaling is read over, whatever the network's depth
     tiny = ["run", "--framework", "torch", "--model", "resnet50", "--image-size", "32",
-            "--batch-size", "2", "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
-            "--db", db]
+            *CUT_RESNET50_FLAGS, "--batch-size", "2", "--warmup-steps", "1", "--steps", "2",
+            "--repeats", "1", "--db", db]
 
     def run(*extra: str) -> dict:
         # in this process: the workers are still fresh processes, but the harness's imports

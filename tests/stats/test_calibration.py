@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import pinned_env, tiny_bert_knobs
+from conftest import CUT_RESNET50_FLAGS, pinned_env, tiny_bert_knobs
 from dlperf.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,11 +257,13 @@ def test_a_pool_without_its_environment_is_left_out_in_one_line(tmp_path):
 
 
 def tiny(*names: str) -> dict[str, list[str]]:
-    """The declared pools' cases on the tiniest shapes: fewer steps, and BERT narrowed."""
+    """The declared pools' cases on the tiniest shapes: fewer steps, BERT narrowed and ResNet-50
+    cut to a bottleneck a stage (conftest's CUT_RESNET50): what is checked is how collect
+    interleaves and tells the pools apart, whatever the networks' depth."""
     narrow = [flag for name, value in tiny_bert_knobs(1).items() if name != "seq_len"
               for flag in ("--knob", f"{name}={value}")]
     return {name: [*calibration.POOLS[name], "--warmup-steps", "1", "--steps", "2",
-                   *(narrow if "bert" in name else [])] for name in names}
+                   *(narrow if "bert" in name else CUT_RESNET50_FLAGS)] for name in names}
 
 
 def collect_and_judge(tmp_path: Path, pools: dict[str, list[str]]) -> list[dict]:
