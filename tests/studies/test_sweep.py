@@ -189,7 +189,7 @@ def test_a_failed_case_does_not_stop_the_sweep(fixture_db):
     assert {r["case"]["repeats"] for r in ok} == {1, 2}  # an include entry overrides defaults
     # the ResNet case kept only its own knobs from the defaults
     resnet = by_label["torch resnet50 train bs2 fp32"]
-    assert resnet["case"]["knobs"] == {"image_size": 32, "num_classes": 1000}
+    assert resnet["case"]["knobs"] == {"image_size": 32, "num_classes": 1000, "max_blocks": 6}
 
 
 def test_out_of_memory_is_retried_at_half_the_batch(fixture_db):
