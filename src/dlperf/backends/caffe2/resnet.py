@@ -163,5 +163,5 @@ def device_option(ideep, cuda=False, gpu_id=0):
     return core.DeviceOption(caffe2_pb2.IDEEP if ideep else caffe2_pb2.CPU, 0)
 
 
-__all__ = ["add_forward", "add_optimizer", "block_config", "add_weight_decay", "count_params", "param_shapes",
-           "device_option"]
+__all__ = ["add_forward", "add_optimizer", "add_weight_decay", "block_config", "count_params",
+           "param_shapes", "device_option"]
