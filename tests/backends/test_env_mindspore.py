@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from dlperf import envs, models
 from dlperf.backends.mindspore import SUPPORT
-from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, pinned_env, tiny_bert_knobs, tiny_nets
+from conftest import (CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf_main, pinned_env, tiny_bert_knobs,
+                      tiny_nets)
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -51,20 +50,14 @@ def mindspore_env() -> str:
 
 def run_dlperf(tmp_path: Path, *args: str, env: dict[str, str] | None = None
                ) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """`dlperf run` from ``tmp_path`` as the working directory; returns the process and result."""
+    """`dlperf run` from ``tmp_path`` as the working directory, through dlperf's main in this
+    process (its workers stay fresh processes, started from ``tmp_path``); returns the
+    process's answer and the result."""
     out = tmp_path / "result.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlperf.cli", "run", "--framework", "mindspore", *args,
-         "--db", str(tmp_path / "r.db"), "--json", str(out)],
-        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
-        env={**os.environ, **(env or {})})
+    proc = dlperf_main("run", "--framework", "mindspore", *args, "--db", str(tmp_path / "r.db"),
+                       "--json", str(out), cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert out.exists(), proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc, json.loads(out.read_text())
-
-
-def in_env(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([envs.interpreter("mindspore"), "-c", code], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=envs.worker_env())
 
 
 def test_environment_matches_pinned_set(mindspore_env):
@@ -83,20 +76,11 @@ def test_environment_matches_pinned_set(mindspore_env):
     assert "CUDA 11" in (envs.registry.get("mindspore", "cuda").refused or "")
 
 
-def test_both_models_have_the_catalogue_parameter_count(mindspore_env):
+def test_both_models_have_the_catalogue_parameter_count(plain_truths):
     """Built inside MindSpore's own interpreter, default (full-size) knobs, and ResNet-50 cut
-    to one block per stage (``max_blocks=1``)."""
-    proc = in_env("""
-import json
-from dlperf.backends.mindspore import bert, resnet
-from dlperf.backends.mindspore.workload import count_params
-print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
-                              "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
-                              "bert-base": count_params(bert.BertForPreTraining())}))
-""")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
-    built = json.loads(line.split("=", 1)[1])
+    to one block per stage (``max_blocks=1``): the first thing the interpreter of
+    :func:`plain_truths` does, before any case sets a mode."""
+    built = plain_truths["params"]
     assert built == {"resnet50": models.get("resnet50").params(),
                      "resnet50 max_blocks=1": models.get("resnet50").params({"max_blocks": 1}),
                      "bert-base": models.get("bert-base").params()}
@@ -204,31 +188,66 @@ def test_refused_combination_is_declared_with_its_reason(model, extra, phrase):
 
 
 TRUTH = """
-import json, sys
-from dlperf.backends.mindspore.backend import build
-case = json.loads(sys.argv[1])
-try:
-    workload = build(case)
-    print("VALUE=%r" % workload.loss_value(workload.step()))
-except TypeError as error:
-    print("ERROR=" + " ".join(str(error).split()))
+import json, os, sys, traceback
+cases, logs = json.loads(sys.argv[1]), sys.argv[2]
+out = {}
+if sys.argv[3] == "count":  # the catalogue's parameter counts, before any case sets a mode
+    from dlperf.backends.mindspore import bert, resnet
+    from dlperf.backends.mindspore.workload import count_params
+    out["params"] = {"resnet50": count_params(resnet.ResNet50(1000)),
+                     "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
+                     "bert-base": count_params(bert.BertForPreTraining())}
+from dlperf.backends.mindspore import backend
+set_threads, threads = backend.set_threads, []
+def set_threads_once():  # MindSpore sizes its CPU pool once a process: the first case's stays
+    if not threads:
+        threads.append(set_threads())
+    return threads[0]
+backend.set_threads = set_threads_once
+for index, case in enumerate(cases):
+    # MindSpore's C++ log (file descriptor 2) of this case alone, in a file of its own
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.path.join(logs, "%d.log" % index), "w") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            workload = backend.build(case)
+            outcome = "VALUE=%r" % workload.loss_value(workload.step())
+        except TypeError as error:
+            outcome = "ERROR=" + " ".join(str(error).split())
+        except Exception:
+            outcome = "RAISED=" + traceback.format_exc()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+    out[index] = outcome
+print("OUT=" + json.dumps(out))
 """
 
+Truth = tuple[str, str, str, bool]  # (model, task, precision, compiled)
 
-def run_in_env(model: str, task: str, precision: str, compiled: bool,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """One step of the backend's own build, past the declaration, in MindSpore's interpreter."""
-    case = {"model": model, "task": task, "precision": precision, "compile": compiled,
-            "batch_size": 2, "knobs": TINY_KNOBS[model], "device": "cpu", "seed": 0}
-    proc = subprocess.run([envs.interpreter("mindspore"), "-c", TRUTH, json.dumps(case)],
+
+def run_in_env(truths: list[Truth], logs: Path, env: dict[str, str] | None = None,
+               count: bool = False) -> dict:
+    """One step of the backend's own build per case, past the declaration, all in one
+    MindSpore interpreter (one start-up and import for all of them): each case's outcome
+    (``VALUE=`` the loss, ``ERROR=`` MindSpore's TypeError) and its C++ log, keyed by case;
+    with ``count``, first the catalogue's parameter counts (``"params"``)."""
+    cases = [{"model": model, "task": task, "precision": precision, "compile": compiled,
+              "batch_size": 2, "knobs": TINY_KNOBS[model], "device": "cpu", "seed": 0}
+             for model, task, precision, compiled in truths]
+    proc = subprocess.run([envs.interpreter("mindspore"), "-c", TRUTH, json.dumps(cases),
+                           str(logs), "count" if count else "cases"],
                           capture_output=True, text=True, timeout=TIMEOUT,
                           env=envs.worker_env(env))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
-
-
-def outcome(proc: subprocess.CompletedProcess[str]) -> str:
-    return next(x for x in proc.stdout.splitlines() if x.startswith(("VALUE=", "ERROR=")))
+    out = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("OUT="))[4:])
+    found = {truth: (out[str(index)], (logs / f"{index}.log").read_text())
+             for index, truth in enumerate(truths)}
+    if count:
+        found["params"] = out["params"]
+    return found
 
 
 BF16 = [
@@ -248,32 +267,48 @@ BF16 = [
 ]
 
 
+FP16 = [("resnet50", "train", "amp-fp16"), ("bert-base", "train", "amp-fp16"),
+        ("resnet50", "infer", "fp16"), ("bert-base", "infer", "fp16")]
+
+
+@pytest.fixture(scope="module")
+def plain_truths(mindspore_env, tmp_path_factory) -> dict:
+    """The parameter counts, then each of BF16 one step, in one MindSpore interpreter."""
+    return run_in_env([case[:4] for case in BF16], tmp_path_factory.mktemp("bf16"), count=True)
+
+
+@pytest.fixture(scope="module")
+def logged_truths(mindspore_env, tmp_path_factory) -> dict:
+    """Each of FP16 one compiled step in one MindSpore interpreter, its kernel selection logged
+    at INFO (GLOG_v=1) to each case's own log."""
+    return run_in_env([(*case, True) for case in FP16], tmp_path_factory.mktemp("fp16"),
+                      env={"GLOG_v": "1"})
+
+
 @pytest.mark.parametrize("model,task,precision,compiled,error", BF16,
                          ids=[f"{m}-{t}-{p}-{'graph' if c else 'pynative'}"
                               for m, t, p, c, e in BF16])
-def test_declared_bf16_refusal_is_mindspores_own_error(mindspore_env, model, task, precision,
+def test_declared_bf16_refusal_is_mindspores_own_error(plain_truths, model, task, precision,
                                                       compiled, error):
     assert SUPPORT.refusal({"model": model, "task": task, "precision": precision}, "cpu")
     assert error in SUPPORT.reason("cpu/" + precision)
-    result = outcome(run_in_env(model, task, precision, compiled))
-    assert result.startswith("ERROR=") and error in result
+    result, log = plain_truths[(model, task, precision, compiled)]
+    assert result.startswith("ERROR=") and error in result, (result, log[-3000:])
 
 
 HEAVY_OPS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MatMul", "BatchMatMul")
 KERNEL = re.compile(r"/(\w+)-op\d+ kernel attr info: input\[([^\]]*)\] output\[([^\]]*)\]")
 
 
-@pytest.mark.parametrize("model,task,precision", [
-    ("resnet50", "train", "amp-fp16"), ("bert-base", "train", "amp-fp16"),
-    ("resnet50", "infer", "fp16"), ("bert-base", "infer", "fp16")])
-def test_declared_fp16_refusal_is_what_mindspore_does(mindspore_env, model, task, precision):
+@pytest.mark.parametrize("model,task,precision", FP16)
+def test_declared_fp16_refusal_is_what_mindspore_does(logged_truths, model, task, precision):
     """float16 runs on the CPU, but MindSpore's kernel selection (logged at INFO, GLOG_v=1)
     picks the Float32 kernels of every convolution and matrix product and casts to and from
     float16 around them: fp32 arithmetic under an fp16 label, which the declaration refuses."""
     assert "insert_cast_cpu" in SUPPORT.reason("cpu/" + precision)
-    proc = run_in_env(model, task, precision, True, env={"GLOG_v": "1"})
-    assert outcome(proc).startswith("VALUE=")
-    kernels = KERNEL.findall(proc.stderr.replace(" DefaultFormat", ""))
+    result, log = logged_truths[(model, task, precision, True)]
+    assert result.startswith("VALUE="), (result, log[-3000:])
+    kernels = KERNEL.findall(log.replace(" DefaultFormat", ""))
     heavy = [inputs for op, inputs, _ in kernels if op in HEAVY_OPS]
     assert heavy and all(inputs.startswith("Tensor Float32") for inputs in heavy), heavy[:5]
     casts = {(inputs, outputs) for op, inputs, outputs in kernels if op == "Cast"}
