@@ -89,10 +89,10 @@ print("PARAMS=" + json.dumps(out))
 TINY = {
     "resnet50": ["--model", "resnet50", "--image-size", "32", "--num-classes", "10",
                  "--batch-size", "2"],
-    # a 2-layer BERT, narrow (tests/conftest.py's tiny_nets: hidden 64, a small vocabulary):
+    # a 1-layer BERT, narrow (tests/conftest.py's tiny_nets: hidden 64, a small vocabulary):
     # every part (embeddings, attention, heads, tied decoder, AdamW + clipping) in a few
     # seconds (at BERT-Base's width, 768, the amp-bf16 XLA case took ~4 s longer on 2 cores)
-    "bert-base": tiny_nets(bert_layers=2)["bert-base"],
+    "bert-base": tiny_nets(bert_layers=1)["bert-base"],
 }
 CASES = [
     ("tensorflow", "resnet50", ["--precision", "fp32"]),
@@ -108,10 +108,11 @@ CASES = [
 @pytest.mark.parametrize("framework,model,extra", CASES, indirect=["framework"],
                          ids=[f"{f}-{m}" for f, m, e in CASES])
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
+    # through dlperf's main in this process: the worker is still a fresh process
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", framework, *TINY[model], *extra,
-                      "--warmup-steps", "2", "--steps", "3", "--repeats", "1",
-                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    proc = dlperf_main("run", "--framework", framework, *TINY[model], *extra,
+                       "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
+                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
     result = json.loads(out.read_text())
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
                                                               result.get("stderr_tail"))
@@ -138,9 +139,9 @@ UNSUPPORTED = {  # (precision, the reason a user reads, in full)
 def test_unsupported_combination_reports_unsupported(framework, tmp_path):
     precision, reason = UNSUPPORTED[framework]
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", framework, *TINY["resnet50"], "--precision",
-                      precision, "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
-                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    proc = dlperf_main("run", "--framework", framework, *TINY["resnet50"], "--precision",
+                       precision, "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
+                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
     result = json.loads(out.read_text())
     assert proc.returncode == 1
     assert result["status"] == "unsupported"
@@ -177,11 +178,11 @@ def test_not_installed_framework_is_one_line_exit_2(framework, tmp_path):
 
 @pytest.fixture(scope="module")
 def envs_listed() -> subprocess.CompletedProcess[str]:
-    """One real `dlperf envs list`, read by both frameworks' checks (it lists every env),
-    taken once both environments are there."""
+    """One `dlperf envs list` (through dlperf's main in this process), read by both frameworks'
+    checks (it lists every env), taken once both environments are there."""
     for name in TF_VERSIONS:
         pinned_env(name)
-    return dlperf("envs", "list", env={"COLUMNS": "200"}, timeout=120)
+    return dlperf_main("envs", "list", env={"COLUMNS": "200"}, timeout=120)
 
 
 def test_envs_list_shows_the_installed_environment(framework, envs_listed):
@@ -195,7 +196,8 @@ def test_envs_list_shows_the_installed_environment(framework, envs_listed):
 @covers("tensorflow1", "resnet50", "train", "fp32")  # `envs check`: a tiny training step
 @pytest.mark.parametrize("framework", ["tensorflow1"], indirect=True)
 def test_envs_check_runs_a_real_step(framework):
-    proc = dlperf("envs", "check", framework)
+    # through dlperf's main in this process: the import check and the worker are processes
+    proc = dlperf_main("envs", "check", framework, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "import ok, version 1.15" in proc.stdout
     assert "tiny training step ok" in proc.stdout
