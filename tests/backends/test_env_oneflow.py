@@ -11,7 +11,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from dlperf import envs, models
 from dlperf.launchers import launch
 from dlperf.backends.oneflow import SUPPORT
 from dlperf.envs import manage
-from conftest import CUT_RESNET50_FLAGS, pinned_env, tiny_nets
+from conftest import CUT_RESNET50_FLAGS, dlperf_main, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -35,8 +34,9 @@ LINKED_FROM_WHEELS = {"libcublas.so.11", "libcublasLt.so.11", "libcudnn_cnn_infe
 
 def run_dlperf(*args: str, env: dict[str, str] | None = None
                ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dlperf.cli", *args], capture_output=True,
-                          text=True, timeout=TIMEOUT, env=env or dict(os.environ))
+    """`dlperf ARGS` through dlperf's main in this process, ``env`` added to the environment:
+    its workers stay fresh processes."""
+    return dlperf_main(*args, timeout=TIMEOUT, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_environment_matches_pinned_set(oneflow_env):
     assert envs.install("oneflow", say=lambda line: None).action == "up to date"
 
 
-def test_registry_env_expands_to_the_environments_library_directories(oneflow_env):
+def test_registry_env_expands_to_the_environments_library_directories(oneflow_env, in_oneflow):
     """env: is data: LD_LIBRARY_PATH names the env's own nvidia/*/lib directories, which hold
     every CUDA library the wheel links without shipping, in front of any value already set."""
     fw = envs.registry.get("oneflow")
@@ -80,10 +80,7 @@ def test_registry_env_expands_to_the_environments_library_directories(oneflow_en
     # the worker's variables are exactly these, and oneflow loads cuBLAS/cuDNN from there
     variables = envs.worker_variables("oneflow", oneflow_env)
     assert variables["LD_LIBRARY_PATH"].split(os.pathsep)[:len(dirs)] == [str(d) for d in dirs]
-    code = ("import oneflow, json; maps = open('/proc/self/maps').read().split(); "
-            "print('LIBS=' + json.dumps(sorted({p for p in maps if '/nvidia/' in p})))")
-    proc = subprocess.run([oneflow_env, "-c", code], capture_output=True, text=True,
-                          timeout=TIMEOUT, env=envs.worker_env(variables))
+    proc = in_oneflow["bare"]  # a worker's environment (variables), OneFlow imported
     assert proc.returncode == 0, proc.stderr[-3000:]
     loaded = json.loads(next(x for x in proc.stdout.splitlines()
                              if x.startswith("LIBS=")).split("=", 1)[1])
@@ -104,12 +101,11 @@ print("PARAMS=" + json.dumps({"resnet50": count_params(resnet.ResNet50(1000)),
 """
 
 
-def test_both_models_have_the_catalogue_parameter_count(oneflow_env):
-    """Built inside OneFlow's own interpreter, default (full-size) knobs, and ResNet-50 cut to
-    one block per stage (``max_blocks=1``); no training."""
-    proc = subprocess.run([oneflow_env, "-c", COUNT], capture_output=True, text=True,
-                          timeout=TIMEOUT,
-                          env=envs.worker_env(envs.worker_variables("oneflow", oneflow_env)))
+def test_both_models_have_the_catalogue_parameter_count(in_oneflow):
+    """Built inside OneFlow's own interpreter (the flushed one of :func:`in_oneflow`), default
+    (full-size) knobs, and ResNet-50 cut to one block per stage (``max_blocks=1``); no
+    training."""
+    proc = in_oneflow["flushed"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PARAMS="))
     built = json.loads(line.split("=", 1)[1])
@@ -130,14 +126,34 @@ print("PRODUCT=%r" % float((flow.tensor([1e-38], dtype=flow.float32) * 0.01).num
 """
 
 
+# what the loaded libraries are, in the interpreter without the backend (bare)
+LIBS = """
+import json
+maps = open('/proc/self/maps').read().split()
+print('LIBS=' + json.dumps(sorted({p for p in maps if '/nvidia/' in p})))
+"""
+
+
+@pytest.fixture(scope="module")
+def in_oneflow(oneflow_env) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Two OneFlow interpreters in a worker's environment, for the checks that need OneFlow's
+    own process: ``bare`` (OneFlow alone: its subnormal product, then the CUDA libraries it
+    loaded) and ``flushed`` (the backend first, as every worker: the product, then the
+    parameter counts). One process each instead of one per check; the two cannot be one, as
+    the backend's FTZ/DAZ must be set before OneFlow starts its threads."""
+    return {mode: subprocess.run(
+        [oneflow_env, "-c", SUBNORMAL + (LIBS if mode == "bare" else COUNT), mode],
+        capture_output=True, text=True, timeout=TIMEOUT,
+        env=envs.worker_env(envs.worker_variables("oneflow", oneflow_env)))
+        for mode in ("bare", "flushed")}
+
+
 @pytest.mark.parametrize("mode", ["flushed", "bare"])
-def test_oneflow_threads_flush_subnormals_to_zero(oneflow_env, mode):
+def test_oneflow_threads_flush_subnormals_to_zero(in_oneflow, mode):
     """OneFlow's kernels compute subnormals at full cost (ResNet-50 steps went 13x slower once
     the memorised batch made its gradients subnormal); the backend sets FTZ/DAZ before OneFlow
     starts its threads, and those threads inherit it. Without the backend, the product stays."""
-    proc = subprocess.run([oneflow_env, "-c", SUBNORMAL, mode], capture_output=True, text=True,
-                          timeout=TIMEOUT,
-                          env=envs.worker_env(envs.worker_variables("oneflow", oneflow_env)))
+    proc = in_oneflow[mode]
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("PRODUCT="))
     product = float(line.split("=", 1)[1])
@@ -148,9 +164,12 @@ TINY = tiny_nets(bert_layers=2)
 WINDOW = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
 # the memorised-batch check's window: the sweep's shape for 40 steps (below)
 LONG = ["--warmup-steps", "2", "--steps", "40", "--repeats", "1"]
+# the whole network's training run, for the memorised-batch check's 40 steps (LONG) as well: one
+# real run for both (under `make test` the worker has one CPU either way)
+PLAIN = ("resnet50", ["--no-compile"], "1")
 CASES = [
     # (model, extra flags, OMP_NUM_THREADS in the harness's environment or None)
-    ("resnet50", ["--no-compile"], "1"),  # the whole network's training run
+    PLAIN,
     # nn.Graph on the cut network (conftest's CUT_RESNET50), every operator of the whole one
     ("resnet50", ["--compile", *CUT_RESNET50_FLAGS], None),
     ("bert-base", ["--no-compile"], None),
@@ -160,12 +179,13 @@ CASES = [
 
 
 def _run_case(model, extra, threads, window, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in launch.POOL_SIZE_VARIABLES}
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = threads
     out = tmp_path / "result.json"
-    proc = run_dlperf("run", "--framework", "oneflow", *TINY[model], *extra, *window,
-                      "--db", str(tmp_path / "r.db"), "--json", str(out), env=env)
+    with pytest.MonkeyPatch.context() as patch:  # no pool size but the case's own
+        for name in launch.POOL_SIZE_VARIABLES:
+            patch.delenv(name, raising=False)
+        proc = run_dlperf("run", "--framework", "oneflow", *TINY[model], *extra, *window,
+                          "--db", str(tmp_path / "r.db"), "--json", str(out),
+                          env=None if threads is None else {"OMP_NUM_THREADS": threads})
     return proc, json.loads(out.read_text())
 
 
@@ -190,7 +210,8 @@ def case_runs(oneflow_env, tmp_path_factory):
 @pytest.mark.parametrize("model,extra,threads", CASES,
                          ids=["-".join([m] + [e.strip("-") for e in x]) for m, x, _ in CASES])
 def test_tiny_case_runs_ok(oneflow_env, case_runs, model, extra, threads):
-    proc, result = case_runs(model, extra, threads)
+    proc, result = case_runs(model, extra, threads,
+                             LONG if (model, extra, threads) == PLAIN else WINDOW)
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
                                                               result.get("stderr_tail"))
     assert math.isfinite(result["loss"]["first"][0]) and math.isfinite(result["loss"]["last"][0])
@@ -228,8 +249,9 @@ def test_tiny_case_runs_ok(oneflow_env, case_runs, model, extra, threads):
 def test_resnet_keeps_training_once_the_synthetic_batch_is_memorised(oneflow_env, case_runs):
     """The sweep's shape (batch 2, image 32) for 40 steps: in float32, OneFlow 0.9.0's CPU
     cross-entropy went negative at step 4 and NaN at step 26, so the frameworks table had no
-    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU."""
-    proc, result = case_runs("resnet50", ["--no-compile"], None, LONG)
+    OneFlow ResNet-50; the backend computes that loss in float64 on a CPU (the plain training
+    run of test_tiny_case_runs_ok)."""
+    proc, result = case_runs(*PLAIN, LONG)
     assert proc.returncode == 0 and result["status"] == "ok", result["error"]
     assert 0.0 <= result["loss"]["last"][0] < result["loss"]["first"][0]
     assert result["env"]["worker"]["framework"]["loss"].startswith("cross-entropy in float64")
