@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from dlperf import envs, models
-from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf, pinned_env, tiny_nets
+from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf_main, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -23,7 +23,7 @@ from cpu_kind import check_bf16_refused, mxnet_bf16_refusal
 
 TIMEOUT = 1200
 TINY = tiny_nets(bert_layers=2)
-SHORT = ["--warmup-steps", "2", "--steps", "2", "--repeats", "1"]
+SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +86,10 @@ def refused_for_bf16(proc, result, extra, refusal: str | None) -> bool:
 
 def measure(tmp_path, *args: str, env: dict[str, str] | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`dlperf run` through dlperf's main in this process: its worker is a fresh process."""
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", "mxnet", *args, *SHORT,
-                      "--db", str(tmp_path / "r.db"), "--json", str(out), env=env)
+    proc = dlperf_main("run", "--framework", "mxnet", *args, *SHORT, "--db",
+                       str(tmp_path / "r.db"), "--json", str(out), env=env, timeout=TIMEOUT)
     return proc, json.loads(out.read_text())
 
 
@@ -107,7 +108,8 @@ def test_environment_matches_pinned_set(mxnet_env):
 
 
 def test_envs_check_runs_a_tiny_training_case(mxnet_env):
-    proc = dlperf("envs", "check", "mxnet")
+    # through dlperf's main in this process: the import check and the worker are processes
+    proc = dlperf_main("envs", "check", "mxnet", timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "import ok, version 1.9.1" in proc.stdout
     assert "tiny training step ok" in proc.stdout
@@ -326,9 +328,9 @@ UNSUPPORTED_DECLARED = [extra for extra, _ in UNSUPPORTED[:-1]]
 def test_unsupported_combination_reports_unsupported(mxnet_env, extra, phrase, tmp_path):
     out = tmp_path / "result.json"
     device = [] if "--device" in extra else ["--device", "cpu"]
-    proc = dlperf("run", "--framework", "mxnet", *TINY["resnet50"], *extra, *device,
-                      "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
-                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    proc = dlperf_main("run", "--framework", "mxnet", *TINY["resnet50"], *extra, *device,
+                       "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
+                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
     result = json.loads(out.read_text())
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert result["status"] == "unsupported"
