@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dlperf import envs
-from conftest import dlperf, dlperf_main, pinned_env
+from conftest import CUT_RESNET50, dlperf_main, pinned_env
 from measured import check_measured
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
@@ -74,12 +74,38 @@ def test_two_ranks_average_their_gradients(caffe2_env, tmp_path):
         assert moved > 40
 
 
-def test_two_processes_store_one_case_with_the_launcher_facts(caffe2_env, tmp_path):
-    out = tmp_path / "r.json"
-    proc = dlperf("run", "--framework", "caffe2", *TINY, *SHORT, "--devices", "2",
-                  "--db", str(tmp_path / "r.db"), "--json", str(out))
+# the scaling sweep (devices 1 and 2 on engine cpu, ideep on 1), once for the module: its
+# 2-process case is the one whose launcher facts are checked, its report the scaling table. What
+# they check is the launch, the stored facts and the table, not ResNet-50's depth: the network cut
+# to a bottleneck a stage (conftest's CUT_RESNET50; the averaging test keeps the whole network)
+SWEEP = """
+name: caffe2-scaling
+defaults: {{framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           {cut}, warmup_steps: 1, steps: 2, repeats: 1}}
+matrix:
+  devices: [1, 2]
+  options: [engine=cpu]
+include:
+  - {{devices: 1, options: engine=ideep}}
+""".format(cut=", ".join(f"{name}: {value}" for name, value in CUT_RESNET50.items()))
+
+
+@pytest.fixture(scope="module")
+def scaling_sweep(caffe2_env, tmp_path_factory) -> tuple[str, list[dict]]:
+    """(the sweep's database, its results): the sweep run once, its harness through dlperf_main
+    in this process (the ranks are still fresh processes)."""
+    folder = tmp_path_factory.mktemp("caffe2-scaling")
+    sweep = folder / "caffe2.yaml"
+    sweep.write_text(SWEEP)
+    db = str(folder / "r.db")
+    proc = dlperf_main("sweep", str(sweep), "--db", db, "--json", str(folder / "out.json"),
+                       timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(out.read_text())
+    return db, json.loads((folder / "out.json").read_text())
+
+
+def test_two_processes_store_one_case_with_the_launcher_facts(scaling_sweep):
+    (result,) = [r for r in scaling_sweep[1] if r["case"]["devices"] == 2]
     assert result["status"] == "ok", result.get("error")
     launch = result["launch"]
     assert launch["processes"] == 2 and "Gloo" in launch["launcher"]
@@ -93,8 +119,8 @@ def test_two_processes_store_one_case_with_the_launcher_facts(caffe2_env, tmp_pa
 
 def test_ideep_with_several_processes_is_refused_with_the_reason(caffe2_env, tmp_path):
     out = tmp_path / "r.json"
-    proc = dlperf("run", "--framework", "caffe2", *TINY[:-2], *SHORT, "--devices", "2",
-                  "--db", str(tmp_path / "r.db"), "--json", str(out))
+    proc = dlperf_main("run", "--framework", "caffe2", *TINY[:-2], *SHORT, "--devices", "2",
+                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["status"] == "unsupported"
@@ -103,33 +129,17 @@ def test_ideep_with_several_processes_is_refused_with_the_reason(caffe2_env, tmp
 
 
 def test_across_nodes_without_a_shared_directory_is_refused(caffe2_env, tmp_path):
-    proc = dlperf("run", "--framework", "caffe2", *TINY, *SHORT, "--nnodes", "2",
-                  "--node-rank", "1", "--master-addr", "127.0.0.1",
-                  "--db", str(tmp_path / "r.db"))
+    proc = dlperf_main("run", "--framework", "caffe2", *TINY, *SHORT, "--nnodes", "2",
+                       "--node-rank", "1", "--master-addr", "127.0.0.1",
+                       "--db", str(tmp_path / "r.db"))
     assert proc.returncode == 2, proc.stderr
     lines = [x for x in proc.stderr.strip().splitlines() if x]
     assert len(lines) == 1 and "--rdzv-dir" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "r.db").exists() or b"caffe2" not in (tmp_path / "r.db").read_bytes()
 
 
-SWEEP = """
-name: caffe2-scaling
-defaults: {framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
-           warmup_steps: 1, steps: 2, repeats: 1}
-matrix:
-  devices: [1, 2]
-  options: [engine=cpu]
-include:
-  - {devices: 1, options: engine=ideep}
-"""
-
-
-def test_sweep_report_scales_caffe2_over_its_own_engine(caffe2_env, tmp_path):
-    sweep = tmp_path / "caffe2.yaml"
-    sweep.write_text(SWEEP)
-    db = str(tmp_path / "r.db")
-    proc = dlperf("sweep", str(sweep), "--db", db)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_sweep_report_scales_caffe2_over_its_own_engine(scaling_sweep, tmp_path):
+    db = scaling_sweep[0]
     report = tmp_path / "report.md"
     # read back through dlperf's main in this process (test_fuzz_cli: a real process alike)
     dlperf_main("report", "--db", db, "-o", str(report), check=True)
@@ -142,13 +152,14 @@ def test_sweep_report_scales_caffe2_over_its_own_engine(caffe2_env, tmp_path):
     assert "scaling of caffe2 · net as built (RunNet) · engine=ideep" not in text  # 1 device only
 
 
+# the cut ResNet-50 too: what is checked is the Slurm step and its launch
 SLURM_SWEEP = """
 name: caffe2-slurm
-defaults: {framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
-           warmup_steps: 1, steps: 2, repeats: 1, options: engine=cpu}
+defaults: {{framework: caffe2, model: resnet50, device: cpu, image_size: 32, batch_size: 2,
+           {cut}, warmup_steps: 1, steps: 2, repeats: 1, options: engine=cpu}}
 include:
-  - {devices: 2}
-"""
+  - {{devices: 2}}
+""".format(cut=", ".join(f"{name}: {value}" for name, value in CUT_RESNET50.items()))
 
 
 def test_two_processes_run_as_a_slurm_step(caffe2_env, slurm_cluster, tmp_path):
