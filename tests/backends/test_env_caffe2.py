@@ -39,11 +39,50 @@ def run_in_env(python: str, code: str) -> dict:
     return json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("OUT="))[4:])
 
 
+#: the in-interpreter checks that share one Caffe2 interpreter (each test's code, below), run in
+#: this order, each in a namespace of its own and a fresh workspace
+SNIPPETS: dict[str, str] = {}
+
+RUN_SNIPPETS = """
+import contextlib, io, json, sys, traceback
+from caffe2.python import workspace
+out = {}
+for name, code in json.loads(sys.argv[1]).items():
+    buf = io.StringIO()
+    workspace.ResetWorkspace()
+    try:
+        with contextlib.redirect_stdout(buf):
+            exec(compile(code, name, "exec"), {"__name__": "__main__"})
+    except BaseException:
+        buf.write("FAILED\\n" + traceback.format_exc())
+    out[name] = buf.getvalue()
+print("SNIPPETS=" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def in_env(caffe2_env) -> dict[str, str]:
+    """What each of SNIPPETS printed, all run in one Caffe2 interpreter (one start-up and
+    import instead of one per check); one that raised printed FAILED and its traceback."""
+    proc = subprocess.run([caffe2_env, "-c", RUN_SNIPPETS, json.dumps(SNIPPETS)],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=envs.worker_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("SNIPPETS="))
+    return json.loads(line.split("=", 1)[1])
+
+
+def snippet_out(in_env: dict[str, str], name: str) -> dict:
+    out = in_env[name]
+    assert not out.startswith("FAILED"), out[-3000:]
+    return json.loads(next(x for x in out.splitlines() if x.startswith("OUT="))[4:])
+
+
 def measure(tmp_path, *args: str, env: dict[str, str] | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`dlperf run` through dlperf's main in this process: its worker is a fresh process."""
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", "caffe2", *args, "--db", str(tmp_path / "r.db"),
-                  "--json", str(out), env=env)
+    proc = dlperf_main("run", "--framework", "caffe2", *args, "--db", str(tmp_path / "r.db"),
+                       "--json", str(out), env=env, timeout=TIMEOUT)
     return proc, json.loads(out.read_text())
 
 
@@ -57,13 +96,7 @@ def test_environment_is_the_pinned_wheel(caffe2_env):
     assert int(pinned["protobuf"].split(".")[0]) < 4  # caffe2's generated protos need 3.x
 
 
-def test_full_size_resnet50_is_the_catalogue_network(caffe2_env):
-    """Built (not run) at the default knobs: every parameter's shape from its filler in the init
-    net; 16 bottlenecks whose last BatchNorm starts at scale 0; then, at a small image, the init
-    net run and the parameters counted from the workspace blobs; and, cut to a bottleneck a stage
-    (``max_blocks=1``: create_resnext given a 14-layer block configuration for the call), the
-    same at the small image."""
-    got = run_in_env(caffe2_env, """
+SNIPPETS["full_size"] = """
 import json
 import numpy as np
 from caffe2.python import model_helper, workspace
@@ -92,7 +125,16 @@ print("OUT=" + json.dumps({
     "params": len(full.GetParams()), "zeroed": len(zeroed),
     "small": small_params,
     "biases": sorted(p for p in shapes if p.endswith("_b") and "spatbn" not in p)}))
-""")
+"""
+
+
+def test_full_size_resnet50_is_the_catalogue_network(in_env):
+    """Built (not run) at the default knobs: every parameter's shape from its filler in the init
+    net; 16 bottlenecks whose last BatchNorm starts at scale 0; then, at a small image, the init
+    net run and the parameters counted from the workspace blobs; and, cut to a bottleneck a stage
+    (``max_blocks=1``: create_resnext given a 14-layer block configuration for the call), the
+    same at the small image."""
+    got = snippet_out(in_env, "full_size")
     assert got["full"] == models.get("resnet50").params() == 25_557_032
     assert got["tensors"] == got["params"] == 161  # 53 convs, 53 BN scale+shift pairs, fc w+b
     assert got["zeroed"] == 16  # one per bottleneck, as the other backends initialise
@@ -104,10 +146,7 @@ print("OUT=" + json.dumps({
     assert got["table_kept"]  # Caffe2's table of depths as it was, before and after
 
 
-def test_optimizer_is_momentum_sgd_with_weight_decay_on_every_parameter(caffe2_env):
-    """The backend's optimizer on a one-FC net, three steps, against the recipe written out in
-    numpy: g += 1e-4 w (weights and bias alike); m = 0.9 m + 0.1 g; w -= m."""
-    got = run_in_env(caffe2_env, """
+SNIPPETS["optimizer"] = """
 import json
 import numpy as np
 from caffe2.python import brew, model_helper, workspace
@@ -136,7 +175,13 @@ for _ in range(3):
     err = max(err, float(np.abs(workspace.FetchBlob("out_w") - w).max()),
               float(np.abs(workspace.FetchBlob("out_b") - b).max()))
 print("OUT=" + json.dumps({"err": err, "moved": float(np.abs(mw).max())}))
-""")
+"""
+
+
+def test_optimizer_is_momentum_sgd_with_weight_decay_on_every_parameter(in_env):
+    """The backend's optimizer on a one-FC net, three steps, against the recipe written out in
+    numpy: g += 1e-4 w (weights and bias alike); m = 0.9 m + 0.1 g; w -= m."""
+    got = snippet_out(in_env, "optimizer")
     assert got["moved"] > 1e-3
     assert got["err"] < 1e-5, got
 
@@ -312,10 +357,8 @@ def test_an_unknown_flag_is_one_line_exit_2_nothing_stored(tmp_path):
     assert not (tmp_path / "r.db").exists()
 
 
-def test_gpu_newer_than_the_cuda_10_2_build_is_refused_naming_its_capability(caffe2_env):
-    """The refusal itself, with Caffe2's device query answered as an H100 and a T4 would answer
-    it (no GPU here): 9.0 refused before anything is built, naming the capability; 7.5 taken."""
-    got = run_in_env(caffe2_env, """
+# the last snippet: it replaces workspace.GetDeviceProperties for the rest of the process
+SNIPPETS["gpu"] = """
 import json
 from caffe2.python import workspace
 from dlperf.backends.caffe2 import backend
@@ -330,7 +373,13 @@ except UnsupportedError as error:
     out["h100"] = str(error)
 out["t4"] = backend.check_gpu(1)
 print("OUT=" + json.dumps(out))
-""")
+"""
+
+
+def test_gpu_newer_than_the_cuda_10_2_build_is_refused_naming_its_capability(in_env):
+    """The refusal itself, with Caffe2's device query answered as an H100 and a T4 would answer
+    it (no GPU here): 9.0 refused before anything is built, naming the capability; 7.5 taken."""
+    got = snippet_out(in_env, "gpu")
     assert got["h100"].startswith("device cuda: NVIDIA H100 80GB HBM3 has compute capability 9.0;")
     assert "CUDA 10.2 build" in got["h100"] and "up to 7.5" in got["h100"]
     assert got["t4"]["compute_capability"] == "7.5" and got["t4"]["gpu_name"] == "Tesla T4"
