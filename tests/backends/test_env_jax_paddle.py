@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from dlperf import envs, models
-from conftest import dlperf, pinned_env, tiny_nets
+from conftest import dlperf_main, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -109,10 +109,11 @@ CASES = [
 @pytest.mark.parametrize("framework,model,extra", CASES, indirect=["framework"],
                          ids=[f"{f}-{m}" for f, m, e in CASES])
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
+    # through dlperf's main in this process: the worker is still a fresh process
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", framework, *TINY[model], *extra,
-                      "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
-                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    proc = dlperf_main("run", "--framework", framework, *TINY[model], *extra,
+                       "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
+                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
     result = json.loads(out.read_text())
     assert proc.returncode == 0 and result["status"] == "ok", (result["error"],
                                                               result.get("stderr_tail"))
@@ -153,9 +154,9 @@ UNSUPPORTED = {
 def test_unsupported_combination_reports_unsupported(framework, tmp_path):
     extra, reason = UNSUPPORTED[framework]
     out = tmp_path / "result.json"
-    proc = dlperf("run", "--framework", framework, *TINY["resnet50"], *extra,
-                      "--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
-                      "--db", str(tmp_path / "r.db"), "--json", str(out))
+    proc = dlperf_main("run", "--framework", framework, *TINY["resnet50"], *extra,
+                       "--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--repeats",
+                       "3", "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
     result = json.loads(out.read_text())
     assert proc.returncode == 1
     assert result["status"] == "unsupported"
