@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import (CUT_RESNET50, dlperf, dlperf_main, load, pinned_env, tiny_bert_knobs,
+from conftest import (CUT_RESNET50, dlperf_main, load, pinned_env, tiny_bert_knobs,
                       tiny_nets)
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from dlperf import envs, models
@@ -168,8 +168,10 @@ def isolated(tmp_path, monkeypatch):
 def test_run_stores_horovod_facts(framework, isolated):
     horovod_python(framework)
     db, out = isolated / "results.db", isolated / "run.json"
-    dlperf("run", "--framework", framework, *TINY, "--devices", "2", "--launcher", "horovod",
-           "--db", str(db), "--json", str(out), check=True, timeout=TIMEOUT)
+    # the harness through dlperf_main in this process (horovodrun and its ranks are still fresh
+    # processes): the harness process itself is not what is checked
+    dlperf_main("run", "--framework", framework, *TINY, "--devices", "2", "--launcher",
+                "horovod", "--db", str(db), "--json", str(out), check=True, timeout=TIMEOUT)
     result = load(out)
     assert result["status"] == "ok", result.get("error")
     assert result["case"]["launcher"] == "horovod" and result["case"]["controller"] == "gloo"
@@ -186,16 +188,17 @@ def test_run_stores_horovod_facts(framework, isolated):
         assert framework["num_threads"] == facts["threads_per_process"] == 1  # 2 cores, 2 ranks
         assert framework["ddp"] is False and framework["world_size"] == 2
         assert all(min(rank["allreduce_s"]) > 0 for rank in result["ranks"])  # Horovod's probe
-    stored = dlperf("results", "--db", str(db), check=True).stdout
+    stored = dlperf_main("results", "--db", str(db), check=True).stdout
     assert "horovod" in stored
 
 
 def test_torch_refuses_a_model_horovod_cannot_wrap(isolated):
     horovod_python("torch")
     out = isolated / "run.json"
-    proc = dlperf("run", "--framework", "torch", "--model", "wide-deep", "--batch-size", "2",
-                  "--steps", "2", "--repeats", "1", "--device", "cpu", "--launcher", "horovod",
-                  "--db", str(isolated / "results.db"), "--json", str(out), timeout=TIMEOUT)
+    proc = dlperf_main("run", "--framework", "torch", "--model", "wide-deep", "--batch-size",
+                       "2", "--steps", "2", "--repeats", "1", "--device", "cpu", "--launcher",
+                       "horovod", "--db", str(isolated / "results.db"), "--json", str(out),
+                       timeout=TIMEOUT)
     result = load(out)
     assert result["status"] == "unsupported", proc.stdout[-2000:]
     assert "not one torch.optim.Optimizer that hvd.DistributedOptimizer can wrap" in \
@@ -216,9 +219,10 @@ def test_sweep_report_scales_both_engines_over_one_baseline(isolated):
     horovod_python("mxnet")
     sweep, db = isolated / "engines.yaml", isolated / "results.db"
     sweep.write_text(SWEEP.format(tiny=TINY_BERT_YAML))
-    dlperf("sweep", str(sweep), "--db", str(db), check=True, timeout=2 * TIMEOUT)
-    dlperf("report", "--db", str(db), "-o", str(isolated / "report.md"), check=True)
-    dlperf("report", "--db", str(db), "-o", str(isolated / "report.json"), check=True)
+    # the harness through dlperf_main in this process (each case's processes are still fresh)
+    dlperf_main("sweep", str(sweep), "--db", str(db), check=True, timeout=2 * TIMEOUT)
+    dlperf_main("report", "--db", str(db), "-o", str(isolated / "report.md"), check=True)
+    dlperf_main("report", "--db", str(db), "-o", str(isolated / "report.json"), check=True)
     text = (isolated / "report.md").read_text()
     title = ("### bert-base (heads=2 hidden=64 intermediate=128 layers=1 seq_len=16 "
              "vocab_size=1000): scaling of mxnet · imperative (Gluon, not hybridized) · cpu")
