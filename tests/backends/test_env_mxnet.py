@@ -22,6 +22,8 @@ from measured import check_measured
 from cpu_kind import check_bf16_refused, mxnet_bf16_refusal
 
 TIMEOUT = 1200
+# for a command run through dlperf_main: its alarm stands in for pytest-timeout's (600 s) meanwhile
+MAIN_TIMEOUT = 600
 TINY = tiny_nets(bert_layers=2)
 SHORT = ["--warmup-steps", "1", "--steps", "2", "--repeats", "1"]
 
@@ -89,7 +91,7 @@ def measure(tmp_path, *args: str, env: dict[str, str] | None = None
     """`dlperf run` through dlperf's main in this process: its worker is a fresh process."""
     out = tmp_path / "result.json"
     proc = dlperf_main("run", "--framework", "mxnet", *args, *SHORT, "--db",
-                       str(tmp_path / "r.db"), "--json", str(out), env=env, timeout=TIMEOUT)
+                       str(tmp_path / "r.db"), "--json", str(out), env=env, timeout=MAIN_TIMEOUT)
     return proc, json.loads(out.read_text())
 
 
@@ -109,7 +111,7 @@ def test_environment_matches_pinned_set(mxnet_env):
 
 def test_envs_check_runs_a_tiny_training_case(mxnet_env):
     # through dlperf's main in this process: the import check and the worker are processes
-    proc = dlperf_main("envs", "check", "mxnet", timeout=TIMEOUT)
+    proc = dlperf_main("envs", "check", "mxnet", timeout=MAIN_TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "import ok, version 1.9.1" in proc.stdout
     assert "tiny training step ok" in proc.stdout
@@ -330,7 +332,7 @@ def test_unsupported_combination_reports_unsupported(mxnet_env, extra, phrase, t
     device = [] if "--device" in extra else ["--device", "cpu"]
     proc = dlperf_main("run", "--framework", "mxnet", *TINY["resnet50"], *extra, *device,
                        "--warmup-steps", "1", "--steps", "2", "--repeats", "3",
-                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=TIMEOUT)
+                       "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=MAIN_TIMEOUT)
     result = json.loads(out.read_text())
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert result["status"] == "unsupported"
