@@ -1,7 +1,7 @@
 """``dlperf accuracy``: real training on scikit-learn's digits, real int8 engines, real workers.
 
-The end-to-end test trains GoogLeNet (the cheapest network of the study at image 32) for two
-epochs in a worker process, scores fp32 and int8 on the held-out digits with torch and ONNX
+The end-to-end test trains GoogLeNet (the cheapest network of the study at image 32) for one
+epoch in a worker process, scores fp32 and int8 on the held-out digits with torch and ONNX
 Runtime, and checks that a second invocation reuses the cached weights. An ImageNet-style folder
 made here with PIL exercises ``--data`` with ``--weights``. No mocks.
 """
@@ -150,8 +150,9 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     cache = tmp_path / "cache"
     first = tmp_path / "first.json"
     # INT8 calibrated on 64 training images (the default is 256): it must still score far
-    # above chance (below)
-    proc = dlperf("--model", "googlenet", "--epochs", "2", "--precisions", "fp32,int8",
+    # above chance (below). One epoch (its warm-up, then its cosine decay): the scores need only
+    # be far above chance, and training is most of the test's CPU time
+    proc = dlperf("--model", "googlenet", "--epochs", "1", "--precisions", "fp32,int8",
                   "--frameworks", "torch,onnxruntime", "--calibration-samples", "64",
                   "--json", first, cache=cache, check=0, in_process=True, timeout=TIMEOUT_S)
     assert "fp32 top-1" in proc.stdout and "googlenet" in proc.stdout
@@ -159,7 +160,7 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     result = payload["results"][0]
     assert result["status"] == "ok" and result["training"]["cached"] is False
     assert result["knobs"] == {"image_size": 32, "num_classes": 10}
-    assert len(result["training"]["epochs"]) == 2
+    assert len(result["training"]["epochs"]) == 1
     rows = {(r["framework"], r["precision"]): r for r in payload["rows"]}
     assert set(rows) == {("torch", "int8"), ("onnxruntime", "int8")}
     for row in rows.values():
@@ -180,7 +181,7 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     assert weights.exists() and weights.parent == cache / "accuracy"
 
     second = tmp_path / "second.json"
-    dlperf("--model", "googlenet", "--epochs", "2", "--precisions", "fp32",
+    dlperf("--model", "googlenet", "--epochs", "1", "--precisions", "fp32",
            "--json", second, cache=cache, check=0, in_process=True, timeout=TIMEOUT_S)
     again = json.loads(second.read_text())["results"][0]
     assert again["training"]["cached"] is True
