@@ -37,7 +37,7 @@ def test_torch_tune_killed_resumed_confirmed_and_reused(tmp_path, tagged):
     before the kill are kept, numbering goes on, the budget counts what was spent, the best is
     at least the default and is confirmed in interleaved pairs; `--config best` runs it.
     ResNet-50 cut to a bottleneck a stage, as the paddle tune's: the search, its resumption and
-    its reuse are what is checked, not the network (a torch run of it ~14 CPU-s, not ~25)."""
+    its reuse are what is checked, not the network (a torch run of it ~5-6 CPU-s, not ~8)."""
     db, out = tmp_path / "tune.db", tmp_path / "tune.json"
     command = [sys.executable, "-m", "dlperf.cli", "tune", "--framework", "torch", *TINY,
                *CUT_RESNET50_FLAGS, "--search", "threads,option.memory_format", "--budget",
