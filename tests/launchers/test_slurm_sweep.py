@@ -48,7 +48,7 @@ ONE = "torch resnet50 train bs2 fp32"
 TWO = "torch resnet50 train bs2 fp32 2n1d"
 REFUSED = "torch resnet50 train bs2 tf32 2n1d"
 # the sweep that runs under salloc -N 2 with its ResNet-50 cut to a bottleneck a stage: the path
-# through Slurm is what is checked, not the network (a torch run of it ~14 CPU-s, not ~25); the
+# through Slurm is what is checked, not the network (a torch run of it ~5-6 CPU-s, not ~8); the
 # emulated hosts' sweep keeps the whole network, whose gradient bytes it counts on the link
 CUT_SWEEP = SWEEP.replace("  repeats: 1\n", "  repeats: 1\n" + "".join(
     f"  {name}: {value}\n" for name, value in CUT_RESNET50.items()))
