@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf, load
+from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load
 from dlperf.launchers import launch, launchguard
 from dlperf import runner
 from dlperf.launchers import mindspore as ms_launch
@@ -57,9 +57,12 @@ def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> d
     across ranks is checked too (the baseline's fixed warm-up still matches it)."""
     db = str(tmp_path / "r.db")
     common = ["--framework", framework, *TINY, *extra, "--db", db, "--repeats", "1"]
-    dlperf("run", *common, "--json", str(tmp_path / "one.json"), check=True)
-    proc = dlperf("run", *common, "--devices", "2", "--warmup-steps", "auto",
-                  "--warmup-max-steps", str(VOTE_MAX_STEPS), "--json", str(tmp_path / "two.json"), check=True)
+    # the harness through dlperf_main in this process (its worker and ranks are still fresh
+    # processes): the harness process itself is not what is checked
+    dlperf_main("run", *common, "--json", str(tmp_path / "one.json"), check=True, timeout=600)
+    proc = dlperf_main("run", *common, "--devices", "2", "--warmup-steps", "auto",
+                       "--warmup-max-steps", str(VOTE_MAX_STEPS),
+                       "--json", str(tmp_path / "two.json"), check=True, timeout=600)
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     check_two_ranks(two)
@@ -193,9 +196,9 @@ def test_oneflow_two_processes_and_speedup_over_one_eager_and_graph(tmp_path, ta
     assert two["launch"]["launcher"] == "oneflow.distributed.launch"
     assert two["env"]["worker"]["framework"]["data_parallel"] == \
         "flow.nn.parallel.DistributedDataParallel"
-    dlperf("run", "--framework", "oneflow", *TINY, "--compile", "--devices", "2", "--repeats",
-           "1", "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "graph.json"),
-           check=True)
+    dlperf_main("run", "--framework", "oneflow", *TINY, "--compile", "--devices", "2",
+                "--repeats", "1", "--db", str(tmp_path / "r.db"),
+                "--json", str(tmp_path / "graph.json"), check=True, timeout=600)
     graph = load(tmp_path / "graph.json")
     check_two_ranks(graph)
     assert graph["env"]["worker"]["framework"]["data_parallel"].startswith(
@@ -206,10 +209,11 @@ def test_oneflow_lonely_node_times_out(tmp_path, tagged):
     # OneFlow's import is its rendezvous and has no deadline: the backend's alarm is it (a
     # 2-s alarm, as TensorFlow's and JAX's lonely nodes have: what it ends is the same import)
     start = time.monotonic()
-    proc = dlperf("run", "--framework", "oneflow", *TINY, "--nnodes", "2", "--node-rank", "0",
-                  "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
-                  "--rdzv-timeout", "2", "--repeats", "3", "--db", str(tmp_path / "t.db"),
-                  "--json", str(tmp_path / "m.json"))
+    proc = dlperf_main("run", "--framework", "oneflow", *TINY, "--nnodes", "2",
+                       "--node-rank", "0", "--master-addr", "127.0.0.1",
+                       "--master-port", str(launch.free_port()), "--rdzv-timeout", "2",
+                       "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                       "--json", str(tmp_path / "m.json"), timeout=300)
     assert proc.returncode == 1 and time.monotonic() - start < 90, proc.stderr
     master = load(tmp_path / "m.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
@@ -261,10 +265,11 @@ def test_mindspore_lonely_node_times_out(tmp_path, tagged):
     # msrun's --cluster_time_out is --rdzv-timeout (2 s, as the other lonely nodes wait);
     # MindSpore's own words end the message
     start = time.monotonic()
-    proc = dlperf("run", "--framework", "mindspore", *TINY, "--nnodes", "2", "--node-rank", "0",
-                  "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
-                  "--rdzv-timeout", "2", "--repeats", "3", "--db", str(tmp_path / "t.db"),
-                  "--json", str(tmp_path / "m.json"))
+    proc = dlperf_main("run", "--framework", "mindspore", *TINY, "--nnodes", "2",
+                       "--node-rank", "0", "--master-addr", "127.0.0.1",
+                       "--master-port", str(launch.free_port()), "--rdzv-timeout", "2",
+                       "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                       "--json", str(tmp_path / "m.json"), timeout=300)
     assert proc.returncode == 1 and time.monotonic() - start < 120, proc.stderr
     master = load(tmp_path / "m.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
@@ -291,10 +296,11 @@ def test_mxnet_lonely_node_times_out(tmp_path, tagged):
     # deadline (2 s, as TensorFlow's and JAX's lonely nodes have), and the scheduler and server
     # are stopped with the workers
     start = time.monotonic()
-    proc = dlperf("run", "--framework", "mxnet", *TINY, "--nnodes", "2", "--node-rank", "0",
-                  "--master-addr", "127.0.0.1", "--master-port", str(launch.free_port()),
-                  "--rdzv-timeout", "2", "--repeats", "3", "--db", str(tmp_path / "t.db"),
-                  "--json", str(tmp_path / "m.json"))
+    proc = dlperf_main("run", "--framework", "mxnet", *TINY, "--nnodes", "2",
+                       "--node-rank", "0", "--master-addr", "127.0.0.1",
+                       "--master-port", str(launch.free_port()), "--rdzv-timeout", "2",
+                       "--repeats", "3", "--db", str(tmp_path / "t.db"),
+                       "--json", str(tmp_path / "m.json"), timeout=300)
     assert proc.returncode == 1 and time.monotonic() - start < 90, proc.stderr
     master = load(tmp_path / "m.json")
     assert master["status"] == "timeout" and master["repeats_done"] == 1
