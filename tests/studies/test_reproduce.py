@@ -210,7 +210,7 @@ def narrowed_sweep(root: Path, study: str, precisions: list[str] | None = None,
     exclusions and includes as they are) with fewer cells: only ``precisions`` on its matrix's
     precision axis, and ``exclude`` added; and ResNet-50 cut to a bottleneck a stage
     (CUT_RESNET50: the tables' rows, columns and figures are what is checked, not the network's
-    depth; an MXNet training worker builds and steps it in ~8 CPU-s instead of ~13). Every case
+    depth; an MXNet run of it at --tiny shapes ~3.3 CPU-s instead of ~5.2). Every case
     left is one of the study's own cells (its framework, model, task, precision, batch and
     processes, which the report pairs with the published values), and the report names the
     knob beside the study's; the cells left out are laid out with their published values and
