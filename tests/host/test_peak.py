@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import TINY_RESNET, dlperf, load
+from conftest import CUT_RESNET50_FLAGS, TINY_RESNET, dlperf, load
 
 # the machine's matmul peaks, probed on every CPU: `make test` runs this file last, alone on the
 # machine
@@ -20,8 +20,8 @@ def first_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("peak")
     env = {"DLPERF_CACHE": str(tmp / "cache")}
     out = tmp / "before.json"
-    proc = dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp / "a.db"),
-                  "--json", str(out), env=env, check=True)
+    proc = dlperf("run", *TINY_RESNET, *CUT_RESNET50_FLAGS, "--repeats", "1",
+                  "--db", str(tmp / "a.db"), "--json", str(out), env=env, check=True)
     return tmp, env, proc, load(out)
 
 
@@ -41,8 +41,8 @@ def test_probe_is_cached_and_used_for_mfu(first_run):
         info["peaks"]
 
     out = tmp_path / "after.json"
-    proc = dlperf("run", *TINY_RESNET, "--repeats", "1", "--db", str(tmp_path / "a.db"),
-                  "--json", str(out), env=env, check=True)
+    proc = dlperf("run", *TINY_RESNET, *CUT_RESNET50_FLAGS, "--repeats", "1",
+                  "--db", str(tmp_path / "a.db"), "--json", str(out), env=env, check=True)
     assert "probing" not in proc.stderr  # re-measured by --probe: reused, not probed again
     flops = load(out)["flops"]
     assert flops["peak_per_s"] == fp32_peak
