@@ -61,11 +61,15 @@ class Check:
 ONE_HOST = Check(
     "one-host", "2 processes on one host from 1 (ResNet-50 at image 32, batch 16 per process; "
     "the overlap window from batch 8, the overhead fitted at batches 4 and 8)", 1, 2,
-    "2-core AMD EPYC Zen 3, 2026-11-30",
+    "2-core AMD EPYC Zen 3, 2026-11-30, and 2-core AMD EPYC Zen 4, 2026-12-01",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
-    (("torch", -0.140), ("tensorflow", 0.041), ("tensorflow1", -0.143), ("jax", -0.004),
-     ("paddle", -0.059), ("mxnet", 0.022), ("oneflow", -0.014), ("mindspore", 0.097)),
+    (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
+     ("jax Zen 3", -0.004), ("paddle Zen 3", -0.059), ("mxnet Zen 3", 0.022),
+     ("oneflow Zen 3", -0.014), ("mindspore Zen 3", 0.097),
+     ("torch Zen 4", 0.025), ("tensorflow Zen 4", 0.039), ("tensorflow1 Zen 4", 0.028),
+     ("jax Zen 4", 0.014), ("paddle Zen 4", -0.000), ("mxnet Zen 4", -0.028),
+     ("oneflow Zen 4", 0.091), ("mindspore Zen 4", 0.197)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(
