@@ -20,6 +20,7 @@ from conftest import dlperf, dlperf_main, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
+from snippets import run_snippets, snippet_output
 
 TIMEOUT = 600
 # for a command run through dlperf_main: its alarm stands in for pytest-timeout's (600 s) meanwhile
@@ -45,37 +46,17 @@ def run_in_env(python: str, code: str) -> dict:
 #: this order, each in a namespace of its own and a fresh workspace
 SNIPPETS: dict[str, str] = {}
 
-RUN_SNIPPETS = """
-import contextlib, io, json, sys, traceback
-from caffe2.python import workspace
-out = {}
-for name, code in json.loads(sys.argv[1]).items():
-    buf = io.StringIO()
-    workspace.ResetWorkspace()
-    try:
-        with contextlib.redirect_stdout(buf):
-            exec(compile(code, name, "exec"), {"__name__": "__main__"})
-    except BaseException:
-        buf.write("FAILED\\n" + traceback.format_exc())
-    out[name] = buf.getvalue()
-print("SNIPPETS=" + json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
 def in_env(caffe2_env) -> dict[str, str]:
     """What each of SNIPPETS printed, all run in one Caffe2 interpreter (one start-up and
-    import instead of one per check); one that raised printed FAILED and its traceback."""
-    proc = subprocess.run([caffe2_env, "-c", RUN_SNIPPETS, json.dumps(SNIPPETS)],
-                          capture_output=True, text=True, timeout=TIMEOUT, env=envs.worker_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("SNIPPETS="))
-    return json.loads(line.split("=", 1)[1])
+    import instead of one per check), each in a fresh workspace."""
+    return run_snippets(caffe2_env, SNIPPETS, timeout=TIMEOUT,
+                        setup="from caffe2.python import workspace",
+                        before_each="workspace.ResetWorkspace()")
 
 
 def snippet_out(in_env: dict[str, str], name: str) -> dict:
-    out = in_env[name]
-    assert not out.startswith("FAILED"), out[-3000:]
+    out = snippet_output(in_env, name)
     return json.loads(next(x for x in out.splitlines() if x.startswith("OUT="))[4:])
 
 

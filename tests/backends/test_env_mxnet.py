@@ -19,6 +19,7 @@ from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, dlperf_main, pinned_env, 
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
+from snippets import run_snippets, snippet_output
 from cpu_kind import check_bf16_refused, mxnet_bf16_refusal
 
 TIMEOUT = 1200
@@ -37,37 +38,12 @@ def mxnet_env() -> str:
 #: the in-interpreter checks (each test's own code, below), run in one MXNet interpreter
 SNIPPETS: dict[str, str] = {}
 
-RUN_SNIPPETS = """
-import contextlib, io, json, sys, traceback
-out = {}
-for name, code in json.loads(sys.argv[1]).items():
-    buf = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buf):
-            exec(compile(code, name, "exec"), {"__name__": "__main__"})
-    except BaseException:
-        buf.write("FAILED\\n" + traceback.format_exc())
-    out[name] = buf.getvalue()
-print("SNIPPETS=" + json.dumps(out))
-"""
-
-
 @pytest.fixture(scope="module")
 def in_env(mxnet_env) -> dict[str, str]:
     """What each of SNIPPETS printed, all run in one MXNet interpreter (one start-up and import
     of MXNet for the three checks instead of one each), each in a namespace of its own; one
     that raised printed FAILED and its traceback, which its test shows."""
-    proc = subprocess.run([mxnet_env, "-c", RUN_SNIPPETS, json.dumps(SNIPPETS)],
-                          capture_output=True, text=True, timeout=TIMEOUT, env=envs.worker_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("SNIPPETS="))
-    return json.loads(line.split("=", 1)[1])
-
-
-def snippet_output(in_env: dict[str, str], name: str) -> str:
-    out = in_env[name]
-    assert not out.startswith("FAILED"), out[-3000:]
-    return out
+    return run_snippets(mxnet_env, SNIPPETS, timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
