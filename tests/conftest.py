@@ -187,6 +187,8 @@ def gpus_listed() -> tuple[str, ...]:
 CUT_RESNET50 = {"max_blocks": 1}
 CUT_RESNET50_FLAGS = [flag for name, value in CUT_RESNET50.items()
                       for flag in ("--knob", f"{name}={value}")]
+#: the same as a sweep file's entries inside a flow mapping (``defaults: {..., <these>}``)
+CUT_RESNET50_ENTRIES = ", ".join(f"{name}: {value}" for name, value in CUT_RESNET50.items())
 
 # Smallest real cases: seconds per repeat on a 2-core CPU.
 TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32",

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dlperf import envs
-from conftest import CUT_RESNET50, dlperf_main, pinned_env
+from conftest import CUT_RESNET50_ENTRIES, dlperf_main, pinned_env
 from measured import check_measured
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
@@ -87,7 +87,7 @@ matrix:
   options: [engine=cpu]
 include:
   - {{devices: 1, options: engine=ideep}}
-""".format(cut=", ".join(f"{name}: {value}" for name, value in CUT_RESNET50.items()))
+""".format(cut=CUT_RESNET50_ENTRIES)
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ defaults: {{framework: caffe2, model: resnet50, device: cpu, image_size: 32, bat
            {cut}, warmup_steps: 1, steps: 2, repeats: 1, options: engine=cpu}}
 include:
   - {{devices: 2}}
-""".format(cut=", ".join(f"{name}: {value}" for name, value in CUT_RESNET50.items()))
+""".format(cut=CUT_RESNET50_ENTRIES)
 
 
 def test_two_processes_run_as_a_slurm_step(caffe2_env, slurm_cluster, tmp_path):
