@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup lint envs horovod horovod-envs test-envs browser slurm allocators run run-more test test-quick clean cuda-locks fidelity gpu-check
+.PHONY: setup lint envs horovod horovod-envs test-envs test-packages test-prepare browser slurm allocators run run-more test test-quick clean cuda-locks fidelity gpu-check
 
 # PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
 # The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
@@ -122,6 +122,18 @@ test-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS:%=%+horovod) $(TEST_ENVS) | sed 's/^\(.*\)+horovod$$/\1 --horovod/' \
 		| xargs -P $(ENV_JOBS) -L 1 $(BIN)/dlperf envs install
 
+# `make test`'s preparation, two things at a time where neither needs the other: the Debian
+# packages (one apt-get after another: they share dpkg's lock) beside dlperf's own environment
+# (pip: one core, waiting on the index much of its minute), then lint (mypy: one core) beside
+# the framework environments' installs. Lines are printed whole (-Oline), interleaved.
+TEST_PACKAGES := horovod browser slurm allocators
+test-packages:
+	for target in $(TEST_PACKAGES); do $(MAKE) --no-print-directory $$target || exit 1; done
+
+test-prepare:
+	$(MAKE) --no-print-directory -j2 -Oline setup test-packages
+	$(MAKE) --no-print-directory -j2 -Oline lint test-envs
+
 # The tests in three phases, all of which always run; any failing fails `make test`:
 # 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
 #    pytest-xdist processes;
@@ -145,7 +157,7 @@ test-envs: setup horovod
 # its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
-test: setup lint test-envs browser slurm allocators
+test: test-prepare
 	$(BIN)/python -m compileall -q src tests
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile \
