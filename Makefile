@@ -115,11 +115,17 @@ HOROVOD_ENVS ?= tensorflow1 mxnet torch
 horovod-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 
-# `make test`'s environments: both lists in one queue, two at a time, the Horovod builds first,
-# so that the last builds compile beside the plain installs (downloading, unpacking) instead of
-# after all of them, on a core of their own.
+# The version environments tests/envs/test_env_versions.py runs (it reads this list): their
+# first install resolves and downloads from the package index for half a minute each, which the
+# queue below overlaps with the other installs' compiles instead of leaving a test's core idle.
+TEST_VERSION_ENVS ?= jax==0.9.2 tensorflow==2.20.0
+
+# `make test`'s environments: the three lists in one queue, two at a time, the Horovod builds
+# first, so that the last builds compile beside the plain installs (downloading, unpacking)
+# instead of after all of them, on a core of their own.
 test-envs: setup horovod
-	printf '%s\n' $(HOROVOD_ENVS:%=%+horovod) $(TEST_ENVS) | sed 's/^\(.*\)+horovod$$/\1 --horovod/' \
+	printf '%s\n' $(HOROVOD_ENVS:%=%+horovod) $(TEST_ENVS) $(TEST_VERSION_ENVS) \
+		| sed -e 's/^\(.*\)+horovod$$/\1 --horovod/' -e 's/^\(.*\)==\(.*\)$$/\1 --version \2/' \
 		| xargs -P $(ENV_JOBS) -L 1 $(BIN)/dlperf envs install
 
 # `make test`'s preparation, two things at a time where neither needs the other: the Debian

@@ -8,11 +8,11 @@ agrees with them. Each failure names the framework and the missing piece."""
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
 
+from conftest import make_list
 from dlperf import spec
 from dlperf.backends.contract import Backend
 from dlperf.envs import registry as envs_registry
@@ -63,13 +63,6 @@ def literal(path: Path, name: str):
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name):
             return node.value
     raise AssertionError(f"{path.relative_to(ROOT)} has no top-level {name}")
-
-
-def make_list(name: str) -> list[str]:
-    """A ``NAME ?= a b c`` list of the Makefile."""
-    found = re.search(rf"^{name} \?= (.*)$", (ROOT / "Makefile").read_text(), re.M)
-    assert found, f"the Makefile has no {name} ?= ..."
-    return found.group(1).split()
 
 
 def contract(framework: str) -> Backend:

@@ -19,13 +19,15 @@ import re
 import pytest
 
 from ceiling import slow_setup
-from conftest import dlperf, dlperf_main, tiny_nets
+from conftest import dlperf, dlperf_main, make_list, tiny_nets
 from measured import check_measured
 from dlperf import envs
 from dlperf.envs import versions
 from package_index import PYPI, needs_pypi, reachable_or_skip
 
-VERSIONS = {"jax": "0.9.2", "tensorflow": "2.20.0"}
+# what `make test` installs before the tests (the Makefile's TEST_VERSION_ENVS): there, the
+# fixture's install below is a no-op
+VERSIONS = dict(entry.split("==") for entry in make_list("TEST_VERSION_ENVS"))
 PINNED = {"jax": "0.10.2", "tensorflow": "2.21.0"}
 CARRIERS = {"jax": ["jax", "jaxlib"], "tensorflow": ["tensorflow-cpu"]}
 TINY = [*tiny_nets(bert_layers=1)["bert-base"], "--warmup-steps", "1", "--steps", "2",
