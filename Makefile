@@ -116,8 +116,9 @@ horovod-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 
 # The version environments tests/envs/test_env_versions.py runs (it reads this list): their
-# first install resolves and downloads from the package index for half a minute each, which the
-# queue below overlaps with the other installs' compiles instead of leaving a test's core idle.
+# first install (35 and 47 s on a bare Zen 4, pip resolving, downloading and byte-compiling) is
+# install work, done in the queue below, so a test's time no longer depends on whether the
+# environment was already there.
 TEST_VERSION_ENVS ?= jax==0.9.2 tensorflow==2.20.0
 
 # `make test`'s environments: the three lists in one queue, two at a time, the Horovod builds
@@ -130,15 +131,17 @@ test-envs: setup horovod
 
 # `make test`'s preparation, two things at a time where neither needs the other: the Debian
 # packages (one apt-get after another: they share dpkg's lock) beside dlperf's own environment
-# (pip: one core, waiting on the index much of its minute), then lint (mypy: one core) beside
-# the framework environments' installs. Lines are printed whole (-Oline), interleaved.
+# (pip: one core for its minute; side by side both cores were 95 % busy, where pip alone kept
+# them 50 % busy on a bare Zen 4), then lint (mypy: one core) beside
+# the framework environments' installs, their lines interleaved as they come (make's -O would
+# hold an install queue's seven minutes of lines until it ends).
 TEST_PACKAGES := horovod browser slurm allocators
 test-packages:
 	for target in $(TEST_PACKAGES); do $(MAKE) --no-print-directory $$target || exit 1; done
 
 test-prepare:
-	$(MAKE) --no-print-directory -j2 -Oline setup test-packages
-	$(MAKE) --no-print-directory -j2 -Oline lint test-envs
+	$(MAKE) --no-print-directory -j2 setup test-packages
+	$(MAKE) --no-print-directory -j2 lint test-envs
 
 # The tests in three phases, all of which always run; any failing fails `make test`:
 # 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
