@@ -75,15 +75,21 @@ ONE_HOST = Check(
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
     "and 100 Mbit/s (ResNet-50; the window from another rate, the overhead unshaped)", 2, 2,
-    "AMD EPYC Zen 4, 2026-11-29",
+    "AMD EPYC Zen 4, 2026-11-29 and again 2026-12-01",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB",
-    (("torch DDP 10 Gbit/s", -0.014), ("torch DDP 1 Gbit/s", -0.120),
-     ("torch DDP 100 Mbit/s", 0.090), ("Horovod 10 Gbit/s", 0.034),
-     ("Horovod 1 Gbit/s", -0.048), ("Horovod 100 Mbit/s", 0.050),
-     ("TensorFlow 10 Gbit/s", 0.037), ("TensorFlow 1 Gbit/s", -0.034),
-     ("TensorFlow 100 Mbit/s", 0.021)),
+    (("torch DDP 10 Gbit/s 11-29", -0.014), ("torch DDP 1 Gbit/s 11-29", -0.120),
+     ("torch DDP 100 Mbit/s 11-29", 0.090), ("Horovod 10 Gbit/s 11-29", 0.034),
+     ("Horovod 1 Gbit/s 11-29", -0.048), ("Horovod 100 Mbit/s 11-29", 0.050),
+     ("TensorFlow 10 Gbit/s 11-29", 0.037), ("TensorFlow 1 Gbit/s 11-29", -0.034),
+     ("TensorFlow 100 Mbit/s 11-29", 0.021),
+     ("torch DDP 10 Gbit/s 12-01", -0.018), ("torch DDP 1 Gbit/s 12-01", -0.110),
+     ("torch DDP 100 Mbit/s 12-01", 0.064), ("Horovod 10 Gbit/s 12-01", -0.003),
+     ("Horovod 1 Gbit/s 12-01", -0.023), ("Horovod 100 Mbit/s 12-01", 0.045),
+     ("TensorFlow 10 Gbit/s 12-01", 0.254), ("TensorFlow 1 Gbit/s 12-01", 0.016),
+     ("TensorFlow 100 Mbit/s 12-01", 0.032)),
     start_devices=1)
+
 
 PUBLISHED = Check(
     "published", "DLPerf v1.0 report's ResNet-50 FP32 throughputs at 1, 2 and 4 nodes of 8 V100 "
