@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import psutil
 import pytest
@@ -15,28 +16,32 @@ import pytest
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
 
-MARK = "301.4159"  # a sleep nobody else runs
+def new_mark() -> str:
+    """A sleep's length nobody else runs: each test its own, as pytest-xdist may run this file's
+    tests side by side (two tests sharing one mark each counted the other's sleeps)."""
+    return f"301.{uuid.uuid4().int % 10**8:08d}"
 
 
-def leftovers() -> list[psutil.Process]:
+def leftovers(mark: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
-        if MARK in " ".join(proc.info["cmdline"] or []):
+        if mark in " ".join(proc.info["cmdline"] or []):
             found.append(proc)
     return found
 
 
 def test_sigkilled_external_harness_leaves_no_grandchild(tmp_path):
+    mark = new_mark()
     script = ("import subprocess, time\n"
-              f"subprocess.Popen(['sleep', '{MARK}'])\n"
-              f"time.sleep({MARK})\n")
+              f"subprocess.Popen(['sleep', '{mark}'])\n"
+              f"time.sleep({mark})\n")
     harness = subprocess.Popen(
         [sys.executable, "-m", "dlperf.cli", "external", "--name", "sleeper", "--metric",
          r"rate ([\d.]+)", "--repeats", "1", "--db", str(tmp_path / "r.db"), "--",
          sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "TMPDIR": str(tmp_path)})  # a SIGKILLed harness leaves its folder
     def grandchild_started() -> bool:
-        return any(p.info["cmdline"] == ["sleep", MARK] for p in leftovers())
+        return any(p.info["cmdline"] == ["sleep", mark] for p in leftovers(mark))
 
     deadline = time.monotonic() + 60
     while not grandchild_started() and time.monotonic() < deadline:
@@ -45,9 +50,9 @@ def test_sigkilled_external_harness_leaves_no_grandchild(tmp_path):
     harness.send_signal(signal.SIGKILL)
     harness.wait()
     deadline = time.monotonic() + 15
-    while leftovers() and time.monotonic() < deadline:
+    while leftovers(mark) and time.monotonic() < deadline:
         time.sleep(0.2)
-    alive = leftovers()
+    alive = leftovers(mark)
     for proc in alive:
         proc.kill()
     assert not alive, [p.info["cmdline"] for p in alive]
@@ -74,35 +79,36 @@ def test_a_dead_harness_takes_down_what_its_command_started_in_a_session_of_its_
     """A node's `dlperf run` starts its launcher (torchrun) in a new session, out of the
     lifeline's process group: when the harness dies, the lifeline kills it all the same, and a
     process its parent orphaned first (re-parented to the lifeline, the subreaper) too."""
+    mark = new_mark()
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..", "..", "src"))
     harness = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
     command = ("import subprocess, sys, time\n"
-               f"subprocess.Popen(['sleep', '{MARK}'], start_new_session=True)\n"
+               f"subprocess.Popen(['sleep', '{mark}'], start_new_session=True)\n"
                # an orphan: its parent (a new session's shell) exits at once
-               f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep {MARK} & exit 0'])\n"
-               f"time.sleep({MARK})\n")
+               f"subprocess.Popen(['setsid', 'sh', '-c', 'sleep {mark} & exit 0'])\n"
+               f"time.sleep({mark})\n")
     lifeline = subprocess.Popen([sys.executable, "-m", "dlperf.worker.lifeline", "--",
                                  sys.executable, "-c", command],
                                 env={**env, "DLPERF_HARNESS_PID": str(harness.pid)},
                                 start_new_session=True)  # as its callers start it
     try:
         deadline = time.monotonic() + 60
-        while len([p for p in leftovers() if p.info["cmdline"] == ["sleep", MARK]]) < 2 and \
+        while len([p for p in leftovers(mark) if p.info["cmdline"] == ["sleep", mark]]) < 2 and \
                 time.monotonic() < deadline:
             time.sleep(0.2)
-        sleepers = [p for p in leftovers() if p.info["cmdline"] == ["sleep", MARK]]
+        sleepers = [p for p in leftovers(mark) if p.info["cmdline"] == ["sleep", mark]]
         assert len(sleepers) == 2, "the command never started both sleeps"
         assert all(os.getsid(p.pid) != os.getsid(lifeline.pid) for p in sleepers)
         harness.kill()
         harness.wait()
         assert lifeline.wait(timeout=30) == -signal.SIGKILL
         deadline = time.monotonic() + 15
-        while leftovers() and time.monotonic() < deadline:
+        while leftovers(mark) and time.monotonic() < deadline:
             time.sleep(0.2)
-        alive = leftovers()
+        alive = leftovers(mark)
         assert not alive, [p.info["cmdline"] for p in alive]
     finally:
         harness.kill()
         lifeline.kill()
-        for proc in leftovers():
+        for proc in leftovers(mark):
             proc.kill()
