@@ -191,7 +191,7 @@ CUT_RESNET50_FLAGS = [flag for name, value in CUT_RESNET50.items()
 #: the same as a sweep file's entries inside a flow mapping (``defaults: {..., <these>}``)
 CUT_RESNET50_ENTRIES = ", ".join(f"{name}: {value}" for name, value in CUT_RESNET50.items())
 
-# Smallest real cases: seconds per repeat on a 2-core CPU.
+
 def make_list(name: str) -> list[str]:
     """A ``NAME ?= a b c`` list of the Makefile (where `make test` declares what it installs)."""
     found = re.search(rf"^{name} \?= (.*)$", (Path(__file__).resolve().parents[1] / "Makefile")
@@ -200,6 +200,7 @@ def make_list(name: str) -> list[str]:
     return found.group(1).split()
 
 
+# Smallest real cases: seconds per repeat on a 2-core CPU.
 TINY_RESNET = ["--framework", "torch", "--model", "resnet50", "--image-size", "32",
                "--batch-size", "2", "--warmup-steps", "2", "--steps", "3"]
 TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--seq-len", "16",

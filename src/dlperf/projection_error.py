@@ -90,7 +90,6 @@ EMULATED_HOSTS = Check(
      ("TensorFlow 100 Mbit/s 12-01", 0.032)),
     start_devices=1)
 
-
 PUBLISHED = Check(
     "published", "DLPerf v1.0 report's ResNet-50 FP32 throughputs at 1, 2 and 4 nodes of 8 V100 "
     "from each framework's 1-GPU figure (100 Gbit/s InfiniBand, NVLink taken as 400 Gbit/s; the "

@@ -16,6 +16,7 @@ import pytest
 # measures nothing and asserts nothing about time: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
 
+
 def new_mark() -> str:
     """A sleep's length nobody else runs: each test its own, as pytest-xdist may run this file's
     tests side by side (two tests sharing one mark each counted the other's sleeps)."""
