@@ -191,6 +191,41 @@ def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
     assert ranks[0]["first_step_s"][0] > 30 and ranks[1]["build_s"][0] > 35, ranks
 
 
+# the real TensorFlow 1.15 worker, with rank 1 never reaching its first step (as one rank of a
+# job stalled once across two emulated hosts, 2026-12-01: the broadcast done, no all-reduce)
+STALLED_TF1_RANK = """\
+import os, runpy, time
+os.environ["DLPERF_RDZV_TIMEOUT_S"] = "20"
+from dlperf.backends.tensorflow1 import backend
+build = backend.build
+def stalled_build(case):
+    workload = build(case)
+    if os.environ["DLPERF_RANK"] == "1":
+        time.sleep(600)
+    return workload
+backend.build = stalled_build
+runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_tensorflow1_first_step_its_peer_never_reaches_times_out(tmp_path, tagged):
+    """TF 1.15's collectives have no timeout of their own: the first step's all-reduce waits
+    for every worker as the initialiser's broadcast does, and like it ends at --rdzv-timeout
+    (here 20 s, the rank's own) with a rendezvous timeout that names it, not at the repeat's
+    --timeout (300 s)."""
+    script = tmp_path / "stalled_rank.py"
+    script.write_text(STALLED_TF1_RANK)
+    case = Case(framework="tensorflow1", model="bert-base", batch_size=2, repeats=2,
+                warmup_steps=1, steps=2, knobs=TINY_BERT_KNOBS, device="cpu", devices=2,
+                timeout_s=300)
+    result = runner.run_case(case, launcher=ranks_running(script, case))
+    assert result["status"] == "timeout", result["error"]
+    assert result["error"].startswith("rendezvous timed out after "), result["error"]
+    assert ("the workers met at 127.0.0.1:" in result["error"]
+            and cluster.FIRST_STEP_STALLED in result["error"]), result["error"]
+    assert result["repeats_done"] == 1
+
+
 # both ranks form the TensorFlow 2 cluster, then rank 1 fails and rank 0 waits as a rank whose
 # peer left it in a collective would
 STOPPED_IN_A_FORMED_CLUSTER = """\

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from dlperf.backends.tensorflow.cluster import FIRST_STEP_STALLED
 from dlperf.host.emulated import HOSTNAME
 from two_hosts import Run, across_two_hosts, check_across_two_hosts, skip_without_emulation
 
@@ -58,15 +59,29 @@ def msrun_failed_at_the_end(run: Run) -> bool:
         for line in (run.stdout + run.stderr).splitlines())
 
 
+def tf1_first_step_stalled(run: Run) -> bool:
+    """The known TensorFlow 1.15 stall: once in a loaded framework phase (2026-12-01, Zen 4) the
+    initial weights' broadcast crossed (77.1 MiB one way) and one worker never reached the first
+    step's all-reduce; the backend's deadline now ends it at --rdzv-timeout with these words."""
+    return run.returncode != 0 and FIRST_STEP_STALLED in (
+        str((run.result or {}).get("error")) + run.stdout + run.stderr)
+
+
+#: the failures of a framework itself, seen in loaded runs and not reproduced alone (8 tries of
+#: the TensorFlow 1.15 stall beside a busy core), after which the test runs the case once more
+KNOWN_FAILURES = {"mindspore": msrun_failed_at_the_end, "tensorflow1": tf1_first_step_stalled}
+
+
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 def test_resnet50_trains_across_two_emulated_hosts(framework, tmp_path):
     skip_without_emulation()
     launcher, extra = FRAMEWORKS[framework]
     run = across_two_hosts(framework, tmp_path, *extra)
-    if framework == "mindspore" and msrun_failed_at_the_end(run):
+    known = KNOWN_FAILURES.get(framework)
+    if known is not None and known(run):
         # once more, in a fresh folder: the path is what this test checks, and a real failure
         # of it fails twice; the first failure is printed for the next look at its cause
-        print("msrun failed at the end of its repeat; once more:\n" + run.why())
+        print(f"{framework}: a known failure ({known.__name__}); once more:\n" + run.why())
         run = across_two_hosts(framework, tmp_path / "again", *extra)
     # MXNet's ps-lite runs a server on each host: a worker's own host's shard is local traffic
     block = check_across_two_hosts(run, local_server=framework == "mxnet")

@@ -12,7 +12,8 @@ not a launcher, so :mod:`dlperf.launchers.spawn` starts each node's workers and 
   node, MultiWorkerMirroredStrategy across nodes), so each node runs one worker.
 
 A worker whose cluster never formed prints :data:`cluster.MARKER` with TensorFlow's own words and
-writes no result; :func:`explain` turns that into status ``timeout``.
+writes no result; :func:`explain` turns that into status ``timeout``, as it does a TF 1.15
+worker's first step that a peer never reached (:data:`cluster.FIRST_STEP_STALLED`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import socket
 from pathlib import Path
 
 from dlperf import envs
-from dlperf.backends.tensorflow.cluster import MARKER
+from dlperf.backends.tensorflow.cluster import FIRST_STEP_STALLED, MARKER
 from dlperf.launchers import spawn
 from dlperf.launchers.launch import (START_OTHERS, Launch, Rendezvous, SpawnLauncher, node_0_silent,
                                      rendezvous_timeout)
@@ -92,6 +93,8 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str) -> tuple[str, s
         return spawn.explain(log)
     reached = _REACHED.search(found.group(1))
     words = found.group(1).strip().split(". ")[0]  # TensorFlow's first sentence
+    if words.startswith(FIRST_STEP_STALLED):  # TF 1.15: the cluster formed, then a peer stalled
+        return rendezvous_timeout(rdzv, f"the workers met at {master}, but {words}")
     if reached is None and case.nnodes > 1 and rdzv.node_rank > 0:
         return rendezvous_timeout(rdzv, f"worker 0 on {node_0_silent(master)} and --node-addrs "
                                         f"(TensorFlow: {words[:200]})")

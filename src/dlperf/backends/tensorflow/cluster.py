@@ -24,6 +24,9 @@ from typing import Any, Dict, List, Tuple
 from dlperf.worker.workload import UnsupportedError
 
 MARKER = "dlperf.rendezvous: timed out:"
+# what a TF 1.15 worker says when its cluster formed but its first step's all-reduce never
+# completed (a peer stalled before it): the launcher tells this apart from a cluster never formed
+FIRST_STEP_STALLED = "the first step's all-reduce did not complete: a worker never reached it"
 RENDEZVOUS_EXIT = 75  # EX_TEMPFAIL: the job never formed; no result was written
 
 

@@ -181,10 +181,13 @@ class SessionWorkload(CollectiveRanks, Workload):
     """One ``session.run`` per step, fetching the loss (synchronous by construction)."""
 
     def __init__(self, session, fetches, samples_per_step, params, info, memory_op=None,
-                 collectives=None):
-        # type: (Any, List[Any], int, int, Dict[str, Any], Any, Any) -> None
+                 collectives=None, first_step_deadline=None):
+        # type: (Any, List[Any], int, int, Dict[str, Any], Any, Any, Optional[float]) -> None
         self.session = session
         self._collectives = collectives  # distribute.Collectives with several replicas
+        # seconds the first step may take with several workers: its all-reduce, like the
+        # initialiser's broadcast, needs every worker and has no timeout of its own in TF 1.15
+        self._first_step_deadline = first_step_deadline
         self.fetches = fetches
         super(SessionWorkload, self).__init__(samples_per_step, params, info)
         self._memory_op = memory_op  # MaxBytesInUse on the GPU, None on the CPU
@@ -192,6 +195,12 @@ class SessionWorkload(CollectiveRanks, Workload):
 
     def step(self):
         # type: () -> Any
+        if self._first_step_deadline is not None:
+            seconds, self._first_step_deadline = self._first_step_deadline, None
+            deadline = cluster.Deadline(seconds, cluster.FIRST_STEP_STALLED)
+            handle = self.session.run(self.fetches)[-1]
+            deadline.met()
+            return handle
         if self.tracer is None:
             return self.session.run(self.fetches)[-1]
         return self.tracer.run(self.session, self.fetches)[-1]  # profiled steps only
@@ -298,8 +307,10 @@ def build(case):
                  "inter_op_threads": config.inter_op_parallelism_threads or "default",
                  "num_threads": config.intra_op_parallelism_threads or None})
     local = distribute.local_replicas(case, gpu)
+    first_step_deadline = (cluster.rdzv_timeout_s()
+                           if strategy is not None and cluster.job()[1] > 1 else None)
     return SessionWorkload(session, fetches, view.batch * local, params, info, memory_op,
-                           collectives)
+                           collectives, first_step_deadline)
 
 
 def _xla_on_cpu():

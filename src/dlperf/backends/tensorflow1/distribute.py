@@ -14,7 +14,9 @@ mode with a Session, as TF 1.15 documents for independent workers.
 TF 1.15's collectives have no timeout (a RunOptions deadline does not cancel them), so the first
 collective — the variable initialiser, which needs every worker — runs under
 :class:`cluster.Deadline` with ``--rdzv-timeout``: a worker whose peers never come reports a
-rendezvous timeout and leaves.
+rendezvous timeout and leaves. The first step's all-reduce does too: once, across two emulated
+hosts in a loaded test run, the broadcast completed and one worker never reached the first
+step, and the job waited out its repeat's ``--timeout``.
 
 The worker's own collectives (barrier, warm-up vote, result gather, all-reduce probe) are
 replica-context ``all_reduce`` ops built into the same graph before it is finalised. The gather
