@@ -195,7 +195,7 @@ def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
 # job stalled once across two emulated hosts, 2026-12-01: the broadcast done, no all-reduce)
 STALLED_TF1_RANK = """\
 import os, runpy, time
-os.environ["DLPERF_RDZV_TIMEOUT_S"] = "20"
+os.environ["DLPERF_RDZV_TIMEOUT_S"] = "10"
 from dlperf.backends.tensorflow1 import backend
 build = backend.build
 def stalled_build(case):
@@ -211,7 +211,7 @@ runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
 def test_a_tensorflow1_first_step_its_peer_never_reaches_times_out(tmp_path, tagged):
     """TF 1.15's collectives have no timeout of their own: the first step's all-reduce waits
     for every worker as the initialiser's broadcast does, and like it ends at --rdzv-timeout
-    (here 20 s, the rank's own) with a rendezvous timeout that names it, not at the repeat's
+    (here 10 s, the rank's own) with a rendezvous timeout that names it, not at the repeat's
     --timeout (300 s)."""
     script = tmp_path / "stalled_rank.py"
     script.write_text(STALLED_TF1_RANK)
