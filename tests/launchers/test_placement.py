@@ -49,6 +49,10 @@ def test_one_process_gets_every_cpu_and_as_many_threads(tmp_path):
 def test_the_threads_field_sizes_the_framework_pool(tmp_path):
     result = run(tmp_path, "--threads-per-process", "1")
     assert result["env"]["worker"]["placement"]["threads"] == 1
+    # and its CPUs: one process of one thread is the device each of two such processes is
+    given = sorted(os.sched_getaffinity(0))
+    assert result["env"]["worker"]["placement"]["cpus"] == given[:1]
+    assert result["ranks"][0]["cpus"] == given[:1]
     assert result["env"]["worker"]["framework"]["num_threads"] == 1
     variables = result["env"]["worker"]["thread_variables"]
     assert variables["TF_NUM_INTRAOP_THREADS"] == variables["MKL_NUM_THREADS"] == "1"

@@ -87,7 +87,8 @@ def add_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nnodes", type=integer, default=None,
                         help="nodes (default 1, or the Slurm step's node count)")
     parser.add_argument("--threads-per-process", type=integer, dest="threads",
-                        help="CPU threads of each worker process (OMP/MKL; default: the node's "
+                        help="CPU threads of each worker process, and as many CPUs, which it is "
+                             "pinned to, alone or beside others (OMP/MKL; default: the node's "
                              "cores divided among its processes, or the framework's own)")
     parser.add_argument("--launcher", choices=LAUNCHERS, default="native",
                         help="native (default): the framework's own data parallelism; horovod: "

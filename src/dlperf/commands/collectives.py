@@ -51,8 +51,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=integer, default=5,
                         help="untimed iterations before them (default 5)")
     parser.add_argument("--threads-per-process", type=integer, dest="threads",
-                        help="CPU threads of each process (default: the node's cores divided "
-                             "among its processes)")
+                        help="CPU threads of each process, and as many CPUs, which it is pinned "
+                             "to (default: the node's cores divided among its processes)")
     add_timeout_argument(parser, 900.0, "seconds the whole job may take (default 900)")
     add_environment_arguments(parser)
     add_rendezvous_arguments(parser)
