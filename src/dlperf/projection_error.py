@@ -61,7 +61,8 @@ class Check:
 ONE_HOST = Check(
     "one-host", "2 processes on one host from 1 (ResNet-50 at image 32, batch 16 per process; "
     "the overlap window from batch 8, the overhead fitted at batches 4 and 8)", 1, 2,
-    "2-core AMD EPYC Zen 3, 2026-11-30, and 2-core AMD EPYC Zen 4, 2026-12-01",
+    "2-core AMD EPYC Zen 3, 2026-11-30, and 2-core AMD EPYC Zen 4, 2026-12-01 (twice: "
+    "before and after a 1-process case was pinned to its thread's CPU)",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -69,7 +70,11 @@ ONE_HOST = Check(
      ("oneflow Zen 3", -0.014), ("mindspore Zen 3", 0.097),
      ("torch Zen 4", 0.025), ("tensorflow Zen 4", 0.039), ("tensorflow1 Zen 4", 0.028),
      ("jax Zen 4", 0.014), ("paddle Zen 4", 0.000), ("mxnet Zen 4", -0.028),
-     ("oneflow Zen 4", 0.091), ("mindspore Zen 4", 0.197)),
+     ("oneflow Zen 4", 0.091), ("mindspore Zen 4", 0.197),
+     ("tensorflow Zen 4 pinned", -0.117), ("tensorflow1 Zen 4 pinned", -0.009),
+     ("jax Zen 4 pinned", -0.059), ("paddle Zen 4 pinned", 0.007),
+     ("mxnet Zen 4 pinned", 0.221), ("oneflow Zen 4 pinned", -0.140),
+     ("mindspore Zen 4 pinned", 0.108)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(

@@ -34,12 +34,15 @@ def test_the_one_host_check_is_the_docs_table():
     """Each framework's row of the one-host tables, one per machine (its error column), is the
     declared error of that framework on that machine."""
     declared = {}
-    for machine, title in (("Zen 3", "On one host, `benchmarks/projection_validation.py"),
-                           ("Zen 4", "The same sweep on a 2-core AMD EPYC Zen 4")):
+    # the pinned run has no torch row: its 2-process case hung in one repeat
+    for machine, title, frameworks in (
+            ("Zen 3", "On one host, `benchmarks/projection_validation.py", 8),
+            ("Zen 4", "The same sweep on a 2-core AMD EPYC Zen 4", 8),
+            ("Zen 4 pinned", "The same sweep after that fix", 7)):
         text = section(title, "Median |error|")
         rows = re.findall(r"^\| (\w+) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| " + SIGNED,
                           text, re.M)
-        assert len(rows) == 8, (machine, rows)
+        assert len(rows) == frameworks, (machine, rows)
         declared.update((f"{name} {machine}", percent(e)) for name, e in rows)
     assert declared == dict(projection_error.ONE_HOST.errors)
 
@@ -183,7 +186,8 @@ def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     assert point["throughput_with_model_error"] == {"value": wide.value, "low": wide.low,
                                                     "high": wide.high}
     assert point["model_error"]["check"] == "one-host"
-    assert point["model_error"]["cases"] == 16 and point["model_error"]["beyond_validated"] is False
+    assert point["model_error"]["cases"] == len(projection_error.ONE_HOST.errors) == 23
+    assert point["model_error"]["beyond_validated"] is False
 
 
 def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():
@@ -201,7 +205,8 @@ def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():
     assert wide.high == pytest.approx(near.throughput.high / 0.988)
     (point,) = projection.Projection("x", {}, made, [near]).to_dict()["points"]
     assert point["model_error"]["check"] == "published-from-node"
-    assert point["model_error"]["cases"] == 16 and point["model_error"]["beyond_validated"] is False
+    assert point["model_error"]["cases"] == 16
+    assert point["model_error"]["beyond_validated"] is False
 
 
 def test_the_published_table_in_the_docs_is_the_declared_checks():
