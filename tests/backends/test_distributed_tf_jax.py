@@ -157,20 +157,28 @@ def test_a_failing_rank_shows_its_own_message(framework, tmp_path, tagged, monke
     assert result["repeats_done"] == 1
 
 
-# the real worker, with rank 1's build done 35 s after its peer's: a rank that compiles its
-# step on a loaded host reaches the first all-reduce that much later
-LATE_RANK = """\
+def rank_1_late(backend: str, seconds: int, rdzv_timeout_s: int | None = None) -> str:
+    """A script for every rank: the real worker of ``backend``, with rank 1's build returning
+    ``seconds`` after its peer's (and each rank's --rdzv-timeout ``rdzv_timeout_s`` where given)."""
+    deadline = (f'os.environ["DLPERF_RDZV_TIMEOUT_S"] = "{rdzv_timeout_s}"\n'
+                if rdzv_timeout_s else "")
+    return f"""\
 import os, runpy, time
-from dlperf.backends.jax import backend
+{deadline}from dlperf.backends.{backend} import backend
 build = backend.build
 def late_build(case):
     workload = build(case)
     if os.environ["DLPERF_RANK"] == "1":
-        time.sleep(35)
+        time.sleep({seconds})
     return workload
 backend.build = late_build
 runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
 """
+
+
+# rank 1's build done 35 s after its peer's: a rank that compiles its step on a loaded host
+# reaches the first all-reduce that much later
+LATE_RANK = rank_1_late("jax", 35)
 
 
 def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
@@ -191,21 +199,9 @@ def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
     assert ranks[0]["first_step_s"][0] > 30 and ranks[1]["build_s"][0] > 35, ranks
 
 
-# the real TensorFlow 1.15 worker, with rank 1 never reaching its first step (as one rank of a
+# rank 1 of TensorFlow 1.15 never reaching its first step (as one rank of a
 # job stalled once across two emulated hosts, 2026-12-01: the broadcast done, no all-reduce)
-STALLED_TF1_RANK = """\
-import os, runpy, time
-os.environ["DLPERF_RDZV_TIMEOUT_S"] = "10"
-from dlperf.backends.tensorflow1 import backend
-build = backend.build
-def stalled_build(case):
-    workload = build(case)
-    if os.environ["DLPERF_RANK"] == "1":
-        time.sleep(600)
-    return workload
-backend.build = stalled_build
-runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
-"""
+STALLED_TF1_RANK = rank_1_late("tensorflow1", 600, rdzv_timeout_s=10)
 
 
 def test_a_tensorflow1_first_step_its_peer_never_reaches_times_out(tmp_path, tagged):
