@@ -185,8 +185,7 @@ class SessionWorkload(CollectiveRanks, Workload):
         # type: (Any, List[Any], int, int, Dict[str, Any], Any, Any, Optional[float]) -> None
         self.session = session
         self._collectives = collectives  # distribute.Collectives with several replicas
-        # seconds the first step may take with several workers: its all-reduce, like the
-        # initialiser's broadcast, needs every worker and has no timeout of its own in TF 1.15
+        # seconds the first step may take with several workers (see build)
         self._first_step_deadline = first_step_deadline
         self.fetches = fetches
         super(SessionWorkload, self).__init__(samples_per_step, params, info)
@@ -278,7 +277,10 @@ def build(case):
         init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
         graph.finalize()  # nothing may add ops per step (a classic TF1 slowdown)
     session = tf1.Session(target, graph=graph, config=config)
-    _initialise(session, init, feeds, strategy)
+    # TF 1.15's collectives have no timeout: with several workers, the first two (the
+    # initialiser's broadcast, the first step's all-reduce) get --rdzv-timeout's
+    deadline_s = cluster.rdzv_timeout_s() if strategy is not None and cluster.job()[1] > 1 else None
+    _initialise(session, init, feeds, deadline_s)
     if hvd is not None:
         horovod.activate(collectives, session)  # rank 0's initial weights to every rank
     elif collectives is not None:
@@ -307,10 +309,8 @@ def build(case):
                  "inter_op_threads": config.inter_op_parallelism_threads or "default",
                  "num_threads": config.intra_op_parallelism_threads or None})
     local = distribute.local_replicas(case, gpu)
-    first_step_deadline = (cluster.rdzv_timeout_s()
-                           if strategy is not None and cluster.job()[1] > 1 else None)
     return SessionWorkload(session, fetches, view.batch * local, params, info, memory_op,
-                           collectives, first_step_deadline)
+                           collectives, deadline_s)
 
 
 def _xla_on_cpu():
@@ -349,13 +349,14 @@ def _fetches(view, strategy, gpu, feeds, hvd=None):
     return [train_op, output], optimizer_desc, collectives
 
 
-def _initialise(session, init, feeds, strategy):
-    # type: (Any, List[Any], Dict[Any, np.ndarray], Any) -> None
+def _initialise(session, init, feeds, deadline_s):
+    # type: (Any, List[Any], Dict[Any, np.ndarray], Optional[float]) -> None
     """Run the initialisers, feeding the synthetic batch into its variables. With several
-    workers the initialiser broadcasts worker 0's values: the first collective, which needs
-    every worker, and TF 1.15 gives it no deadline of its own, so dlperf's applies."""
-    if strategy is not None and cluster.job()[1] > 1:
-        deadline = cluster.Deadline(cluster.rdzv_timeout_s(),
+    workers (``deadline_s`` given) the initialiser broadcasts worker 0's values: the first
+    collective, which needs every worker, and TF 1.15 gives it no deadline of its own, so
+    dlperf's applies."""
+    if deadline_s is not None:
+        deadline = cluster.Deadline(deadline_s,
                                     "the variable initialiser's collective broadcast (TF 1.15's "
                                     "first collective) did not complete: not every worker "
                                     "joined")
