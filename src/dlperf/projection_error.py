@@ -80,7 +80,8 @@ ONE_HOST = Check(
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
     "and 100 Mbit/s (ResNet-50; the window from another rate, the overhead unshaped)", 2, 2,
-    "AMD EPYC Zen 4, 2026-11-29 and again 2026-12-01",
+    "AMD EPYC Zen 4, 2026-11-29 and 2026-12-01 (twice: before and after a 1-process case was "
+    "pinned to its thread's CPU)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB",
     (("torch DDP 10 Gbit/s 11-29", -0.014), ("torch DDP 1 Gbit/s 11-29", -0.120),
@@ -92,7 +93,12 @@ EMULATED_HOSTS = Check(
      ("torch DDP 100 Mbit/s 12-01", 0.064), ("Horovod 10 Gbit/s 12-01", -0.003),
      ("Horovod 1 Gbit/s 12-01", -0.023), ("Horovod 100 Mbit/s 12-01", 0.045),
      ("TensorFlow 10 Gbit/s 12-01", 0.254), ("TensorFlow 1 Gbit/s 12-01", 0.016),
-     ("TensorFlow 100 Mbit/s 12-01", 0.032)),
+     ("TensorFlow 100 Mbit/s 12-01", 0.032),
+     ("torch DDP 10 Gbit/s 12-01 pinned", 0.010), ("torch DDP 1 Gbit/s 12-01 pinned", -0.105),
+     ("torch DDP 100 Mbit/s 12-01 pinned", 0.058), ("Horovod 10 Gbit/s 12-01 pinned", 0.094),
+     ("Horovod 1 Gbit/s 12-01 pinned", 0.006), ("Horovod 100 Mbit/s 12-01 pinned", 0.030),
+     ("TensorFlow 10 Gbit/s 12-01 pinned", 0.054), ("TensorFlow 1 Gbit/s 12-01 pinned", 0.064),
+     ("TensorFlow 100 Mbit/s 12-01 pinned", 0.025)),
     start_devices=1)
 
 PUBLISHED = Check(
