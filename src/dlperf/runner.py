@@ -27,9 +27,14 @@ from dlperf.launchers import exits, launch, registry
 from dlperf.launchers.launch import LOST_PEER, Launcher
 from dlperf.spec import AUTO_MIN_REPEATS, Case
 from dlperf.store import Store
+from dlperf.worker import stacks
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
+STACKS_WAIT_S = 3.0  # for the signalled workers to write their stacks, before they are stopped
+STACKS_LINES = 60  # of each worker's stacks kept (faulthandler writes a thread's innermost frame first)
+STACKS_HEADER = "--- where each worker was at the timeout (its threads' Python stacks) ---"
+STACKS_SAID = "where each worker was ends its output's tail"
 
 
 class Interrupted(Exception):
@@ -51,6 +56,19 @@ class Outcome:
     monitor: dict[str, Any]
     host: dict[str, Any] | None = None
     samples: dict[str, Any] | None = None  # the monitor's raw timeline (dlperf.host.timeline)
+    stacks: str = ""  # a timed-out job's workers' Python stacks (:func:`worker_stacks`)
+
+    @property
+    def failure_tail(self) -> str:
+        """What a failed job's result keeps of its output: the log's tail, then, after a
+        timeout, where each worker was."""
+        return "\n".join(text for text in (self.log_tail, self.stacks and STACKS_HEADER,
+                                            self.stacks) if text)
+
+    @property
+    def stacks_said(self) -> str:
+        """What a timeout's error adds when the workers' stacks are kept."""
+        return f"; {STACKS_SAID}" if self.stacks else ""
 
 
 def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
@@ -83,6 +101,39 @@ def kill_tree(pid: int) -> None:
         members = alive
 
 
+def worker_stacks(pid: int, folder: Path, wait_s: float = STACKS_WAIT_S) -> str:
+    """Every thread's Python stack of each worker below ``pid`` that armed itself in ``folder``
+    (:mod:`dlperf.worker.stacks`), asked for with its signal: where a job that ran out of time
+    was. Only a process of this job with a stacks file is signalled; "" when there is none."""
+    try:
+        members = {p.pid for p in [psutil.Process(pid), *psutil.Process(pid).children(True)]}
+    except psutil.Error:
+        return ""
+    files = {}
+    for path in sorted(folder.glob(f"{stacks.PREFIX}*{stacks.SUFFIX}")):
+        worker = stacks.pid_of(path.name)
+        if worker in members:
+            try:
+                os.kill(worker, stacks.SIGNAL)
+            except ProcessLookupError:
+                continue
+            files[worker] = path
+    deadline = time.monotonic() + wait_s
+    while files and time.monotonic() < deadline and not all(
+            stacks.WRITTEN in path.read_text(errors="replace") for path in files.values()):
+        time.sleep(0.05)
+    time.sleep(0.1 if files else 0)  # the last thread's frames after its header
+    texts = []
+    for path in files.values():
+        lines = path.read_text(errors="replace").rstrip().splitlines()
+        if not any(stacks.WRITTEN in line for line in lines):
+            lines.append("(no stack written: the worker did not answer)")
+        texts.append("\n".join(lines[:STACKS_LINES]
+                               + ([f"... {len(lines) - STACKS_LINES} more lines"]
+                                  if len(lines) > STACKS_LINES else [])))
+    return "\n".join(texts)
+
+
 def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
     """Run a launch to completion or timeout, in its own session so it can be killed whole."""
     before = hoststate.snapshot()
@@ -93,12 +144,14 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
         proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=envs.worker_env(spec.env),
                                 start_new_session=True)
+        where = ""
         with Monitor(proc.pid) as watch:
             try:
                 proc.wait(timeout=timeout_s)
                 timed_out = False
                 kill_tree(proc.pid)  # whatever the worker left behind in its process group
             except subprocess.TimeoutExpired:
+                where = worker_stacks(proc.pid, log_path.parent)
                 kill_tree(proc.pid)
                 proc.wait()
                 timed_out = True
@@ -108,7 +161,7 @@ def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
                 raise
     host = {"before": before, "others": others.stop(proc.pid), "after": hoststate.snapshot()}
     return Outcome(proc.returncode, timed_out, time.monotonic() - start, _tail(log_path),
-                   watch.summary(), host, watch.timeline())
+                   watch.summary(), host, watch.timeline(), where)
 
 
 def signal_failure(returncode: int, log_tail: str = "", memory_limit_bytes: int | None = None,
@@ -173,7 +226,7 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
     if outcome.timed_out:
         record.update(status="timeout",
                       error=f"repeat exceeded the timeout of {case.timeout_s:g} s "
-                            f"(--timeout); the worker was stopped")
+                            f"(--timeout); the worker was stopped{outcome.stacks_said}")
     elif explained is not None:
         record.update(status=explained[0], error=explained[1])
     elif failed:
@@ -197,7 +250,7 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
     else:
         record.update(status="ok", error=None)
     if record["status"] != "ok":
-        record["stderr_tail"] = outcome.log_tail
+        record["stderr_tail"] = outcome.failure_tail
     if rank_results and record["status"] == "ok":
         record.update(result.merge_ranks(rank_results))
         record["timeline"] = timeline.for_repeat(outcome.samples, record.get("phase_starts"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -66,13 +67,22 @@ def test_tf32_on_cpu_is_unsupported(tmp_path):
     assert result["repeats_done"] == 1  # a deterministic failure is not repeated
 
 
-def test_timeout_stops_the_worker_and_is_recorded(tmp_path):
+def test_timeout_stops_the_worker_and_is_recorded_with_where_it_was(tmp_path):
+    """A repeat past --timeout (its window asks for 60 s) is stopped, not repeated, and its
+    stderr tail ends with the worker's threads' Python stacks at that moment."""
     out = tmp_path / "t.json"
-    proc = dlperf("run", *TINY_RESNET, "--repeats", "2", "--timeout", "1",
-                  "--db", str(tmp_path / "t.db"), "--json", str(out))
+    proc = dlperf("run", *TINY_RESNET, "--min-duration", "60", "--repeats", "2", "--timeout",
+                  "5", "--db", str(tmp_path / "t.db"), "--json", str(out))
     assert proc.returncode == 1
     result = load(out)
-    assert result["status"] == "timeout" and "timeout of 1 s" in result["error"]
+    assert result["status"] == "timeout" and "timeout of 5 s" in result["error"]
+    assert result["error"].endswith(runner.STACKS_SAID), result["error"]
+    where = result["stderr_tail"].split(runner.STACKS_HEADER + "\n")[1]
+    assert where.startswith("worker pid "), where
+    # the main thread inside the repeat (building, warming up or timing: wherever 5 s found
+    # it), the lifeline's thread watching the harness
+    assert re.search(r'File ".*dlperf/worker/__main__\.py", line \d+ in repeat', where), where
+    assert re.search(r'File ".*dlperf/worker/lifeline\.py", line \d+ in watch', where), where
     con = sqlite3.connect(tmp_path / "t.db")
     assert con.execute("SELECT status FROM repeats").fetchall() == [("timeout",)]
 

@@ -187,7 +187,8 @@ def run_job(request: Request, launcher: Launcher) -> dict[str, Any]:
                     key=lambda r: runner.is_peer_symptom(r, spec.peer_symptoms))
     if outcome.timed_out:
         out.update(status="timeout", error=f"the job exceeded the timeout of "
-                                           f"{case.timeout_s:g} s (--timeout); it was stopped")
+                                           f"{case.timeout_s:g} s (--timeout); it was stopped"
+                                           f"{outcome.stacks_said}")
     elif failed and not runner.is_peer_symptom(failed[0], spec.peer_symptoms):
         out.update(status=failed[0]["status"], error=f"rank {failed[0]['rank']}: "
                                                      f"{failed[0]['error']}")
@@ -203,7 +204,7 @@ def run_job(request: Request, launcher: Launcher) -> dict[str, Any]:
                                   f"result: {last[:300]}")
         out.update(status=explained[0], error=explained[1])
     if out.get("status") != "ok":
-        out["log_tail"] = outcome.log_tail
+        out["log_tail"] = outcome.failure_tail
     return out
 
 

@@ -26,7 +26,7 @@ import sys
 import traceback
 from typing import Any, Dict, Optional, Tuple
 
-from dlperf.worker import identity, limits, placement
+from dlperf.worker import identity, limits, placement, stacks
 from dlperf.worker.leave import leave
 from dlperf.worker.lifeline import tie_to_harness
 from dlperf.worker.loop import NonFiniteLoss, measure
@@ -175,6 +175,7 @@ def repeat(argv=None):
     parser.add_argument("--out-dir", required=True, help="directory for rank<N>.json")
     args = parser.parse_args(argv)
     tie_to_harness()  # a killed harness takes this rank with it, under any launcher
+    stacks.arm(args.out_dir)  # a repeat past its timeout says where this rank was
     with open(args.case) as handle:
         case = json.load(handle)
     if "collectives" in case:  # `dlperf collectives`: the same launchers, another driver
