@@ -49,7 +49,9 @@ BUCKET_BYTES = {"native": 25 * MIB, "horovod": 64 * MIB}
 BACKWARD_SHARE = 2 / 3
 NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
                 "pipeline or tensor parallelism", "a parameter server's bottleneck",
-                "input pipelines that slow down as more processes read")
+                "input pipelines that slow down as more processes read",
+                "an engine's own count of all-reduces per step where it does not bucket "
+                "(JAX on CPUs: one per gradient; taken as 25 MiB buckets)")
 MAX_LINK_BITS = 100 * 10**12  # a given link: NVLink-class fabrics pass 1 Tbit/s
 _LATENCY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)\s*", re.I)
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
