@@ -9,7 +9,8 @@ PAYLOAD`` is what :class:`dlperf.launchers.slurm_launch.SlurmLauncher` starts fo
   there from the inline payload, and runs the command the framework's launcher built for that
   node rank (torchrun, ``dlperf.launchers.spawn``, ...), with the head's paths and the master placeholder
   replaced. When the command ends it prints every ``rank<N>.json`` its directory holds on its
-  stdout as checksummed base64 frames, removes the directory and exits with the command's status.
+  stdout as checksummed base64 frames, removes the directory and exits with the command's status
+  (a failure after :data:`PEER_GRACE_S`, so that the other nodes' own results are not cut off).
 - ``relay`` runs on the head, where the harness runs. srun brings every task's output there; the
   relay passes it through to the log and turns the frames back into ``DIR/rank<N>.json``. So
   node 0's gathered rank files, and a failed node's own file, reach the head's out dir whether or
@@ -51,6 +52,10 @@ def node_placeholder(rank: int) -> str:
 
 RANK_FILE = re.compile(r"rank\d{1,7}\.json")
 STOP_GRACE_S = 10.0
+# a node whose command failed waits this long, its frames sent, before its status ends the
+# step: srun (--kill-on-bad-exit) then stops every other node, and a peer that fails on its own
+# (the same refusal, a second before or after) would lose the result it was writing
+PEER_GRACE_S = 5.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -269,6 +274,8 @@ def task(encoded: str) -> int:
             signal.signal(signum, forward)
         code = child.wait()
         emit(node, work)
+        if code != 0 and nnodes > 1:
+            time.sleep(PEER_GRACE_S)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if code < 0:
