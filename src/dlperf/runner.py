@@ -337,31 +337,61 @@ def run_case(case: Case, store: Store | None = None, launcher: Launcher | None =
     repeats = list(done or [])
     if store is not None and run_id is None:
         run_id = store.start_run(case.key(), case.label(), case.to_dict(), env, sweep)
-    trace_dir = traces_dir(store.path) if store is not None and case.profile_steps else None
-    trace_name = f"run{run_id}-{case.key()}"
-    started = time.monotonic()
     try:
-        for index in range(len(repeats), case.repeats):
-            if enough(case, repeats, time.monotonic() - started):
-                break
-            record = run_repeat(case, index, launcher, require_quiet_s, trace_dir, trace_name)
-            repeats.append(record)
-            if store is not None and run_id is not None:
-                store.add_repeat(run_id, index, record)
-            if on_repeat:
-                on_repeat(record)
-            if record["status"] != "ok":
-                break
+        measure_repeats(case, repeats, launcher, store, run_id, on_repeat, require_quiet_s)
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM/SIGHUP (see dlperf.cli)
         partial = finish_partial(case, repeats, env, store, run_id, None)
         raise Interrupted(partial) from None
     except BaseException as error:  # a launcher, display or store error: keep what finished
         finish_partial(case, repeats, env, store, run_id, error)
         raise
-    final = result.aggregate(case, repeats, env, run_id=run_id)
-    final.update(scaling.scaling(final, store))
+    final = result_of(case, repeats, env, store, run_id)
     if store is not None and run_id is not None:
         store.finish_run(run_id, final)
+    return final
+
+
+def needs_no_more(case: Case, repeats: list[dict[str, Any]], elapsed_s: float) -> bool:
+    """Whether ``case`` has its repeats: all of them, a failed one (the case stops there), or
+    enough for its target interval (:func:`enough`)."""
+    return (len(repeats) >= case.repeats
+            or bool(repeats) and repeats[-1]["status"] != "ok"
+            or enough(case, repeats, elapsed_s))
+
+
+def measure_repeats(case: Case, repeats: list[dict[str, Any]], launcher: Launcher,
+                    store: Store | None = None, run_id: int | None = None,
+                    on_repeat: Callable[[dict[str, Any]], None] | None = None,
+                    require_quiet_s: float | None = None, count: int | None = None,
+                    elapsed_s: float = 0.0) -> bool:
+    """Run the case's next repeats, each appended to ``repeats`` and stored as it finishes: all
+    it still needs, or at most ``count`` (an interleaved sweep's turn). ``elapsed_s``: the time
+    its earlier repeats took (a target interval's time budget counts it). True once the case
+    needs no more (:func:`needs_no_more`)."""
+    trace_dir = traces_dir(store.path) if store is not None and case.profile_steps else None
+    trace_name = f"run{run_id}-{case.key()}"
+    started = time.monotonic() - elapsed_s
+    ran = 0
+    while not needs_no_more(case, repeats, time.monotonic() - started):
+        if count is not None and ran >= count:
+            return False
+        index = len(repeats)
+        record = run_repeat(case, index, launcher, require_quiet_s, trace_dir, trace_name)
+        repeats.append(record)
+        ran += 1
+        if store is not None and run_id is not None:
+            store.add_repeat(run_id, index, record)
+        if on_repeat:
+            on_repeat(record)
+    return True
+
+
+def result_of(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
+              store: Store | None, run_id: int | None) -> dict[str, Any]:
+    """The finished case's result: its repeats aggregated, its scaling over the stored
+    baseline added (the caller stores it)."""
+    final = result.aggregate(case, repeats, env, run_id=run_id)
+    final.update(scaling.scaling(final, store))
     return final
 
 

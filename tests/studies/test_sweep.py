@@ -98,6 +98,11 @@ BAD_FILES = [
      "batch_size: no value"),
     ("bad on_oom", "on_oom: double\ninclude:\n  - {framework: torch, model: resnet50, "
      "batch_size: 2}\n", 1, "on_oom: 'double' is not one of halve, search, record"),
+    ("bad order", "order: shuffled\ninclude:\n  - {framework: torch, model: resnet50, "
+     "batch_size: 2}\n", 1, "order: 'shuffled' is not one of cases, interleaved"),
+    ("interleaved with a retry", "on_oom: halve\norder: interleaved\ninclude:\n  - {framework: "
+     "torch, model: resnet50, batch_size: 2}\n", 2,
+     "order: interleaved needs on_oom: record (a retry at another batch size, on_oom: halve"),
     ("unknown section", "defaults: {framework: torch}\nmatirx:\n  model: [resnet50]\n", 2,
      "unknown section 'matirx' (did you mean 'matrix'?)"),
     ("yaml syntax", "defaults: {framework: torch\nmatrix:\n  model: [resnet50]\n", 2,
@@ -360,3 +365,46 @@ def test_force_measures_again_and_keeps_the_old_run(tmp_path):
     report = json.loads(dlperf_main("report", "--db", str(db), "--format", "json",
                                     check=True).stdout)
     assert [r["run_id"] for r in report] == [runs[1][0]]  # the newest measurement is reported
+
+
+INTERLEAVED_SWEEP = KILL_SWEEP.replace("name: killme", "name: rounds\norder: interleaved") + """\
+include:
+  - {batch_size: 2, precision: tf32}
+"""
+
+
+def test_interleaved_sweep_measures_in_rounds_and_resumes_between_them(tmp_path):
+    """``order: interleaved``: one repeat of each case per round, in the sweep's order; a case
+    whose repeat fails (tf32 on CPUs) leaves the rounds while the others go on; Ctrl-C after the
+    first round keeps its repeats and --resume measures only the second round."""
+    path = write(tmp_path, INTERLEAVED_SWEEP, "rounds.yaml")
+    cases = sweep_mod.load(path).cases
+    assert sweep_mod.load(path).order == "interleaved" and len(cases) == 3
+    db = tmp_path / "rounds.db"
+    proc = _start(path, db)
+    _wait_for(lambda: len(_db_state(db)[1]) >= 3, proc)  # the first round is stored
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    first = _db_state(db)[1]
+    proc = _start(path, db, "--resume", "--json", str(tmp_path / "rounds.json"))
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 1, stderr  # the tf32 case failed, the sweep went on
+    con = sqlite3.connect(db)
+    runs = dict(con.execute("SELECT id, case_key FROM runs").fetchall())
+    order = [(runs[run_id], index, status) for run_id, index, status in con.execute(
+        "SELECT run_id, repeat_index, status FROM repeats ORDER BY rowid")]
+    a, b, refused = (case.key() for case in cases)
+    # stored as measured: round 1 of every case, then round 2 of those still going
+    assert [(key, index) for key, index, _ in order] == [
+        (a, 0), (b, 0), (refused, 0), (a, 1), (b, 1)], order
+    assert order[2][2] == "unsupported" and {s for _, _, s in order[:2] + order[3:]} == {"ok"}
+    assert len(first) >= 3 and set(first) <= set(_db_state(db)[1])  # kept, not redone
+    assert "repeat 2/2" in stderr and cases[0].label() in stderr
+    results = json.loads((tmp_path / "rounds.json").read_text())
+    assert [r["label"] for r in results] == [case.label() for case in cases]  # the sweep's order
+    assert [r["status"] for r in results] == ["ok", "ok", "unsupported"]
+    assert all(len(r["throughput"]["repeats"]) == 2 and not r["interrupted"]
+               for r in results[:2])
+    assert len(runs) == 3  # the runs the first invocation began were continued

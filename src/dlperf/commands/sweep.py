@@ -155,7 +155,9 @@ class SweepDisplay(Observer):
         stored = sum(1 for s in states if s.finished)
         partial = sum(1 for s in states if not s.finished and s.run_id is not None)
         display.err.print(f"sweep {self.sweep.name}: {len(states)} case(s), {stored} stored, "
-                          f"{partial} partly stored, estimated {duration(self.eta.remaining_estimate_s)}")
+                          f"{partial} partly stored, estimated {duration(self.eta.remaining_estimate_s)}"
+                          + ("; repeats interleaved: one of each case per round"
+                             if self.sweep.order == "interleaved" else ""))
 
     def case_started(self, state: CaseState, fallback: dict[str, Any] | None) -> None:
         assert self.estimator is not None and self.eta is not None
@@ -175,17 +177,26 @@ class SweepDisplay(Observer):
                          f"{fallback['reason']}", display.err)
         self._describe()
 
+    def turn(self, case: Case, index: int) -> None:
+        self.current = case
+        self.repeat = index
+        self.case_number = self.order.get(case.key(), self.case_number)
+        self._describe()
+
     def repeat_done(self, case: Case, record: dict[str, Any]) -> None:
         assert self.estimator is not None and self.eta is not None
         self.eta.advance(self.estimator.repeat_seconds(case)[0])
         self.repeat += 1
         self.bar.advance(self.task)
+        # interleaved, a case's repeats are apart: each line names its case
+        which = f"{case.label()} " if self.sweep.order == "interleaved" else ""
+        head = f"    {which}repeat {record['repeat'] + 1}/{case.repeats}: "
         if record["status"] == "ok":
-            display.err.print(f"    repeat {record['repeat'] + 1}/{case.repeats}: "
-                              f"{display.number(record['throughput'])} samples/s")
+            display.err.print(display.line(head, f"{display.number(record['throughput'])} "
+                                                 f"samples/s"))
         else:
-            display.err.print(display.line(f"    repeat {record['repeat'] + 1}/{case.repeats}: ",
-                                           (record["status"], "red"), f": {record['error']}"))
+            display.err.print(display.line(head, (record["status"], "red"),
+                                           f": {record['error']}"))
             # the case stops at its first failure: its other repeats will not run
             skipped = case.repeats - record["repeat"] - 1
             if skipped > 0:

@@ -26,8 +26,14 @@ from dlperf import models
 from dlperf.spec import Case, SpecError
 
 TOP_LEVEL = ("name", "description", "defaults", "matrix", "exclude", "include", "on_oom",
-             "tune_db")
+             "order", "tune_db")
 ON_OOM = ("halve", "search", "record")
+# ``order:`` of the repeats. ``cases``: each case's repeats one after another, case after case;
+# ``interleaved``: in rounds, one repeat of every case per round, so a drift of the host over the
+# sweep (load, clocks, the neighbours of a VM) falls on every case alike instead of on the
+# cases measured when it came (the cases' ratios, e.g. a speedup, are then compared at the same
+# moments, as `dlperf ab` does for two)
+ORDERS = ("cases", "interleaved")
 CASE_FIELDS = tuple(f.name for f in dataclasses.fields(Case))
 REQUIRED = ("framework", "model", "batch_size")
 ALIASES = {"timeout": "timeout_s"}
@@ -102,6 +108,7 @@ class Sweep:
     path: Path
     cases: list[Case]
     on_oom: str = "record"
+    order: str = "cases"
     description: str = ""
     notes: list[str] = field(default_factory=list)
     # ``config:`` of each case that asks a tune's configuration, by its index in ``cases``,
@@ -316,6 +323,7 @@ def load(path: str | Path) -> Sweep:
     reader = _Reader(path)
     top = _sections(reader, _compose(path))
     name, description, on_oom = _header(reader, top, path.stem)
+    order = _order(reader, top, on_oom)
     tune_db = _tune_db(reader, top, path)
     defaults: dict[str, Value] = {}
     if _given(top, "defaults"):
@@ -327,8 +335,24 @@ def load(path: str | Path) -> Sweep:
         raise reader.error(1, "the sweep defines no case: add `matrix:` or `include:`")
     _check_size(reader, matrix, matrix_line, len(includes))
     cases, notes, wants = _expand(reader, defaults, matrix, matrix_line, excludes, includes)
-    return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, description=description,
-                 notes=notes, wants=wants, tune_db=tune_db)
+    return Sweep(name=name, path=path, cases=cases, on_oom=on_oom, order=order,
+                 description=description, notes=notes, wants=wants, tune_db=tune_db)
+
+
+def _order(reader: _Reader, top: Sections, on_oom: str) -> str:
+    """``order:`` of the repeats (:data:`ORDERS`). Interleaved rounds cannot wait on a retry at
+    another batch size (``on_oom: halve``/``search`` measure it in the case's place), so the two
+    are refused together."""
+    if not _given(top, "order"):
+        return "cases"
+    node = top["order"][1]
+    order = reader.scalar(node, "order")
+    if order not in ORDERS:
+        raise reader.error(node, f"order: {order!r} is not one of {', '.join(ORDERS)}")
+    if order == "interleaved" and on_oom != "record":
+        raise reader.error(node, f"order: interleaved needs on_oom: record (a retry at another "
+                                 f"batch size, on_oom: {on_oom}, runs in its case's place)")
+    return order
 
 
 def _tune_db(reader: _Reader, top: Sections, path: Path) -> Path | None:

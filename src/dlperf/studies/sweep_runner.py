@@ -212,6 +212,9 @@ class Observer:
 
     def case_started(self, state: CaseState, fallback: dict[str, Any] | None) -> None: ...
 
+    def turn(self, case: Case, index: int) -> None:
+        """An interleaved sweep is about to measure repeat ``index`` of ``case``."""
+
     def repeat_done(self, case: Case, record: dict[str, Any]) -> None: ...
 
     def case_done(self, case: Case, result: dict[str, Any], reused: bool) -> None: ...
@@ -307,8 +310,11 @@ class SweepRun:
             try:
                 for cell in self.sweep.refused:  # no tuned configuration: said at once
                     self._refuse(cell)
-                for case in self.sweep.cases:
-                    self._run_with_fallbacks(case)
+                if self.sweep.order == "interleaved":
+                    self._run_interleaved()
+                else:
+                    for case in self.sweep.cases:
+                        self._run_with_fallbacks(case)
             except runner.Interrupted as stop:
                 self.outcome.results.append(stop.result)
                 self.outcome.interrupted = True
@@ -402,30 +408,50 @@ class SweepRun:
 
     def _finish(self, case: Case, run_id: int, repeats: list[dict[str, Any]],
                 env: dict[str, Any], fallback: dict[str, Any] | None) -> dict[str, Any]:
-        final = result_mod.aggregate(case, repeats, env, run_id=run_id)
+        final = runner.result_of(case, repeats, env, self.store, run_id)
         if fallback:
             final["fallback"] = fallback
         self.store.finish_run(run_id, final)
         return final
 
+    def _reuse(self, case: Case, state: CaseState,
+               fallback: dict[str, Any] | None) -> dict[str, Any]:
+        """The case's finished result as stored (a fallback that led to it added)."""
+        stored = state.result
+        assert stored is not None
+        if fallback and "fallback" not in stored:
+            stored["fallback"] = fallback
+            self.store.finish_run(int(stored.get("run_id") or state.run_id or 0), stored)
+        self.outcome.reused += 1
+        self._marked(case, stored)
+        self.observer.case_done(case, stored, reused=True)
+        return stored
+
+    def _opened(self, state: CaseState) -> tuple[int, dict[str, Any]]:
+        """The case's run in the database (the stored one, or a new one) and its environment."""
+        env = state.env or self.env
+        if state.run_id is not None:
+            return state.run_id, env
+        case = state.case
+        return self.store.start_run(case.key(), case.label(), case.to_dict(), env,
+                                    self.sweep.name), env
+
+    def _failed_in_harness(self, case: Case, run_id: int,
+                           error: BaseException) -> list[dict[str, Any]]:
+        """The case's stored repeats and one more: the harness's failure (one failed case never
+        stops a sweep)."""
+        done = self.store.repeats(run_id)
+        record = _harness_failure(case, len(done), error)
+        self.store.add_repeat(run_id, len(done), record)
+        self._record(case, record)
+        return done + [record]
+
     def _ensure(self, case: Case, fallback: dict[str, Any] | None) -> dict[str, Any]:
         """The case's finished result: the stored one, the stored one continued, or a new one."""
         state = state_of(self.store, case, self.sweep.name, self.since)
         if state.result is not None:
-            stored = state.result
-            if fallback and "fallback" not in stored:
-                stored["fallback"] = fallback
-                self.store.finish_run(int(stored.get("run_id") or state.run_id or 0), stored)
-            self.outcome.reused += 1
-            self._marked(case, stored)
-            self.observer.case_done(case, stored, reused=True)
-            return stored
-        env = state.env or self.env
-        if state.run_id is None:
-            run_id = self.store.start_run(case.key(), case.label(), case.to_dict(), env,
-                                          self.sweep.name)
-        else:
-            run_id = state.run_id
+            return self._reuse(case, state, fallback)
+        run_id, env = self._opened(state)
         if state.remaining_repeats() == 0 and state.done:
             final = self._marked(case, self._finish(case, run_id, state.done, env, fallback))
             self.observer.case_done(case, final, reused=True)
@@ -444,11 +470,8 @@ class SweepRun:
             self._marked(case, stop.result)
             raise
         except Exception as error:  # noqa: BLE001 - one failed case never stops a sweep
-            done = self.store.repeats(run_id)
-            record = _harness_failure(case, len(done), error)
-            self.store.add_repeat(run_id, len(done), record)
-            self._record(case, record)
-            final = self._finish(case, run_id, done + [record], env, fallback)
+            final = self._finish(case, run_id, self._failed_in_harness(case, run_id, error),
+                                 env, fallback)
         else:
             if fallback:
                 final["fallback"] = fallback
@@ -456,3 +479,78 @@ class SweepRun:
         self._marked(case, final)
         self.observer.case_done(case, final, reused=False)
         return final
+
+    def _run_interleaved(self) -> None:
+        """``order: interleaved``: rounds of one repeat of every case that needs more, in the
+        sweep's order, until none does. The cases' results are made after the last round, in
+        the sweep's order (a several-process case's speedup reads its 1-process baseline's
+        result); a kill between rounds leaves every repeat stored for ``--resume``."""
+        results: dict[str, dict[str, Any]] = {}
+        turns: list[Turn] = []
+        for case in self.sweep.cases:
+            state = state_of(self.store, case, self.sweep.name, self.since)
+            if state.result is not None:
+                results[case.key()] = self._reuse(case, state, None)
+                continue
+            run_id, env = self._opened(state)
+            turn = Turn(case, run_id, env, list(state.done))
+            if not turn.complete:
+                self.observer.case_started(state, None)
+                self.outcome.measured_cases += 1
+            turns.append(turn)
+        try:
+            while True:
+                due = [turn for turn in turns if not turn.complete]
+                if not due:
+                    break
+                for turn in due:
+                    self._take_turn(turn)
+            for turn in turns:
+                final = self._marked(turn.case, self._finish(turn.case, turn.run_id,
+                                                             turn.repeats, turn.env, None))
+                self.observer.case_done(turn.case, final, reused=not turn.measured)
+                results[turn.case.key()] = final
+        finally:
+            for case in self.sweep.cases:
+                found = results.get(case.key())
+                if found is not None:
+                    self.outcome.results.append(found)
+                    if found["status"] != "ok":
+                        self.outcome.failed_cases.append(found["label"])
+
+    def _take_turn(self, turn: "Turn") -> None:
+        """One repeat of ``turn``'s case, stored as it finishes."""
+        case = turn.case
+        self.observer.turn(case, len(turn.repeats))
+        started = time.monotonic()
+        try:
+            turn.complete = runner.measure_repeats(
+                case, turn.repeats, self._launcher_for(case), self.store, turn.run_id,
+                on_repeat=lambda record: self._record(case, record), count=1,
+                elapsed_s=turn.elapsed_s)
+        except KeyboardInterrupt:  # Ctrl-C, and SIGTERM/SIGHUP (see dlperf.cli)
+            partial = runner.finish_partial(case, turn.repeats, turn.env, self.store,
+                                            turn.run_id, None)
+            raise runner.Interrupted(self._marked(case, partial)) from None
+        except Exception as error:  # noqa: BLE001 - one failed case never stops a sweep
+            turn.repeats = self._failed_in_harness(case, turn.run_id, error)
+            turn.complete = True
+        finally:
+            turn.elapsed_s += time.monotonic() - started
+            turn.measured = True
+
+
+@dataclass
+class Turn:
+    """A case of an interleaved sweep: its run and the repeats it holds so far."""
+
+    case: Case
+    run_id: int
+    env: dict[str, Any]
+    repeats: list[dict[str, Any]]
+    elapsed_s: float = 0.0  # its repeats' time in this session (a target interval's budget)
+    measured: bool = False  # a repeat of it ran in this session
+    complete: bool = False
+
+    def __post_init__(self) -> None:
+        self.complete = runner.needs_no_more(self.case, self.repeats, 0.0)
