@@ -49,8 +49,6 @@ from dlperf.projection_error import median_abs
 from dlperf.worker.collectives import bus_factor
 from dlperf.store import Store
 
-BUCKET_MB = {"native": None, "horovod": 64}
-
 
 def results(db: Path, sweep: str | None) -> list[dict[str, Any]]:
     with Store(db, readonly=True) as store:
@@ -178,8 +176,7 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
         base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
                 str(db), "--devices-per-node", "1", "--nnodes", str(case["nnodes"]),
                 "--intra", "1000gbit", *sources, "--no-store", "--json", str(out)]
-        if BUCKET_MB[engine]:
-            base += ["--bucket-mb", str(BUCKET_MB[engine])]
+        base += ["--launcher", engine]  # its packing: the engine's declaration
         proc = subprocess.run([*base, "--inter", f"measured:{link}"], capture_output=True,
                               text=True)
         how = f"measured model over {link}"

@@ -6,8 +6,9 @@ plus the part of the gradient all-reduce the backward pass does not hide:
     step(N) = compute + overhead(compute) + max(0, allreduce(N) - window)
 
 * ``compute``: the measured 1-device step (batch / throughput), with the measurement's interval.
-* ``allreduce(N)``: the gradients (parameters x bytes per gradient element) cut into buckets,
-  each bucket all-reduced by a ring on one node (2(N-1) latencies and 2(N-1)/N of the bucket
+* ``allreduce(N)``: the gradients (parameters x bytes per gradient element) in the all-reduces
+  the engine sends a step (its declared packing: buckets of a size, one for all, or one per
+  gradient tensor or group of them; :class:`dlperf.worker.support.Packing`), each all-reduced by a ring on one node (2(N-1) latencies and 2(N-1)/N of the bucket
   over the link), or across nodes hierarchically (a ring reduce-scatter and all-gather inside
   each node, a ring all-reduce between the nodes over their NICs, which every process of the node
   shares). The links' latency and bandwidth are measured (``dlperf collectives``: Hockney's
@@ -39,19 +40,16 @@ from dlperf.errors import UsageError
 from dlperf.host import emulated
 from dlperf.projection_error import ModelError, for_target
 
-# default gradient bucket (bytes) of each engine: PyTorch DDP's bucket_cap_mb (25 MiB) and
-# Horovod's tensor fusion threshold (HOROVOD_FUSION_THRESHOLD, 64 MiB); the other frameworks'
-# all-reduce packing is taken as DDP's (--bucket-mb sets it)
 MIB = 1 << 20
-BUCKET_BYTES = {"native": 25 * MIB, "horovod": 64 * MIB}
+# the packing taken for an engine that declares none (:class:`dlperf.worker.support.Packing`):
+# PyTorch DDP's default buckets
+DDP_BUCKET_BYTES = 25 * MIB
 # the backward pass's share of a step's compute: twice the forward's FLOPs (a weight and an
 # activation gradient per forward product), so 2/3 of the whole; the overlap window's bound
 BACKWARD_SHARE = 2 / 3
 NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
                 "pipeline or tensor parallelism", "a parameter server's bottleneck",
-                "input pipelines that slow down as more processes read",
-                "an engine's own count of all-reduces per step where it does not bucket "
-                "(JAX on CPUs: one per gradient; taken as 25 MiB buckets)")
+                "input pipelines that slow down as more processes read")
 MAX_LINK_BITS = 100 * 10**12  # a given link: NVLink-class fabrics pass 1 Tbit/s
 _LATENCY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)\s*", re.I)
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -130,26 +128,18 @@ def hierarchical_allreduce_s(nbytes: float, per_node: int, nodes: int, intra: Li
     return inside + between
 
 
-def buckets(total: float, bucket: float) -> list[float]:
-    """The gradient's buckets: full ones of ``bucket`` bytes and the remainder."""
-    if total <= 0:
-        return []
-    full = int(total // bucket)
-    rest = total - full * bucket
-    return [bucket] * full + ([rest] if rest > 0 else [])
-
-
-def allreduce_s(gradient_bytes: float, bucket: float, per_node: int, nodes: int, intra: Link,
+def allreduce_s(gradient_bytes: float, messages: int, per_node: int, nodes: int, intra: Link,
                 inter: Link | None) -> float:
-    """One step's gradient all-reduce, bucket by bucket (each pays its latency)."""
-    total = 0.0
-    for size in buckets(gradient_bytes, bucket):
-        if nodes == 1:
-            total += ring_allreduce_s(size, per_node, intra)
-        else:
-            assert inter is not None
-            total += hierarchical_allreduce_s(size, per_node, nodes, intra, inter)
-    return total
+    """One step's gradient all-reduce in ``messages`` all-reduces: each pays its latency, the
+    bytes cost the same however they are cut (the ring's time is linear in them), so the cut
+    is taken as equal parts."""
+    if gradient_bytes <= 0 or messages < 1:
+        return 0.0
+    size = gradient_bytes / messages
+    if nodes == 1:
+        return messages * ring_allreduce_s(size, per_node, intra)
+    assert inter is not None
+    return messages * hierarchical_allreduce_s(size, per_node, nodes, intra, inter)
 
 
 def gradient_bytes(params: int, precision: str) -> int:
@@ -287,7 +277,8 @@ class Inputs:
     compute_s: Span  # the measured step at ``start``, seconds
     batch: int  # per device
     gradient_bytes: int
-    bucket: int
+    messages: int  # all-reduces a step sends (the engine's packing)
+    packing: str  # what sets ``messages``: the packing and where it comes from
     intra: Link
     inter: Link | None
     overlap: Overlap
@@ -328,9 +319,9 @@ def project(inputs: Inputs, shape: Shape) -> Point:
         raise UsageError(f"--nnodes/--devices-per-node: {shape.nodes} x {shape.per_node} is "
                          f"below what was measured ({start.nodes} x {start.per_node}); "
                          f"project upwards only")
-    comm = (allreduce_s(inputs.gradient_bytes, inputs.bucket, shape.per_node, shape.nodes,
+    comm = (allreduce_s(inputs.gradient_bytes, inputs.messages, shape.per_node, shape.nodes,
                         inputs.intra, inputs.inter)
-            - allreduce_s(inputs.gradient_bytes, inputs.bucket, start.per_node, start.nodes,
+            - allreduce_s(inputs.gradient_bytes, inputs.messages, start.per_node, start.nodes,
                           inputs.intra, inputs.inter))
     error = max(inputs.intra.error, inputs.inter.error if inputs.inter else 0.0)
     comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
@@ -476,7 +467,8 @@ class Projection:
         where = ("1 device" if i.start.devices == 1
                  else f"{i.start.nodes} x {i.start.per_node} devices")
         parts = [f"measured step {i.compute_s.value * 1e3:.4g} ms on {where}",
-                 f"gradients {i.gradient_bytes / 1e6:.4g} MB in {i.bucket / MIB:g} MiB buckets",
+                 f"gradients {i.gradient_bytes / 1e6:.4g} MB in {i.messages} all-reduce(s) a "
+                 f"step: {i.packing}",
                  f"intra-node {i.intra.describe()}"]
         if i.inter is not None:
             parts.append(f"between nodes {i.inter.describe()}")
@@ -504,7 +496,7 @@ class Projection:
             "kind": "projection", "label": self.label, "source": self.source,
             "model": {"text": self.model_text(), "compute_s": span(i.compute_s),
                       "batch_per_device": i.batch, "gradient_bytes": i.gradient_bytes,
-                      "bucket_bytes": i.bucket,
+                      "allreduces_per_step": i.messages, "packing": i.packing,
                       "start": {"nodes": i.start.nodes, "devices_per_node": i.start.per_node},
                       "intra": vars(i.intra), "inter": vars(i.inter) if i.inter else None,
                       "overlap": {"value": i.overlap.value, "source": i.overlap.source,

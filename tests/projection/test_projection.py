@@ -9,9 +9,10 @@ import sqlite3
 import pytest
 
 from conftest import dlperf_main
-from dlperf import projection
+from dlperf import models, projection
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
+from dlperf.worker.support import Packing
 
 pytestmark = pytest.mark.parallel
 
@@ -36,13 +37,47 @@ def test_hierarchical_all_reduce_inside_then_between_the_nodes():
         0.014 + 0.12)
 
 
-def test_buckets_each_pay_their_latency():
-    assert projection.buckets(60 * projection.MIB, 25 * projection.MIB) == [
-        25 * projection.MIB, 25 * projection.MIB, 10 * projection.MIB]
+def test_each_all_reduce_pays_its_latency_and_the_bytes_cost_the_same_however_cut():
     lat = Link(10 * GBIT, 1e-3, "given")
-    one = projection.allreduce_s(60e6, 100e6, 2, 1, lat, None)
-    three = projection.allreduce_s(60e6, 20e6, 2, 1, lat, None)
-    assert three - one == pytest.approx(2 * 2 * 1e-3)  # two more buckets, 2 hops each
+    one = projection.allreduce_s(60e6, 1, 2, 1, lat, None)
+    three = projection.allreduce_s(60e6, 3, 2, 1, lat, None)
+    # 2 ranks: 2 hops of 1 ms each per all-reduce, and 60 MB over 1.25 GB/s once in all
+    assert one == pytest.approx(2e-3 + 60e6 / 1.25e9)
+    assert three - one == pytest.approx(2 * 2 * 1e-3)  # two more all-reduces, 2 hops each
+    # across 2 nodes of 4: each all-reduce pays 3 hops twice inside and 1 hop twice between
+    inter = Link(1 * GBIT, 1e-2, "given")
+    two = projection.allreduce_s(60e6, 2, 4, 2, lat, inter)
+    assert two == pytest.approx(2 * projection.hierarchical_allreduce_s(30e6, 4, 2, lat, inter))
+    assert projection.allreduce_s(60e6, 2, 4, 2, lat, inter) - projection.allreduce_s(
+        60e6, 1, 4, 2, lat, inter) == pytest.approx(2 * 3 * 1e-3 + 2 * 1e-2)
+
+
+def test_a_packing_counts_the_all_reduces_of_a_step():
+    mib = projection.MIB
+    ddp = Packing("DDP", bucket_bytes=25 * mib)
+    # 60 MiB in 25 MiB buckets: two full ones and a 10 MiB rest
+    assert ddp.messages(60 * mib, None) == 3 and ddp.messages(25 * mib, None) == 1
+    assert ddp.messages(1, 161) == 1
+    assert Packing("TF", whole=True).messages(60 * mib, 161) == 1
+    # one per gradient tensor, or per 32 (TF 1.15's merge scope): ResNet-50's 161 tensors
+    assert Packing("XLA", tensors=1).messages(60 * mib, 161) == 161
+    assert Packing("TF1", tensors=32).messages(60 * mib, 161) == 6
+    assert Packing("XLA", tensors=1).messages(60 * mib, None) is None  # the model counts none
+    assert "25 MiB buckets (DDP)" == ddp.describe()
+    for bad in ({}, {"bucket_bytes": 0}, {"tensors": 1, "whole": True}, {"tensors": 1.5}):
+        with pytest.raises(ValueError):
+            Packing("x", **bad)
+
+
+def test_the_catalogue_counts_the_gradient_tensors():
+    """ResNet-50: 53 convolutions, a batch norm's two after each, the classifier's two; BERT-Base
+    as the catalogue lays it out (query, key and value apart); each against the parameters'
+    own layout, the same walk the parameter count makes."""
+    assert models.get("resnet50").gradient_tensors() == 3 * 53 + 2 == 161
+    assert models.get("resnet50").gradient_tensors({"max_blocks": 1}) == 3 * 17 + 2
+    assert models.get("bert-base").gradient_tensors() == 5 + 16 * 12 + 9 == 206
+    assert models.get("bert-base").gradient_tensors({"layers": 2}) == 5 + 32 + 9
+    assert models.get("gpt").gradient_tensors() is None  # not counted: per-tensor engines refuse
 
 
 def test_gradient_bytes_follow_the_precision():
@@ -52,8 +87,8 @@ def test_gradient_bytes_follow_the_precision():
 
 
 def inputs(overlap: Overlap, compute: Span = Span(0.1, 0.1, 0.1)) -> Inputs:
-    # 25 MB of gradients in one bucket: 2 ranks at 10 Gbit/s all-reduce in 0.02 s
-    return Inputs(compute, 8, 25_000_000, 100_000_000, LINK, LINK, overlap)
+    # 25 MB of gradients in one all-reduce: 2 ranks at 10 Gbit/s all-reduce in 0.02 s
+    return Inputs(compute, 8, 25_000_000, 1, "one", LINK, LINK, overlap)
 
 
 def test_the_overlap_hides_its_share_and_the_interval_spans_its_range():
@@ -131,7 +166,7 @@ def test_the_window_from_a_long_all_reduce_and_the_overhead_from_a_short_one():
     # the target: 0.5 x 1.24 + max(0, A - 0.32) with the 2-rank 10 Gbit/s link's 20 ms
     # all-reduce hidden; 0.4 s of all-reduce exposes 0.08 s
     slow = Link(25_000_000 / 0.4, 0.0, "given")
-    at = Inputs(Span(0.5, 0.5, 0.5), 8, 25_000_000, 100_000_000, slow, None, made)
+    at = Inputs(Span(0.5, 0.5, 0.5), 8, 25_000_000, 1, "one", slow, None, made)
     assert projection.project(at, Shape(2, 1)).step_s.value == pytest.approx(0.62 + 0.08)
 
 
@@ -184,7 +219,8 @@ def test_a_measured_model_becomes_a_rings_link():
 
 
 def test_a_target_below_the_start_is_refused():
-    start = Inputs(Span(0.1, 0.1, 0.1), 8, 1, 100, LINK, LINK, Overlap(0, "x"), Shape(4, 1))
+    start = Inputs(Span(0.1, 0.1, 0.1), 8, 1, 1, "one", LINK, LINK, Overlap(0, "x"),
+                   Shape(4, 1))
     with pytest.raises(UsageError, match="below what was measured"):
         projection.project(start, Shape(2, 1))
 
@@ -461,3 +497,63 @@ def test_a_noisy_unsteady_start_is_said_with_its_shape(devices, tmp_path):
     missing = ("no multi-process result" if devices == 1 else
                "no result on more devices than the start's 1 x 2")
     assert f"overlap not measured ({missing} of this configuration in " in proc.stdout
+
+
+@pytest.mark.parametrize("framework, launcher, count, says", [
+    ("torch", "native", 4, "25 MiB buckets (torch.nn.parallel.DistributedDataParallel's"),
+    ("torch", "horovod", 2, "64 MiB buckets (Horovod's tensor fusion"),
+    ("tensorflow", "native", 1, "one all-reduce of every gradient (tf.distribute's"),
+    ("tensorflow1", "native", 6, "one all-reduce per 32 gradient tensors (TF 1.15"),
+    ("jax", "native", 161, "one all-reduce per gradient tensor (lax.pmean"),
+    ("mxnet", "native", 161, "one all-reduce per gradient tensor (Gluon Trainer"),
+    ("mindspore", "native", 4, "25 MiB buckets (mindspore declares none on cpu: taken as "
+                               "PyTorch DDP's 25 MiB buckets)"),
+])
+def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launcher, count, says,
+                                                              tmp_path):
+    """A stored ResNet-50 result (102 MB of fp32 gradients, 161 tensors) projected to 4
+    processes: the all-reduces a step pays the latency of come from its engine's declaration
+    (Horovod's for ``--launcher horovod``), stored and said with the projection; at 0.1 ms a hop each
+    costs 6 hops' latency on 4 ranks."""
+    from dlperf.store import Store
+
+    result = json.loads(json.dumps(ONE_DEVICE))
+    result["case"].update(framework=framework)
+    with Store(tmp_path / "r.db") as store:
+        run = store.start_run("k", result["label"], result["case"], {})
+        store.finish_run(run, result)
+    out = tmp_path / "p.json"
+    proc = dlperf_main("project", str(run), "--db", str(tmp_path / "r.db"),
+                       "--devices-per-node", "4", "--intra", "10gbit@100us", "--launcher",
+                       launcher, "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(out.read_text())
+    assert made["model"]["allreduces_per_step"] == count
+    assert made["model"]["packing"].startswith(says)
+    assert f"in {count} all-reduce(s) a step: {says}" in made["model"]["text"]
+    gradient = 25557032 * 4
+    (point,) = made["points"]
+    assert point["allreduce_s"]["value"] == pytest.approx(
+        count * 6 * 100e-6 + 2 * 3 / 4 * gradient / 1.25e9)
+
+
+def test_a_per_tensor_engine_on_a_model_that_counts_no_tensors_is_refused(tmp_path):
+    from dlperf.store import Store
+
+    result = json.loads(json.dumps(ONE_DEVICE))
+    result["case"].update(framework="jax", model="gpt")
+    with Store(tmp_path / "r.db") as store:
+        run = store.start_run("k", result["label"], result["case"], {})
+        store.finish_run(run, result)
+    proc = dlperf_main("project", str(run), "--db", str(tmp_path / "r.db"),
+                       "--devices-per-node", "4", "--intra", "10gbit@100us")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "dlperf project: error: RESULT: one all-reduce per gradient tensor (lax.pmean over the "
+        "gradients: XLA on CPUs has no all-reduce combiner; 158 all-reduces in ResNet-50's "
+        "compiled step), and model gpt does not count its gradient tensors; give --bucket-mb")
+    assert projections_in(tmp_path / "r.db") == []
+    given = dlperf_main("project", str(run), "--db", str(tmp_path / "r.db"),
+                        "--devices-per-node", "4", "--intra", "10gbit@100us", "--bucket-mb",
+                        "25", "--no-store")
+    assert given.returncode == 0, given.stderr

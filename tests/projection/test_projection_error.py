@@ -174,7 +174,7 @@ def test_the_interval_widens_by_the_largest_errors_either_way():
 
 def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     link = Link(10 * 1e9 / 8, 0.0, "given")
-    made = Inputs(Span(0.1, 0.095, 0.105), 8, 100 * 10**6, 25 * 2**20, link, link,
+    made = Inputs(Span(0.1, 0.095, 0.105), 8, 100 * 10**6, 4, "25 MiB buckets", link, link,
                   Overlap(0.5, "run 2", window_s=0.01))
     near, far = (projection.project(made, Shape(2, 1)), projection.project(made, Shape(8, 16)))
     assert near.model_error.check is projection_error.ONE_HOST and not near.model_error.beyond
@@ -196,7 +196,7 @@ def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():
     """A start of 1 node x 8 devices: 2 x 8 takes the from-node check's errors (-1.2 % to
     +12.6 %), stored with its name; 8 x 8 is past it and takes the published check's."""
     link = Link(100 * 1e9 / 8, 5e-6, "given")
-    made = Inputs(Span(0.4, 0.39, 0.41), 32, 100 * 10**6, 25 * 2**20, link, link,
+    made = Inputs(Span(0.4, 0.39, 0.41), 32, 100 * 10**6, 4, "25 MiB buckets", link, link,
                   Overlap(None, "not stated"), Shape(8, 1))
     near, far = (projection.project(made, Shape(8, 2)), projection.project(made, Shape(8, 8)))
     check = projection_error.PUBLISHED_FROM_NODE

@@ -11,6 +11,13 @@ import importlib
 from typing import Any, Callable, Dict, List, Optional
 
 from dlperf.backends.common import gather_json
+from dlperf.worker.support import Packing
+
+#: how ``hvd.DistributedOptimizer`` hands a step's gradients to its all-reduce: Horovod's tensor
+#: fusion packs the tensors ready in a cycle into a buffer of up to HOROVOD_FUSION_THRESHOLD
+#: bytes (64 MiB unless set), on every framework and device
+PACKING = Packing("Horovod's tensor fusion, HOROVOD_FUSION_THRESHOLD's default 64 MiB",
+                  bucket_bytes=64 << 20)
 
 
 class Horovod(object):

@@ -9,13 +9,15 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from dlperf import collective_model, display, models, outputs, projection, scaling
+from dlperf import collective_model, display, models, outputs, projection, scaling, spec
+from dlperf.backends.horovod import PACKING as HOROVOD_PACKING
 from dlperf.commands import HELP
 from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
 from dlperf.projection_error import median_abs
 from dlperf.store import DEFAULT_DB, Store
+from dlperf.worker.support import Packing, device_kind
 
 MEASURED = "measured"
 
@@ -77,8 +79,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "result in --db), the overhead fitted through them as a fixed "
                              "time per step plus a share of the step, the window from "
                              "--overlap-from alone")
+    parser.add_argument("--launcher", choices=("native", "horovod"), default="native",
+                        help="the targets' engine: the framework's own data parallelism "
+                             "(default) or Horovod (its tensor fusion's packing), projected from "
+                             "the framework's own 1-device result")
     parser.add_argument("--bucket-mb", type=float, default=None, metavar="MIB",
-                        help="gradient bucket (default: DDP's 25 MiB; Horovod's fusion 64 MiB)")
+                        help="gradient buckets of this size in place of the engine's "
+                             "declared packing (PyTorch DDP: 25 MiB buckets, Horovod: 64 MiB "
+                             "fusion, TensorFlow: one pack, JAX on CPUs: one all-reduce per "
+                             "gradient tensor; docs/projection.md lists them)")
     parser.add_argument("--published", metavar="TABLE",
                         help="project a published table's 1-GPU figures to its own shapes and "
                              "compare (`dlperf reference` lists them); needs --intra/--inter "
@@ -204,7 +213,7 @@ def _named(spec: str, flag: str, db: str, result: dict[str, Any],
 
 
 def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
-            compute_s: float, gradient: int, bucket: int, intra: Link, inter: Link | None,
+            compute_s: float, gradient: int, messages: int, intra: Link, inter: Link | None,
             start: Shape) -> projection.Seen | None:
     """What ``other`` shows: its step, its own 1-device step (the start's, at the same batch)
     and the all-reduce it adds over the start's: its ranks' own probe (the whole gradient at
@@ -219,14 +228,14 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     span = _step_span(other)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
-        comm = probed - projection.allreduce_s(gradient, gradient, start.per_node, start.nodes,
+        comm = probed - projection.allreduce_s(gradient, 1, start.per_node, start.nodes,
                                                intra, inter)
         return projection.Seen(step, compute_s, comm,
                                f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span)
     if nodes > 1 and inter is None:
         return None
-    comm = (projection.allreduce_s(gradient, bucket, per_node, nodes, intra, inter)
-            - projection.allreduce_s(gradient, bucket, start.per_node, start.nodes, intra,
+    comm = (projection.allreduce_s(gradient, messages, per_node, nodes, intra, inter)
+            - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
                                      inter))
     return projection.Seen(step, compute_s, comm, source, span)
 
@@ -242,7 +251,7 @@ def _step_span(other: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
-               gradient: int, bucket: int, intra: Link, inter: Link | None,
+               gradient: int, messages: int, intra: Link, inter: Link | None,
                start: Shape) -> Overlap:
     """The overlap window and the multi-process overhead, from results of the configuration on
     more devices than the start: ``--overlap-from`` (else the newest in --db) alone gives both
@@ -270,7 +279,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
                     f"result on more devices than the start's {start.nodes} x {start.per_node}")
             return Overlap(None, f"no {more} of this configuration in {args.db}")
         other = found[-1]
-    links = (gradient, bucket, intra, inter, start)
+    links = (gradient, messages, intra, inter, start)
     window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
     if window is None:
         return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
@@ -314,12 +323,38 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
     return projection.fitted(made, (seen[0], seen[1]), compute_s)
 
 
-def bucket_bytes(args: argparse.Namespace, launcher: str) -> int:
+def packing_of(args: argparse.Namespace, case: dict[str, Any], device: str = "cpu") -> Packing:
+    """How the targets' engine hands a step's gradients to its all-reduce: --bucket-mb, else
+    Horovod's fusion for ``--launcher horovod``, else the backend's declaration for the kind of
+    ``device`` (the result's resolved one), else PyTorch DDP's 25 MiB buckets, saying so."""
     if args.bucket_mb is not None:
         if not args.bucket_mb > 0:
             raise UsageError(f"--bucket-mb: {args.bucket_mb} must be > 0")
-        return int(args.bucket_mb * projection.MIB)
-    return projection.BUCKET_BYTES.get(launcher, projection.BUCKET_BYTES["native"])
+        return Packing(f"--bucket-mb {args.bucket_mb:g}",
+                       bucket_bytes=max(1, int(args.bucket_mb * projection.MIB)))
+    if getattr(args, "launcher", "native") == "horovod":
+        return HOROVOD_PACKING
+    framework = str(case.get("framework"))
+    kind = device_kind(device)
+    declared = spec.support(framework).packing.get(kind) \
+        if framework in spec.frameworks() else None
+    return declared or Packing(f"{framework} declares none on {kind}: taken as PyTorch DDP's "
+                               f"25 MiB buckets", bucket_bytes=projection.DDP_BUCKET_BYTES)
+
+
+def messages_of(packing: Packing, gradient: int, case: dict[str, Any],
+                what: str) -> int:
+    """All-reduces a step sends under ``packing``; one line where it counts gradient tensors
+    and the model does not."""
+    name = str(case.get("model"))
+    tensors = None
+    if name in models.names():
+        tensors = models.get(name).gradient_tensors(case.get("knobs") or {})
+    count = packing.messages(gradient, tensors)
+    if count is None:
+        raise UsageError(f"{what}: {packing.describe()}, and model {name} does not count its "
+                         f"gradient tensors; give --bucket-mb")
+    return count
 
 
 def from_result(args: argparse.Namespace) -> projection.Projection:
@@ -336,14 +371,16 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     if not params:
         raise UsageError(f"RESULT: {result.get('label')} records no parameter count")
     gradient = projection.gradient_bytes(int(params), case.get("precision", "fp32"))
-    bucket = bucket_bytes(args, "native")
+    packing = packing_of(args, case, str(result.get("device") or case.get("device")))
+    messages = messages_of(packing, gradient, case, "RESULT")
     median, low, high = projection.spread_of(result["throughput"])
     batch = int(case["batch_size"])
     start = Shape(int(case.get("devices") or 1), 1)
     samples = batch * start.devices  # the start's step, from its whole job's throughput
     compute = Span(samples / median, samples / high, samples / low)
-    overlap = overlap_of(args, result, compute.value, gradient, bucket, intra, inter, start)
-    inputs = Inputs(compute, batch, gradient, bucket, intra, inter, overlap, start)
+    overlap = overlap_of(args, result, compute.value, gradient, messages, intra, inter, start)
+    inputs = Inputs(compute, batch, gradient, messages, packing.describe(), intra, inter,
+                    overlap, start)
     warnings = []
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
@@ -418,6 +455,9 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
                          f"batch size per device to project")
     params = models.get(model).params({})
     gradient = projection.gradient_bytes(params, precision.lower())
+    # the studies do not say how each implementation packed its gradients
+    packing = packing_of(args, {"framework": f"{args.published}'s implementations"}, "cuda")
+    messages = messages_of(packing, gradient, {"model": model}, "--published")
     compared = []
     for framework in dict.fromkeys(v.column for v in values):  # a column per implementation
         mine = [v for v in values if v.column == framework]
@@ -431,7 +471,7 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
         start_value = one_node[0]
         start = Shape(int(start_value.keys.get("gpus_per_node") or 1), 1)
         step = batch * start.devices / float(start_value.value or 0)
-        inputs = Inputs(Span(step, step, step), batch, gradient, bucket_bytes(args, "native"),
+        inputs = Inputs(Span(step, step, step), batch, gradient, messages, packing.describe(),
                         intra, inter, Overlap(None, "the study states none"), start)
         for value in mine:
             shape = Shape(int(value.keys.get("gpus_per_node") or 1),

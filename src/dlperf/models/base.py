@@ -116,6 +116,7 @@ class ModelSpec(object):
         check_fn,  # type: Callable[[Mapping[str, int]], None]
         inputs_fn,  # type: Callable[[Mapping[str, int]], Dict[str, Tuple[int, ...]]]
         activations_fn=None,  # type: Optional[Callable[[Mapping[str, int]], float]]
+        tensors_fn=None,  # type: Optional[Callable[[Mapping[str, int]], int]]
     ):
         # type: (...) -> None
         self.name = name
@@ -129,6 +130,7 @@ class ModelSpec(object):
         self._check_fn = check_fn
         self._inputs_fn = inputs_fn
         self._activations_fn = activations_fn
+        self._tensors_fn = tensors_fn
 
     def resolve(self, overrides=None):
         # type: (Optional[Mapping[str, Any]]) -> Knobs
@@ -156,6 +158,16 @@ class ModelSpec(object):
         # type: (Optional[Mapping[str, Any]]) -> int
         """Trainable parameters of the network as every backend must build it."""
         return self._params_fn(self.resolve(knobs))
+
+    def gradient_tensors(self, knobs=None):
+        # type: (Optional[Mapping[str, Any]]) -> Optional[int]
+        """How many trainable tensors (so gradients) the network has as the catalogue lays it out
+        (a backend that fuses, e.g. BERT's query, key and value into one, has fewer): the count
+        of all-reduces of an engine that sends one per gradient; None where the model does not
+        count them."""
+        if self._tensors_fn is None:
+            return None
+        return self._tensors_fn(self.resolve(knobs))
 
     def flops_per_sample(self, knobs=None, train=True):
         # type: (Optional[Mapping[str, Any]], bool) -> float

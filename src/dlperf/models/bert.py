@@ -38,6 +38,15 @@ def _bert_params(k):
     return embeddings + k["layers"] * layer + pooler + mlm + nsp
 
 
+def _bert_tensors(k):
+    # type: (Mapping[str, int]) -> int
+    """The tensors of :func:`_bert_params`: three embedding tables and their layer norm's two;
+    per layer four projections and two feed-forward linears (a weight and a bias each) and two
+    layer norms; the pooler's two, the MLM transform's two, its layer norm's two and the
+    decoder's bias; the NSP classifier's two (206 for BERT-Base)."""
+    return 5 + 16 * k["layers"] + 2 + 5 + 2
+
+
 def _bert_flops(k):
     # type: (Mapping[str, int]) -> float
     """Forward FLOPs for one sequence of ``seq_len`` tokens.
@@ -91,4 +100,5 @@ def _bert_inputs(k):
 BERT_BASE = ModelSpec(
     "bert-base", "language",
     "BERT-Base pre-training (MLM + NSP heads, tied decoder), post-LN encoder",
-    DEFAULTS, _bert_params, _bert_flops, _bert_check, _bert_inputs, _bert_activations)
+    DEFAULTS, _bert_params, _bert_flops, _bert_check, _bert_inputs, _bert_activations,
+    _bert_tensors)

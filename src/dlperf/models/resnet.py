@@ -85,6 +85,16 @@ def _resnet_params_fn(depth):
     return params
 
 
+def _resnet_tensors_fn(depth):
+    # type: (int) -> Callable[[Mapping[str, int]], int]
+    def tensors(k):
+        # type: (Mapping[str, int]) -> int
+        """A weight per convolution, a gamma and a beta per batch norm (one after each
+        convolution), the classifier's weight and bias: 161 for ResNet-50."""
+        return 3 * len(resnet_convs(32, depth, k.get("max_blocks"))) + 2
+    return tensors
+
+
 def _resnet_flops_fn(depth):
     # type: (int) -> Callable[[Mapping[str, int]], float]
     def flops(k):
@@ -125,7 +135,7 @@ RESNET50_DEFAULTS = dict(IMAGE_DEFAULTS, max_blocks=RESNET50_MAX_BLOCKS)
 RESNET50 = ModelSpec(
     "resnet50", "vision", "ResNet-50 v1.5 (stride 2 on the 3x3 conv), image classification",
     RESNET50_DEFAULTS, _resnet_params_fn(50), _resnet_flops_fn(50), _resnet50_check,
-    image_inputs, _resnet50_activations)
+    image_inputs, _resnet50_activations, _resnet_tensors_fn(50))
 
 
 def deeper_resnet(depth):

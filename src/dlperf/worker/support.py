@@ -92,6 +92,55 @@ def format_options(options):
     return ",".join("%s=%s" % (name, options[name]) for name in sorted(options))
 
 
+class Packing(object):
+    """How an engine hands one step's gradients to its all-reduce, which sets how many
+    all-reduces a step pays the latency of (``dlperf project``): in buckets of ``bucket_bytes``
+    (PyTorch DDP's ``bucket_cap_mb``), all of them in one (``whole``: TensorFlow's one pack), or
+    one per ``tensors`` gradient tensors (1: XLA on CPUs, which has no all-reduce combiner, and
+    MXNet's kvstore, a push and a pull per parameter; 32: TF 1.15's merge scope). ``source``:
+    where the engine sets it (its default and the option), so a reader can check it."""
+
+    def __init__(self, source, bucket_bytes=None, whole=False, tensors=None):
+        # type: (str, Optional[int], bool, Optional[int]) -> None
+        if [bucket_bytes is not None, whole, tensors is not None].count(True) != 1:
+            raise ValueError("a packing is one of bucket_bytes, whole or tensors")
+        for name, value in (("bucket_bytes", bucket_bytes), ("tensors", tensors)):
+            if value is not None and (isinstance(value, bool) or int(value) != value
+                                      or value < 1):
+                raise ValueError("%s must be an integer >= 1, got %r" % (name, value))
+        if not source:
+            raise ValueError("a packing names its source")
+        self.bucket_bytes = bucket_bytes
+        self.whole = whole
+        self.tensors = tensors
+        self.source = source
+
+    def messages(self, gradient_bytes, tensors):
+        # type: (float, Optional[int]) -> Optional[int]
+        """All-reduces per step for ``gradient_bytes`` in ``tensors`` gradient tensors; None
+        where the packing counts tensors and the model does not (``tensors`` None)."""
+        if self.whole:
+            return 1
+        if self.tensors is not None:
+            if tensors is None:
+                return None
+            return max(1, -(-int(tensors) // self.tensors))
+        assert self.bucket_bytes is not None
+        return max(1, int(-(-gradient_bytes // self.bucket_bytes)))
+
+    def describe(self):
+        # type: () -> str
+        if self.whole:
+            how = "one all-reduce of every gradient"
+        elif self.tensors == 1:
+            how = "one all-reduce per gradient tensor"
+        elif self.tensors is not None:
+            how = "one all-reduce per %d gradient tensors" % self.tensors
+        else:
+            how = "%g MiB buckets" % (float(self.bucket_bytes or 0) / (1 << 20))
+        return "%s (%s)" % (how, self.source)
+
+
 class Support(object):
     """A backend's declaration: models, tasks, precisions per device and task, compile modes,
     data-parallel ability, and the reasons behind each refusal.
@@ -117,6 +166,10 @@ class Support(object):
     reads from its environment at import, the option's ``variables`` name what the launcher
     sets for the chosen value. A name or value not declared here is refused before anything
     runs (the harness reads this declaration).
+    ``packing``: ``{device_kind: Packing}``, how the framework's own data parallelism
+    (``launcher: native``) hands a step's gradients to its all-reduce on that device kind;
+    ``dlperf project`` counts the all-reduces a step pays the latency of from it. A device kind
+    without one is projected with PyTorch DDP's 25 MiB buckets, and says so.
     ``task_modes``: where a task has fewer modes than ``modes`` (``{"train": (False,)}``: a
     compiled mode for inference only), the modes that task has; refused with the
     ``"task/compile=on"`` reason.
@@ -128,8 +181,8 @@ class Support(object):
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
                  tasks=TASKS, data_pipeline=None, loaders=None, launchers=("native",),
-                 options=None, task_modes=None):
-        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str], Optional[Mapping[str, Option]]) -> None
+                 options=None, task_modes=None, packing=None):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str], Optional[Mapping[str, Option]], Optional[Mapping[str, Sequence[bool]]], Optional[Mapping[str, Packing]]) -> None
         self.framework = framework
         self.models = tuple(models)
         self.tasks = tuple(tasks)
@@ -144,7 +197,8 @@ class Support(object):
         self.launchers = tuple(launchers)
         self.options = dict(options or {})  # type: Dict[str, Option]
         self.reasons = dict(reasons or {})
-        for device in self.precisions:
+        self.packing = dict(packing or {})  # type: Dict[str, Packing]
+        for device in list(self.precisions) + list(self.packing):
             if device not in DEVICE_KINDS:
                 raise ValueError("unknown device kind %r in %s's support" % (device, framework))
 

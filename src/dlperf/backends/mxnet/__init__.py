@@ -14,7 +14,7 @@ and records which operators ended up in bf16. float16 has no CPU kernels.
 
 from dlperf.backends.common import CPU_TF32
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Option, Support
+from dlperf.worker.support import Option, Packing, Support
 
 CPU_FP16 = ("mxnet 1.9.1 has no float16 kernels on a CPU: mxnet.contrib.amp float16 casts a "
             "convolution and MXNet fails with 'FP16 gemm on cpu not implemented!'")
@@ -49,6 +49,9 @@ SUPPORT = Support(
         variables={"on": {"MXNET_MKLDNN_ENABLED": "1"}, "off": {"MXNET_MKLDNN_ENABLED": "0"}},
         precisions={"off": (("fp32",), "oneDNN has MXNet's only bf16 kernels, so amp-bf16 "
                                        "needs onednn=on")})},
+    # Gluon's Trainer pushes and pulls each parameter's gradient under its own key
+    packing={"cpu": Packing("Gluon Trainer over the dist_sync kvstore: a push and a pull per "
+                            "parameter key", tensors=1)},
     reasons={
         "cuda": NO_GPU_BUILD,
         "cpu/tf32": CPU_TF32,

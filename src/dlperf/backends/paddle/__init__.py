@@ -7,7 +7,7 @@ import os
 from typing import Tuple
 
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Support
+from dlperf.worker.support import Packing, Support
 
 CPU_AMP = ("paddle.amp.auto_cast has no effect on CPU in paddle 3.3.1 (it only casts on "
            "CUDA/XPU/custom devices; ops stay float32), so a low-precision label would measure "
@@ -25,6 +25,9 @@ SUPPORT = Support(
     # paddle.distributed.launch + paddle.DataParallel: gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),
     data_pipeline="paddle.io.DataLoader (worker processes, shared memory, batches prefetched)",
+    packing={kind: Packing("paddle.DataParallel's comm_buffer_size default 25 MiB; its "
+                           "last_comm_buffer_size 1 MiB", bucket_bytes=25 << 20)
+             for kind in ("cpu", "cuda")},
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP,

@@ -4,7 +4,7 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without T
 """
 
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Option, Support
+from dlperf.worker.support import Option, Packing, Support
 
 KERAS_PRECISIONS = ("fp32", "amp-bf16", "amp-fp16")  # Keras mixed-precision policies
 NOT_KERAS = ("bf16/fp16 without float32 master weights and int8 are not Keras mixed-precision "
@@ -39,6 +39,11 @@ SUPPORT = Support(
         "few threads, where oneDNN's layout conversions cost more than its kernels save "
         "(recorded as onednn_enabled, TensorFlow's own answer)"),
         variables={"on": {"TF_ENABLE_ONEDNN_OPTS": "1"}, "off": {"TF_ENABLE_ONEDNN_OPTS": "0"}})},
+    # the strategy's CommunicationOptions leave bytes_per_pack 0: cross_device_utils.group_by_size
+    # puts every gradient in one pack, all-reduced as one concatenated tensor inside tf.function
+    packing={kind: Packing("tf.distribute's CommunicationOptions bytes_per_pack default 0: one "
+                           "pack of every gradient, concatenated", whole=True)
+             for kind in ("cpu", "cuda")},
     reasons={
         # not a key SUPPORT.check reads: the backend raises it when the combination arrives
         "distributed/cpu/compile=on": XLA_CPU_COLLECTIVES,

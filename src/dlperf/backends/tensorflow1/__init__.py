@@ -4,7 +4,7 @@ Light to import (standard library only, valid Python 3.7): read without TensorFl
 """
 
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Support
+from dlperf.worker.support import Packing, Support
 
 NO_BF16 = ("precision amp-bf16: TensorFlow 1.15 has no bfloat16 mixed precision (its graph "
            "rewrite is fp16-only; the bf16 rewrite arrived in TF 2.x); use fp32 or the "
@@ -26,6 +26,12 @@ SUPPORT = Support(
     # --launcher horovod: horovodrun starts one process per device, each a Session graph whose
     # optimizer is hvd.DistributedOptimizer (:mod:`.horovod`), in the tensorflow1+horovod env
     launchers=("native", "horovod"),
+    # CollectiveAllReduce groups consecutive gradients by all_reduce_merge_scope (32) under one
+    # name scope, whose CollectiveReduce ops the strategy's ScopedAllocator rewrite merges
+    # (on GPUs one node runs MirroredStrategy, NCCL in one pack, and several MWMS: not declared)
+    packing={"cpu": Packing("TF 1.15 CollectiveAllReduce's all_reduce_merge_scope default: a "
+                            "CollectiveReduce per 32 gradients, merged by ScopedAllocator",
+                            tensors=32)},
     reasons={
         "cpu/amp-fp16": "precision amp-fp16: TensorFlow 1.15's mixed precision graph rewrite "
                         "only converts GPU ops; this run is on the CPU",

@@ -4,7 +4,7 @@ Light to import (standard library only): the harness reads ``SUPPORT`` without t
 """
 
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Option, Support
+from dlperf.worker.support import Option, Packing, Support
 
 VISION = ("resnet50", "resnet101", "resnet152", "vgg16", "vgg19", "alexnet", "googlenet")
 LOW_PRECISION_INFERENCE = ("bf16", "fp16", "int8")  # whole-model casts and quantization
@@ -34,6 +34,9 @@ SUPPORT = Support(
         "torchvision reference recipe's; the default on a CPU); which is faster depends on "
         "the device, the threads and the shapes (docs/fidelity.md)"),
         models=VISION + ("face-resnet50",))},
+    packing={kind: Packing("torch.nn.parallel.DistributedDataParallel's bucket_cap_mb "
+                           "default 25 MiB; its first bucket 1 MiB", bucket_bytes=25 << 20)
+             for kind in ("cpu", "cuda")},
     reasons={
         "cpu/tf32": "precision tf32 needs a CUDA device; this run is on cpu",
         "train/bf16": "precision bf16 is an inference precision in the torch backend (the whole "
