@@ -32,7 +32,10 @@ from dlperf.worker import stacks
 STDERR_TAIL_LINES = 30
 KILL_GRACE_S = 5.0
 STACKS_WAIT_S = 3.0  # for the signalled workers to write their stacks, before they are stopped
-STACKS_LINES = 60  # of each worker's stacks kept (faulthandler writes a thread's innermost frame first)
+# of each thread's stack, its innermost frames (where it was: faulthandler writes them first)
+# and its outermost (which part of the repeat: building, warming up, timing), the middle left out
+STACKS_INNER = 24
+STACKS_OUTER = 12
 STACKS_HEADER = "--- where each worker was at the timeout (its threads' Python stacks) ---"
 STACKS_SAID = "where each worker was ends its output's tail"
 
@@ -128,10 +131,32 @@ def worker_stacks(pid: int, folder: Path, wait_s: float = STACKS_WAIT_S) -> str:
         lines = path.read_text(errors="replace").rstrip().splitlines()
         if not any(stacks.WRITTEN in line for line in lines):
             lines.append("(no stack written: the worker did not answer)")
-        texts.append("\n".join(lines[:STACKS_LINES]
-                               + ([f"... {len(lines) - STACKS_LINES} more lines"]
-                                  if len(lines) > STACKS_LINES else [])))
+        texts.append("\n".join(shortened_stacks(lines)))
     return "\n".join(texts)
+
+
+def shortened_stacks(lines: list[str]) -> list[str]:
+    """A worker's stacks file cut thread by thread: each thread's :data:`STACKS_INNER` innermost
+    frames and :data:`STACKS_OUTER` outermost, the frames between said in one line. A thread deep
+    in an import when the timeout came (torch's, 50 frames) still shows the repeat it was in."""
+    out: list[str] = []
+    block: list[str] = []
+
+    def flush() -> None:
+        left_out = len(block) - 1 - STACKS_INNER - STACKS_OUTER
+        if left_out > 0:
+            out.extend(block[:1 + STACKS_INNER] + [f"  ... {left_out} frames left out ..."]
+                       + block[-STACKS_OUTER:])
+        else:
+            out.extend(block)
+        block.clear()
+
+    for line in lines:
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            flush()
+        block.append(line)
+    flush()
+    return out
 
 
 def execute(spec: launch.Launch, log_path: Path, timeout_s: float) -> Outcome:
