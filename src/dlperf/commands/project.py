@@ -323,23 +323,36 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
     return projection.fitted(made, (seen[0], seen[1]), compute_s)
 
 
-def packing_of(args: argparse.Namespace, case: dict[str, Any], device: str = "cpu") -> Packing:
+def bucket_given(args: argparse.Namespace) -> Packing | None:
+    """``--bucket-mb``'s buckets, which replace any declaration; None without it."""
+    if args.bucket_mb is None:
+        return None
+    if not args.bucket_mb > 0:
+        raise UsageError(f"--bucket-mb: {args.bucket_mb} must be > 0")
+    return Packing(f"--bucket-mb {args.bucket_mb:g}",
+                   bucket_bytes=max(1, int(args.bucket_mb * projection.MIB)))
+
+
+def taken_as_ddp(why: str) -> Packing:
+    """PyTorch DDP's 25 MiB buckets for an engine whose packing is not known, saying why."""
+    return Packing(f"{why}: taken as PyTorch DDP's 25 MiB buckets",
+                   bucket_bytes=projection.DDP_BUCKET_BYTES)
+
+
+def packing_of(args: argparse.Namespace, case: dict[str, Any], device: str) -> Packing:
     """How the targets' engine hands a step's gradients to its all-reduce: --bucket-mb, else
     Horovod's fusion for ``--launcher horovod``, else the backend's declaration for the kind of
     ``device`` (the result's resolved one), else PyTorch DDP's 25 MiB buckets, saying so."""
-    if args.bucket_mb is not None:
-        if not args.bucket_mb > 0:
-            raise UsageError(f"--bucket-mb: {args.bucket_mb} must be > 0")
-        return Packing(f"--bucket-mb {args.bucket_mb:g}",
-                       bucket_bytes=max(1, int(args.bucket_mb * projection.MIB)))
-    if getattr(args, "launcher", "native") == "horovod":
+    given = bucket_given(args)
+    if given is not None:
+        return given
+    if args.launcher == "horovod":
         return HOROVOD_PACKING
     framework = str(case.get("framework"))
     kind = device_kind(device)
     declared = spec.support(framework).packing.get(kind) \
         if framework in spec.frameworks() else None
-    return declared or Packing(f"{framework} declares none on {kind}: taken as PyTorch DDP's "
-                               f"25 MiB buckets", bucket_bytes=projection.DDP_BUCKET_BYTES)
+    return declared or taken_as_ddp(f"{framework} declares none on {kind}")
 
 
 def messages_of(packing: Packing, gradient: int, case: dict[str, Any],
@@ -455,8 +468,8 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
                          f"batch size per device to project")
     params = models.get(model).params({})
     gradient = projection.gradient_bytes(params, precision.lower())
-    # the studies do not say how each implementation packed its gradients
-    packing = packing_of(args, {"framework": f"{args.published}'s implementations"}, "cuda")
+    packing = bucket_given(args) or taken_as_ddp(
+        f"{args.published} does not say how its implementations packed their gradients")
     messages = messages_of(packing, gradient, {"model": model}, "--published")
     compared = []
     for framework in dict.fromkeys(v.column for v in values):  # a column per implementation
