@@ -69,6 +69,28 @@ def test_a_packing_counts_the_all_reduces_of_a_step():
             Packing("x", **bad)
 
 
+def test_a_mode_s_own_packing_wins_over_its_device_kind_s():
+    """A key ``cpu/compile=on`` declares one compile mode's packing; the device kind's serves the
+    other; a key that names neither mode, or an unknown device kind, is refused."""
+    from dlperf.worker.support import Support
+
+    kind, graph = Packing("eager", tensors=10), Packing("graph", whole=True)
+    support = Support("x", ("resnet50",), {"cpu": {"train": ("fp32",)}}, {False: "e", True: "g"},
+                      packing={"cpu": kind, "cpu/compile=on": graph})
+    assert support.packing_for("cpu", True) is graph
+    assert support.packing_for("cpu", False) is kind
+    assert support.packing_for("cuda", False) is None
+    only_eager = Support("x", ("resnet50",), {"cpu": {"train": ("fp32",)}}, {False: "e"},
+                         packing={"cpu/compile=off": kind})
+    assert only_eager.packing_for("cpu", False) is kind
+    assert only_eager.packing_for("cpu", True) is None
+    for bad, says in (("cpu/compiled", "after the device kind, one of compile=on, compile=off"),
+                      ("tpu/compile=on", "unknown device kind 'tpu'")):
+        with pytest.raises(ValueError, match=says):
+            Support("x", ("resnet50",), {"cpu": {"train": ("fp32",)}}, {False: "e"},
+                    packing={bad: kind})
+
+
 def test_the_catalogue_counts_the_gradient_tensors():
     """ResNet-50: 53 convolutions, a batch norm's two after each, the classifier's two; BERT-Base
     as the catalogue lays it out (query, key and value apart); each against the parameters'
@@ -506,8 +528,13 @@ def test_a_noisy_unsteady_start_is_said_with_its_shape(devices, tmp_path):
     ("tensorflow1", "native", 6, "one all-reduce per 32 gradient tensors (TF 1.15"),
     ("jax", "native", 161, "one all-reduce per gradient tensor (lax.pmean"),
     ("mxnet", "native", 161, "one all-reduce per gradient tensor (Gluon Trainer"),
-    ("mindspore", "native", 4, "25 MiB buckets (mindspore declares none on cpu: taken as "
-                               "PyTorch DDP's 25 MiB buckets)"),
+    ("mindspore", "native", 4, "25 MiB buckets (mindspore declares none on cpu/compile=off: "
+                               "taken as PyTorch DDP's 25 MiB buckets)"),
+    # a mode's own declaration: OneFlow's eager DDP buckets 10 parameters (161 -> 17), its
+    # nn.Graph declares none
+    ("oneflow", "native", 17, "one all-reduce per 10 gradient tensors (flow.nn.parallel."),
+    ("oneflow+graph", "native", 4, "25 MiB buckets (oneflow declares none on cpu/compile=on: "
+                                   "taken as PyTorch DDP's 25 MiB buckets)"),
 ])
 def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launcher, count, says,
                                                               tmp_path):
@@ -518,7 +545,8 @@ def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launche
     from dlperf.store import Store
 
     result = json.loads(json.dumps(ONE_DEVICE))
-    result["case"].update(framework=framework)
+    name, _, graph = framework.partition("+")
+    result["case"].update(framework=name, compile=bool(graph))
     with Store(tmp_path / "r.db") as store:
         run = store.start_run("k", result["label"], result["case"], {})
         store.finish_run(run, result)

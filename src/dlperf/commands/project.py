@@ -17,7 +17,7 @@ from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
 from dlperf.projection_error import median_abs
 from dlperf.store import DEFAULT_DB, Store
-from dlperf.worker.support import Packing, device_kind
+from dlperf.worker.support import PACKING_MODES, Packing, device_kind
 
 MEASURED = "measured"
 
@@ -350,9 +350,11 @@ def packing_of(args: argparse.Namespace, case: dict[str, Any], device: str) -> P
         return HOROVOD_PACKING
     framework = str(case.get("framework"))
     kind = device_kind(device)
-    declared = spec.support(framework).packing.get(kind) \
+    compiled = bool(case.get("compile"))
+    declared = spec.support(framework).packing_for(kind, compiled) \
         if framework in spec.frameworks() else None
-    return declared or taken_as_ddp(f"{framework} declares none on {kind}")
+    mode = PACKING_MODES[0 if compiled else 1]
+    return declared or taken_as_ddp(f"{framework} declares none on {kind}/{mode}")
 
 
 def messages_of(packing: Packing, gradient: int, case: dict[str, Any],

@@ -92,6 +92,10 @@ def format_options(options):
     return ",".join("%s=%s" % (name, options[name]) for name in sorted(options))
 
 
+#: the suffixes a packing key may add to its device kind (compile on, compile off)
+PACKING_MODES = ("compile=on", "compile=off")
+
+
 class Packing(object):
     """How an engine hands one step's gradients to its all-reduce, which sets how many
     all-reduces a step pays the latency of (``dlperf project``): in buckets of ``bucket_bytes``
@@ -168,8 +172,11 @@ class Support(object):
     runs (the harness reads this declaration).
     ``packing``: ``{device_kind: Packing}``, how the framework's own data parallelism
     (``launcher: native``) hands a step's gradients to its all-reduce on that device kind;
-    ``dlperf project`` counts the all-reduces a step pays the latency of from it. A device kind
-    without one is projected with PyTorch DDP's 25 MiB buckets, and says so.
+    ``dlperf project`` counts the all-reduces a step pays the latency of from it. Where the
+    compile modes pack differently (OneFlow's eager DDP and its nn.Graph), a key
+    ``"device_kind/compile=on"`` or ``"device_kind/compile=off"`` declares one mode's, and wins
+    over the device kind's (:meth:`packing_for`). A case without one is projected with PyTorch
+    DDP's 25 MiB buckets, and says so.
     ``task_modes``: where a task has fewer modes than ``modes`` (``{"train": (False,)}``: a
     compiled mode for inference only), the modes that task has; refused with the
     ``"task/compile=on"`` reason.
@@ -198,9 +205,21 @@ class Support(object):
         self.options = dict(options or {})  # type: Dict[str, Option]
         self.reasons = dict(reasons or {})
         self.packing = dict(packing or {})  # type: Dict[str, Packing]
-        for device in list(self.precisions) + list(self.packing):
+        packed = [key.split("/")[0] for key in self.packing]
+        for key in self.packing:
+            if "/" in key and key.split("/", 1)[1] not in PACKING_MODES:
+                raise ValueError("packing key %r in %s's support: after the device kind, one of "
+                                 "%s" % (key, framework, ", ".join(PACKING_MODES)))
+        for device in list(self.precisions) + packed:
             if device not in DEVICE_KINDS:
                 raise ValueError("unknown device kind %r in %s's support" % (device, framework))
+
+    def packing_for(self, kind, compiled):
+        # type: (str, bool) -> Optional[Packing]
+        """The packing of ``compiled``'s mode on device ``kind`` (that mode's own declaration,
+        else the device kind's), or None where neither is declared."""
+        mode = PACKING_MODES[0 if compiled else 1]
+        return self.packing.get("%s/%s" % (kind, mode)) or self.packing.get(kind)
 
     def mode(self, compiled):
         # type: (bool) -> str

@@ -13,7 +13,7 @@ So on a CPU only fp32 runs, in eager and in ``nn.Graph``.
 
 from dlperf.backends.common import CPU_TF32
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Support
+from dlperf.worker.support import Packing, Support
 
 CPU_AMP = ("oneflow 0.9.0 has no mixed precision on a CPU: oneflow.autocast(device_type='cpu') "
            "warns 'CPU autocast is not supported currently. Disabling autocast.' and ops stay "
@@ -42,6 +42,11 @@ SUPPORT = Support(
     # oneflow.distributed.launch; eager: flow.nn.parallel.DistributedDataParallel, nn.Graph:
     # global tensors (parameters broadcast, batch split); OneFlow's own CPU collectives
     distributed=("cpu",),
+    # eager DDP fills a bucket of every 10 parameters (in reverse order) and all-reduces each
+    # bucket once all its gradients are there; nn.Graph's gradient boxing is not read yet
+    packing={"cpu/compile=off": Packing("flow.nn.parallel.DistributedDataParallel's bucket_size "
+                                        "default 10 parameters: a local_all_reduce per bucket",
+                                        tensors=10)},
     reasons={
         "cuda": NO_GPU,
         "cpu/tf32": CPU_TF32,
