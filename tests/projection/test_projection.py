@@ -102,6 +102,53 @@ def test_the_catalogue_counts_the_gradient_tensors():
     assert models.get("gpt").gradient_tensors() is None  # not counted: per-tensor engines refuse
 
 
+#: docs/projection.md's packing table: the start of each row's engine cell -> (framework, compile)
+#: whose declaration the row states; "horovod" is Horovod's own (dlperf.backends.horovod)
+DOCUMENTED_PACKINGS = {
+    "PyTorch DDP": ("torch", False), "Paddle `DataParallel`": ("paddle", False),
+    "TensorFlow `MultiWorkerMirroredStrategy`": ("tensorflow", False),
+    "TensorFlow 1.15": ("tensorflow1", False), "JAX `lax.pmean`": ("jax", True),
+    "MXNet kvstore": ("mxnet", False), "OneFlow eager": ("oneflow", False),
+    "Horovod": ("horovod", False),
+}
+
+
+def test_the_documented_packings_are_the_declared_ones():
+    """Each row of docs/projection.md's packing table states what its engine's declaration
+    counts for ResNet-50 (161 gradient tensors, 102 MB of fp32 gradients) and where it is set;
+    every declaration on a CPU has its row."""
+    from pathlib import Path
+
+    from dlperf import spec
+    from dlperf.backends.horovod import PACKING as HOROVOD
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "projection.md").read_text()
+    head = "| engine | packing | all-reduces a ResNet-50 step"
+    lines = text[text.index(head):].splitlines()[2:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in lines[:next(i for i, line in enumerate(lines) if not line.strip())]]
+    gradient = 25557032 * 4
+    seen = set()
+    for engine, _, count, _ in rows:
+        key = next((k for k in DOCUMENTED_PACKINGS if engine.startswith(k)), None)
+        if key is None:
+            assert engine.startswith("OneFlow's `nn.Graph`, MindSpore"), engine  # the undeclared
+            continue
+        framework, compiled = DOCUMENTED_PACKINGS[key]
+        packing = HOROVOD if framework == "horovod" else \
+            spec.support(framework).packing_for("cpu", compiled)
+        assert packing is not None, engine
+        assert packing.messages(gradient, 161) == int(count), engine
+        seen.add((framework, compiled))
+    for framework in spec.frameworks():  # a declaration serving both modes needs one row
+        support = spec.support(framework)
+        for compiled in support.modes:
+            packing = support.packing_for("cpu", compiled)
+            assert packing is None or any(
+                support.packing_for("cpu", mode) is packing
+                for fw, mode in seen if fw == framework), (framework, compiled)
+
+
 def test_gradient_bytes_follow_the_precision():
     assert projection.gradient_bytes(1000, "fp32") == 4000
     assert projection.gradient_bytes(1000, "amp-bf16") == 4000  # autocast keeps fp32 gradients
