@@ -85,10 +85,11 @@ ONE_HOST = Check(
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
     "and 100 Mbit/s (ResNet-50; the window from another rate, the overhead unshaped)", 2, 2,
-    "AMD EPYC Zen 4, 2026-11-29 and 2026-12-01 (twice: before and after a 1-process case was "
-    "pinned to its thread's CPU)",
+    "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
+    "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
-    "python benchmarks/projection_validation.py --db DB",
+    "python benchmarks/projection_validation.py --db DB (and the same with "
+    "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
     (("torch DDP 10 Gbit/s 11-29", -0.014), ("torch DDP 1 Gbit/s 11-29", -0.120),
      ("torch DDP 100 Mbit/s 11-29", 0.090), ("Horovod 10 Gbit/s 11-29", 0.034),
      ("Horovod 1 Gbit/s 11-29", -0.048), ("Horovod 100 Mbit/s 11-29", 0.050),
@@ -103,7 +104,31 @@ EMULATED_HOSTS = Check(
      ("torch DDP 100 Mbit/s 12-01 pinned", 0.058), ("Horovod 10 Gbit/s 12-01 pinned", 0.094),
      ("Horovod 1 Gbit/s 12-01 pinned", 0.006), ("Horovod 100 Mbit/s 12-01 pinned", 0.030),
      ("TensorFlow 10 Gbit/s 12-01 pinned", 0.054), ("TensorFlow 1 Gbit/s 12-01 pinned", 0.064),
-     ("TensorFlow 100 Mbit/s 12-01 pinned", 0.025)),
+     ("TensorFlow 100 Mbit/s 12-01 pinned", 0.025),
+     ("torch DDP 10 Gbit/s 12-02 interleaved", -0.008),
+     ("torch DDP 1 Gbit/s 12-02 interleaved", -0.051),
+     ("torch DDP 100 Mbit/s 12-02 interleaved", 0.046),
+     ("Horovod 10 Gbit/s 12-02 interleaved", 0.066),
+     ("Horovod 1 Gbit/s 12-02 interleaved", -0.043),
+     ("Horovod 100 Mbit/s 12-02 interleaved", 0.024),
+     ("TensorFlow 10 Gbit/s 12-02 interleaved", 0.037),
+     ("TensorFlow 1 Gbit/s 12-02 interleaved", -0.038),
+     ("TensorFlow 100 Mbit/s 12-02 interleaved", 0.039),
+     ("TensorFlow 1 10 Gbit/s 12-02 frameworks", 0.039),
+     ("TensorFlow 1 1 Gbit/s 12-02 frameworks", 0.006),
+     ("TensorFlow 1 100 Mbit/s 12-02 frameworks", 0.016),
+     ("JAX 10 Gbit/s 12-02 frameworks", -0.018), ("JAX 1 Gbit/s 12-02 frameworks", 0.072),
+     ("JAX 100 Mbit/s 12-02 frameworks", 0.735),
+     ("Paddle 10 Gbit/s 12-02 frameworks", 0.036), ("Paddle 1 Gbit/s 12-02 frameworks", 0.017),
+     ("Paddle 100 Mbit/s 12-02 frameworks", 0.046),
+     ("MXNet 10 Gbit/s 12-02 frameworks", -0.040), ("MXNet 1 Gbit/s 12-02 frameworks", -0.347),
+     ("MXNet 100 Mbit/s 12-02 frameworks", 0.167),
+     ("OneFlow 10 Gbit/s 12-02 frameworks", 0.024),
+     ("OneFlow 1 Gbit/s 12-02 frameworks", 0.878),
+     ("OneFlow 100 Mbit/s 12-02 frameworks", 0.539),
+     ("MindSpore 10 Gbit/s 12-02 frameworks", -0.007),
+     ("MindSpore 1 Gbit/s 12-02 frameworks", -0.073),
+     ("MindSpore 100 Mbit/s 12-02 frameworks", 0.517)),
     start_devices=1)
 
 PUBLISHED = Check(

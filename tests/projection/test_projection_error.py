@@ -57,11 +57,13 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                                       + SIGNED, first, re.M):
         docs[f"{engine} {link} 11-29"] = percent(e)
     for run, title in (("12-01", "The same sweep again on 2026-12-01"),
-                       ("12-01 pinned", "The same sweep after the pinning fix")):
+                       ("12-01 pinned", "The same sweep after the pinning fix"),
+                       ("12-02 interleaved", "The link-rate sweep with its repeats interleaved"),
+                       ("12-02 frameworks", "The six other engines over the same links")):
         rows = re.findall(r"^\| ([\w ]+?) \| ([\w/ ]+?) \| [\d.]+ \| [\d.]+ "
                           r"\([\d.]+-[\d.]+\) \| \**" + SIGNED,
                           section(title, "Median |error|"), re.M)
-        assert len(rows) == 9, (run, rows)
+        assert len(rows) == (18 if run.endswith("frameworks") else 9), (run, rows)
         docs.update((f"{engine} {link} {run}", percent(e)) for engine, link, e in rows)
     assert docs == dict(projection_error.EMULATED_HOSTS.errors)
 
