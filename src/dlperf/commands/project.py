@@ -17,7 +17,7 @@ from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
 from dlperf.projection_error import median_abs
 from dlperf.store import DEFAULT_DB, Store
-from dlperf.worker.support import PACKING_MODES, Packing, device_kind
+from dlperf.worker.support import Packing, device_kind, packing_mode
 
 MEASURED = "measured"
 
@@ -353,8 +353,8 @@ def packing_of(args: argparse.Namespace, case: dict[str, Any], device: str) -> P
     compiled = bool(case.get("compile"))
     declared = spec.support(framework).packing_for(kind, compiled) \
         if framework in spec.frameworks() else None
-    mode = PACKING_MODES[0 if compiled else 1]
-    return declared or taken_as_ddp(f"{framework} declares none on {kind}/{mode}")
+    return declared or taken_as_ddp(
+        f"{framework} declares none on {kind}/{packing_mode(compiled)}")
 
 
 def messages_of(packing: Packing, gradient: int, case: dict[str, Any],

@@ -96,6 +96,12 @@ def format_options(options):
 PACKING_MODES = ("compile=on", "compile=off")
 
 
+def packing_mode(compiled):
+    # type: (bool) -> str
+    """The suffix naming ``compiled``'s mode in a packing key ("compile=on" or "compile=off")."""
+    return PACKING_MODES[0 if compiled else 1]
+
+
 class Packing(object):
     """How an engine hands one step's gradients to its all-reduce, which sets how many
     all-reduces a step pays the latency of (``dlperf project``): in buckets of ``bucket_bytes``
@@ -218,8 +224,7 @@ class Support(object):
         # type: (str, bool) -> Optional[Packing]
         """The packing of ``compiled``'s mode on device ``kind`` (that mode's own declaration,
         else the device kind's), or None where neither is declared."""
-        mode = PACKING_MODES[0 if compiled else 1]
-        return self.packing.get("%s/%s" % (kind, mode)) or self.packing.get(kind)
+        return self.packing.get("%s/%s" % (kind, packing_mode(compiled))) or self.packing.get(kind)
 
     def mode(self, compiled):
         # type: (bool) -> str
