@@ -71,8 +71,8 @@ def test_timeout_stops_the_worker_and_is_recorded_with_where_it_was(tmp_path):
     """A repeat past --timeout (its window asks for 60 s) is stopped, not repeated, and its
     stderr tail ends with the worker's threads' Python stacks at that moment."""
     out = tmp_path / "t.json"
-    # 15 s: the worker arms its stacks only once its interpreter and dlperf's worker modules
-    # are up, which took over 5 s on a slow host with both cores busy (a fresh-clone run failed)
+    # 15 s: at 5 s a slow host's worker (both cores busy) was still importing torch, over
+    # faulthandler's 100 frames deep, so the frames naming the repeat were cut off by it
     proc = dlperf("run", *TINY_RESNET, "--min-duration", "60", "--repeats", "2", "--timeout",
                   "15", "--db", str(tmp_path / "t.db"), "--json", str(out))
     assert proc.returncode == 1
