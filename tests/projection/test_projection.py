@@ -107,7 +107,7 @@ def test_the_catalogue_counts_the_gradient_tensors():
 DOCUMENTED_PACKINGS = {
     "PyTorch DDP": ("torch", False), "Paddle `DataParallel`": ("paddle", False),
     "TensorFlow `MultiWorkerMirroredStrategy`": ("tensorflow", False),
-    "TensorFlow 1.15": ("tensorflow1", False), "JAX `lax.pmean`": ("jax", True),
+    "TensorFlow 1.15": ("tensorflow1", False), "JAX `shard_map`": ("jax", True),
     "MXNet kvstore": ("mxnet", False), "OneFlow eager": ("oneflow", False),
     "Horovod": ("horovod", False),
 }
@@ -573,7 +573,7 @@ def test_a_noisy_unsteady_start_is_said_with_its_shape(devices, tmp_path):
     ("torch", "horovod", 2, "64 MiB buckets (Horovod's tensor fusion"),
     ("tensorflow", "native", 1, "one all-reduce of every gradient (tf.distribute's"),
     ("tensorflow1", "native", 6, "one all-reduce per 32 gradient tensors (TF 1.15"),
-    ("jax", "native", 161, "one all-reduce per gradient tensor (lax.pmean"),
+    ("jax", "native", 161, "one all-reduce per gradient tensor (shard_map"),
     ("mxnet", "native", 161, "one all-reduce per gradient tensor (Gluon Trainer"),
     ("mindspore", "native", 4, "25 MiB buckets (mindspore declares none on cpu/compile=off: "
                                "taken as PyTorch DDP's 25 MiB buckets)"),
@@ -624,9 +624,9 @@ def test_a_per_tensor_engine_on_a_model_that_counts_no_tensors_is_refused(tmp_pa
                        "--devices-per-node", "4", "--intra", "10gbit@100us")
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "dlperf project: error: RESULT: one all-reduce per gradient tensor (lax.pmean over the "
-        "gradients: XLA on CPUs has no all-reduce combiner; 158 all-reduces in ResNet-50's "
-        "compiled step), and model gpt does not count its gradient tensors; give --bucket-mb")
+        "dlperf project: error: RESULT: one all-reduce per gradient tensor (shard_map's sum of "
+        "the gradients: one tuple all-reduce, which XLA's CPU runtime sends a gradient tensor "
+        "at a time), and model gpt does not count its gradient tensors; give --bucket-mb")
     assert projections_in(tmp_path / "r.db") == []
     given = dlperf_main("project", str(run), "--db", str(tmp_path / "r.db"),
                         "--devices-per-node", "4", "--intra", "10gbit@100us", "--bucket-mb",

@@ -17,15 +17,16 @@ SUPPORT = Support(
     # no eager mode: the whole step exists only as one jax.jit program
     modes={True: "jax.jit (XLA), whole step, state donated on a GPU"},
     # jax.distributed over the processes dlperf.launchers.spawn starts, jax.shard_map over every device
-    # of the job, gradients averaged by lax.pmean: gloo on CPUs, NCCL on GPUs
+    # of the job, the gradients of the devices' mean loss (lax.pmean): gloo on CPUs, NCCL on GPUs
     distributed=("cpu", "cuda"),
     data_pipeline="numpy loader (Pillow decode in a thread pool, batches prefetched), then "
                   "jax.device_put",
-    # lax.pmean over the gradient tree: one all-reduce per leaf, which XLA's CPU pipeline does
-    # not combine (158 in ResNet-50's optimised step, a few as pairs); its GPU pipeline has an
-    # all-reduce combiner, whose threshold is not declared here
-    packing={"cpu": Packing("lax.pmean over the gradients: XLA on CPUs has no all-reduce "
-                            "combiner; 158 all-reduces in ResNet-50's compiled step", tensors=1)},
+    # shard_map sums the replicated parameters' gradients in one all-reduce of every leaf (one
+    # tuple all-reduce in ResNet-50's optimised step), which XLA's CPU runtime sends one operand
+    # after another (backends/cpu/runtime/all_reduce_thunk.cc: a gloo all-reduce per leaf); on
+    # GPUs NCCL's grouping is not declared here
+    packing={"cpu": Packing("shard_map's sum of the gradients: one tuple all-reduce, which "
+                            "XLA's CPU runtime sends a gradient tensor at a time", tensors=1)},
     reasons={
         "compile=off": "jax always compiles the whole train step with jax.jit (XLA); there is "
                        "no eager mode to measure, so compile=false is not a separate case: run "

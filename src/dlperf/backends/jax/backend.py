@@ -293,7 +293,8 @@ def build(case):
         info["data"] = feed.info
     if parallel:
         info["data_parallel"] = ("jax.shard_map over %d devices of %d processes (jax.distributed), "
-                                 "gradients averaged by lax.pmean" % (jax.device_count(),
+                                 "gradients of the devices' lax.pmean loss (one all-reduce a "
+                                 "leaf)" % (jax.device_count(),
                                                                       jax.process_count()))
         info["cpu_collectives"] = jax.config.jax_cpu_collectives_implementation
     if feed is not None:

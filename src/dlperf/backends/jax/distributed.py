@@ -8,9 +8,10 @@ of the job.
   its local rank (``local_device_ids``). Cluster auto-detection is off: dlperf says where
   everything is. On CPUs the collectives are gloo's (``jax_cpu_collectives_implementation``).
 - The step: ``jax.shard_map`` over the mesh axis ``data`` — every device runs the step on its
-  own shard of the global batch (``--batch-size`` samples), and ``jax.lax.pmean`` averages the
-  gradients inside the compiled program (one all-reduce per gradient, which XLA schedules), as
-  DistributedDataParallel does; parameters and optimizer state stay replicated. BatchNorm
+  own shard of the global batch (``--batch-size`` samples) and differentiates the devices' mean
+  loss (``jax.lax.pmean``): ``shard_map`` sums each replicated parameter's gradient inside the
+  compiled program (one all-reduce per gradient, which XLA schedules), DistributedDataParallel's
+  average; parameters and optimizer state stay replicated. BatchNorm
   normalises each device's own batch (as DDP without SyncBatchNorm), and its running statistics
   are averaged too so the state stays replicated.
 - The worker's collectives (barrier, warm-up vote, result gather, all-reduce probe) go through

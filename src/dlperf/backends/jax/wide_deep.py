@@ -221,7 +221,10 @@ def make_train_step(model, tx, loss_scaling, axis_name=None):
                 lambda x: tower.apply({"params": mlp}, x, True, rngs={"dropout": dropout_rng}),
                 wide_rows, deep_rows, batch["dense"])
             loss = bce_with_logits(logits, batch["labels"])
-            return (loss * scale if loss_scaling else loss), loss
+            # the devices' mean loss (workload.make_train_step says why): the tower's replicated
+            # parameters get DDP's average from shard_map's own sum, each device's rows 1/N of it
+            mean = jax.lax.pmean(loss, axis_name) if axis_name is not None else loss
+            return (mean * scale if loss_scaling else mean), loss
 
         (g_mlp, g_wide, g_deep), loss = jax.grad(objective, argnums=(0, 1, 2), has_aux=True)(
             params["mlp"], looked_up["wide"], looked_up["deep"])
@@ -230,13 +233,10 @@ def make_train_step(model, tx, loss_scaling, axis_name=None):
             flat_ids = ids[name].reshape(-1)
             flat_g = g.reshape(flat_ids.shape[0], -1)
             unique, summed = coalesce(flat_ids, flat_g, vocab)
-            if axis_name is not None:  # every device's rows: the same update on every replica
+            if axis_name is not None:  # every device's rows (each 1/N already): DDP's average
                 unique, summed = coalesce(gather_all(unique, axis_name),
                                           gather_all(summed, axis_name), vocab)
-                summed = summed / jax.lax.axis_size(axis_name)  # DDP's average
             rows[name] = (unique, summed)
-        if axis_name is not None:
-            g_mlp = jax.lax.pmean(g_mlp, axis_name)
         finite = jnp.asarray(True)
         if loss_scaling:
             g_mlp = jax.tree_util.tree_map(lambda x: x / scale, g_mlp)

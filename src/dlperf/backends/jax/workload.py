@@ -112,7 +112,11 @@ def make_train_step(loss_fn, tx, loss_scaling, axis_name=None):
 
     With ``axis_name`` the step runs per device under ``shard_map`` (data parallel): the
     gradients (and BatchNorm's running statistics) are averaged over that mesh axis before the
-    optimizer, and each device draws its own dropout masks.
+    optimizer, and each device draws its own dropout masks. The gradient taken is the devices'
+    mean loss's, as JAX's data-parallel guide has it: the parameters are replicated, so
+    ``shard_map`` already sums each device's gradient (its transpose of a replicated input),
+    one all-reduce per leaf; a ``pmean`` of those gradients on top sent every byte twice and
+    left the sum, not the mean (N times DDP's average).
     """
 
     def step(state, batch):
@@ -123,11 +127,12 @@ def make_train_step(loss_fn, tx, loss_scaling, axis_name=None):
 
         def objective(params):
             loss, new_stats = loss_fn(params, state["stats"], batch, dropout_rng)
-            return (loss * scale if loss_scaling else loss), (loss, new_stats)
+            mean = jax.lax.pmean(loss, axis_name) if axis_name is not None else loss
+            return (mean * scale if loss_scaling else mean), (loss, new_stats)
 
         grads, (loss, new_stats) = jax.grad(objective, has_aux=True)(state["params"])
         if axis_name is not None:
-            grads, new_stats = jax.lax.pmean((grads, new_stats), axis_name)
+            new_stats = jax.lax.pmean(new_stats, axis_name)
         if loss_scaling:
             grads = jax.tree_util.tree_map(lambda g: g / scale, grads)
         with jax.named_scope("optimizer"):  # names the optimizer's ops for the profile
