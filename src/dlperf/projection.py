@@ -283,6 +283,7 @@ class Inputs:
     inter: Link | None
     overlap: Overlap
     start: Shape = Shape(1, 1)
+    engine: str | None = None  # whose cases of a check its model error takes (projection_error)
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,7 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     return Point(shape, comm_span, step, throughput, speedup,
                  speedup.scaled(1 / shape.devices),
                  for_target(shape.nodes, shape.devices, start_nodes=start.nodes,
-                            start_devices=start.devices))
+                            start_devices=start.devices, engine=inputs.engine))
 
 
 def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:

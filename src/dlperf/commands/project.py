@@ -15,7 +15,7 @@ from dlperf.commands import HELP
 from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
-from dlperf.projection_error import median_abs
+from dlperf.projection_error import engine_named, median_abs
 from dlperf.store import DEFAULT_DB, Store
 from dlperf.worker.support import Packing, device_kind, packing_mode
 
@@ -394,8 +394,9 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     samples = batch * start.devices  # the start's step, from its whole job's throughput
     compute = Span(samples / median, samples / high, samples / low)
     overlap = overlap_of(args, result, compute.value, gradient, messages, intra, inter, start)
+    engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(), intra, inter,
-                    overlap, start)
+                    overlap, start, engine)
     warnings = []
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
@@ -487,7 +488,8 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
         start = Shape(int(start_value.keys.get("gpus_per_node") or 1), 1)
         step = batch * start.devices / float(start_value.value or 0)
         inputs = Inputs(Span(step, step, step), batch, gradient, messages, packing.describe(),
-                        intra, inter, Overlap(None, "the study states none"), start)
+                        intra, inter, Overlap(None, "the study states none"), start,
+                        engine_named(framework))
         for value in mine:
             shape = Shape(int(value.keys.get("gpus_per_node") or 1),
                           int(value.keys.get("nodes") or 1))
