@@ -38,6 +38,11 @@ leaves = lambda tree: [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
 out = {}
 
 
+def gap(a, b):
+    # the largest difference between two trees of the same layout
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(leaves(a), leaves(b)))
+
+
 def reduced_elements(compiled):
     # every element the compiled step all-reduces, from each all-reduce's result shape(s)
     total = 0
@@ -67,10 +72,8 @@ step = distributed.data_parallel(make_train_step(loss_fn, tx, False, distributed
 args = (distributed.replicated(state, mesh), distributed.sharded(batch, mesh))
 two, losses = step(*args)
 out["shared"] = {
-    "params": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves(one["params"]),
-                                                               leaves(two["params"]))),
-    "stats": max(float(np.max(np.abs(a - b))) for a, b in zip(leaves(one["stats"]),
-                                                              leaves(two["stats"]))),
+    "params": gap(one["params"], two["params"]),
+    "stats": gap(one["stats"], two["stats"]),
     "losses": np.asarray(losses).tolist(),
     "reduced": reduced_elements(step.lower(*args).compile()),
     "gradient_elements": 4, "stats_elements": 3,
@@ -78,7 +81,7 @@ out["shared"] = {
 
 wide_deep.DROPOUT = 0.0  # each device's masks are its own: off, the two halves are the same
 knobs = {"vocab_size": 50, "hidden_units": 2, "hidden_size": 8, "deep_embedding_size": 4}
-parts = backend._wide_deep(knobs, 4, jnp.float32, jax.random.PRNGKey(1), 1)
+parts = backend.BUILDERS["wide-deep"](knobs, 4, jnp.float32, jax.random.PRNGKey(1), 1)
 params = parts.variables["params"]
 state = {"params": params, "stats": {}, "opt": parts.tx.init(params), "rng": jax.random.PRNGKey(2)}
 half = jax.tree_util.tree_map(np.asarray, parts.batch)
@@ -86,11 +89,8 @@ one, _ = jax.jit(parts.make_step(False, None))(state, half)
 step = distributed.data_parallel(parts.make_step(False, distributed.AXIS), mesh, True, False)
 both = jax.tree_util.tree_map(lambda x: np.concatenate([x, x]), half)
 two, _ = step(distributed.replicated(state, mesh), distributed.sharded(both, mesh))
-out["wide_deep"] = {
-    name: max(float(np.max(np.abs(a - b))) for a, b in zip(leaves(one[name]), leaves(two[name])))
-    for name in ("params", "opt")}
-out["wide_deep"]["moved"] = max(float(np.max(np.abs(a - b))) for a, b in zip(
-    leaves(one["params"]), leaves(params)))
+out["wide_deep"] = {"params": gap(one["params"], two["params"]),
+                    "opt": gap(one["opt"], two["opt"]), "moved": gap(one["params"], params)}
 print("OUT=" + json.dumps(out))
 """
 
