@@ -21,6 +21,14 @@ else the window's case's own gradient probe.
 
     python benchmarks/projection_validation.py --db one-host.db --one-host
 
+A data folder's stored results (`dlperf results --json`, benchmarks/data/*/results.json) stand in
+for the database they came from (`--results FILE` instead of `--db`: loaded into a temporary one,
+under the sweep's name), so every table there can be made again from git alone; what the
+database held besides its results (a `dlperf collectives` model) is not in the file, and those
+links fall back to the wire and path, or the probe.
+
+    python benchmarks/projection_validation.py --results benchmarks/data/DIR/results.json [--one-host]
+
 The links between the hosts: the framework's measured all-reduce model over that link where
 `dlperf collectives --emulate-hosts 2 --link RATE` stored one in the same database, else the
 wire and the framework's own path together (dlperf.projection.path_and_wire_s): the wire is the
@@ -43,11 +51,29 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from dlperf import projection, scaling
+from dlperf import projection, scaling, spec
 from dlperf.host import emulated
 from dlperf.projection_error import median_abs
 from dlperf.worker.collectives import bus_factor
 from dlperf.store import Store
+
+
+def load(stored: Path, db: Path, sweep: str) -> None:
+    """Stored results (a JSON list, `dlperf results --json`) into a new database ``db``, each a
+    run of ``sweep`` in the file's order; each takes its new run id (its old one is dropped)."""
+    try:
+        found = json.loads(stored.read_text())
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"--results: {stored}: not a JSON list of results ({error})")
+    if not isinstance(found, list) or not all(isinstance(r, dict) and "case" in r
+                                              for r in found):
+        raise SystemExit(f"--results: {stored}: not a JSON list of results")
+    with Store(db) as store:
+        for result in found:
+            result = {k: v for k, v in result.items() if k != "run_id"}
+            run = store.start_run(str(result.get("case_key") or ""), str(result.get("label")),
+                                  result["case"], result.get("env") or {}, sweep=sweep)
+            store.finish_run(run, result)
 
 
 def results(db: Path, sweep: str | None) -> list[dict[str, Any]]:
@@ -106,15 +132,25 @@ def rate_of(result: dict[str, Any]) -> int | None:
 
 
 def sent_bytes(result: dict[str, Any]) -> float:
-    """The gradient all-reduce's bytes over each host's link (nccl-tests' bus bytes)."""
+    """The gradient all-reduce's bytes over each host's link in a ring (nccl-tests' bus
+    bytes)."""
     ranks = scaling.total_devices(result["case"])
     return 4 * int(result["model"]["params"]) * bus_factor("allreduce", ranks)
 
 
+def wire_share(result: dict[str, Any]) -> float:
+    """What the result's engine puts on the wire as a share of a ring's bytes (its backend's
+    declaration, dlperf.worker.support.Wire; Horovod's ring)."""
+    case = result["case"]
+    if (case.get("launcher") or "native") != "native":
+        return 1.0
+    return spec.support(case["framework"]).wire_for("cpu").share
+
+
 def wire_s(result: dict[str, Any], bits: float) -> float:
     """The gradient all-reduce's time on the wire at the TCP payload a link shaped to ``bits``
-    per second carries."""
-    return sent_bytes(result) / (bits / 8 * emulated.PAYLOAD_SHARE)
+    per second carries: the engine's own bytes (a ring's times its wire share)."""
+    return sent_bytes(result) * wire_share(result) / (bits / 8 * emulated.PAYLOAD_SHARE)
 
 
 def window_source(target: dict[str, Any], shaped: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -153,7 +189,9 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
         probed = scaling.allreduce_seconds(source) or 0.0
         serial = projection.serial_share(probed, wire_s(source, rate_of(source) or 1), path)
     seconds = projection.path_and_wire_s(wire, path, serial)
-    rate = sent_bytes(target) * 8 / seconds  # the combined time as a rate of its bytes
+    # the combined time as a rate of its bytes on the wire: `dlperf project` puts the engine's
+    # share of a ring's bytes on a link given as a rate
+    rate = sent_bytes(target) * wire_share(target) * 8 / seconds
     how = (f"wire {wire * 1e3:.0f} ms + path {path * 1e3:.0f} ms x {serial:.0%} in series "
            f"({'from ' + source['case']['link'] if source else 'no other rate'})")
     return f"{rate / 1e6:.0f}mbit@0us", how
@@ -214,7 +252,10 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
                 raise SystemExit(f"{source['label']}: no all-reduce probe and no stored model")
             how = f"its probe at batch {source['case']['batch_size']}: " \
                   f"{path * 8 / 1e9:.2g} Gbit/s"
-            proc = subprocess.run([*base, "--intra", f"{path * 8 / 1e6:.0f}mbit@0us"],
+            # the probe's bus bandwidth counts a ring's bytes; as a link given as a rate it
+            # carries the engine's own (`dlperf project` puts its wire share on it)
+            line = path * wire_share(source)
+            proc = subprocess.run([*base, "--intra", f"{line * 8 / 1e6:.0f}mbit@0us"],
                                   capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
@@ -263,7 +304,10 @@ def one_host_rows(db: Path, found: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, required=True)
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--db", type=Path)
+    given.add_argument("--results", type=Path,
+                       help="a data folder's results.json instead of its database")
     parser.add_argument("--sweep", default=None,
                         help="the sweep's name (default link-rates, or projection-one-host "
                              "with --one-host)")
@@ -273,6 +317,15 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
     sweep = args.sweep or ("projection-one-host" if args.one_host else "link-rates")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.results is not None:
+            args.db = Path(tmp) / "results.db"
+            load(args.results, args.db, sweep)
+        return validate(args, sweep)
+
+
+def validate(args: argparse.Namespace, sweep: str) -> int:
+    """The table of ``sweep``'s results in ``args.db``, printed and written as asked."""
     found = results(args.db, sweep)
     rows = one_host_rows(args.db, found) if args.one_host else []
     for result in [] if args.one_host else found:

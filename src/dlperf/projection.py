@@ -90,6 +90,16 @@ def given_link(text: str, flag: str) -> Link:
     return Link(bits / 8, seconds, f"given: {text.strip()}")
 
 
+def carrying(link: Link, share: float, what: str) -> Link:
+    """A link given as a rate, for an engine whose all-reduce puts ``share`` times a ring's
+    bytes on it (``what`` says whose and why): as a ring's link it moves the ring's bytes
+    ``share`` times slower. A measured link has the engine's own bytes in it already."""
+    if share == 1.0:
+        return link
+    return dataclasses.replace(link, bandwidth=link.bandwidth / share,
+                               source=f"{link.source}, carrying {what}")
+
+
 def link_of_model(model: Any) -> Link:
     """A measured :class:`dlperf.collective_model.Model` of an all-reduce on n ranks as a ring's
     link: its bus bandwidth, and its latency spread over the ring's 2(n-1) hops."""
@@ -238,14 +248,18 @@ class Overlap:
     overhead_fixed: float | None = None
     overhead_s: float | None = None
     overhead_fits: tuple[Overhead, Overhead] | None = None
+    window_ends: tuple[float, float] | None = None  # (least, most) window its sources allow
 
     def exposed(self, comm_s: float) -> tuple[float, float, float]:
-        """(least, middle, most) seconds of an all-reduce of ``comm_s`` left exposed."""
+        """(least, middle, most) seconds of an all-reduce of ``comm_s`` left exposed: the most
+        window its sources' spread allows hides the most, the least the least."""
         if self.value is None:
             return 0.0, comm_s / 2, comm_s
         if self.window_s is None:  # a share, as stored before the window
             return ((1 - self.value) * comm_s,) * 3
-        return (max(comm_s - self.window_s, 0.0),) * 3
+        least, most = self.window_ends or (self.window_s, self.window_s)
+        return (max(comm_s - most, 0.0), max(comm_s - self.window_s, 0.0),
+                max(comm_s - least, 0.0))
 
     @property
     def overhead_ends(self) -> tuple[float, float, float]:
@@ -342,18 +356,32 @@ def project(inputs: Inputs, shape: Shape) -> Point:
                             start_devices=start.devices, engine=inputs.engine))
 
 
-def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str) -> Overlap:
+def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source: str,
+                 step_span: tuple[float, float] | None = None,
+                 comm_span: tuple[float, float] | None = None) -> Overlap:
     """The overlap one multi-process result shows: the part of its all-reduce (``comm_s``) its
     step (against the 1-device step) does not show, as a window and as a share, within [0, 1];
     what its step took beyond the whole all-reduce, as the overhead (a share of the 1-device
     step). One result cannot tell a hidden all-reduce from an overhead: the excess is first
-    taken as an exposed all-reduce, so its window is the least that explains it."""
+    taken as an exposed all-reduce, so its window is the least that explains it. Its ends: the
+    same at the ends of its step's and its all-reduce's 95 % intervals (``step_span``,
+    ``comm_span``, where stored): the least window where the step is slowest and the all-reduce
+    shortest, the most at the other corner."""
     if comm_s <= 0:
         return Overlap(None, f"{source}: the model's all-reduce there is 0 s")
     exposed = measured_step_s - compute_s
     overhead = max(exposed - comm_s, 0.0) / compute_s if compute_s > 0 else 0.0
     share = min(max(1 - exposed / comm_s, 0.0), 1.0)
-    return Overlap(share, source, overhead, window_s=share * comm_s)
+    step_low, step_high = step_span or (measured_step_s, measured_step_s)
+    comm_low, comm_high = comm_span or (comm_s, comm_s)
+
+    def hidden(step: float, comm: float) -> float:
+        return min(max(comm - (step - compute_s), 0.0), max(comm, 0.0))
+
+    window = share * comm_s
+    ends = (min(hidden(step_high, comm_low), window), max(hidden(step_low, comm_high), window))
+    return Overlap(share, source, overhead, window_s=window,
+                   window_ends=ends if ends != (window, window) else None)
 
 
 @dataclass(frozen=True)
@@ -366,10 +394,21 @@ class Seen:
     comm_s: float
     source: str
     step_span: tuple[float, float] | None = None  # its step's 95 % interval, where stored
+    comm_span: tuple[float, float] | None = None  # its all-reduce's, where its probe had repeats
 
     @property
     def excess_s(self) -> float:
         return self.step_s - self.compute_s
+
+    @property
+    def excess_ends(self) -> tuple[float, float]:
+        """(least, most) excess over the 1-device step, at its step's interval's ends."""
+        low, high = self.step_span or (self.step_s, self.step_s)
+        return low - self.compute_s, high - self.compute_s
+
+    @property
+    def comm_ends(self) -> tuple[float, float]:
+        return self.comm_span or (self.comm_s, self.comm_s)
 
 
 def window_from(window: Seen, overhead: Seen) -> Overlap:
@@ -382,13 +421,21 @@ def window_from(window: Seen, overhead: Seen) -> Overlap:
     during the backward pass too); the overhead is then the short one's excess less what of
     its all-reduce the window leaves exposed."""
     bound = BACKWARD_SHARE * (window.compute_s + max(overhead.excess_s, 0.0))
-    hidden = overhead.excess_s + window.comm_s - window.excess_s
-    window_s = min(max(hidden, 0.0), bound)
+
+    def kept(hidden: float) -> float:
+        return min(max(hidden, 0.0), bound)
+
+    window_s = kept(overhead.excess_s + window.comm_s - window.excess_s)
+    # its ends: the two steps and the long one's all-reduce at their intervals' ends (the
+    # 1-device step is in both excesses at one batch, so its own spread cancels)
+    least = kept(overhead.excess_ends[0] + window.comm_ends[0] - window.excess_ends[1])
+    most = kept(overhead.excess_ends[1] + window.comm_ends[1] - window.excess_ends[0])
+    ends = (min(least, window_s), max(most, window_s))
     overhead_s = max(overhead.excess_s - max(overhead.comm_s - window_s, 0.0), 0.0)
     share = min(window_s / window.comm_s, 1.0) if window.comm_s > 0 else 1.0
     return Overlap(share, f"window: {window.source}; overhead: {overhead.source}",
                    overhead_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
-                   window_s=window_s)
+                   window_s=window_s, window_ends=ends if ends != (window_s, window_s) else None)
 
 
 def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> Overlap:
@@ -476,7 +523,10 @@ class Projection:
         o = i.overlap
         overlap = "not measured: 0-100 %" if o.value is None else f"{o.value:.0%}"
         if o.value is not None and o.window_s is not None:
-            overlap = f"window {o.window_s * 1e3:.4g} ms ({overlap} of its all-reduce)"
+            ends = ("" if o.window_ends is None else
+                    f", {o.window_ends[0] * 1e3:.4g}-{o.window_ends[1] * 1e3:.4g} ms at its "
+                    f"sources' interval ends")
+            overlap = f"window {o.window_s * 1e3:.4g} ms ({overlap} of its all-reduce{ends})"
         if o.overhead_s is not None:
             overlap += (f", multi-process overhead {o.overhead_s * 1e3:.4g} ms per step + "
                         f"{o.overhead:.1%} of the step (fitted at two batch sizes)")
@@ -503,6 +553,8 @@ class Projection:
                       "overlap": {"value": i.overlap.value, "source": i.overlap.source,
                                   "overhead": i.overlap.overhead,
                                   "window_s": i.overlap.window_s,
+                                  "window_ends": list(i.overlap.window_ends)
+                                  if i.overlap.window_ends else None,
                                   "overhead_fixed": i.overlap.overhead_fixed,
                                   "overhead_s": i.overlap.overhead_s,
                                   "overhead_ends": [vars(f) for f in i.overlap.overhead_fits]

@@ -25,6 +25,7 @@ from dlperf.result import device_kind_name
 from dlperf.results.codec import read_result
 from dlperf.results.model import Result
 from dlperf.spec import baseline_fields
+from dlperf.stats import bootstrap_ci
 from dlperf.store import Store
 
 NO_BASELINE = "no 1-device baseline"  # the same words the report shows
@@ -128,14 +129,14 @@ def emulated_hosts(result: ResultLike) -> Mapping[str, Any] | None:
     return read_result(result).emulated_hosts
 
 
-def allreduce_seconds(result: ResultLike) -> float | None:
+def allreduce_repeats(result: ResultLike) -> list[float]:
     """Seconds of one all-reduce of the model's gradients across ``result``'s job, as its ranks'
-    probe measured it after the timed window (an fp32 buffer of the parameters, reduced by the
-    framework's own collective): the slowest rank's, median over the repeats. None for one
-    process or without the probe."""
+    probe measured it after each repeat's timed window (an fp32 buffer of the parameters,
+    reduced by the framework's own collective): the slowest rank's, a value a repeat. Empty for
+    one process or without the probe."""
     typed = read_result(result)
     if typed.devices < 2:
-        return None
+        return []
     per_repeat: list[list[float]] = []
     for rank in typed.ranks:
         for index, seconds in enumerate(rank.allreduce_s):
@@ -143,8 +144,19 @@ def allreduce_seconds(result: ResultLike) -> float | None:
                 per_repeat.append([])
             if seconds:
                 per_repeat[index].append(float(seconds))
-    slowest = [max(times) for times in per_repeat if times]
+    return [max(times) for times in per_repeat if times]
+
+
+def allreduce_seconds(result: ResultLike) -> float | None:
+    """The median over the repeats of :func:`allreduce_repeats`; None without any."""
+    slowest = allreduce_repeats(result)
     return statistics.median(slowest) if slowest else None
+
+
+def allreduce_interval(result: ResultLike) -> tuple[float, float] | None:
+    """The 95 % interval of :func:`allreduce_seconds`, as a throughput's is made
+    (:func:`dlperf.stats.bootstrap_ci`); None with fewer than 2 repeats probed."""
+    return bootstrap_ci(allreduce_repeats(result))
 
 
 def allreduce_bus_bandwidth(result: ResultLike) -> float | None:
@@ -159,3 +171,68 @@ def allreduce_bus_bandwidth(result: ResultLike) -> float | None:
     if not typed.params or seconds is None:
         return None
     return 4 * int(typed.params) * bus_factor("allreduce", typed.devices) / seconds
+
+
+#: what the host monitor's network columns count on emulated hosts (:func:`links_counted`)
+BRIDGE_PORTS = "every emulated host's link (the bridge's ports: rx is what the hosts sent)"
+NODE_0_LINK = "node 0's link (its interface: tx is what it sent)"
+
+
+def links_counted(result: ResultLike) -> str | None:
+    """Whose links a result's network columns (the monitor's, loopback left out) count, where
+    it ran across emulated hosts: a sweep's monitor sits in this machine's namespace and sees
+    the bridge's ports (:data:`BRIDGE_PORTS`), `dlperf run`'s node 0 in its host's and sees its
+    own interface (:data:`NODE_0_LINK`); None elsewhere (the host's own interfaces)."""
+    from dlperf.host import emulated
+
+    raw = read_result(result).raw
+    names = set(((raw.get("monitor") or {}).get("net_by_interface") or {}))
+    if emulated.INTERFACE in names:
+        return NODE_0_LINK
+    if any(n.startswith(emulated.PREFIX) and n.rstrip("0123456789").endswith("v")
+           for n in names):
+        return BRIDGE_PORTS
+    return None
+
+
+def wire_shares(result: ResultLike) -> list[float]:
+    """What each host of a job across emulated hosts, one process a host, put on its link a
+    training step during each repeat's timed window, as a share of a ring all-reduce of the
+    step's gradients (2(n-1)/n of their bytes a process): 1 for a ring, 2 for an engine that
+    sends each gradient twice. Read from the host monitor's network rate over the window
+    (``timeline.window_means``), which counts what its own namespace sees: under `dlperf
+    sweep --emulate-hosts`, the bridge's ports, whose received bytes are what the hosts sent;
+    under `dlperf run --emulate-hosts`, node 0's interface, whose sent bytes are its own. Frames
+    are counted, so their headers are taken off (:data:`dlperf.host.emulated.PAYLOAD_SHARE`).
+    Empty where the result is not of that kind or lacks what it needs."""
+    from dlperf.host import emulated
+    from dlperf.projection import gradient_bytes
+    from dlperf.worker.collectives import bus_factor
+
+    typed = read_result(result)
+    raw, case = typed.raw, typed.case
+    nodes = int(case.get("nnodes") or 1)
+    counted = links_counted(typed)
+    if nodes < 2 or int(case.get("devices") or 1) != 1 or not typed.params or counted is None:
+        return []
+    column, hosts = ("net_rx_bytes_s", nodes) if counted == BRIDGE_PORTS else \
+        ("net_tx_bytes_s", 1)
+    ring = gradient_bytes(int(typed.params), str(case.get("precision") or "fp32")) * \
+        bus_factor("allreduce", nodes)
+    repeats = list((raw.get("throughput") or {}).get("repeats") or [])
+    batch = typed.global_batch
+    out = []
+    for window in (raw.get("timeline") or {}).get("window_means") or []:
+        index, rate = window.get("repeat"), window.get(column)
+        if not isinstance(index, int) or not 0 <= index < len(repeats) or not rate \
+                or not batch or not repeats[index]:
+            continue
+        step = batch / float(repeats[index])
+        out.append(float(rate) * step / hosts * emulated.PAYLOAD_SHARE / ring)
+    return out
+
+
+def wire_share(result: ResultLike) -> float | None:
+    """The median of :func:`wire_shares`; None without any."""
+    shares = wire_shares(result)
+    return statistics.median(shares) if shares else None

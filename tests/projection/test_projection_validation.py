@@ -174,3 +174,47 @@ def test_one_host_validation_projects_the_larger_batch_from_the_smaller(tmp_path
     assert refused.stderr.startswith("dlperf project: error: --overlap-from:")
     assert "no 1-device result of its own configuration" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def table_rows(text: str) -> dict[tuple[str, str], list[str]]:
+    """A validation table's rows by (framework, link), as cells."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 10 and cells[0] not in ("framework", "---"):
+            rows[cells[0], cells[2]] = cells
+    return rows
+
+
+@pytest.mark.parallel
+def test_a_data_folders_table_is_made_again_from_its_stored_results(tmp_path):
+    # the JAX link-rate study as committed: its results.json through --results gives the
+    # projections and errors its validation.md holds (the database itself is not kept)
+    folder = ROOT / "benchmarks" / "data" / "link-rates-jax-zen4-2026-12-02"
+    md = tmp_path / "v.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
+                           "--results", str(folder / "results.json"), "--sweep",
+                           "link-rates-jax", "--markdown", str(md)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
+    assert set(made) == set(kept) == {("jax", "10gbit"), ("jax", "1gbit"), ("jax", "100mbit")}
+    for key, cells in kept.items():
+        # measured, the projected value, its error, the links and the window as committed (the
+        # interval is the inputs' as the model makes it now: its window has ends since)
+        assert made[key][3] == cells[3] and made[key][5] == cells[5], (made[key], cells)
+        assert made[key][4].split(" ")[0] == cells[4].split(" ")[0]
+        assert made[key][7:] == cells[7:]
+    assert "3 cases: median |error| 2.1%" in proc.stdout
+
+
+@pytest.mark.parallel
+def test_stored_results_that_are_not_a_list_of_results_are_refused(tmp_path):
+    bad = tmp_path / "bad.json"
+    for text in ("{}", "[1, 2]", "not json"):
+        bad.write_text(text)
+        proc = subprocess.run([sys.executable,
+                               str(ROOT / "benchmarks" / "projection_validation.py"),
+                               "--results", str(bad)], capture_output=True, text=True, cwd=ROOT)
+        assert proc.returncode == 1 and proc.stderr.startswith(f"--results: {bad}: not a JSON"), \
+            proc.stderr

@@ -17,7 +17,7 @@ from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
 from dlperf.projection_error import engine_named, median_abs
 from dlperf.store import DEFAULT_DB, Store
-from dlperf.worker.support import Packing, device_kind, packing_mode
+from dlperf.worker.support import RING_WIRE, Packing, Wire, device_kind, packing_mode
 
 MEASURED = "measured"
 
@@ -128,7 +128,10 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Lin
     return projection.link_of_model(model)
 
 
-def link_spec(spec: str | None, flag: str, db: str, framework: str) -> Link | None:
+def link_spec(spec: str | None, flag: str, db: str, framework: str,
+              wire: Wire = RING_WIRE) -> Link | None:
+    """``--intra``/``--inter``: a measured model of ``framework``'s path, or a given rate, which
+    carries the engine's bytes on the wire (``wire``: its declaration)."""
     if spec is None:
         return None
     word, _, link = spec.partition(":")
@@ -137,7 +140,36 @@ def link_spec(spec: str | None, flag: str, db: str, framework: str) -> Link | No
 
         return measured_link(db, framework, flag == "--inter",
                              emulated.normalize_rate(link, flag) or None if link else None)
-    return projection.given_link(spec, flag)
+    return projection.carrying(projection.given_link(spec, flag), wire.share,
+                               wire.describe())
+
+
+def wire_of(args: argparse.Namespace, case: dict[str, Any], device: str) -> Wire:
+    """What the targets' engine puts on the wire: Horovod's ring for ``--launcher horovod``,
+    else the backend's declaration for the kind of ``device``."""
+    framework = str(case.get("framework"))
+    if args.launcher == "horovod" or framework not in spec.frameworks():
+        return RING_WIRE
+    return spec.support(framework).wire_for(device_kind(device))
+
+
+#: how far a multi-host result's own bytes on the wire may be from the engine's declaration
+#: before the projection says so (the stored results' medians are within 9 % of theirs)
+WIRE_TOLERANCE = 0.25
+
+
+def wire_warnings(db: str, result: dict[str, Any], wire: Wire) -> list[str]:
+    """One line for each multi-host result of the configuration whose bytes on the wire a step
+    (:func:`dlperf.scaling.wire_share`) are not the engine's declaration: an all-reduce sent
+    twice (JAX's before 2026-12-02), or an engine that changed."""
+    out = []
+    for other in multi_results(db, result):
+        seen = scaling.wire_share(other)
+        if seen is not None and abs(seen / wire.share - 1) > WIRE_TOLERANCE:
+            out.append(f"run {other.get('run_id')} ({other.get('label')}) put {seen:.2f}x a "
+                       f"ring's bytes on the wire a step, where the engine declares "
+                       f"{wire.share:g}x: links given as a rate are priced at the declaration")
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -228,10 +260,13 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     span = _step_span(other)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
-        comm = probed - projection.allreduce_s(gradient, 1, start.per_node, start.nodes,
-                                               intra, inter)
-        return projection.Seen(step, compute_s, comm,
-                               f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span)
+        at_start = projection.allreduce_s(gradient, 1, start.per_node, start.nodes, intra,
+                                          inter)
+        interval = scaling.allreduce_interval(other)
+        return projection.Seen(step, compute_s, probed - at_start,
+                               f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span,
+                               None if interval is None else
+                               (interval[0] - at_start, interval[1] - at_start))
     if nodes > 1 and inter is None:
         return None
     comm = (projection.allreduce_s(gradient, messages, per_node, nodes, intra, inter)
@@ -288,7 +323,8 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
         return _fitted(args, result, compute_s, window, links)
     if not args.overhead_from:
         made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
-                                       window.source)
+                                       window.source, window.step_span,
+                                       window.comm_span)
         return projection.at_batch(made, window.compute_s, compute_s)
     short = _named(args.overhead_from[0], "--overhead-from", args.db, result, start)
     if short["case"].get("batch_size") != other["case"].get("batch_size"):
@@ -319,7 +355,8 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
         raise UsageError(f"{flag}: the 1-device steps of {named[0].get('label')} and "
                          f"{named[1].get('label')} are equal; a fit needs two")
     made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
-                                   window.source)
+                                   window.source, window.step_span,
+                                   window.comm_span)
     return projection.fitted(made, (seen[0], seen[1]), compute_s)
 
 
@@ -376,9 +413,11 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     result = source_result(args)
     case = result["case"]
     shapes = projection.targets(args.devices_per_node, args.nnodes)
-    intra = link_spec(args.intra, "--intra", args.db, case["framework"])
+    device = str(result.get("device") or case.get("device"))
+    wire = wire_of(args, case, device)
+    intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire)
     assert intra is not None
-    inter = link_spec(args.inter, "--inter", args.db, case["framework"])
+    inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire)
     if any(s.nodes > 1 for s in shapes) and inter is None:
         raise UsageError("--inter: targets of several nodes need the link between nodes "
                          "(measured[:LINK] or RATE@LATENCY)")
@@ -386,7 +425,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     if not params:
         raise UsageError(f"RESULT: {result.get('label')} records no parameter count")
     gradient = projection.gradient_bytes(int(params), case.get("precision", "fp32"))
-    packing = packing_of(args, case, str(result.get("device") or case.get("device")))
+    packing = packing_of(args, case, device)
     messages = messages_of(packing, gradient, case, "RESULT")
     median, low, high = projection.spread_of(result["throughput"])
     batch = int(case["batch_size"])
@@ -397,7 +436,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(), intra, inter,
                     overlap, start, engine)
-    warnings = []
+    warnings = wire_warnings(args.db, result, wire)
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
     if cv is not None and cv > 0.05:

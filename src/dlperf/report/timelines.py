@@ -17,6 +17,7 @@ from dlperf.host import timeline
 from dlperf.report import plots  # matplotlib set up once: Agg, mathtext off (labels are data)
 from dlperf.results.codec import read_result
 from dlperf.results.model import ResultLike
+from dlperf.scaling import BRIDGE_PORTS, NODE_0_LINK, links_counted, wire_share
 
 plt = plots.plt
 
@@ -54,6 +55,16 @@ def _clean(svg: str) -> str:
     return re.sub(r' id="([^"]+)"', lambda m: m.group(0) if m.group(1) in used else "", svg)
 
 
+def network_of(result: ResultLike) -> str:
+    """What the network panel counts: the emulated hosts' links it saw, or the host's own."""
+    counted = links_counted(result)
+    if counted == BRIDGE_PORTS:
+        return "every emulated host's link"
+    if counted == NODE_0_LINK:
+        return "node 0's link"
+    return "host, loopback left out"
+
+
 def figure(result: ResultLike) -> str | None:
     """The median repeat's timeline as SVG text, or None when the result has none."""
     if not has_timeline(result):
@@ -70,8 +81,8 @@ def figure(result: ResultLike) -> str | None:
               ("memory (RSS, GB)", [("worker tree", "rss_bytes", 1e9)]),
               ("disk (MB/s, host)", [("read", "disk_read_bytes_s", MB),
                                      ("write", "disk_write_bytes_s", MB)]),
-              ("network (MB/s, host, loopback left out)", [("rx", "net_rx_bytes_s", MB),
-                                        ("tx", "net_tx_bytes_s", MB)])]
+              (f"network (MB/s, {network_of(result)})", [("rx", "net_rx_bytes_s", MB),
+                                                          ("tx", "net_tx_bytes_s", MB)])]
     if gpus:
         panels.append(("GPU utilisation (%)", [(gpu, f"{gpu}_util_pct", 1.0) for gpu in gpus]))
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": None, "font.size": 7,
@@ -123,7 +134,11 @@ def caption(result: ResultLike) -> str:
              f"hypervisor (steal) {pct('cpu_steal_pct')}",
              f"RSS {rss / 1e9:.2f} GB" if rss is not None else "RSS —",
              f"disk read {rate('disk_read_bytes_s')} / write {rate('disk_write_bytes_s')}",
-             f"network rx {rate('net_rx_bytes_s')} / tx {rate('net_tx_bytes_s')}"]
+             f"network rx {rate('net_rx_bytes_s')} / tx {rate('net_tx_bytes_s')}"
+             + ("" if links_counted(result) is None else f" over {links_counted(result)}")]
+    wire = wire_share(result)
+    if wire is not None:
+        parts.append(f"on the wire a step {wire:.2f}x a ring all-reduce's bytes a host")
     gpu = [f"{name.split('_', 1)[0]} {means[name]:.0f}%" for name in sorted(means)
            if name.endswith("_util_pct") and means[name] is not None]
     if gpu:

@@ -151,6 +151,32 @@ class Packing(object):
         return "%s (%s)" % (how, self.source)
 
 
+class Wire(object):
+    """What an engine's all-reduce puts on the wire, as a share of a ring's 2(n-1)/n of the
+    message a process (1: the ring's bytes, what every engine measured so far sends but one).
+    ``dlperf project`` prices a link given as a rate with it (a link measured through the
+    engine's own collectives has it already); ``source``: where it was measured or read, so a
+    reader can check it (tests/projection/test_wire.py checks it against the stored 2-host
+    results' interface counters)."""
+
+    def __init__(self, share, source):
+        # type: (float, str) -> None
+        if isinstance(share, bool) or not float(share) > 0:
+            raise ValueError("a wire share must be a number > 0, got %r" % (share,))
+        if not source:
+            raise ValueError("a wire share names its source")
+        self.share = float(share)
+        self.source = source
+
+    def describe(self):
+        # type: () -> str
+        return "%gx a ring's bytes on the wire (%s)" % (self.share, self.source)
+
+
+#: what an engine that declares no :class:`Wire` sends: a ring's bytes
+RING_WIRE = Wire(1.0, "a ring's bytes")
+
+
 class Support(object):
     """A backend's declaration: models, tasks, precisions per device and task, compile modes,
     data-parallel ability, and the reasons behind each refusal.
@@ -183,6 +209,8 @@ class Support(object):
     ``"device_kind/compile=on"`` or ``"device_kind/compile=off"`` declares one mode's, and wins
     over the device kind's (:meth:`packing_for`). A case without one is projected with PyTorch
     DDP's 25 MiB buckets, and says so.
+    ``wire``: ``{device_kind: Wire}``, where the engine's all-reduce puts other than a ring's
+    bytes on the wire on that device kind (:meth:`wire_for`: :data:`RING_WIRE` elsewhere).
     ``task_modes``: where a task has fewer modes than ``modes`` (``{"train": (False,)}``: a
     compiled mode for inference only), the modes that task has; refused with the
     ``"task/compile=on"`` reason.
@@ -194,8 +222,8 @@ class Support(object):
 
     def __init__(self, framework, models, precisions, modes, distributed=(), reasons=None,
                  tasks=TASKS, data_pipeline=None, loaders=None, launchers=("native",),
-                 options=None, task_modes=None, packing=None):
-        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str], Optional[Mapping[str, Option]], Optional[Mapping[str, Sequence[bool]]], Optional[Mapping[str, Packing]]) -> None
+                 options=None, task_modes=None, packing=None, wire=None):
+        # type: (str, Sequence[str], Mapping[str, Mapping[str, Sequence[str]]], Mapping[bool, str], Sequence[str], Optional[Mapping[str, str]], Sequence[str], Optional[str], Optional[Mapping[str, str]], Sequence[str], Optional[Mapping[str, Option]], Optional[Mapping[str, Sequence[bool]]], Optional[Mapping[str, Packing]], Optional[Mapping[str, Wire]]) -> None
         self.framework = framework
         self.models = tuple(models)
         self.tasks = tuple(tasks)
@@ -211,7 +239,8 @@ class Support(object):
         self.options = dict(options or {})  # type: Dict[str, Option]
         self.reasons = dict(reasons or {})
         self.packing = dict(packing or {})  # type: Dict[str, Packing]
-        packed = [key.split("/")[0] for key in self.packing]
+        self.wire = dict(wire or {})  # type: Dict[str, Wire]
+        packed = [key.split("/")[0] for key in self.packing] + list(self.wire)
         for key in self.packing:
             if "/" in key and key.split("/", 1)[1] not in PACKING_MODES:
                 raise ValueError("packing key %r in %s's support: after the device kind, one of "
@@ -225,6 +254,11 @@ class Support(object):
         """The packing of ``compiled``'s mode on device ``kind`` (that mode's own declaration,
         else the device kind's), or None where neither is declared."""
         return self.packing.get("%s/%s" % (kind, packing_mode(compiled))) or self.packing.get(kind)
+
+    def wire_for(self, kind):
+        # type: (str) -> Wire
+        """What the engine's all-reduce puts on the wire on device ``kind``."""
+        return self.wire.get(kind, RING_WIRE)
 
     def mode(self, compiled):
         # type: (bool) -> str

@@ -8,7 +8,7 @@ from typing import Tuple
 
 from dlperf.backends.common import CPU_TF32
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Support
+from dlperf.worker.support import Support, Wire
 
 # What MindSpore 2.10's CPU backend does with the low precisions, reproduced with both models in
 # both modes (tests/backends/test_env_mindspore.py forces each past this declaration and checks it).
@@ -45,6 +45,13 @@ SUPPORT = Support(
     # msrun + mindspore.communication.init() (MCCL, MindSpore's own CPU collectives),
     # ParallelMode.DATA_PARALLEL with gradients_mean, nn.DistributedGradReducer
     distributed=("cpu",),
+    # measured on 2 emulated hosts (2026-12-02, Zen 4): 1.91-1.99x a ring's bytes a training step
+    # (the median per case, benchmarks/data/link-rates-frameworks-zen4-2026-12-02) and 761-780 MiB a host where a
+    # ring sends 378 (`dlperf collectives --emulate-hosts 2`); MCCL's all-reduce is a ring
+    # (ps/core collective_ops_impl.cc: reduce-scatter then all-gather), so the second copy is
+    # below it, in its transport (not read further), and is taken as the same at every N
+    wire={"cpu": Wire(2.0, "MCCL's ring all-reduce over its ps::core transport, measured at "
+                           "2 hosts: 1.91-1.99x a ring's bytes a step")},
     reasons={
         "cuda": "device cuda: " + NO_GPU,
         "cpu/amp-bf16": "precision amp-bf16: " + CPU_AMP_BF16,
