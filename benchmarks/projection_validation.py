@@ -23,9 +23,9 @@ else the window's case's own gradient probe.
 
 A data folder's stored results (`dlperf results --json`, benchmarks/data/*/results.json) stand in
 for the database they came from (`--results FILE` instead of `--db`: loaded into a temporary one,
-under the sweep's name), so every table there can be made again from git alone; what the
-database held besides its results (a `dlperf collectives` model) is not in the file, and those
-links fall back to the wire and path, or the probe.
+under the sweep's name, with the folder's `collectives.json` where it keeps the `dlperf
+collectives` runs its measured links came from), so every table there can be made again from git
+alone; a folder without that file falls back to the wire and path, or the probe.
 
     python benchmarks/projection_validation.py --results benchmarks/data/DIR/results.json [--one-host]
 
@@ -58,9 +58,15 @@ from dlperf.worker.collectives import bus_factor
 from dlperf.store import Store
 
 
+#: beside a data folder's results.json, its `dlperf collectives` runs (a list of each run's
+#: rows, as `Store.collectives` reads them), where the validation used a measured link
+COLLECTIVES = "collectives.json"
+
+
 def load(stored: Path, db: Path, sweep: str) -> None:
     """Stored results (a JSON list, `dlperf results --json`) into a new database ``db``, each a
-    run of ``sweep`` in the file's order; each takes its new run id (its old one is dropped)."""
+    run of ``sweep`` in the file's order; each takes its new run id (its old one is dropped).
+    The folder's :data:`COLLECTIVES`, where it has one, goes in beside them."""
     try:
         found = json.loads(stored.read_text())
     except (OSError, ValueError) as error:
@@ -68,12 +74,16 @@ def load(stored: Path, db: Path, sweep: str) -> None:
     if not isinstance(found, list) or not all(isinstance(r, dict) and "case" in r
                                               for r in found):
         raise SystemExit(f"--results: {stored}: not a JSON list of results")
+    models = stored.parent / COLLECTIVES
+    runs = json.loads(models.read_text()) if models.is_file() else []
     with Store(db) as store:
         for result in found:
             result = {k: v for k, v in result.items() if k != "run_id"}
             run = store.start_run(str(result.get("case_key") or ""), str(result.get("label")),
                                   result["case"], result.get("env") or {}, sweep=sweep)
             store.finish_run(run, result)
+        for rows in runs:  # each `dlperf collectives` run's rows, as measured
+            store.add_collectives(rows)
 
 
 def results(db: Path, sweep: str | None) -> list[dict[str, Any]]:

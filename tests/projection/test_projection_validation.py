@@ -187,25 +187,32 @@ def table_rows(text: str) -> dict[tuple[str, str], list[str]]:
 
 
 @pytest.mark.parallel
-def test_a_data_folders_table_is_made_again_from_its_stored_results(tmp_path):
-    # the JAX link-rate study as committed: its results.json through --results gives the
-    # projections and errors its validation.md holds (the database itself is not kept)
-    folder = ROOT / "benchmarks" / "data" / "link-rates-jax-zen4-2026-12-02"
+@pytest.mark.parametrize("folder, sweep, median", [
+    # the wire and the path, the window read against the probe
+    ("link-rates-jax-zen4-2026-12-02", "link-rates-jax", "2.1%"),
+    # measured links (its collectives.json), the window priced with its own link's model
+    ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%")])
+def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, sweep, median,
+                                                                     tmp_path):
+    # a link-rate study as committed: its results.json through --results gives the projections
+    # and errors its validation.md holds (the database itself is not kept)
+    folder = ROOT / "benchmarks" / "data" / folder
     md = tmp_path / "v.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
-                           "--results", str(folder / "results.json"), "--sweep",
-                           "link-rates-jax", "--markdown", str(md)],
-                          capture_output=True, text=True, cwd=ROOT)
+                           "--results", str(folder / "results.json"), "--sweep", sweep,
+                           "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
-    assert set(made) == set(kept) == {("jax", "10gbit"), ("jax", "1gbit"), ("jax", "100mbit")}
+    framework = sweep.rsplit("-", 1)[1]
+    assert set(made) == set(kept) == {(framework, link) for link in ("10gbit", "1gbit",
+                                                                     "100mbit")}
     for key, cells in kept.items():
         # measured, the projected value, its error, the links and the window as committed (the
         # interval is the inputs' as the model makes it now: its window has ends since)
         assert made[key][3] == cells[3] and made[key][5] == cells[5], (made[key], cells)
         assert made[key][4].split(" ")[0] == cells[4].split(" ")[0]
         assert made[key][7:] == cells[7:]
-    assert "3 cases: median |error| 2.1%" in proc.stdout
+    assert f"3 cases: median |error| {median}" in proc.stdout
 
 
 @pytest.mark.parallel

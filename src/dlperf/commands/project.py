@@ -248,9 +248,12 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
             compute_s: float, gradient: int, messages: int, intra: Link, inter: Link | None,
             start: Shape) -> projection.Seen | None:
     """What ``other`` shows: its step, its own 1-device step (the start's, at the same batch)
-    and the all-reduce it adds over the start's: its ranks' own probe (the whole gradient at
-    once), else the model at its shape (its link may not be the target's); None where it spans
-    nodes and no link between nodes is known."""
+    and the all-reduce it adds over the start's, priced as the targets are where that can be
+    done: with measured links, the framework's measured models of ``other``'s own links (the
+    window is then read in the units the targets are priced in: OneFlow's one-buffer probe at
+    100 Mbit/s takes twice the wire, its bucketed step's all-reduce does not); else its ranks'
+    own probe (the whole gradient at once); else the model at its shape (its link may not be
+    the target's); None where it spans nodes and no link between nodes is known."""
     case = other["case"]
     if case.get("batch_size") != result["case"].get("batch_size"):
         compute_s = _own_compute_s(other, db, flag)
@@ -258,6 +261,14 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     step = int(other.get("global_batch") or 0) / float(other["throughput"]["median"])
     source = f"run {other.get('run_id')}: {other.get('label')}"
     span = _step_span(other)
+    own = own_links(other, db, str(result["case"]["framework"]), intra, inter)
+    if own is not None:
+        comm = (projection.allreduce_s(gradient, messages, per_node, nodes, *own)
+                - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
+                                         inter))
+        where = own[1] if nodes > 1 and own[1] is not None else own[0]
+        return projection.Seen(step, compute_s, comm,
+                               f"{source} (priced by {where.source.split(', run ')[0]})", span)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
         at_start = projection.allreduce_s(gradient, 1, start.per_node, start.nodes, intra,
@@ -273,6 +284,32 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
             - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
                                      inter))
     return projection.Seen(step, compute_s, comm, source, span)
+
+
+def own_links(other: dict[str, Any], db: str, framework: str, intra: Link,
+              inter: Link | None) -> tuple[Link, Link | None] | None:
+    """The measured models of ``other``'s own links, where the targets' link at the level it
+    differs in is a measured model too: on one host the targets' own (the host is the same),
+    across nodes the model over ``other``'s link (its rate, or unshaped) beside the targets'
+    link inside a node; None where that link of the targets' is given as a rate or no model of
+    ``other``'s link is stored."""
+    def measured(link: Link | None) -> bool:
+        return link is not None and link.source.startswith("measured")
+
+    nodes = int(other["case"].get("nnodes") or 1)
+    if nodes == 1:
+        return (intra, inter) if measured(intra) else None
+    if not measured(inter):
+        return None
+    from dlperf.host import emulated
+
+    rate = other["case"].get("link") or None
+    try:
+        across = measured_link(db, framework, True,
+                               emulated.normalize_rate(rate) if rate else None)
+    except UsageError:
+        return None
+    return intra, across
 
 
 def _step_span(other: dict[str, Any]) -> tuple[float, float] | None:
