@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, TAG, assert_nothing_left, dlperf
-from dlperf import models
+from dlperf import models, spec
 from dlperf.host import emulated
 from dlperf.store import Store
+from dlperf.worker.support import RING_WIRE
+from dlperf.worker.workload import PROBE_REPEATS
 
 # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what these runs check is each
 # framework's path between hosts, which every gradient takes alike
@@ -103,6 +105,17 @@ def check_across_two_hosts(run: Run, link: str | None = None,
     for host in hosts:
         for way in ("tx_bytes", "rx_bytes"):
             assert host[way] >= TRAINING_STEPS * GRADIENT_BYTES, (host, run.why())
+    # and no more than its engine sends: each all-reduce of the gradients (the training steps',
+    # and the probe's untimed one and its PROBE_REPEATS timed ones after the window) puts the
+    # engine's wire share of a ring's bytes on each host's link (at 2 ranks the whole gradient
+    # once), node 0's broadcasts of the initial weights aside, so the host that sends fewer
+    # sends that: 7.06-7.10 gradients for every engine, 14.11 for MindSpore (2026-12-02). A
+    # step that all-reduces its gradients twice (JAX's before 3fa7a15) sends 10.
+    share = RING_WIRE.share if result["case"].get("launcher") == "horovod" else \
+        spec.support(result["case"]["framework"]).wire_for("cpu").share
+    expected = share * (TRAINING_STEPS + 1 + PROBE_REPEATS) * GRADIENT_BYTES
+    assert min(h["tx_bytes"] for h in hosts) <= 1.15 * expected, (hosts, expected)
+    for host in hosts:
         if not local_server:  # the ranks' traffic went between the hosts, not over loopback
             assert host["lo_tx_bytes"] < 0.05 * host["tx_bytes"], host
         assert host["exit_code"] == 0
