@@ -152,9 +152,7 @@ def wire_share(result: dict[str, Any]) -> float:
     """What the result's engine puts on the wire as a share of a ring's bytes (its backend's
     declaration, dlperf.worker.support.Wire; Horovod's ring)."""
     case = result["case"]
-    if (case.get("launcher") or "native") != "native":
-        return 1.0
-    return spec.support(case["framework"]).wire_for("cpu").share
+    return spec.wire_of(case["framework"], case.get("launcher"), "cpu").share
 
 
 def wire_s(result: dict[str, Any], bits: float) -> float:

@@ -19,7 +19,6 @@ from conftest import CUT_RESNET50, CUT_RESNET50_FLAGS, TAG, assert_nothing_left,
 from dlperf import models, spec
 from dlperf.host import emulated
 from dlperf.store import Store
-from dlperf.worker.support import RING_WIRE
 from dlperf.worker.workload import PROBE_REPEATS
 
 # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what these runs check is each
@@ -111,8 +110,8 @@ def check_across_two_hosts(run: Run, link: str | None = None,
     # once), node 0's broadcasts of the initial weights aside, so the host that sends fewer
     # sends that: 7.06-7.10 gradients for every engine, 14.11 for MindSpore (2026-12-02). A
     # step that all-reduces its gradients twice (JAX's before 3fa7a15) sends 10.
-    share = RING_WIRE.share if result["case"].get("launcher") == "horovod" else \
-        spec.support(result["case"]["framework"]).wire_for("cpu").share
+    share = spec.wire_of(result["case"]["framework"], result["case"].get("launcher"),
+                         "cpu").share
     expected = share * (TRAINING_STEPS + 1 + PROBE_REPEATS) * GRADIENT_BYTES
     assert min(h["tx_bytes"] for h in hosts) <= 1.15 * expected, (hosts, expected)
     for host in hosts:

@@ -379,9 +379,15 @@ def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source
         return min(max(comm - (step - compute_s), 0.0), max(comm, 0.0))
 
     window = share * comm_s
-    ends = (min(hidden(step_high, comm_low), window), max(hidden(step_low, comm_high), window))
     return Overlap(share, source, overhead, window_s=window,
-                   window_ends=ends if ends != (window, window) else None)
+                   window_ends=_ends(window, hidden(step_high, comm_low),
+                                     hidden(step_low, comm_high)))
+
+
+def _ends(window_s: float, least: float, most: float) -> tuple[float, float] | None:
+    """A window's ends, around it; None where its sources allow no other (no intervals)."""
+    ends = (min(least, window_s), max(most, window_s))
+    return None if ends == (window_s, window_s) else ends
 
 
 @dataclass(frozen=True)
@@ -430,12 +436,11 @@ def window_from(window: Seen, overhead: Seen) -> Overlap:
     # 1-device step is in both excesses at one batch, so its own spread cancels)
     least = kept(overhead.excess_ends[0] + window.comm_ends[0] - window.excess_ends[1])
     most = kept(overhead.excess_ends[1] + window.comm_ends[1] - window.excess_ends[0])
-    ends = (min(least, window_s), max(most, window_s))
     overhead_s = max(overhead.excess_s - max(overhead.comm_s - window_s, 0.0), 0.0)
     share = min(window_s / window.comm_s, 1.0) if window.comm_s > 0 else 1.0
     return Overlap(share, f"window: {window.source}; overhead: {overhead.source}",
                    overhead_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
-                   window_s=window_s, window_ends=ends if ends != (window_s, window_s) else None)
+                   window_s=window_s, window_ends=_ends(window_s, least, most))
 
 
 def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> Overlap:

@@ -26,7 +26,7 @@ from dlperf.host import emulated
 from dlperf.host.allocators import ALLOCATORS
 from dlperf.numbers import MAX_SECONDS, is_number
 from dlperf.worker import steady
-from dlperf.worker.support import Support, format_options, parse_options
+from dlperf.worker.support import RING_WIRE, Support, Wire, format_options, parse_options
 
 BACKENDS_DIR = Path(__file__).parent / "backends"
 
@@ -76,6 +76,15 @@ def contract(framework: str) -> Backend:
 def support(framework: str) -> Support:
     """The backend's own declaration of what it runs (a light import: no framework loaded)."""
     return contract(framework).support
+
+
+def wire_of(framework: str, launcher: str | None, kind: str) -> Wire:
+    """What a job's all-reduce puts on the wire on device ``kind``: Horovod's ring for
+    ``launcher`` horovod, else the framework's own declaration (a ring's bytes where it declares
+    none, or where no backend of that name is installed)."""
+    if (launcher or "native") != "native" or framework not in frameworks():
+        return RING_WIRE
+    return support(framework).wire_for(kind)
 
 
 def expected_device(case: "Case") -> str:

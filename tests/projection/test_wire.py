@@ -43,9 +43,8 @@ def engine_of(result: dict) -> str:
 
 
 def declared(result: dict) -> float:
-    if (result["case"].get("launcher") or "native") != "native":
-        return RING_WIRE.share
-    return spec.support(result["case"]["framework"]).wire_for("cpu").share
+    return spec.wire_of(result["case"]["framework"], result["case"].get("launcher"),
+                        "cpu").share
 
 
 def test_every_engine_puts_its_declared_bytes_on_the_wire():
@@ -127,6 +126,10 @@ def test_a_wire_share_is_a_positive_number_with_its_source():
         Wire(2.0, "")
     assert Wire(2.0, "measured").describe() == "2x a ring's bytes on the wire (measured)"
     assert spec.support("torch").wire_for("cpu") is RING_WIRE
+    # a job's engine: Horovod's ring whatever the framework; a framework with no backend here
+    assert spec.wire_of("mindspore", "native", "cpu").share == 2.0
+    assert spec.wire_of("mindspore", "horovod", "cpu") is RING_WIRE
+    assert spec.wire_of("nosuch", None, "cpu") is RING_WIRE
 
 
 def stored(tmp_path: Path, keep) -> Path:

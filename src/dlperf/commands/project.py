@@ -144,15 +144,6 @@ def link_spec(spec: str | None, flag: str, db: str, framework: str,
                                wire.describe())
 
 
-def wire_of(args: argparse.Namespace, case: dict[str, Any], device: str) -> Wire:
-    """What the targets' engine puts on the wire: Horovod's ring for ``--launcher horovod``,
-    else the backend's declaration for the kind of ``device``."""
-    framework = str(case.get("framework"))
-    if args.launcher == "horovod" or framework not in spec.frameworks():
-        return RING_WIRE
-    return spec.support(framework).wire_for(device_kind(device))
-
-
 #: how far a multi-host result's own bytes on the wire may be from the engine's declaration
 #: before the projection says so (the stored results' medians are within 9 % of theirs)
 WIRE_TOLERANCE = 0.25
@@ -451,7 +442,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     case = result["case"]
     shapes = projection.targets(args.devices_per_node, args.nnodes)
     device = str(result.get("device") or case.get("device"))
-    wire = wire_of(args, case, device)
+    wire = spec.wire_of(str(case.get("framework")), args.launcher, device_kind(device))
     intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire)
     assert intra is not None
     inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire)

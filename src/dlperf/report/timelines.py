@@ -130,12 +130,13 @@ def caption(result: ResultLike) -> str:
         return "—" if means.get(name) is None else f"{means[name] / MB:.2f} MB/s"
 
     rss = means.get("rss_bytes")
+    counted = links_counted(result)
     parts = [f"CPU worker tree {pct('cpu_tree_pct')}, rest of host {pct('cpu_rest_pct')}, "
              f"hypervisor (steal) {pct('cpu_steal_pct')}",
              f"RSS {rss / 1e9:.2f} GB" if rss is not None else "RSS —",
              f"disk read {rate('disk_read_bytes_s')} / write {rate('disk_write_bytes_s')}",
              f"network rx {rate('net_rx_bytes_s')} / tx {rate('net_tx_bytes_s')}"
-             + ("" if links_counted(result) is None else f" over {links_counted(result)}")]
+             + ("" if counted is None else f" over {counted}")]
     wire = wire_share(result)
     if wire is not None:
         parts.append(f"on the wire a step {wire:.2f}x a ring all-reduce's bytes a host")
