@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from dlperf import projection, scaling, spec
 from dlperf.host import emulated
@@ -63,6 +63,12 @@ from dlperf.store import Store
 COLLECTIVES = "collectives.json"
 
 
+def refuse(line: str) -> NoReturn:
+    """Bad input: its one line on stderr, exit 2 (the project's rule for it)."""
+    print(line, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def load(stored: Path, db: Path, sweep: str) -> None:
     """Stored results (a JSON list, `dlperf results --json`) into a new database ``db``, each a
     run of ``sweep`` in the file's order; each takes its new run id (its old one is dropped).
@@ -70,10 +76,10 @@ def load(stored: Path, db: Path, sweep: str) -> None:
     try:
         found = json.loads(stored.read_text())
     except (OSError, ValueError) as error:
-        raise SystemExit(f"--results: {stored}: not a JSON list of results ({error})")
+        refuse(f"--results: {stored}: not a JSON list of results ({error})")
     if not isinstance(found, list) or not all(isinstance(r, dict) and "case" in r
                                               for r in found):
-        raise SystemExit(f"--results: {stored}: not a JSON list of results")
+        refuse(f"--results: {stored}: not a JSON list of results")
     models = stored.parent / COLLECTIVES
     runs = json.loads(models.read_text()) if models.is_file() else []
     with Store(db) as store:

@@ -223,5 +223,6 @@ def test_stored_results_that_are_not_a_list_of_results_are_refused(tmp_path):
         proc = subprocess.run([sys.executable,
                                str(ROOT / "benchmarks" / "projection_validation.py"),
                                "--results", str(bad)], capture_output=True, text=True, cwd=ROOT)
-        assert proc.returncode == 1 and proc.stderr.startswith(f"--results: {bad}: not a JSON"), \
+        assert proc.returncode == 2 and proc.stderr.startswith(f"--results: {bad}: not a JSON"), \
             proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
