@@ -18,7 +18,8 @@ from dlperf.host import system as host_system
 pytestmark = pytest.mark.whole_machine
 
 EXPECTED = {"cpu governor", "turbo/boost", "SMT (hyper-threading)", "ASLR",
-            "transparent huge pages", "isolated CPUs", "NUMA layout", "CPU thermal throttling",
+            "transparent huge pages", "proactive reclaim (DAMON)", "isolated CPUs", "NUMA layout",
+            "CPU thermal throttling",
             "available memory", "load average", "other busy processes",
             "CPU steal (hypervisor)"}
 BURNER = ("import ctypes; ctypes.CDLL(None).prctl(15, b'cpuburner', 0, 0, 0)\n"
