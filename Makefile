@@ -154,9 +154,7 @@ test-prepare:
 #    test marked `spans_cores` (a multi-process job, a rank per core) gets every CPU back while
 #    it runs, beside the other process's one-core test. Four processes, two to a core, fill the
 #    cores (98 % busy) but did not shorten the phase on a 2-core Zen 4 (1310 s against 1325, from
-#    empty test caches) and ran a test out of memory: the phase is CPU-bound; its controller
-#    keeps in memory the libraries' pages its tests bring in (tests/resident.py), which this
-#    VM's proactive reclaim wrote out after a minute idle;
+#    empty test caches) and ran a test out of memory: the phase is CPU-bound;
 # 3. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
 #    test makes itself) one at a time on every CPU.
 # First, dlperf's sources and tests are byte-compiled: where PYTHONDONTWRITEBYTECODE is set (the

@@ -54,8 +54,6 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
     if os.environ.get(SHARE_CPUS) == "1" and os.environ.get("PYTEST_XDIST_WORKER"):
         share_cpus_among_workers()
-    elif os.environ.get(SHARE_CPUS) == "1":
-        keep_libraries_resident()
 
 
 #: this test process's measurement-lock directories (:func:`own_lock`), made on first use
@@ -74,35 +72,9 @@ def own_lock(name: str) -> dict[str, str]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """This process's lock directories go (a lock file is empty: nothing to keep), and the
-    keeper of the libraries' pages (:func:`keep_libraries_resident`) ends."""
+    """This process's lock directories go (a lock file is empty: nothing to keep)."""
     if _LOCK_ROOT is not None:
         shutil.rmtree(_LOCK_ROOT, ignore_errors=True)
-    if _KEEPER is not None:
-        _KEEPER.terminate()
-        _KEEPER.wait(timeout=30)
-
-
-#: tests/resident.py's process while the framework phase runs
-_KEEPER: subprocess.Popen[bytes] | None = None
-
-
-def keep_libraries_resident() -> None:
-    """The framework phase's controller (`make test`'s second pytest) starts tests/resident.py:
-    the pages of the shared libraries that its tests bring into memory (the environments' and
-    their interpreters') stay there until it ends, where this VM's proactive reclaim (DAMON) wrote out what had been idle for a minute
-    and the next framework process read it from disk again. Its lines go to this run's
-    output."""
-    global _KEEPER
-    from dlperf.envs import manage
-
-    envs = manage.root()
-    interpreters = {str(Path(line.split("=", 1)[1].strip()).parent)
-                    for cfg in envs.glob("*/pyvenv.cfg")
-                    for line in cfg.read_text().splitlines() if line.startswith("home")}
-    roots = sorted({str(envs), sys.prefix, sys.base_prefix, *interpreters})
-    _KEEPER = subprocess.Popen([sys.executable, str(Path(__file__).with_name("resident.py")),
-                                "--parent", str(os.getpid()), *roots])
 
 
 #: set by `make test` for its middle phase: each pytest-xdist worker takes a slice of the CPUs
