@@ -132,8 +132,7 @@ def proactive_reclaim(admin: str = DAMON_ADMIN, module: str = DAMON_RECLAIM) -> 
     """The kernel's DAMON writing out memory idle for a while (cloud VMs run it to hand
     memory back): a fresh process's libraries, idle since the last repeat, are read from disk
     again. dlperf skips start-up and warm-up, so the timed window is not touched; the first
-    steps, start-up and wall time are (a OneFlow test file's fresh processes: 37.6 s from a
-    cold page cache against 30.2 s warm on a 2-core Zen 4)."""
+    steps, start-up and wall time are."""
     ages = _damon_pageout_ages(admin)
     if _read(f"{module}/enabled") == "Y":
         min_age_us = _read(f"{module}/min_age")
