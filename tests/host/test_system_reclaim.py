@@ -45,8 +45,9 @@ def test_damon_reclaim_module_and_the_states_without_pageout(tmp_path):
     module.mkdir()
     (module / "enabled").write_text("Y\n")
     (module / "min_age").write_text("120000000\n")
-    assert system.proactive_reclaim(str(admin), str(module)).value == \
-        "pageout of memory idle for 120 s"
+    found = system.proactive_reclaim(str(admin), str(module))
+    assert found.value == "pageout of memory idle for 120 s"
+    assert found.fix.startswith(f"echo N | sudo tee {module}/enabled")
 
 
 def test_this_hosts_finding_is_what_its_sysfs_says():

@@ -133,20 +133,21 @@ def proactive_reclaim(admin: str = DAMON_ADMIN, module: str = DAMON_RECLAIM) -> 
     memory back): a fresh process's libraries, idle since the last repeat, are read from disk
     again. dlperf skips start-up and warm-up, so the timed window is not touched; the first
     steps, start-up and wall time are."""
-    ages = _damon_pageout_ages(admin)
+    ages = [f"{age:.0f} s" for age in _damon_pageout_ages(admin)]
+    fixes = [f"echo off | sudo tee {admin}/<N>/state"] if ages else []
     if _read(f"{module}/enabled") == "Y":
         min_age_us = _read(f"{module}/min_age")
-        ages.append(int(min_age_us) / 1e6 if min_age_us else float("nan"))
+        ages.append(f"{int(min_age_us) / 1e6:.0f} s" if min_age_us else "its default age")
+        fixes.append(f"echo N | sudo tee {module}/enabled")
     if not ages:
         exposed = Path(admin).exists() or Path(module).exists()
         return Finding("proactive reclaim (DAMON)", "off" if exposed else "not exposed", "ok")
-    value = "pageout of memory idle for " + ", ".join(f"{age:.0f} s" for age in ages)
-    return Finding("proactive reclaim (DAMON)", value, "warn",
+    return Finding("proactive reclaim (DAMON)", "pageout of memory idle for " + ", ".join(ages),
+                   "warn",
                    "libraries and data idle that long are written out of memory and read from "
                    "disk again: slower start-up, first steps and data loading in fresh-process "
                    "repeats (the timed window is not affected)",
-                   f"echo off | sudo tee {admin}/<N>/state (the VM's owner may rely on it to "
-                   "hand memory back)")
+                   "; ".join(fixes) + " (the VM's owner may rely on it to hand memory back)")
 
 
 def isolated_cpus() -> Finding:
