@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load
+from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
 from dlperf.launchers import launch, launchguard
-from dlperf import runner
+from dlperf import envs, runner
 from dlperf.launchers import mindspore as ms_launch
 from dlperf.launchers import paddle as paddle_launch
 from dlperf.spec import Case
@@ -219,6 +219,49 @@ def test_oneflow_lonely_node_times_out(tmp_path, tagged):
     assert master["status"] == "timeout" and master["repeats_done"] == 1
     assert master["error"].startswith("rendezvous timed out after 2 s (--rdzv-timeout): the 2 "
                                       "nodes never all joined at 127.0.0.1:")
+
+
+# what a OneFlow rank prints once the import joined: its rank and the world's size
+JOINED = ("from dlperf.backends.oneflow import workload; "
+          "print(workload.rank(), workload.world_size())")
+
+
+def test_a_oneflow_rank_ahead_of_rank_0_joins_without_oneflows_10_s_retry(tagged):
+    """Rank 1 started 2 s before rank 0 (as an import that got ahead does) waits for rank 0's
+    control server before it imports OneFlow, so OneFlow's client never finds it missing: its
+    warning (shown here, GLOG_minloglevel=1) is what precedes the 10-s sleep before it tries
+    again."""
+    port = launch.free_port()
+    env = envs.worker_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                           "WORLD_SIZE": "2", "GLOG_minloglevel": "1", "OMP_NUM_THREADS": "1",
+                           "DLPERF_RDZV_TIMEOUT_S": "120"})
+    python = pinned_env("oneflow")
+    ranks = {}
+    for rank in (1, 0):
+        ranks[rank] = subprocess.Popen([python, "-c", JOINED], text=True, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE,
+                                       env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)})
+        time.sleep(2)
+    outputs = {rank: proc.communicate(timeout=120) for rank, proc in ranks.items()}
+    for rank, (out, err) in outputs.items():
+        assert ranks[rank].returncode == 0 and out.split() == [str(rank), "2"], err[-2000:]
+    assert "LoadServer" not in outputs[1][1], outputs[1][1][-2000:]
+
+
+def test_a_oneflow_node_whose_node_0_never_comes_says_so(tmp_path, tagged):
+    """Node 1 alone: its ranks wait for node 0's control server, say so once after 5 s, and end
+    at --rdzv-timeout with the message that names node 0's address."""
+    port = launch.free_port()
+    proc = dlperf_main("run", "--framework", "oneflow", *TINY, "--nnodes", "2",
+                       "--node-rank", "1", "--master-addr", "127.0.0.1",
+                       "--master-port", str(port), "--rdzv-timeout", "7", "--repeats", "1",
+                       "--db", str(tmp_path / "t.db"), "--json", str(tmp_path / "n1.json"),
+                       timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    result = load(tmp_path / "n1.json")
+    assert result["status"] == "timeout", result["error"]
+    assert result["error"].startswith("rendezvous timed out after 7 s (--rdzv-timeout): "
+                                      f"node 0 never answered at 127.0.0.1:{port}"), result["error"]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -31,8 +31,10 @@ _SIGNAL = re.compile(r"died with <Signals\.(SIG[A-Z0-9]+): (\d+)>")
 # glog's fatal line, which OneFlow prints before it aborts: "F20261123 12:40:11.755896 10106
 # ctrl_client.cpp:54] Check failed: ..."
 _FATAL = re.compile(r"^F\d{8} [\d:.]+ +\d+ (\S+\] .*)$", re.M)
-# what OneFlow repeats while rank 0's control server does not answer
-_NO_MASTER = re.compile(r"LoadServer \S+ Failed at \d+ times")
+# what OneFlow repeats while rank 0's control server does not answer, and what the backend
+# says once while it waits for that server before the import (workload.py's MASTER_SILENT)
+_NO_MASTER = re.compile(r"LoadServer \S+ Failed at \d+ times|rank 0's control server at \S+ "
+                        r"does not answer yet")
 
 
 class OneFlowLaunch(MultiLauncher):

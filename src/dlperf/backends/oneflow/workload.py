@@ -12,6 +12,9 @@ once, when the runtime starts at import.
 import math
 import os
 import signal
+import socket
+import sys
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from dlperf.backends.common import check_device_name, gather_json
@@ -40,8 +43,9 @@ def rendezvous_deadline():
     """Under oneflow.distributed.launch with several ranks, ``import oneflow`` is the
     rendezvous: it blocks in C++ (holding the GIL, so no Python thread can watch it) until every
     rank has reached rank 0's control server at MASTER_ADDR:MASTER_PORT, with no deadline of its
-    own (rank 0 waits silently forever, the others retry every 10 s). So the kernel keeps the
-    deadline: ``alarm(DLPERF_RDZV_TIMEOUT_S)`` (--rdzv-timeout, from dlperf's launcher) with
+    own (rank 0 waits silently forever, the others retry every 10 s; :func:`wait_for_master`
+    spares them the first). So the kernel keeps the deadline: ``alarm(DLPERF_RDZV_TIMEOUT_S)``
+    (--rdzv-timeout, from dlperf's launcher) with
     SIGALRM's default action, which ends the process unless the import returned first; the
     launcher reports the rank "died with SIGALRM", which dlperf's explain reads as a timeout."""
     seconds = os.environ.get("DLPERF_RDZV_TIMEOUT_S")
@@ -52,10 +56,44 @@ def rendezvous_deadline():
     return True
 
 
+#: how often a rank other than 0 knocks at rank 0's control server before importing OneFlow
+MASTER_POLL_S = 0.05
+#: after this long it says, once, that rank 0 does not answer (the launcher's explain reads it)
+MASTER_SILENT_S = 5.0
+MASTER_SILENT = "rank 0's control server at %s:%d does not answer yet; waiting"
+
+
+def wait_for_master():
+    # type: () -> None
+    """A rank other than 0 waits until rank 0's control server (MASTER_ADDR:MASTER_PORT)
+    accepts a connection, then imports OneFlow. OneFlow's own client, finding nothing there,
+    sleeps 10 s before it tries again (rpc_client.cpp's LoadServer), so a rank whose import
+    got ahead of rank 0's lost 10 s, about every other launch of 2 ranks on one host. The
+    deadline is the import's: :func:`rendezvous_deadline`'s alarm, armed before this."""
+    if int(os.environ.get("WORLD_SIZE", "1")) < 2 or int(os.environ.get("RANK", "0")) == 0:
+        return
+    host, port = os.environ.get("MASTER_ADDR"), int(os.environ.get("MASTER_PORT") or 0)
+    if not host or not port:
+        return
+    start = time.monotonic()
+    said = False
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1.0).close()
+            return
+        except OSError:
+            if not said and time.monotonic() - start >= MASTER_SILENT_S:
+                sys.stderr.write(MASTER_SILENT % (host, port) + "\n")
+                sys.stderr.flush()
+                said = True
+            time.sleep(MASTER_POLL_S)
+
+
 prepare_process()
 # OneFlow's own CPU kernels compute subnormals at full cost; before its threads exist (see fpenv)
 DENORMALS = fpenv.flush_denormals()
 _deadline = rendezvous_deadline()
+wait_for_master()
 
 import numpy  # noqa: E402
 import oneflow as flow  # noqa: E402  (after prepare_process, on purpose)
