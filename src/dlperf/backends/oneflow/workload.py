@@ -61,6 +61,9 @@ MASTER_POLL_S = 0.05
 #: after this long it says, once, that rank 0 does not answer (the launcher's explain reads it)
 MASTER_SILENT_S = 5.0
 MASTER_SILENT = "rank 0's control server at %s:%d does not answer yet; waiting"
+#: past this, OneFlow's own client tries (and gives up after its 60 retries 10 s apart): the
+#: bound where no --rdzv-timeout alarm is armed (the worker started by hand)
+MASTER_WAIT_MAX_S = 600.0
 
 
 def wait_for_master():
@@ -77,7 +80,7 @@ def wait_for_master():
         return
     start = time.monotonic()
     said = False
-    while True:
+    while time.monotonic() - start < MASTER_WAIT_MAX_S:
         try:
             socket.create_connection((host, port), timeout=1.0).close()
             return
