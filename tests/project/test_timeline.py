@@ -1,0 +1,76 @@
+"""The wall-and-CPU timeline (tests/timeline.py) on a tiny inner test run (pytester, in a
+subprocess so that its CPU clocks are its own): one line per test where it ran, its CPU time
+counting a child it waited for, the tests that waited most listed first, earlier runs' lines
+kept and left out; without the variable, nothing is written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+# runs pytest on files it writes; nothing measured, no framework
+pytestmark = pytest.mark.parallel
+
+# CPU burnt until the clock says so, not for a wall time: the same on a busy host
+INNER = """
+import subprocess, sys, time
+
+BURN = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.3: pass"
+
+def test_sleeps():
+    time.sleep(0.5)
+
+def test_burns():
+    exec(BURN)
+
+def test_waits_for_a_child_that_burns():
+    subprocess.run([sys.executable, "-c", BURN], check=True)
+"""
+
+
+TESTS = Path(__file__).resolve().parents[1]  # where the plugin is
+
+
+def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.RunResult:
+    pytester.makepyfile(test_inner=INNER)
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # not an xdist worker
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return pytester.runpytest_subprocess("-p", "timeline", "-p", "no:cacheprovider")
+
+
+def test_each_test_has_its_wall_and_cpu_time_and_the_waiting_one_comes_first(
+        pytester, tmp_path, monkeypatch):
+    path = tmp_path / "timeline.jsonl"
+    path.write_text('{"run": "an earlier one", "id": "x", "start": 0, "end": 9, "cpu_s": 0}\n')
+    monkeypatch.setenv("DLPERF_TEST_TIMELINE", str(path))
+    result = inner(pytester, monkeypatch)
+    assert result.ret == 0, result.stdout.str()
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows[0]["run"] == "an earlier one"  # kept
+    mine = {row["id"].split("::")[1]: row for row in rows[1:]}
+    assert set(mine) == {"test_sleeps", "test_burns", "test_waits_for_a_child_that_burns"}
+    assert len({row["run"] for row in mine.values()}) == 1
+    assert all(row["worker"] == "main" for row in mine.values())
+    sleeps = mine["test_sleeps"]
+    assert sleeps["end"] - sleeps["start"] >= 0.5 and sleeps["cpu_s"] < 0.25
+    assert mine["test_burns"]["cpu_s"] >= 0.25
+    assert mine["test_waits_for_a_child_that_burns"]["cpu_s"] >= 0.25
+    out = result.stdout.str()
+    assert "the 3 tests that waited most (wall - CPU; DLPERF_TEST_TIMELINE=" in out
+    listed = [line for line in result.outlines if "s wall" in line and "s CPU" in line]
+    assert len(listed) == 3 and listed[0].endswith("test_inner.py::test_sleeps"), listed
+
+
+def test_without_the_variable_nothing_is_written_or_shown(pytester, tmp_path, monkeypatch):
+    monkeypatch.delenv("DLPERF_TEST_TIMELINE", raising=False)
+    result = inner(pytester, monkeypatch)
+    assert result.ret == 0
+    assert "waited most" not in result.stdout.str()
+    assert not list(tmp_path.glob("*.jsonl"))
