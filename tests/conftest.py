@@ -25,8 +25,8 @@ import psutil
 import pytest
 
 # tests/ceiling.py: a test that costs more than its kind's ceiling (pyproject.toml) fails;
-# tests/timeline.py: each test's wall and CPU time, where DLPERF_TEST_TIMELINE names a file
-pytest_plugins = ("ceiling", "timeline")
+# tests/cpu_timeline.py: each test's wall and CPU time, where DLPERF_TEST_TIMELINE names a file
+pytest_plugins = ("ceiling", "cpu_timeline")
 
 # pytest keeps each test module, its asserts rewritten, as bytecode in __pycache__ and reads it
 # back next time, unless writing bytecode is off (PYTHONDONTWRITEBYTECODE, which the project's

@@ -1,4 +1,4 @@
-"""The wall-and-CPU timeline (tests/timeline.py) on a tiny inner test run (pytester, in a
+"""The wall-and-CPU timeline (tests/cpu_timeline.py) on a tiny inner test run (pytester, in a
 subprocess so that its CPU clocks are its own): one line per test where it ran, its CPU time
 counting a child it waited for, the tests that waited most listed first, earlier runs' lines
 kept and left out; without the variable, nothing is written."""
@@ -42,7 +42,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    return pytester.runpytest_subprocess("-p", "timeline", "-p", "no:cacheprovider")
+    return pytester.runpytest_subprocess("-p", "cpu_timeline", "-p", "no:cacheprovider")
 
 
 def test_each_test_has_its_wall_and_cpu_time_and_the_waiting_one_comes_first(
