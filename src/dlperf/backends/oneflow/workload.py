@@ -45,9 +45,9 @@ def rendezvous_deadline():
     rank has reached rank 0's control server at MASTER_ADDR:MASTER_PORT, with no deadline of its
     own (rank 0 waits silently forever, the others retry every 10 s; :func:`wait_for_master`
     spares them the first). So the kernel keeps the deadline: ``alarm(DLPERF_RDZV_TIMEOUT_S)``
-    (--rdzv-timeout, from dlperf's launcher) with
-    SIGALRM's default action, which ends the process unless the import returned first; the
-    launcher reports the rank "died with SIGALRM", which dlperf's explain reads as a timeout."""
+    (--rdzv-timeout, from dlperf's launcher) with SIGALRM's default action, which ends the
+    process unless the import returned first; the launcher reports the rank "died with SIGALRM",
+    which dlperf's explain reads as a timeout."""
     seconds = os.environ.get("DLPERF_RDZV_TIMEOUT_S")
     if int(os.environ.get("WORLD_SIZE", "1")) < 2 or not seconds:
         return False
