@@ -70,7 +70,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
 def rows_of_this_run(path: str) -> list[dict[str, Any]]:
     run = os.environ.get(RUN_ENV, "")
     try:
-        lines = open(path).read().splitlines()
+        with open(path) as handle:
+            lines = handle.read().splitlines()
     except OSError:
         return []
     rows = []
