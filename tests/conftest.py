@@ -26,7 +26,7 @@ import pytest
 
 # tests/ceiling.py: a test that costs more than its kind's ceiling (pyproject.toml) fails;
 # tests/cpu_timeline.py: each test's wall and CPU time, where DLPERF_TEST_TIMELINE names a file
-pytest_plugins = ("ceiling", "cpu_timeline")
+pytest_plugins = ("ceiling", "cpu_timeline", "work_units")
 
 # pytest keeps each test module, its asserts rewritten, as bytecode in __pycache__ and reads it
 # back next time, unless writing bytecode is off (PYTHONDONTWRITEBYTECODE, which the project's
@@ -136,34 +136,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     share = max(1, len(os.sched_getaffinity(0)) // workers)
     if torch.get_num_threads() > share:
         torch.set_num_threads(share)
-
-
-#: the test files that read each session fixture (tests/sweep_session.py, tests/tiny_runs.py): a
-#: session fixture is made once per xdist process, so the framework phase deals each group to one
-#: process as one unit (test_suite_layout.py checks that these are exactly the files that use them)
-SESSION_FIXTURE_FILES = {
-    "fixture_db": ("tests/report/test_compare.py", "tests/report/test_report.py", "tests/studies/test_sweep.py"),
-    "tiny_resnet_run": ("tests/report/test_device_shown.py", "tests/worker/test_run.py"),
-}
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadfile`` (a file's tests on one process, its module fixtures made once), with
-    the files that share a session fixture as one unit: the fixture's real runs (about 40 s of
-    sweeps for ``fixture_db``) are made once instead of on both processes."""
-    if config.getoption("dist", None) != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    unit_of = {file: "+".join(files) for files in SESSION_FIXTURE_FILES.values()
-               for file in files}
-
-    class SessionFixtureScheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            file = super()._split_scope(nodeid)
-            return unit_of.get(file, file)
-
-    return SessionFixtureScheduling(config, log)
 
 
 @functools.lru_cache(maxsize=1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SESSION_FIXTURE_FILES
+from work_units import SESSION_FIXTURE_FILES
 
 # reads the test files and measures nothing: `make test` runs it beside another
 pytestmark = pytest.mark.parallel
@@ -52,7 +52,7 @@ def users_of(fixtures: set[str]) -> dict[str, tuple[str, ...]]:
 
 
 def test_each_session_fixture_is_dealt_with_every_file_that_uses_it():
-    """conftest.SESSION_FIXTURE_FILES keeps a session fixture's files on one xdist process, so
+    """work_units.SESSION_FIXTURE_FILES keeps a session fixture's files on one xdist process, so
     its real runs are made once: a file that starts using one must join its group."""
     fixtures = session_fixtures()
     assert set(SESSION_FIXTURE_FILES) == fixtures
