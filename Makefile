@@ -146,8 +146,9 @@ test-prepare:
 # The tests in three phases, all of which always run; any failing fails `make test`:
 # 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
 #    pytest-xdist processes;
-# 2. the framework tests, TEST_JOBS files at a time (a file's tests on one process, so that its
-#    module fixtures are made once), each xdist process pinned to its own slice
+# 2. the framework tests, TEST_JOBS units at a time (a file's tests on one process, so that its
+#    module fixtures are made once; one framework's tests from every file together, so that its
+#    libraries are read from disk once: tests/work_units.py), each xdist process pinned to its own slice
 #    of the CPUs (DLPERF_TEST_SHARE_CPUS, tests/conftest.py): every framework sizes its pools by
 #    the affinity mask, so two tests side by side never share a core; most of a tiny case is
 #    single-threaded work (imports, graph building, compiles) that this runs two at a time; a
