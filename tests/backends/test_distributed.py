@@ -1,4 +1,5 @@
-"""Several processes and several "nodes" through torchrun: real gloo jobs on this CPU.
+"""Several processes and several "nodes" through torchrun: real gloo jobs on this CPU, and
+DistributedDataParallel's step on two ranks against one process on both batches.
 
 Each test leaves a marker variable in the environment of everything it starts, and checks at the
 end that no process carrying it is still alive (workers, torchrun agents, harnesses).
@@ -17,6 +18,8 @@ import pytest
 
 from conftest import (CUT_RESNET50_FLAGS, TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS,
                       check_voted_warmup, dlperf_main, load)
+import dp_check
+from dp_check import check_ranks_step_as_one, write_case
 from dlperf.launchers import launch, slurm
 from dlperf import runner
 from dlperf.launchers import torch as torchrun
@@ -92,6 +95,20 @@ def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):
     con = sqlite3.connect(db)
     stored = con.execute("SELECT result_json FROM runs WHERE id=?", (two["run_id"],)).fetchone()
     assert '"scaling_efficiency"' in stored[0]
+
+
+def test_two_ddp_ranks_step_as_one_process_on_both_batches(tmp_path, tagged):
+    """torch's native engine, DistributedDataParallel over gloo under the real torchrun: one
+    step of two ranks fed seed + rank's batch averages their gradients (tests/dp_check.py, the
+    check Horovod's paths pass too)."""
+    case = write_case(tmp_path / "ddp.json", "torch", devices=2)
+    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                           "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                           str(dp_check.STEP), str(case), str(tmp_path / "ddp")],
+                          env=env, capture_output=True, text=True, timeout=dp_check.TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_ranks_step_as_one(tmp_path / "ddp", sys.executable, "torch", tmp_path, env)
 
 
 def test_bert_two_processes_explicit_threads_and_no_baseline(tmp_path, tagged):

@@ -9,8 +9,8 @@ them).
   same weights, averaged: SGD's first step (momentum buffer empty) is linear in the gradient, so
   that average is the step on the ranks' mean gradient. A Horovod that summed instead of
   averaging, skipped the all-reduce or let a rank keep its own weights fails it.
-  tests/horovod_step.py builds the backend's Workload from a case and dumps the weights around
-  one `step()`: nothing is added to the timed loop.
+  tests/dp_check.py holds the check (torch's DDP passes it too, in
+  tests/backends/test_distributed.py).
 - `dlperf run --launcher horovod --devices 2` stores a result whose facts say horovod + gloo.
 - A sweep with `launcher: [native, horovod]` x `devices: [1, 2]` renders a report whose scaling
   table shows both engines, every speedup over the one 1-process native result.
@@ -28,13 +28,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from conftest import (CUT_RESNET50, dlperf_main, load, pinned_env, tiny_bert_knobs,
-                      tiny_nets)
+from conftest import dlperf_main, load, pinned_env, tiny_bert_knobs, tiny_nets
+from dp_check import STEP, check_ranks_step_as_one, write_case
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
-from dlperf import envs, models
+from dlperf import envs
 from dlperf.envs import horovod as horovod_env
 from dlperf.launchers import horovod as launcher
 from dlperf.launchers.launch import free_port
@@ -46,7 +45,6 @@ from dlperf.spec import Case
 pytestmark = pytest.mark.spans_cores
 
 ROOT = Path(__file__).resolve().parents[2]
-STEP = ROOT / "tests" / "horovod_step.py"
 FRAMEWORKS = ("tensorflow1", "mxnet", "torch")
 TIMEOUT = 300
 # what a run, a sweep or a node checks is the launch, not the network: a one-layer BERT (a
@@ -71,61 +69,10 @@ def step_env() -> dict[str, str]:
             **launcher.MPI_AS_ROOT}
 
 
-#: the trainable tensors of the cut ResNet-50 the steps train (conftest's CUT_RESNET50: the
-#: averaging is of every gradient alike): a weight per convolution, a scale and a shift per
-#: BatchNorm (one after each convolution), the classifier's weight and bias
-TRAINABLE = 3 * len(models.resnet_convs(32, 50, CUT_RESNET50["max_blocks"])) + 2
-
-
-def write_case(path: Path, framework: str, **fields) -> Path:
-    case = Case(framework=framework, model="resnet50", batch_size=2, device="cpu",
-                knobs={"image_size": 32, **CUT_RESNET50}, **fields)
-    path.write_text(json.dumps(case.to_dict()))
-    return path
-
-
-def weights(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as saved:
-        return dict(saved)
-
-
 # every framework's averaging over Gloo; MPI's transport once (each environment's MPI build and
 # its allreduce over MPI are checked by tests/backends/test_env_horovod.py): a second framework over MPI
 # repeats what is covered
 PAIRS = [(framework, "gloo") for framework in FRAMEWORKS] + [("torch", "mpi")]
-
-
-#: framework -> (the weights its references started from, the references): the single-process
-#: step is the same computation whichever controller the Horovod run used, so a second pair of one
-#: framework (torch over Gloo, then over MPI) reuses the first's when its start is the same
-REFERENCES: dict[str, tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]] = {}
-
-
-def same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    return sorted(a) == sorted(b) and all(np.array_equal(a[name], b[name]) for name in a)
-
-
-def single_process_steps(python: str, framework: str, start: dict[str, np.ndarray],
-                         tmp_path: Path) -> list[dict[str, np.ndarray]]:
-    """The single-process reference on each rank's batch (seed + rank), from rank 0's weights
-    (``tmp_path / "hvd.rank0.before.npz"``, which ``start`` holds): the weights after one step
-    each; made once per framework and start weights."""
-    known = REFERENCES.get(framework)
-    if known is not None and same_weights(known[0], start):
-        return known[1]
-    # both in one process, one after the other: one interpreter and framework import (and, for
-    # TensorFlow 1.15, one ResNet-50 graph) for the two, where CPU time, not wall time, is short
-    pairs = [str(path) for seed in (0, 1) for path in
-             (write_case(tmp_path / f"seed{seed}.json", framework, seed=seed),
-              tmp_path / f"seed{seed}")]
-    proc = subprocess.run([python, str(STEP), *pairs, "--init",
-                           str(tmp_path / "hvd.rank0.before.npz")],
-                          env=step_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    alone = [weights(tmp_path / f"seed{seed}.rank0.after.npz") for seed in (0, 1)]
-    REFERENCES[framework] = (start, alone)
-    return alone
 
 
 @pytest.mark.parametrize("framework, controller", PAIRS)
@@ -143,18 +90,7 @@ def test_two_ranks_step_as_one_process_on_both_batches(framework, controller, tm
     proc = subprocess.run([*horovodrun, python, str(STEP), str(case), str(tmp_path / "hvd")],
                           env=step_env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    start = weights(tmp_path / "hvd.rank0.before.npz")
-    ranks = [weights(tmp_path / f"hvd.rank{r}.after.npz") for r in (0, 1)]
-    alone = single_process_steps(python, framework, start, tmp_path)
-    assert sorted(ranks[0]) == sorted(start) and len(start) == TRAINABLE  # every one
-    moved = 0.0
-    for name, before in start.items():
-        assert np.array_equal(ranks[0][name], ranks[1][name]), f"{name}: ranks differ"
-        expected = (alone[0][name] + alone[1][name]) / 2
-        np.testing.assert_allclose(ranks[0][name], expected, rtol=1e-4, atol=1e-5,
-                                   err_msg=f"{framework} {name}")
-        moved = max(moved, float(np.abs(alone[0][name] - alone[1][name]).max()))
-    assert moved > 1e-2  # the two batches' steps really differ: the average is a real check
+    check_ranks_step_as_one(tmp_path / "hvd", python, framework, tmp_path, step_env())
 
 
 @pytest.fixture

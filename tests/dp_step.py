@@ -1,10 +1,12 @@
-"""``python tests/horovod_step.py CASE.json OUT_PREFIX [CASE.json OUT_PREFIX ...] [--init WEIGHTS.npz]``:
+"""``python tests/dp_step.py CASE.json OUT_PREFIX [CASE.json OUT_PREFIX ...] [--init WEIGHTS.npz]``:
 build the backend's Workload from a case, as the worker does, run one training step and write the
 trainable weights before and after it (``OUT_PREFIX.rank<R>.before.npz`` / ``.after.npz``) for
-tests/backends/test_horovod.py.
+the tests that two data-parallel ranks step as one process on both batches
+(tests/backends/test_horovod.py, tests/backends/test_distributed.py).
 
-Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path) or alone (the
-single-process reference). ``--init`` loads weights, by name, over the freshly built ones before
+Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path), under torchrun
+(a native case on 2 devices: torch's DistributedDataParallel, its rank from ``RANK``) or alone
+(the single-process reference). ``--init`` loads weights, by name, over the freshly built ones before
 the step, so a reference on another rank's batch (``seed`` + rank) starts from the same weights.
 Several CASE/OUT_PREFIX pairs run one after another in this process (one interpreter and
 framework import for both references); with ``--init``, a TensorFlow 1.15 ResNet-50 case that
@@ -80,6 +82,7 @@ def mx_write(workload, weights):
 
 def torch_params(workload):
     model = getattr(workload.model, "_orig_mod", workload.model)  # under torch.compile
+    model = getattr(model, "module", model)  # under DistributedDataParallel: the same names
     return {name: p for name, p in model.named_parameters() if p.requires_grad}
 
 
@@ -111,7 +114,8 @@ def main():
     args = parser.parse_args()
     if len(args.pairs) % 2:
         parser.error("CASE.json and OUT_PREFIX come in pairs")
-    rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK",
+                                                             os.environ.get("RANK", "0"))))
     workload, built = None, None
     for case_path, out in zip(args.pairs[::2], args.pairs[1::2]):
         with open(case_path) as handle:

@@ -1,0 +1,99 @@
+"""Two data-parallel ranks step as one process on both batches: the check every engine's
+multi-process path passes (Horovod's in tests/backends/test_horovod.py, torch's
+DistributedDataParallel in tests/backends/test_distributed.py).
+
+One step on two ranks fed different batches (seed + rank) must leave equal weights on both
+ranks, equal within fp32 tolerance to the single-process reference: the single-process step on
+each rank's batch from the same weights, averaged. ResNet-50's BatchNorm normalises each rank's
+batch by its own statistics (no engine here synchronises them), and SGD's first step (momentum
+buffer empty) is linear in the gradient, so that average is the step on the ranks' mean
+gradient. An engine that summed instead of averaging, skipped the all-reduce or let a rank keep
+its own weights fails it. tests/dp_step.py builds the backend's Workload from a case and dumps
+the weights around one ``step()``: nothing is added to the timed loop. The projection
+(docs/projection.md) prices exactly this step: the 1-device compute plus the all-reduce.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from conftest import CUT_RESNET50
+from dlperf import models
+from dlperf.spec import Case
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP = ROOT / "tests" / "dp_step.py"
+TIMEOUT = 300
+
+#: the trainable tensors of the cut ResNet-50 the steps train (conftest's CUT_RESNET50: the
+#: averaging is of every gradient alike): a weight per convolution, a scale and a shift per
+#: BatchNorm (one after each convolution), the classifier's weight and bias
+TRAINABLE = 3 * len(models.resnet_convs(32, 50, CUT_RESNET50["max_blocks"])) + 2
+
+
+def write_case(path: Path, framework: str, **fields) -> Path:
+    case = Case(framework=framework, model="resnet50", batch_size=2, device="cpu",
+                knobs={"image_size": 32, **CUT_RESNET50}, **fields)
+    path.write_text(json.dumps(case.to_dict()))
+    return path
+
+
+def weights(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as saved:
+        return dict(saved)
+
+
+def same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return sorted(a) == sorted(b) and all(np.array_equal(a[name], b[name]) for name in a)
+
+
+#: (interpreter, framework) -> (the weights its references started from, the references): the
+#: single-process step is the same computation whichever engine ran the ranks, so a second run of
+#: one framework (torch over Gloo, then over MPI) reuses the first's when its start is the same
+REFERENCES: dict[tuple[str, str], tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]] = {}
+
+
+def single_process_steps(python: str, framework: str, start_file: Path, tmp_path: Path,
+                         env: dict[str, str]) -> list[dict[str, np.ndarray]]:
+    """The single-process reference on each rank's batch (seed + rank), from rank 0's weights
+    (``start_file``): the weights after one step each; made once per interpreter, framework and
+    start weights."""
+    start = weights(start_file)
+    known = REFERENCES.get((python, framework))
+    if known is not None and same_weights(known[0], start):
+        return known[1]
+    # both in one process, one after the other: one interpreter and framework import (and, for
+    # TensorFlow 1.15, one ResNet-50 graph) for the two, where CPU time, not wall time, is short
+    pairs = [str(path) for seed in (0, 1) for path in
+             (write_case(tmp_path / f"seed{seed}.json", framework, seed=seed),
+              tmp_path / f"seed{seed}")]
+    proc = subprocess.run([python, str(STEP), *pairs, "--init", str(start_file)],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    alone = [weights(tmp_path / f"seed{seed}.rank0.after.npz") for seed in (0, 1)]
+    REFERENCES[(python, framework)] = (start, alone)
+    return alone
+
+
+def check_ranks_step_as_one(prefix: Path, python: str, framework: str, tmp_path: Path,
+                            env: dict[str, str]) -> None:
+    """The two ranks' weights (``prefix``.rank0/1.before/after.npz, written by tests/dp_step.py
+    under the engine's launcher) against the averaged single-process steps."""
+    start_file = Path(f"{prefix}.rank0.before.npz")
+    start = weights(start_file)
+    ranks = [weights(Path(f"{prefix}.rank{r}.after.npz")) for r in (0, 1)]
+    alone = single_process_steps(python, framework, start_file, tmp_path, env)
+    assert sorted(ranks[0]) == sorted(start) and len(start) == TRAINABLE  # every one
+    moved = 0.0
+    for name in start:
+        assert np.array_equal(ranks[0][name], ranks[1][name]), f"{name}: ranks differ"
+        expected = (alone[0][name] + alone[1][name]) / 2
+        np.testing.assert_allclose(ranks[0][name], expected, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{framework} {name}")
+        moved = max(moved, float(np.abs(alone[0][name] - alone[1][name]).max()))
+    assert moved > 1e-2  # the two batches' steps really differ: the average is a real check
