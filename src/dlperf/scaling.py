@@ -182,10 +182,16 @@ def links_counted(result: ResultLike) -> str | None:
     """Whose links a result's network columns (the monitor's, loopback left out) count, where
     it ran across emulated hosts: a sweep's monitor sits in this machine's namespace and sees
     the bridge's ports (:data:`BRIDGE_PORTS`), `dlperf run`'s node 0 in its host's and sees its
-    own interface (:data:`NODE_0_LINK`); None elsewhere (the host's own interfaces)."""
+    own interface (:data:`NODE_0_LINK`); None elsewhere (the host's own interfaces): a run
+    that did not start emulated hosts itself (``launch.emulated_hosts``) counts the host's,
+    whatever emulated hosts another job had up beside it (their bridge's ports are interfaces of
+    this namespace too)."""
     from dlperf.host import emulated
 
     raw = read_result(result).raw
+    hosts = (raw.get("launch") or {}).get("emulated_hosts") or {}
+    if not hosts.get("emulated"):
+        return None
     names = set(((raw.get("monitor") or {}).get("net_by_interface") or {}))
     if emulated.INTERFACE in names:
         return NODE_0_LINK

@@ -74,6 +74,7 @@ def constructed(names: list[str], column: str, rate: float) -> dict:
             "model": {"params": 1_000_000}, "global_batch": 16, "status": "ok",
             "throughput": {"median": 12.0, "repeats": [8.0, 16.0]},
             "monitor": {"net_by_interface": {name: {} for name in names}},
+            "launch": {"emulated_hosts": {"emulated": True, "count": 2}},
             "timeline": {"window_means": [{"repeat": 0, column: rate},
                                           {"repeat": 1, column: rate}]}}
 
@@ -109,6 +110,12 @@ def test_the_report_says_whose_links_the_network_columns_count():
     assert scaling.links_counted(sweep) == scaling.BRIDGE_PORTS
     assert scaling.links_counted(run) == scaling.NODE_0_LINK
     assert scaling.links_counted(host) is None
+    # a run on this host alone while another job's emulated hosts were up: their bridge's
+    # ports were interfaces of this namespace, but the run crossed none of them
+    beside = constructed(["eth0", *ports], "net_rx_bytes_s", 1e6)
+    del beside["launch"]
+    assert scaling.links_counted(beside) is None and scaling.wire_share(beside) is None
+    assert timelines.network_of(beside) == "host, loopback left out"
     assert [timelines.network_of(r) for r in (sweep, run, host)] == [
         "every emulated host's link", "node 0's link", "host, loopback left out"]
     said = timelines.caption(sweep)
