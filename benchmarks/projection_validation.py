@@ -161,6 +161,12 @@ def wire_share(result: dict[str, Any]) -> float:
     return spec.wire_of(case["framework"], case.get("launcher"), "cpu").share
 
 
+def exchange_of(result: dict[str, Any]) -> str:
+    """How the result's engine moves its gradients (its backend's declaration)."""
+    case = result["case"]
+    return spec.wire_of(case["framework"], case.get("launcher"), "cpu").exchange
+
+
 def wire_s(result: dict[str, Any], bits: float) -> float:
     """The gradient all-reduce's time on the wire at the TCP payload a link shaped to ``bits``
     per second carries: the engine's own bytes (a ring's times its wire share)."""
@@ -204,8 +210,13 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
         serial = projection.serial_share(probed, wire_s(source, rate_of(source) or 1), path)
     seconds = projection.path_and_wire_s(wire, path, serial)
     # the combined time as a rate of its bytes on the wire: `dlperf project` puts the engine's
-    # share of a ring's bytes on a link given as a rate
-    rate = sent_bytes(target) * wire_share(target) * 8 / seconds
+    # share of a ring's bytes on a link given as a rate, as its exchange moves them (a
+    # parameter server's, one worker a host: a ring's bytes on each link)
+    case = target["case"]
+    shape = (int(case.get("devices") or 1), int(case["nnodes"]))
+    rate = (sent_bytes(target) * wire_share(target) * 8 / seconds
+            * projection.link_bytes(exchange_of(target), *shape)
+            / projection.link_bytes(projection.RING, *shape))
     how = (f"wire {wire * 1e3:.0f} ms + path {path * 1e3:.0f} ms x {serial:.0%} in series "
            f"({'from ' + source['case']['link'] if source else 'no other rate'})")
     return f"{rate / 1e6:.0f}mbit@0us", how
@@ -267,8 +278,13 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
             how = f"its probe at batch {source['case']['batch_size']}: " \
                   f"{path * 8 / 1e9:.2g} Gbit/s"
             # the probe's bus bandwidth counts a ring's bytes; as a link given as a rate it
-            # carries the engine's own (`dlperf project` puts its wire share on it)
-            line = path * wire_share(source)
+            # carries the engine's own (`dlperf project` puts its wire share on it), as its
+            # exchange moves them (a parameter server's takes d times a message a link where
+            # a ring's takes 2(d-1)/d: the same probe time either way)
+            devices = int(case["devices"])
+            line = path * wire_share(source) * projection.link_bytes(
+                exchange_of(source), devices, 1) / projection.link_bytes(
+                projection.RING, devices, 1)
             proc = subprocess.run([*base, "--intra", f"{line * 8 / 1e6:.0f}mbit@0us"],
                                   capture_output=True, text=True)
         if proc.returncode != 0:

@@ -11,8 +11,10 @@ plus the part of the gradient all-reduce the backward pass does not hide:
   gradient tensor or group of them; :class:`dlperf.worker.support.Packing`), each all-reduced by a ring on one node (2(N-1) latencies and 2(N-1)/N of the bucket
   over the link), or across nodes hierarchically (a ring reduce-scatter and all-gather inside
   each node, a ring all-reduce between the nodes over their NICs, which every process of the node
-  shares). The links' latency and bandwidth are measured (``dlperf collectives``: Hockney's
-  alpha-beta fit of the framework's own collective path) or given (a rate and a latency).
+  shares); or, for an engine that declares a parameter server (MXNet's kvstore), every worker's
+  push and pull through a server on each node (:func:`pushpull_s`). The links' latency and
+  bandwidth are measured (``dlperf collectives``: Hockney's alpha-beta fit of the framework's own
+  collective path) or given (a rate and a latency).
 * ``overlap``: the seconds of all-reduce the backend hides behind its backward pass (a window:
   what is longer is exposed), measured from multi-process results of the same configuration
   (their steps against the 1-device step and their all-reduce); never assumed: without one,
@@ -25,7 +27,7 @@ Every projected figure carries an interval: the 1-device measurement's, the link
 the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
 each). The throughput has a second one, that interval widened by the model's own error as its
 validation measured it (:mod:`dlperf.projection_error`). What the model leaves out is listed
-with every projection (:data:`NOT_MODELLED`).
+with every projection (:func:`not_modelled`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 from dlperf.errors import UsageError
 from dlperf.host import emulated
 from dlperf.projection_error import ModelError, for_target
+from dlperf.worker.support import EXCHANGES
 
 MIB = 1 << 20
 # the packing taken for an engine that declares none (:class:`dlperf.worker.support.Packing`):
@@ -47,12 +50,28 @@ DDP_BUCKET_BYTES = 25 * MIB
 # the backward pass's share of a step's compute: twice the forward's FLOPs (a weight and an
 # activation gradient per forward product), so 2/3 of the whole; the overlap window's bound
 BACKWARD_SHARE = 2 / 3
+#: how an engine's all-reduce moves a step's gradients (:class:`dlperf.worker.support.Wire`'s
+#: ``exchange``): a ring (hierarchical across nodes), or a parameter server's push and pull
+RING, PARAMETER_SERVER = EXCHANGES
 NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
                 "pipeline or tensor parallelism", "a parameter server's bottleneck",
                 "input pipelines that slow down as more processes read")
+#: in place of "a parameter server's bottleneck" for an engine whose servers are modelled
+#: (:func:`pushpull_s`): what that model still leaves out
+SERVERS_LEFT_OUT = ("a server's own summing and copying beyond what its measured push and pull "
+                    "shows (none in a link given as a rate), and keys spread unevenly over the "
+                    "servers")
 MAX_LINK_BITS = 100 * 10**12  # a given link: NVLink-class fabrics pass 1 Tbit/s
 _LATENCY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)\s*", re.I)
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def not_modelled(exchange: str = RING) -> tuple[str, ...]:
+    """What a projection of an engine with ``exchange`` leaves out (listed with it)."""
+    if exchange != PARAMETER_SERVER:
+        return NOT_MODELLED
+    return tuple(SERVERS_LEFT_OUT if item == "a parameter server's bottleneck" else item
+                 for item in NOT_MODELLED)
 
 
 @dataclass(frozen=True)
@@ -101,17 +120,26 @@ def carrying(link: Link, share: float, what: str) -> Link:
 
 
 def link_of_model(model: Any) -> Link:
-    """A measured :class:`dlperf.collective_model.Model` of an all-reduce on n ranks as a ring's
-    link: its bus bandwidth, and its latency spread over the ring's 2(n-1) hops."""
-    ranks = model.key.ranks
-    if model.key.op != "allreduce" or ranks < 2:
-        raise UsageError(f"collective model {model.key.describe()}: an all-reduce on 2 or more "
-                         f"ranks is needed")
-    if model.fit.beta_s <= 0:
-        raise UsageError(f"collective model {model.key.describe()}: its sizes show no bandwidth "
+    """A measured :class:`dlperf.collective_model.Model` as the link the model prices with: an
+    all-reduce on n ranks as a ring's (its bus bandwidth, its latency spread over the ring's
+    2(n-1) hops); a parameter server's push and pull as :func:`pushpull_s`'s at the measured
+    shape (d processes on each of N nodes: on one node the server's d x m each way, B = d / beta;
+    across nodes each NIC's 2d(N-1)/N x m, B = 2d(N-1)/N / beta; the round trip's two
+    latencies, alpha / 2 each), so that the model gives back the measured time there."""
+    key, fit = model.key, model.fit
+    if key.op not in ("allreduce", "pushpull") or key.ranks < 2:
+        raise UsageError(f"collective model {key.describe()}: an all-reduce, or a parameter "
+                         f"server's push and pull, on 2 or more ranks is needed")
+    if fit.beta_s <= 0:
+        raise UsageError(f"collective model {key.describe()}: its sizes show no bandwidth "
                          f"(latency-bound); measure larger sizes")
-    return Link(model.factor / model.fit.beta_s, model.fit.alpha_s / (2 * (ranks - 1)),
-                f"measured: {model.key.describe()}, run {model.run}", model.fit.max_error)
+    source = f"measured: {key.describe()}, run {model.run}"
+    if key.op == "pushpull":
+        share = (key.nproc if key.nnodes == 1
+                 else 2 * key.nproc * (key.nnodes - 1) / key.nnodes)
+        return Link(share / fit.beta_s, fit.alpha_s / 2, source, fit.max_error)
+    return Link(model.factor / fit.beta_s, fit.alpha_s / (2 * (key.ranks - 1)), source,
+                fit.max_error)
 
 
 def ring_allreduce_s(nbytes: float, ranks: int, link: Link) -> float:
@@ -138,14 +166,48 @@ def hierarchical_allreduce_s(nbytes: float, per_node: int, nodes: int, intra: Li
     return inside + between
 
 
+def pushpull_s(nbytes: float, per_node: int, nodes: int, intra: Link,
+               inter: Link | None) -> float:
+    """Every worker (``per_node`` = d on each of ``nodes`` = N) pushes ``nbytes`` to the
+    parameter servers, a server on each node holding 1/N of the bytes (ps-lite spreads the keys,
+    and splits the large ones, over the servers), and pulls the sum back. Each node's NIC carries
+    its d workers' pushes to the other nodes' servers and its server's replies to the other
+    nodes' workers: 2d(N-1)/N of the message each way, where a hierarchical ring's carries
+    2(N-1)/N once for the node: the servers' bottleneck, d times a ring's bytes. Each server
+    takes its own node's d workers' share over the node's link (d/N of the message each way) at
+    the same time. Each a round trip: a push's latency, then the pull's."""
+    d, n = per_node, nodes
+    if d * n < 2:
+        return 0.0
+    inside = 2 * intra.latency + d * nbytes / n / intra.bandwidth
+    if n == 1:
+        return inside
+    assert inter is not None
+    between = 2 * inter.latency + 2 * d * (n - 1) / n * nbytes / inter.bandwidth
+    return max(inside, between)
+
+
+def link_bytes(exchange: str, per_node: int, nodes: int) -> float:
+    """The multiple of one message each process's link (each node's NIC, across nodes) carries
+    each way at a shape: a ring's 2(n-1)/n; a parameter server's d on one node (its server's),
+    2d(N-1)/N across nodes. A bus bandwidth read with a ring's bytes (an all-reduce probe's) is
+    a link for ``exchange`` at that shape times ``link_bytes(exchange) / link_bytes(RING)``."""
+    d, n = per_node, nodes
+    if exchange == PARAMETER_SERVER:
+        return float(d) if n == 1 else 2 * d * (n - 1) / n
+    return 2 * (d - 1) / d if n == 1 else 2 * (n - 1) / n
+
+
 def allreduce_s(gradient_bytes: float, messages: int, per_node: int, nodes: int, intra: Link,
-                inter: Link | None) -> float:
-    """One step's gradient all-reduce in ``messages`` all-reduces: each pays its latency, the
-    bytes cost the same however they are cut (the ring's time is linear in them), so the cut
-    is taken as equal parts."""
+                inter: Link | None, exchange: str = RING) -> float:
+    """One step's gradient all-reduce in ``messages`` all-reduces (or, ``exchange``
+    PARAMETER_SERVER, pushes and pulls): each pays its latency, the bytes cost the same however
+    they are cut (the time is linear in them), so the cut is taken as equal parts."""
     if gradient_bytes <= 0 or messages < 1:
         return 0.0
     size = gradient_bytes / messages
+    if exchange == PARAMETER_SERVER:
+        return messages * pushpull_s(size, per_node, nodes, intra, inter)
     if nodes == 1:
         return messages * ring_allreduce_s(size, per_node, intra)
     assert inter is not None
@@ -298,6 +360,7 @@ class Inputs:
     overlap: Overlap
     start: Shape = Shape(1, 1)
     engine: str | None = None  # whose cases of a check its model error takes (projection_error)
+    exchange: str = RING  # how the engine's all-reduce moves the gradients (EXCHANGES)
 
 
 @dataclass(frozen=True)
@@ -335,9 +398,9 @@ def project(inputs: Inputs, shape: Shape) -> Point:
                          f"below what was measured ({start.nodes} x {start.per_node}); "
                          f"project upwards only")
     comm = (allreduce_s(inputs.gradient_bytes, inputs.messages, shape.per_node, shape.nodes,
-                        inputs.intra, inputs.inter)
+                        inputs.intra, inputs.inter, inputs.exchange)
             - allreduce_s(inputs.gradient_bytes, inputs.messages, start.per_node, start.nodes,
-                          inputs.intra, inputs.inter))
+                          inputs.intra, inputs.inter, inputs.exchange))
     error = max(inputs.intra.error, inputs.inter.error if inputs.inter else 0.0)
     comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
     c = inputs.compute_s
@@ -520,8 +583,10 @@ class Projection:
         where = ("1 device" if i.start.devices == 1
                  else f"{i.start.nodes} x {i.start.per_node} devices")
         parts = [f"measured step {i.compute_s.value * 1e3:.4g} ms on {where}",
-                 f"gradients {i.gradient_bytes / 1e6:.4g} MB in {i.messages} all-reduce(s) a "
-                 f"step: {i.packing}",
+                 f"gradients {i.gradient_bytes / 1e6:.4g} MB in {i.messages} "
+                 + ("push(es) and pull(s) through a parameter server on each node"
+                    if i.exchange == PARAMETER_SERVER else "all-reduce(s)")
+                 + f" a step: {i.packing}",
                  f"intra-node {i.intra.describe()}"]
         if i.inter is not None:
             parts.append(f"between nodes {i.inter.describe()}")
@@ -564,7 +629,8 @@ class Projection:
                                   "overhead_s": i.overlap.overhead_s,
                                   "overhead_ends": [vars(f) for f in i.overlap.overhead_fits]
                                   if i.overlap.overhead_fits else None},
-                      "not_modelled": list(NOT_MODELLED)},
+                      "exchange": i.exchange,
+                      "not_modelled": list(not_modelled(i.exchange))},
             "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,
                         "devices": p.shape.devices, "allreduce_s": span(p.allreduce_s),
                         "step_s": span(p.step_s), "throughput": span(p.throughput),

@@ -3,6 +3,7 @@ calculation, and the command's refusals and its published-table mode (no worker 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 
@@ -50,6 +51,83 @@ def test_each_all_reduce_pays_its_latency_and_the_bytes_cost_the_same_however_cu
     assert two == pytest.approx(2 * projection.hierarchical_allreduce_s(30e6, 4, 2, lat, inter))
     assert projection.allreduce_s(60e6, 2, 4, 2, lat, inter) - projection.allreduce_s(
         60e6, 1, 4, 2, lat, inter) == pytest.approx(2 * 3 * 1e-3 + 2 * 1e-2)
+
+
+def test_a_parameter_server_carries_each_workers_bytes_through_the_nodes_nic():
+    intra, inter = Link(100 * GBIT, 0.0, "given"), Link(10 * GBIT, 1e-3, "given")
+    # 2 nodes of 1 worker, 100 MB: each NIC carries its push of the other server's half and
+    # its server's reply to the other worker, 2 * 1 * 1/2 * 100e6 / 1.25e9 = 0.08 s (a ring's
+    # bytes), plus the push's and the pull's latency
+    assert projection.pushpull_s(100e6, 1, 2, intra, inter) == pytest.approx(0.08 + 2e-3)
+    assert projection.ring_allreduce_s(100e6, 2, Link(10 * GBIT, 0.0, "g")) == pytest.approx(0.08)
+    # 4 workers on each of 4 nodes: 2 * 4 * 3/4 * 100e6 / 1.25e9 = 0.48 s a NIC, four times the
+    # hierarchical ring's 2 * 3/4 * 100e6 / 1.25e9 = 0.12 s between the nodes
+    assert projection.pushpull_s(100e6, 4, 4, intra, inter) == pytest.approx(0.48 + 2e-3)
+    # one node of 4 workers: its server takes 4 x 100 MB each way over the node's link,
+    # 4 * 100e6 / 12.5e9 = 0.032 s, where a ring's 2 * 3/4 * 100e6 / 12.5e9 = 0.012 s
+    assert projection.pushpull_s(100e6, 4, 1, intra, None) == pytest.approx(0.032)
+    assert projection.pushpull_s(100e6, 1, 1, intra, None) == 0.0  # one worker: nothing
+    # the server's own node's share over its link is slower than its NIC: it sets the time
+    slow_inside = Link(0.1 * GBIT, 0.0, "given")
+    assert projection.pushpull_s(100e6, 2, 2, slow_inside, inter) == pytest.approx(
+        2 * 100e6 / 2 / (0.1 * GBIT))
+    # what each link carries, in messages: a ring's 2(n-1)/n, a server's d on one node and
+    # 2d(N-1)/N a NIC across nodes; the ratio turns a probe's ring-counted bus bandwidth into
+    # the server's link at that shape (the same probe time either way)
+    ring, ps = projection.RING, projection.PARAMETER_SERVER
+    assert projection.link_bytes(ring, 4, 1) == pytest.approx(1.5)
+    assert projection.link_bytes(ring, 4, 4) == pytest.approx(1.5)
+    assert projection.link_bytes(ps, 4, 1) == 4.0
+    assert projection.link_bytes(ps, 4, 4) == pytest.approx(6.0)
+    assert projection.link_bytes(ps, 1, 2) == projection.link_bytes(ring, 1, 2) == 1.0
+    probe_bw = 1e9  # a ring's 2(2-1)/2 x 100 MB in 0.1 s on 2 processes of one node
+    as_server = Link(probe_bw * projection.link_bytes(ps, 2, 1) / projection.link_bytes(
+        ring, 2, 1), 0.0, "probe")
+    assert projection.pushpull_s(100e6, 2, 1, as_server, None) == pytest.approx(0.1)
+    # a step's keys: each push and pull pays its latencies, the bytes as one
+    two = projection.allreduce_s(100e6, 2, 1, 2, intra, inter, projection.PARAMETER_SERVER)
+    assert two == pytest.approx(0.08 + 2 * 2e-3)
+
+
+def test_a_measured_push_and_pull_becomes_the_servers_link():
+    """Read back at its own shape, the parameter-server model gives the measured time."""
+    from dlperf import collective_model as cm
+
+    fit = cm.Fit(alpha_s=2e-4, beta_s=1 / 1e8, median_error=0.01, max_error=0.04)
+    across = cm.Model(cm.Key("mxnet", "kvstore", "pushpull", 1, 2, "1gbit"), 1, fit,
+                      (1024, 2048), "vm", False, "cpu", "now", None)
+    link = projection.link_of_model(across)
+    assert link.bandwidth == pytest.approx(1e8)  # 2 * 1 * (2-1)/2 / beta
+    assert link.latency == pytest.approx(1e-4) and link.error == 0.04  # alpha over push + pull
+    fast = Link(1000 * GBIT, 0.0, "given")
+    assert projection.pushpull_s(32e6, 1, 2, fast, link) == pytest.approx(2e-4 + 32e6 / 1e8)
+    inside = cm.Model(cm.Key("mxnet", "kvstore", "pushpull", 2), 1, fit, (1024, 2048), "vm",
+                      False, "cpu", "now", None)
+    link = projection.link_of_model(inside)
+    assert link.bandwidth == pytest.approx(2e8)  # its server takes both workers' bytes
+    assert projection.pushpull_s(32e6, 2, 1, link, None) == pytest.approx(2e-4 + 32e6 / 1e8)
+    broadcast = cm.Model(cm.Key("mxnet", "kvstore", "broadcast", 2), 1, fit, (1024, 2048),
+                         "vm", False, "cpu", "now", None)
+    with pytest.raises(UsageError, match="parameter server's push and pull"):
+        projection.link_of_model(broadcast)
+
+
+def test_mxnet_declares_its_parameter_server_and_its_projection_says_so():
+    from dlperf import spec
+
+    wire = spec.wire_of("mxnet", "native", "cpu")
+    assert wire.exchange == projection.PARAMETER_SERVER and wire.share == 1.0
+    assert spec.wire_of("mxnet", "horovod", "cpu").exchange == projection.RING
+    assert spec.wire_of("torch", "native", "cpu").exchange == projection.RING
+    made = dataclasses.replace(inputs(Overlap(0.0, "run 3", 0.0, window_s=0.0)),
+                               exchange=wire.exchange)
+    ps = projection.Projection("x", {}, made, [])
+    assert "through a parameter server on each node" in ps.model_text()
+    stored = ps.to_dict()["model"]
+    assert stored["exchange"] == "parameter-server"
+    assert "a parameter server's bottleneck" not in stored["not_modelled"]
+    assert projection.SERVERS_LEFT_OUT in stored["not_modelled"]
+    assert "a parameter server's bottleneck" in projection.not_modelled(projection.RING)
 
 
 def test_a_packing_counts_the_all_reduces_of_a_step():
@@ -620,7 +698,7 @@ def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launche
     """A stored ResNet-50 result (102 MB of fp32 gradients, 161 tensors) projected to 4
     processes: the all-reduces a step pays the latency of come from its engine's declaration
     (Horovod's for ``--launcher horovod``), stored and said with the projection; at 0.1 ms a hop each
-    costs 6 hops' latency on 4 ranks."""
+    costs 6 hops' latency on 4 ranks (MXNet's push and pull two, through its server)."""
     from dlperf.store import Store
 
     result = json.loads(json.dumps(ONE_DEVICE))
@@ -637,12 +715,22 @@ def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launche
     made = json.loads(out.read_text())
     assert made["model"]["allreduces_per_step"] == count
     assert made["model"]["packing"].startswith(says)
-    assert f"in {count} all-reduce(s) a step: {says}" in made["model"]["text"]
     gradient = 25557032 * 4
+    (point,) = made["points"]
+    if (framework, launcher) == ("mxnet", "native"):
+        # ps-lite's server on the one node: each key a push and a pull (2 latencies), and the
+        # server takes the 4 workers' whole gradients each way (dlperf.projection.pushpull_s)
+        assert made["model"]["exchange"] == "parameter-server"
+        assert (f"in {count} push(es) and pull(s) through a parameter server on each node a "
+                f"step: {says}") in made["model"]["text"]
+        assert point["allreduce_s"]["value"] == pytest.approx(
+            count * 2 * 100e-6 + 4 * gradient / 1.25e9)
+        return
+    assert made["model"]["exchange"] == "ring"
+    assert f"in {count} all-reduce(s) a step: {says}" in made["model"]["text"]
     # the link is given as a rate: it carries the engine's own bytes (MindSpore's MCCL twice
     # a ring's, dlperf.worker.support.Wire; Horovod's a ring's)
     share = 2.0 if (framework, launcher) == ("mindspore", "native") else 1.0
-    (point,) = made["points"]
     assert point["allreduce_s"]["value"] == pytest.approx(
         count * 6 * 100e-6 + share * 2 * 3 / 4 * gradient / 1.25e9)
 

@@ -105,16 +105,20 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 # ------------------------------------------------------------------------------------------------
 
 def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Link:
-    """The newest stored all-reduce model of ``framework``'s default collective path, on one host
-    (``inter`` False) or across nodes over ``link``; one line naming the command when none."""
+    """The newest stored all-reduce model of ``framework``'s default collective path (a
+    parameter server's push and pull where that path has no all-reduce: MXNet's kvstore), on one
+    host (``inter`` False) or across nodes over ``link``; one line naming the command when
+    none."""
     from dlperf.studies import collectives as study
 
-    path = study.path_named(framework, None).name
-    key = collective_model.Key(framework, path, "allreduce", 2 if not inter else 1,
+    found_path = study.path_named(framework, None)
+    path = found_path.name
+    op = "allreduce" if "allreduce" in found_path.ops else "pushpull"
+    key = collective_model.Key(framework, path, op, 2 if not inter else 1,
                                2 if inter else 1, link if inter else None)
 
     def wanted(found: collective_model.Key) -> bool:
-        return ((found.framework, found.path, found.op) == (framework, path, "allreduce")
+        return ((found.framework, found.path, found.op) == (framework, path, op)
                 and (found.nnodes > 1) == inter and found.ranks >= 2
                 and (not inter or found.link == link))
 
@@ -122,7 +126,7 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Lin
         model = collective_model.newest_matching(db, wanted, key)
     except collective_model.NoModel:
         flag = "--inter" if inter else "--intra"
-        raise UsageError(f"{flag}: no collective model of {framework} {path} allreduce "
+        raise UsageError(f"{flag}: no collective model of {framework} {path} {op} "
                          f"{'across nodes' + (f' over {link}' if link else '') if inter else 'on one host'} "
                          f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY") from None
     return projection.link_of_model(model)
@@ -237,7 +241,7 @@ def _named(spec: str, flag: str, db: str, result: dict[str, Any],
 
 def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
             compute_s: float, gradient: int, messages: int, intra: Link, inter: Link | None,
-            start: Shape) -> projection.Seen | None:
+            start: Shape, exchange: str = projection.RING) -> projection.Seen | None:
     """What ``other`` shows: its step, its own 1-device step (the start's, at the same batch)
     and the all-reduce it adds over the start's, priced as the targets are where that can be
     done: with measured links, the framework's measured models of ``other``'s own links (the
@@ -254,16 +258,16 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     span = _step_span(other)
     own = own_links(other, db, str(result["case"]["framework"]), intra, inter)
     if own is not None:
-        comm = (projection.allreduce_s(gradient, messages, per_node, nodes, *own)
+        comm = (projection.allreduce_s(gradient, messages, per_node, nodes, *own, exchange)
                 - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                                         inter))
+                                         inter, exchange))
         where = own[1] if nodes > 1 and own[1] is not None else own[0]
         return projection.Seen(step, compute_s, comm,
                                f"{source} (priced by {where.source.split(', run ')[0]})", span)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
         at_start = projection.allreduce_s(gradient, 1, start.per_node, start.nodes, intra,
-                                          inter)
+                                          inter, exchange)
         interval = scaling.allreduce_interval(other)
         return projection.Seen(step, compute_s, probed - at_start,
                                f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span,
@@ -271,9 +275,9 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
                                (interval[0] - at_start, interval[1] - at_start))
     if nodes > 1 and inter is None:
         return None
-    comm = (projection.allreduce_s(gradient, messages, per_node, nodes, intra, inter)
+    comm = (projection.allreduce_s(gradient, messages, per_node, nodes, intra, inter, exchange)
             - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                                     inter))
+                                     inter, exchange))
     return projection.Seen(step, compute_s, comm, source, span)
 
 
@@ -315,7 +319,7 @@ def _step_span(other: dict[str, Any]) -> tuple[float, float] | None:
 
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
                gradient: int, messages: int, intra: Link, inter: Link | None,
-               start: Shape) -> Overlap:
+               start: Shape, exchange: str = projection.RING) -> Overlap:
     """The overlap window and the multi-process overhead, from results of the configuration on
     more devices than the start: ``--overlap-from`` (else the newest in --db) alone gives both
     (its excess first read as an exposed all-reduce); with ``--overhead-from`` (a result whose
@@ -342,7 +346,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
                     f"result on more devices than the start's {start.nodes} x {start.per_node}")
             return Overlap(None, f"no {more} of this configuration in {args.db}")
         other = found[-1]
-    links = (gradient, messages, intra, inter, start)
+    links = (gradient, messages, intra, inter, start, exchange)
     window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
     if window is None:
         return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
@@ -371,7 +375,7 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
     """The window from ``window`` (--overlap-from) alone, the overhead fitted through the two
     ``--overhead-from`` results: the configuration's, at two batch sizes."""
     flag = "--overhead-from"
-    named = [_named(spec, flag, args.db, result, links[-1]) for spec in args.overhead_from]
+    named = [_named(spec, flag, args.db, result, links[4]) for spec in args.overhead_from]
     if named[0]["case"].get("batch_size") == named[1]["case"].get("batch_size"):
         raise UsageError(f"{flag}: {named[0].get('label')} and {named[1].get('label')} are at "
                          f"one batch size; a fit needs two")
@@ -460,10 +464,11 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     start = Shape(int(case.get("devices") or 1), 1)
     samples = batch * start.devices  # the start's step, from its whole job's throughput
     compute = Span(samples / median, samples / high, samples / low)
-    overlap = overlap_of(args, result, compute.value, gradient, messages, intra, inter, start)
+    overlap = overlap_of(args, result, compute.value, gradient, messages, intra, inter, start,
+                         wire.exchange)
     engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(), intra, inter,
-                    overlap, start, engine)
+                    overlap, start, engine, wire.exchange)
     warnings = wire_warnings(args.db, result, wire)
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
@@ -596,8 +601,8 @@ def show(made: projection.Projection) -> None:
         shapes = ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in made.points
                            if p.model_error.check == check)
         display.out.print(f"  {shapes}: {check.text()}", soft_wrap=True, highlight=False)
-    display.out.print("not modelled: " + "; ".join(projection.NOT_MODELLED), soft_wrap=True,
-                      highlight=False)
+    display.out.print("not modelled: " + "; ".join(projection.not_modelled(
+        made.inputs.exchange)), soft_wrap=True, highlight=False)
     for warning in made.warnings:
         display.warn(warning)
 

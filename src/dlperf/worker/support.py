@@ -151,26 +151,38 @@ class Packing(object):
         return "%s (%s)" % (how, self.source)
 
 
+#: how an engine's all-reduce moves the gradients: a ring (hierarchical across nodes), or every
+#: worker's push and pull through a parameter server on each node (dlperf.projection)
+EXCHANGES = ("ring", "parameter-server")
+
+
 class Wire(object):
     """What an engine's all-reduce puts on the wire, as a share of a ring's 2(n-1)/n of the
-    message a process (1: the ring's bytes, what every engine measured so far sends but one).
+    message a process (1: the ring's bytes, what every engine measured so far sends but one),
+    and how (``exchange``: a ring, or a parameter server's push and pull, whose servers carry
+    each node's workers' bytes separately: ``dlperf project`` prices the two differently).
     ``dlperf project`` prices a link given as a rate with it (a link measured through the
     engine's own collectives has it already); ``source``: where it was measured or read, so a
     reader can check it (tests/projection/test_wire.py checks it against the stored 2-host
     results' interface counters)."""
 
-    def __init__(self, share, source):
-        # type: (float, str) -> None
+    def __init__(self, share, source, exchange="ring"):
+        # type: (float, str, str) -> None
         if isinstance(share, bool) or not float(share) > 0:
             raise ValueError("a wire share must be a number > 0, got %r" % (share,))
         if not source:
             raise ValueError("a wire share names its source")
+        if exchange not in EXCHANGES:
+            raise ValueError("exchange must be one of %s, got %r" % (", ".join(EXCHANGES),
+                                                                      exchange))
         self.share = float(share)
         self.source = source
+        self.exchange = exchange
 
     def describe(self):
         # type: () -> str
-        return "%gx a ring's bytes on the wire (%s)" % (self.share, self.source)
+        how = "" if self.exchange == "ring" else ", through a parameter server on each node"
+        return "%gx a ring's bytes on the wire%s (%s)" % (self.share, how, self.source)
 
 
 #: what an engine that declares no :class:`Wire` sends: a ring's bytes

@@ -14,7 +14,7 @@ and records which operators ended up in bf16. float16 has no CPU kernels.
 
 from dlperf.backends.common import CPU_TF32
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Option, Packing, Support
+from dlperf.worker.support import Option, Packing, Support, Wire
 
 CPU_FP16 = ("mxnet 1.9.1 has no float16 kernels on a CPU: mxnet.contrib.amp float16 casts a "
             "convolution and MXNet fails with 'FP16 gemm on cpu not implemented!'")
@@ -52,6 +52,12 @@ SUPPORT = Support(
     # Gluon's Trainer pushes and pulls each parameter's gradient under its own key
     packing={"cpu": Packing("Gluon Trainer over the dist_sync kvstore: a push and a pull per "
                             "parameter key", tensors=1)},
+    # ps-lite's servers, one per node (the launcher's), each holding its share of the keys
+    # (the large ones split over every server): each worker's push and pull cross the links,
+    # the sum is made on the servers: on 2 hosts a ring's bytes, which tests/projection/
+    # test_wire.py checks against the stored 2-host results
+    wire={"cpu": Wire(1.0, "ps-lite's dist_sync kvstore, a server per node; measured on 2 "
+                           "emulated hosts", exchange="parameter-server")},
     reasons={
         "cuda": NO_GPU_BUILD,
         "cpu/tf32": CPU_TF32,
