@@ -200,14 +200,18 @@ def link_bytes(exchange: str, per_node: int, nodes: int) -> float:
 
 def allreduce_s(gradient_bytes: float, messages: int, per_node: int, nodes: int, intra: Link,
                 inter: Link | None, exchange: str = RING) -> float:
-    """One step's gradient all-reduce in ``messages`` all-reduces (or, ``exchange``
-    PARAMETER_SERVER, pushes and pulls): each pays its latency, the bytes cost the same however
-    they are cut (the time is linear in them), so the cut is taken as equal parts."""
+    """One step's gradient all-reduce in ``messages`` all-reduces: each pays its latency, the
+    bytes cost the same however they are cut (the time is linear in them), so the cut is taken
+    as equal parts. A parameter server's (``exchange`` PARAMETER_SERVER) pushes and pulls one
+    round trip for the step, whatever its keys: each key's push is sent without waiting for the
+    last one's reply (MXNet's engine runs the kvstore's pushes asynchronously and ps-lite's van
+    queues them on one connection a server), so their latencies overlap and their bytes
+    queue."""
     if gradient_bytes <= 0 or messages < 1:
         return 0.0
-    size = gradient_bytes / messages
     if exchange == PARAMETER_SERVER:
-        return messages * pushpull_s(size, per_node, nodes, intra, inter)
+        return pushpull_s(gradient_bytes, per_node, nodes, intra, inter)
+    size = gradient_bytes / messages
     if nodes == 1:
         return messages * ring_allreduce_s(size, per_node, intra)
     assert inter is not None

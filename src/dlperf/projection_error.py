@@ -123,7 +123,8 @@ EMULATED_HOSTS = Check(
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
     "after its step was fixed, MindSpore's over its all-reduce measured on each link; OneFlow's "
-    "measured again with its all-reduce over each link, the window priced as the targets are)",
+    "measured again with its all-reduce over each link, the window priced as the targets are); "
+    "AMD EPYC Zen 5, 2026-12-03 (MXNet's parameter servers over their measured push and pull)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -165,7 +166,9 @@ EMULATED_HOSTS = Check(
      ("OneFlow 100 Mbit/s 12-02 remeasured", -0.007),
      ("MindSpore 10 Gbit/s 12-02 measured", -0.007),
      ("MindSpore 1 Gbit/s 12-02 measured", -0.055),
-     ("MindSpore 100 Mbit/s 12-02 measured", 0.042)),
+     ("MindSpore 100 Mbit/s 12-02 measured", 0.042),
+     ("MXNet 10 Gbit/s 12-03 servers", 0.178), ("MXNet 1 Gbit/s 12-03 servers", -0.211),
+     ("MXNet 100 Mbit/s 12-03 servers", 0.150)),
     start_devices=1)
 
 PUBLISHED = Check(

@@ -84,9 +84,13 @@ def test_a_parameter_server_carries_each_workers_bytes_through_the_nodes_nic():
     as_server = Link(probe_bw * projection.link_bytes(ps, 2, 1) / projection.link_bytes(
         ring, 2, 1), 0.0, "probe")
     assert projection.pushpull_s(100e6, 2, 1, as_server, None) == pytest.approx(0.1)
-    # a step's keys: each push and pull pays its latencies, the bytes as one
-    two = projection.allreduce_s(100e6, 2, 1, 2, intra, inter, projection.PARAMETER_SERVER)
-    assert two == pytest.approx(0.08 + 2 * 2e-3)
+    # a step's keys are pipelined: one round trip's latencies for the step however many keys,
+    # the bytes as one (a ring's all-reduces each pay theirs)
+    for keys in (1, 161):
+        assert projection.allreduce_s(100e6, keys, 1, 2, intra, inter,
+                                      projection.PARAMETER_SERVER) == pytest.approx(0.08 + 2e-3)
+    assert projection.allreduce_s(100e6, 2, 2, 1, inter, None) == pytest.approx(
+        0.08 + 2 * 2 * 1e-3)
 
 
 def test_a_measured_push_and_pull_becomes_the_servers_link():
@@ -718,13 +722,14 @@ def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launche
     gradient = 25557032 * 4
     (point,) = made["points"]
     if (framework, launcher) == ("mxnet", "native"):
-        # ps-lite's server on the one node: each key a push and a pull (2 latencies), and the
-        # server takes the 4 workers' whole gradients each way (dlperf.projection.pushpull_s)
+        # ps-lite's server on the one node: the keys' pushes and pulls pipelined, one round
+        # trip (2 latencies) for the step, and the server takes the 4 workers' whole gradients
+        # each way (dlperf.projection.pushpull_s)
         assert made["model"]["exchange"] == "parameter-server"
         assert (f"in {count} push(es) and pull(s) through a parameter server on each node a "
                 f"step: {says}") in made["model"]["text"]
         assert point["allreduce_s"]["value"] == pytest.approx(
-            count * 2 * 100e-6 + 4 * gradient / 1.25e9)
+            2 * 100e-6 + 4 * gradient / 1.25e9)
         return
     assert made["model"]["exchange"] == "ring"
     assert f"in {count} all-reduce(s) a step: {says}" in made["model"]["text"]

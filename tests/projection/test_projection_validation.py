@@ -191,7 +191,9 @@ def table_rows(text: str) -> dict[tuple[str, str], list[str]]:
     # the wire and the path, the window read against the probe
     ("link-rates-jax-zen4-2026-12-02", "link-rates-jax", "2.1%"),
     # measured links (its collectives.json), the window priced with its own link's model
-    ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%")])
+    ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%"),
+    # a parameter server's measured push and pull (MXNet's kvstore)
+    ("link-rates-mxnet-zen5-2026-12-03", "link-rates-mxnet", "17.8%")])
 def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, sweep, median,
                                                                      tmp_path):
     # a link-rate study as committed: its results.json through --results gives the projections
