@@ -1,6 +1,7 @@
 """Two data-parallel ranks step as one process on both batches: the check every engine's
 multi-process path passes (Horovod's in tests/backends/test_horovod.py, torch's
-DistributedDataParallel in tests/backends/test_distributed.py).
+DistributedDataParallel in tests/backends/test_distributed.py, MXNet's kvstore in
+tests/backends/test_distributed_frameworks.py).
 
 One step on two ranks fed different batches (seed + rank) must leave equal weights on both
 ranks, equal within fp32 tolerance to the single-process reference: the single-process step on
@@ -78,6 +79,21 @@ def single_process_steps(python: str, framework: str, start_file: Path, tmp_path
     alone = [weights(tmp_path / f"seed{seed}.rank0.after.npz") for seed in (0, 1)]
     REFERENCES[(python, framework)] = (start, alone)
     return alone
+
+
+def run_native_ranks(case_file: Path, prefix: Path, out_dir: Path,
+                     env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The case's ranks as `dlperf run --devices 2` starts them (its framework's own launcher,
+    from dlperf's registry: MXNet's ps-lite scheduler, servers and workers, say), each running
+    tests/dp_step.py in place of the worker."""
+    from dlperf.launchers import registry
+
+    case = Case.from_dict(json.loads(case_file.read_text()))
+    spec = registry.launcher_for(case)(case, case_file, out_dir)
+    at = spec.argv.index("dlperf.worker")  # [..., python, "-m", "dlperf.worker", "--case", ...]
+    spec.argv[at - 1:] = [str(STEP), str(case_file), str(prefix)]
+    return subprocess.run(spec.argv, env={**env, **spec.env}, capture_output=True, text=True,
+                          timeout=TIMEOUT)
 
 
 def check_ranks_step_as_one(prefix: Path, python: str, framework: str, tmp_path: Path,

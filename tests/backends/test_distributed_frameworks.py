@@ -5,12 +5,14 @@ ResNet-50 at 32x32 where a rank must fail building it).
 Per framework that runs several processes: 2 processes to ``ok`` with both ranks' figures (an
 all-reduce probe > 0 each) and a speedup over a 1-process baseline stored in the same database.
 Paddle also: two ``dlperf run`` "nodes" on 127.0.0.1, a failing rank that shows its own message,
-and peers that never come -> ``timeout``. Every test leaves a marker variable in the environment
+and peers that never come -> ``timeout``. MXNet's kvstore also steps as one process on both
+batches (tests/dp_check.py). Every test leaves a marker variable in the environment
 of what it starts and checks at the end that no process carrying it is still alive.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -19,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
+import dp_check
+from dp_check import check_ranks_step_as_one, run_native_ranks, write_case
 from dlperf.launchers import launch, launchguard
 from dlperf import envs, runner
 from dlperf.launchers import mindspore as ms_launch
@@ -332,6 +336,19 @@ def test_mxnet_two_processes_and_speedup_over_one(tmp_path, tagged):
     assert two["launch"]["kvstore"] == "dist_sync" and two["launch"]["scheduler_here"] is True
     assert two["env"]["worker"]["framework"]["data_parallel"] == (
         "kvstore dist_sync (ps-lite: 1 server(s)), gluon.Trainer update_on_kvstore=False")
+
+
+def test_two_mxnet_workers_step_as_one_process_on_both_batches(tmp_path, tagged):
+    """MXNet's native engine, the dist_sync kvstore (ps-lite's scheduler and server, the two
+    workers, as `dlperf run --devices 2` starts them): one step of two workers fed seed + rank's
+    batch averages their gradients through the servers (tests/dp_check.py, the check torch's
+    DDP and Horovod's paths pass)."""
+    python = pinned_env("mxnet")
+    case = write_case(tmp_path / "kv.json", "mxnet", devices=2)
+    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = run_native_ranks(case, tmp_path / "kv", tmp_path, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_ranks_step_as_one(tmp_path / "kv", python, "mxnet", tmp_path, env)
 
 
 def test_mxnet_lonely_node_times_out(tmp_path, tagged):
