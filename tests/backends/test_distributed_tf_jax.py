@@ -6,18 +6,22 @@ subprocesses, tiny shapes.
 Per framework: 2 processes to ``ok`` with both ranks' figures and a speedup over a 1-process
 baseline in the same database; a failing rank whose own message is the result; a node whose
 peers never come -> ``timeout``. JAX and TensorFlow 2 also run as two `dlperf run` "nodes" on
-127.0.0.1. Every test leaves a marker variable in the environment of what it starts and checks
+127.0.0.1. TensorFlow 1.15's two workers step as one process on both batches
+(tests/dp_check.py). Every test leaves a marker variable in the environment of what it starts and checks
 at the end that no process carrying it is still alive.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
+import dp_check
+from dp_check import check_ranks_step_as_one, run_native_ranks, write_case
 from dlperf.launchers import launch, registry
 from dlperf import envs, runner
 from dlperf.launchers import jax as jax_launch
@@ -197,6 +201,19 @@ def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
     assert [r["rank"] for r in ranks] == [0, 1]
     # rank 0 waited for its peer in the first step, rank 1 in its build
     assert ranks[0]["first_step_s"][0] > 30 and ranks[1]["build_s"][0] > 35, ranks
+
+
+def test_two_tensorflow1_workers_step_as_one_process_on_both_batches(tmp_path, tagged):
+    """TensorFlow 1.15's native engine, its collective all-reduce strategy in graph mode (both
+    workers as `dlperf run --devices 2` starts them, TF_CONFIG and all): one step of two workers
+    fed seed + rank's batch averages their gradients (tests/dp_check.py, the check torch's DDP,
+    MXNet's kvstore and Horovod's paths pass)."""
+    python = pinned_env("tensorflow1")
+    case = write_case(tmp_path / "tf1.json", "tensorflow1", devices=2)
+    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = run_native_ranks(case, tmp_path / "tf1", tmp_path, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_ranks_step_as_one(tmp_path / "tf1", python, "tensorflow1", tmp_path, env)
 
 
 # rank 1 of TensorFlow 1.15 never reaching its first step (as one rank of a
