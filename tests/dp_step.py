@@ -99,8 +99,25 @@ def torch_write(workload, weights):
             param.copy_(torch.from_numpy(weights[name]))
 
 
+def paddle_params(workload):
+    # by position in the optimizer's list: Paddle names a parameter by a process-wide counter,
+    # so the second build in one process (the reference's seed 1) has other names
+    return {"p%04d" % i: p for i, p in enumerate(workload.optimizer._parameter_list)
+            if not p.stop_gradient}
+
+
+def paddle_read(workload):
+    workload.sync()
+    return {name: p.numpy().copy() for name, p in paddle_params(workload).items()}
+
+
+def paddle_write(workload, weights):
+    for name, param in paddle_params(workload).items():
+        param.set_value(weights[name])
+
+
 ACCESS = {"tensorflow1": (tf1_read, tf1_write), "mxnet": (mx_read, mx_write),
-          "torch": (torch_read, torch_write)}
+          "torch": (torch_read, torch_write), "paddle": (paddle_read, paddle_write)}
 
 
 def same_but_seed(a, b):
@@ -114,8 +131,10 @@ def main():
     args = parser.parse_args()
     if len(args.pairs) % 2:
         parser.error("CASE.json and OUT_PREFIX come in pairs")
-    rank = int(os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK",
-                                                             os.environ.get("RANK", "0"))))
+    # the launcher's rank: horovodrun's, Open MPI's, torchrun's and spawn's, Paddle's launch's
+    rank = int(next((os.environ[name] for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK",
+                                                   "RANK", "PADDLE_TRAINER_ID")
+                     if name in os.environ), "0"))
     workload, built = None, None
     for case_path, out in zip(args.pairs[::2], args.pairs[1::2]):
         with open(case_path) as handle:

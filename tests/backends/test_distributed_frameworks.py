@@ -5,9 +5,9 @@ ResNet-50 at 32x32 where a rank must fail building it).
 Per framework that runs several processes: 2 processes to ``ok`` with both ranks' figures (an
 all-reduce probe > 0 each) and a speedup over a 1-process baseline stored in the same database.
 Paddle also: two ``dlperf run`` "nodes" on 127.0.0.1, a failing rank that shows its own message,
-and peers that never come -> ``timeout``. MXNet's kvstore also steps as one process on both
-batches (tests/dp_check.py). Every test leaves a marker variable in the environment
-of what it starts and checks at the end that no process carrying it is still alive.
+and peers that never come -> ``timeout``. Paddle's DataParallel and MXNet's kvstore also step
+as one process on both batches (tests/dp_check.py). Every test leaves a marker variable in the
+environment of what it starts and checks at the end that no process carrying it is still alive.
 """
 
 from __future__ import annotations
@@ -90,6 +90,18 @@ def test_paddle_two_processes_and_speedup_over_one(tmp_path, tagged):
     assert two["launch"]["launcher"] == "paddle.distributed.launch"
     assert two["launch"]["threads_per_process"] == max(1, launch.usable_cores() // 2)
     assert two["env"]["worker"]["framework"]["data_parallel"] == "paddle.DataParallel over gloo"
+
+
+def test_two_paddle_workers_step_as_one_process_on_both_batches(tmp_path, tagged):
+    """Paddle's native engine, DataParallel over gloo under `paddle.distributed.launch` (as
+    `dlperf run --devices 2` starts it): one step of two workers fed seed + rank's batch
+    averages their gradients (tests/dp_check.py)."""
+    python = pinned_env("paddle")
+    case = write_case(tmp_path / "dp.json", "paddle", devices=2)
+    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = run_native_ranks(case, tmp_path / "dp", tmp_path, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_ranks_step_as_one(tmp_path / "dp", python, "paddle", tmp_path, env)
 
 
 def test_paddle_two_nodes_on_this_machine_store_one_case(tmp_path, tagged):
