@@ -1,8 +1,8 @@
-"""Two data-parallel ranks step as one process on both batches: the check every engine's
+"""Two data-parallel ranks step as one process on both batches: the check each engine's
 multi-process path passes (Horovod's in tests/backends/test_horovod.py, torch's
 DistributedDataParallel in tests/backends/test_distributed.py, Paddle's DataParallel and MXNet's
-kvstore in tests/backends/test_distributed_frameworks.py, TensorFlow 1.15's collective all-reduce strategy in
-tests/backends/test_distributed_tf_jax.py).
+kvstore in tests/backends/test_distributed_frameworks.py, TensorFlow 1.15's collective
+all-reduce strategy in tests/backends/test_distributed_tf_jax.py).
 
 One step on two ranks fed different batches (seed + rank) must leave equal weights on both
 ranks, equal within fp32 tolerance to the single-process reference: the single-process step on

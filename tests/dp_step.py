@@ -4,9 +4,10 @@ trainable weights before and after it (``OUT_PREFIX.rank<R>.before.npz`` / ``.af
 the tests that two data-parallel ranks step as one process on both batches
 (tests/backends/test_horovod.py, tests/backends/test_distributed.py).
 
-Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path), under torchrun
-(a native case on 2 devices: torch's DistributedDataParallel, its rank from ``RANK``) or alone
-(the single-process reference). ``--init`` loads weights, by name, over the freshly built ones before
+Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path), under a
+framework's own launcher in place of the worker (a native case on 2 devices: torchrun, MXNet's
+ps-lite, TensorFlow 1.15's TF_CONFIG, Paddle's launch; tests/dp_check.py) or alone (the
+single-process reference). ``--init`` loads weights, by name, over the freshly built ones before
 the step, so a reference on another rank's batch (``seed`` + rank) starts from the same weights.
 Several CASE/OUT_PREFIX pairs run one after another in this process (one interpreter and
 framework import for both references); with ``--init``, a TensorFlow 1.15 ResNet-50 case that

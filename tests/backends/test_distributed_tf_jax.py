@@ -7,8 +7,8 @@ Per framework: 2 processes to ``ok`` with both ranks' figures and a speedup over
 baseline in the same database; a failing rank whose own message is the result; a node whose
 peers never come -> ``timeout``. JAX and TensorFlow 2 also run as two `dlperf run` "nodes" on
 127.0.0.1. TensorFlow 1.15's two workers step as one process on both batches
-(tests/dp_check.py). Every test leaves a marker variable in the environment of what it starts and checks
-at the end that no process carrying it is still alive.
+(tests/dp_check.py). Every test leaves a marker variable in the environment of what it starts
+and checks at the end that no process carrying it is still alive.
 """
 
 from __future__ import annotations
