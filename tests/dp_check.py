@@ -18,6 +18,7 @@ the weights around one ``step()``: nothing is added to the timed loop. The proje
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -95,6 +96,17 @@ def run_native_ranks(case_file: Path, prefix: Path, out_dir: Path,
     spec.argv[at - 1:] = [str(STEP), str(case_file), str(prefix)]
     return subprocess.run(spec.argv, env={**env, **spec.env}, capture_output=True, text=True,
                           timeout=TIMEOUT)
+
+
+def check_native_engine(framework: str, python: str, tmp_path: Path) -> None:
+    """The check for ``framework``'s own engine: a 2-device case's ranks under its own launcher
+    (:func:`run_native_ranks`), against the single-process steps in ``python`` (its
+    environment's interpreter)."""
+    case = write_case(tmp_path / f"{framework}.json", framework, devices=2)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    proc = run_native_ranks(case, tmp_path / framework, tmp_path, env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    check_ranks_step_as_one(tmp_path / framework, python, framework, tmp_path, env)
 
 
 def check_ranks_step_as_one(prefix: Path, python: str, framework: str, tmp_path: Path,

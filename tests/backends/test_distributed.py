@@ -18,8 +18,7 @@ import pytest
 
 from conftest import (CUT_RESNET50_FLAGS, TINY_BERT, TINY_RESNET, VOTE_MAX_STEPS,
                       check_voted_warmup, dlperf_main, load)
-import dp_check
-from dp_check import check_ranks_step_as_one, write_case
+from dp_check import check_native_engine
 from dlperf.launchers import launch, slurm
 from dlperf import runner
 from dlperf.launchers import torch as torchrun
@@ -98,17 +97,10 @@ def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):
 
 
 def test_two_ddp_ranks_step_as_one_process_on_both_batches(tmp_path, tagged):
-    """torch's native engine, DistributedDataParallel over gloo under the real torchrun: one
-    step of two ranks fed seed + rank's batch averages their gradients (tests/dp_check.py, the
-    check Horovod's paths pass too)."""
-    case = write_case(tmp_path / "ddp.json", "torch", devices=2)
-    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
-                           "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-                           str(dp_check.STEP), str(case), str(tmp_path / "ddp")],
-                          env=env, capture_output=True, text=True, timeout=dp_check.TIMEOUT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    check_ranks_step_as_one(tmp_path / "ddp", sys.executable, "torch", tmp_path, env)
+    """torch's native engine, DistributedDataParallel over gloo under the real torchrun (as
+    `dlperf run --devices 2` starts it): one step of two ranks fed seed + rank's batch averages
+    their gradients (tests/dp_check.py, the check Horovod's paths pass too)."""
+    check_native_engine("torch", sys.executable, tmp_path)
 
 
 def test_bert_two_processes_explicit_threads_and_no_baseline(tmp_path, tagged):

@@ -12,7 +12,6 @@ environment of what it starts and checks at the end that no process carrying it 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -21,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
-import dp_check
-from dp_check import check_ranks_step_as_one, run_native_ranks, write_case
+from dp_check import check_native_engine
 from dlperf.launchers import launch, launchguard
 from dlperf import envs, runner
 from dlperf.launchers import mindspore as ms_launch
@@ -96,12 +94,7 @@ def test_two_paddle_workers_step_as_one_process_on_both_batches(tmp_path, tagged
     """Paddle's native engine, DataParallel over gloo under `paddle.distributed.launch` (as
     `dlperf run --devices 2` starts it): one step of two workers fed seed + rank's batch
     averages their gradients (tests/dp_check.py)."""
-    python = pinned_env("paddle")
-    case = write_case(tmp_path / "dp.json", "paddle", devices=2)
-    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    proc = run_native_ranks(case, tmp_path / "dp", tmp_path, env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    check_ranks_step_as_one(tmp_path / "dp", python, "paddle", tmp_path, env)
+    check_native_engine("paddle", pinned_env("paddle"), tmp_path)
 
 
 def test_paddle_two_nodes_on_this_machine_store_one_case(tmp_path, tagged):
@@ -355,12 +348,7 @@ def test_two_mxnet_workers_step_as_one_process_on_both_batches(tmp_path, tagged)
     workers, as `dlperf run --devices 2` starts them): one step of two workers fed seed + rank's
     batch averages their gradients through the servers (tests/dp_check.py, the check torch's
     DDP and Horovod's paths pass)."""
-    python = pinned_env("mxnet")
-    case = write_case(tmp_path / "kv.json", "mxnet", devices=2)
-    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    proc = run_native_ranks(case, tmp_path / "kv", tmp_path, env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    check_ranks_step_as_one(tmp_path / "kv", python, "mxnet", tmp_path, env)
+    check_native_engine("mxnet", pinned_env("mxnet"), tmp_path)
 
 
 def test_mxnet_lonely_node_times_out(tmp_path, tagged):

@@ -13,15 +13,13 @@ and checks at the end that no process carrying it is still alive.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
-import dp_check
-from dp_check import check_ranks_step_as_one, run_native_ranks, write_case
+from dp_check import check_native_engine
 from dlperf.launchers import launch, registry
 from dlperf import envs, runner
 from dlperf.launchers import jax as jax_launch
@@ -208,12 +206,7 @@ def test_two_tensorflow1_workers_step_as_one_process_on_both_batches(tmp_path, t
     workers as `dlperf run --devices 2` starts them, TF_CONFIG and all): one step of two workers
     fed seed + rank's batch averages their gradients (tests/dp_check.py, the check torch's DDP,
     MXNet's kvstore and Horovod's paths pass)."""
-    python = pinned_env("tensorflow1")
-    case = write_case(tmp_path / "tf1.json", "tensorflow1", devices=2)
-    env = {**os.environ, "PYTHONPATH": str(dp_check.ROOT / "src"), "OMP_NUM_THREADS": "1"}
-    proc = run_native_ranks(case, tmp_path / "tf1", tmp_path, env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    check_ranks_step_as_one(tmp_path / "tf1", python, "tensorflow1", tmp_path, env)
+    check_native_engine("tensorflow1", pinned_env("tensorflow1"), tmp_path)
 
 
 # rank 1 of TensorFlow 1.15 never reaching its first step (as one rank of a
