@@ -161,10 +161,14 @@ def wire_share(result: dict[str, Any]) -> float:
     return spec.wire_of(case["framework"], case.get("launcher"), "cpu").share
 
 
-def exchange_of(result: dict[str, Any]) -> str:
-    """How the result's engine moves its gradients (its backend's declaration)."""
+def exchange_share(result: dict[str, Any], devices: int, nodes: int) -> float:
+    """A ring-counted bus bandwidth (a probe's, or bytes over a time) as a link for the result's
+    engine at ``devices`` x ``nodes``: what its exchange puts on a link over a ring's (1 for a
+    ring; for a parameter server, d on one node against the ring's 2(d-1)/d)."""
     case = result["case"]
-    return spec.wire_of(case["framework"], case.get("launcher"), "cpu").exchange
+    exchange = spec.wire_of(case["framework"], case.get("launcher"), "cpu").exchange
+    return (projection.link_bytes(exchange, devices, nodes)
+            / projection.link_bytes(projection.RING, devices, nodes))
 
 
 def wire_s(result: dict[str, Any], bits: float) -> float:
@@ -213,10 +217,8 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
     # share of a ring's bytes on a link given as a rate, as its exchange moves them (a
     # parameter server's, one worker a host: a ring's bytes on each link)
     case = target["case"]
-    shape = (int(case.get("devices") or 1), int(case["nnodes"]))
     rate = (sent_bytes(target) * wire_share(target) * 8 / seconds
-            * projection.link_bytes(exchange_of(target), *shape)
-            / projection.link_bytes(projection.RING, *shape))
+            * exchange_share(target, int(case.get("devices") or 1), int(case["nnodes"])))
     how = (f"wire {wire * 1e3:.0f} ms + path {path * 1e3:.0f} ms x {serial:.0%} in series "
            f"({'from ' + source['case']['link'] if source else 'no other rate'})")
     return f"{rate / 1e6:.0f}mbit@0us", how
@@ -281,10 +283,7 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
             # carries the engine's own (`dlperf project` puts its wire share on it), as its
             # exchange moves them (a parameter server's takes d times a message a link where
             # a ring's takes 2(d-1)/d: the same probe time either way)
-            devices = int(case["devices"])
-            line = path * wire_share(source) * projection.link_bytes(
-                exchange_of(source), devices, 1) / projection.link_bytes(
-                projection.RING, devices, 1)
+            line = path * wire_share(source) * exchange_share(source, int(case["devices"]), 1)
             proc = subprocess.run([*base, "--intra", f"{line * 8 / 1e6:.0f}mbit@0us"],
                                   capture_output=True, text=True)
         if proc.returncode != 0:

@@ -135,8 +135,7 @@ def link_of_model(model: Any) -> Link:
                          f"(latency-bound); measure larger sizes")
     source = f"measured: {key.describe()}, run {model.run}"
     if key.op == "pushpull":
-        share = (key.nproc if key.nnodes == 1
-                 else 2 * key.nproc * (key.nnodes - 1) / key.nnodes)
+        share = link_bytes(PARAMETER_SERVER, key.nproc, key.nnodes)
         return Link(share / fit.beta_s, fit.alpha_s / 2, source, fit.max_error)
     return Link(model.factor / fit.beta_s, fit.alpha_s / (2 * (key.ranks - 1)), source,
                 fit.max_error)
