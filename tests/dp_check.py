@@ -1,18 +1,20 @@
 """Two data-parallel ranks step as one process on both batches: the check each engine's
 multi-process path passes (Horovod's in tests/backends/test_horovod.py, torch's
 DistributedDataParallel in tests/backends/test_distributed.py, Paddle's DataParallel and MXNet's
-kvstore in tests/backends/test_distributed_frameworks.py, TensorFlow 1.15's collective
-all-reduce strategy in tests/backends/test_distributed_tf_jax.py).
+kvstore in tests/backends/test_distributed_frameworks.py, TensorFlow 2's
+MultiWorkerMirroredStrategy, TensorFlow 1.15's collective all-reduce strategy and JAX's
+shard_map over jax.distributed in tests/backends/test_distributed_tf_jax.py).
 
-One step on two ranks fed different batches (seed + rank) must leave equal weights on both
-ranks, equal within fp32 tolerance to the single-process reference: the single-process step on
-each rank's batch from the same weights, averaged. ResNet-50's BatchNorm normalises each rank's
-batch by its own statistics (no engine here synchronises them), and SGD's first step (momentum
-buffer empty) is linear in the gradient, so that average is the step on the ranks' mean
-gradient. An engine that summed instead of averaging, skipped the all-reduce or let a rank keep
-its own weights fails it. tests/dp_step.py builds the backend's Workload from a case and dumps
-the weights around one ``step()``: nothing is added to the timed loop. The projection
-(docs/projection.md) prices exactly this step: the 1-device compute plus the all-reduce.
+One step on two ranks fed different batches (seed + rank; JAX's, the rank's own draw) must
+leave equal weights on both ranks, equal within fp32 tolerance to the single-process reference:
+the single-process step on each rank's batch from the same weights, averaged. ResNet-50's
+BatchNorm normalises each rank's batch by its own statistics (no engine here synchronises
+them), and SGD's first step (momentum buffer empty) is linear in the gradient, so that average
+is the step on the ranks' mean gradient. An engine that summed instead of averaging, skipped
+the all-reduce or let a rank keep its own weights fails it. tests/dp_step.py builds the
+backend's Workload from a case and dumps the weights around one ``step()``: nothing is added to
+the timed loop. The projection (docs/projection.md) prices exactly this step: the 1-device
+compute plus the all-reduce.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ def same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
     return sorted(a) == sorted(b) and all(np.array_equal(a[name], b[name]) for name in a)
 
 
+#: engines whose rank's batch is not seed + rank's but its own draw from the rank: JAX folds the
+#: rank into the batch's random key (dlperf/backends/jax/backend.py), so its references build
+#: with the same seed as ranks 0 and 1 would (tests/dp_step.py --as-ranks)
+RANK_KEYED = ("jax",)
+
 #: (interpreter, framework) -> (the weights its references started from, the references): the
 #: single-process step is the same computation whichever engine ran the ranks, so a second run of
 #: one framework (torch over Gloo, then over MPI) reuses the first's when its start is the same
@@ -71,10 +78,12 @@ def single_process_steps(python: str, framework: str, start_file: Path, tmp_path
         return known[1]
     # both in one process, one after the other: one interpreter and framework import (and, for
     # TensorFlow 1.15, one ResNet-50 graph) for the two, where CPU time, not wall time, is short
+    by_rank = framework in RANK_KEYED
     pairs = [str(path) for seed in (0, 1) for path in
-             (write_case(tmp_path / f"seed{seed}.json", framework, seed=seed),
+             (write_case(tmp_path / f"seed{seed}.json", framework, seed=0 if by_rank else seed),
               tmp_path / f"seed{seed}")]
-    proc = subprocess.run([python, str(STEP), *pairs, "--init", str(start_file)],
+    proc = subprocess.run([python, str(STEP), *pairs, "--init", str(start_file),
+                           *(["--as-ranks"] if by_rank else [])],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -117,8 +117,49 @@ def paddle_write(workload, weights):
         param.set_value(weights[name])
 
 
+def tf_variables(workload):
+    # by position in the build's order: Keras numbers its layers' names process-wide, so the
+    # second build in one process (the reference's seed 1) has other names
+    return {"v%04d" % i: v for i, v in enumerate(workload.trainable)}
+
+
+def tf_read(workload):
+    workload.sync()
+    # a mirrored variable (MultiWorkerMirroredStrategy) reads as this worker's replica
+    return {name: np.array(v.numpy()) for name, v in tf_variables(workload).items()}
+
+
+def tf_write(workload, weights):
+    for name, variable in tf_variables(workload).items():
+        variable.assign(weights[name])
+
+
+def jax_leaves(workload):
+    import jax
+
+    leaves = jax.tree_util.tree_flatten_with_path(workload.state["params"])[0]
+    return [(".".join(str(getattr(key, "key", key)) for key in path), leaf)
+            for path, leaf in leaves]
+
+
+def jax_read(workload):
+    workload.sync()
+    # replicated over the job's processes, a parameter is not wholly addressable from one of
+    # them: its local copy is the whole value
+    return {name: np.array(leaf.addressable_data(0)) for name, leaf in jax_leaves(workload)}
+
+
+def jax_write(workload, weights):
+    import jax
+
+    treedef = jax.tree_util.tree_structure(workload.state["params"])
+    params = [jax.device_put(weights[name], leaf.sharding) for name, leaf in jax_leaves(workload)]
+    workload.state = dict(workload.state, params=jax.tree_util.tree_unflatten(treedef, params))
+
+
 ACCESS = {"tensorflow1": (tf1_read, tf1_write), "mxnet": (mx_read, mx_write),
-          "torch": (torch_read, torch_write), "paddle": (paddle_read, paddle_write)}
+          "torch": (torch_read, torch_write), "paddle": (paddle_read, paddle_write),
+          "tensorflow": (tf_read, tf_write), "jax": (jax_read, jax_write)}
 
 
 def same_but_seed(a, b):
@@ -129,6 +170,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("pairs", nargs="+", metavar="CASE.json OUT_PREFIX")
     parser.add_argument("--init")
+    parser.add_argument("--as-ranks", action="store_true",
+                        help="the Nth pair builds as rank N would (RANK=N), for an engine that "
+                             "derives a rank's batch from its rank, not from seed + rank")
     args = parser.parse_args()
     if len(args.pairs) % 2:
         parser.error("CASE.json and OUT_PREFIX come in pairs")
@@ -137,9 +181,11 @@ def main():
                                                    "RANK", "PADDLE_TRAINER_ID")
                      if name in os.environ), "0"))
     workload, built = None, None
-    for case_path, out in zip(args.pairs[::2], args.pairs[1::2]):
+    for index, (case_path, out) in enumerate(zip(args.pairs[::2], args.pairs[1::2])):
         with open(case_path) as handle:
             case = json.load(handle)
+        if args.as_ranks:
+            os.environ["RANK"] = str(index)
         if args.init and case["framework"] == "tensorflow1" and case["model"] == "resnet50" \
                 and built is not None and same_but_seed(built, case):
             tf1_reseed(workload, case)
@@ -155,6 +201,10 @@ def main():
         workload.loss_value(workload.step())
         workload.sync()
         np.savez("%s.rank%d.after.npz" % (out, rank), **read(workload))
+    if int(os.environ.get("DLPERF_WORLD_SIZE", "1")) > 1 and backend.BACKEND.gather_results:
+        # end as the worker ends, every rank's result gathered: a JAX rank leaves its job
+        # through that gather, and one that never reached it exits 1 (backends/jax/distributed.py)
+        backend.BACKEND.gather_results({"rank": rank})
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ subprocesses, tiny shapes.
 Per framework: 2 processes to ``ok`` with both ranks' figures and a speedup over a 1-process
 baseline in the same database; a failing rank whose own message is the result; a node whose
 peers never come -> ``timeout``. JAX and TensorFlow 2 also run as two `dlperf run` "nodes" on
-127.0.0.1. TensorFlow 1.15's two workers step as one process on both batches
-(tests/dp_check.py). Every test leaves a marker variable in the environment of what it starts
-and checks at the end that no process carrying it is still alive.
+127.0.0.1. Each engine's two ranks step as one process on both batches (tests/dp_check.py).
+Every test leaves a marker variable in the environment of what it starts and checks at the end
+that no process carrying it is still alive.
 """
 
 from __future__ import annotations
@@ -201,12 +201,14 @@ def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
     assert ranks[0]["first_step_s"][0] > 30 and ranks[1]["build_s"][0] > 35, ranks
 
 
-def test_two_tensorflow1_workers_step_as_one_process_on_both_batches(tmp_path, tagged):
-    """TensorFlow 1.15's native engine, its collective all-reduce strategy in graph mode (both
-    workers as `dlperf run --devices 2` starts them, TF_CONFIG and all): one step of two workers
-    fed seed + rank's batch averages their gradients (tests/dp_check.py, the check torch's DDP,
-    MXNet's kvstore and Horovod's paths pass)."""
-    check_native_engine("tensorflow1", pinned_env("tensorflow1"), tmp_path)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_two_ranks_step_as_one_process_on_both_batches(framework, tmp_path, tagged):
+    """Each native engine (TensorFlow 2's MultiWorkerMirroredStrategy, TensorFlow 1.15's
+    collective all-reduce strategy in graph mode, JAX's shard_map over jax.distributed), both
+    ranks as `dlperf run --devices 2` starts them (TF_CONFIG, the coordinator and all): one step
+    of two ranks fed different batches averages their gradients (tests/dp_check.py, the check
+    torch's DDP, MXNet's kvstore, Paddle's DataParallel and Horovod's paths pass)."""
+    check_native_engine(framework, pinned_env(framework), tmp_path)
 
 
 # rank 1 of TensorFlow 1.15 never reaching its first step (as one rank of a

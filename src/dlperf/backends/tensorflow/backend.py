@@ -188,7 +188,7 @@ def build(case):
                                      "clips in apply_gradients ahead of its replica-context sum)")
     collectives = distribute.activate(strategy) if strategy is not None else None
     return TFWorkload(step, device, view.batch * local, count_params(variables), info,
-                      collectives)
+                      collectives, variables)
 
 
 def _data_only(view, device, strategy, parallel_info, local):

@@ -157,10 +157,14 @@ class TFWorkload(CollectiveRanks, Workload):
     stream, where the API exists).
     """
 
-    def __init__(self, step_fn, device, samples_per_step, params, info, collectives=None):
-        # type: (Callable[[], Any], str, int, int, Dict[str, Any], Any) -> None
+    def __init__(self, step_fn, device, samples_per_step, params, info, collectives=None,
+                 trainable=()):
+        # type: (Callable[[], Any], str, int, int, Dict[str, Any], Any, Any) -> None
         self._step_fn = step_fn
         self._collectives = collectives  # distribute.Collectives with several replicas
+        # the model's trainable variables, in build order: what a test of the data-parallel
+        # step reads and loads around one step (tests/dp_step.py); the timed loop never does
+        self.trainable = tuple(trainable)
         self._last = None  # type: Any
         self.device = device
         self.gpu = device.startswith("/GPU")
