@@ -1,9 +1,10 @@
 """Two data-parallel ranks step as one process on both batches: the check each engine's
 multi-process path passes (Horovod's in tests/backends/test_horovod.py, torch's
-DistributedDataParallel in tests/backends/test_distributed.py, Paddle's DataParallel and MXNet's
-kvstore in tests/backends/test_distributed_frameworks.py, TensorFlow 2's
-MultiWorkerMirroredStrategy, TensorFlow 1.15's collective all-reduce strategy and JAX's
-shard_map over jax.distributed in tests/backends/test_distributed_tf_jax.py).
+DistributedDataParallel in tests/backends/test_distributed.py, Paddle's DataParallel, MXNet's
+kvstore, OneFlow's DDP and nn.Graph and MindSpore's DATA_PARALLEL mode in
+tests/backends/test_distributed_frameworks.py, TensorFlow 2's MultiWorkerMirroredStrategy,
+TensorFlow 1.15's collective all-reduce strategy and JAX's shard_map over jax.distributed in
+tests/backends/test_distributed_tf_jax.py).
 
 One step on two ranks fed different batches (seed + rank; JAX's, the rank's own draw) must
 leave equal weights on both ranks, equal within fp32 tolerance to the single-process reference:
@@ -61,6 +62,10 @@ def same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 #: with the same seed as ranks 0 and 1 would (tests/dp_step.py --as-ranks)
 RANK_KEYED = ("jax",)
 
+#: engines that build one workload a process (MindSpore sets its thread pool once)
+ONE_BUILD_A_PROCESS = ("mindspore",)
+assert not set(ONE_BUILD_A_PROCESS) & set(RANK_KEYED)
+
 #: (interpreter, framework) -> (the weights its references started from, the references): the
 #: single-process step is the same computation whichever engine ran the ranks, so a second run of
 #: one framework (torch over Gloo, then over MPI) reuses the first's when its start is the same
@@ -77,16 +82,20 @@ def single_process_steps(python: str, framework: str, start_file: Path, tmp_path
     if known is not None and same_weights(known[0], start):
         return known[1]
     # both in one process, one after the other: one interpreter and framework import (and, for
-    # TensorFlow 1.15, one ResNet-50 graph) for the two, where CPU time, not wall time, is short
+    # TensorFlow 1.15, one ResNet-50 graph) for the two, where CPU time, not wall time, is short;
+    # an engine that builds once a process gets a process each (none of them keys its batches
+    # by rank: --as-ranks numbers the pairs of one process)
     by_rank = framework in RANK_KEYED
-    pairs = [str(path) for seed in (0, 1) for path in
-             (write_case(tmp_path / f"seed{seed}.json", framework, seed=0 if by_rank else seed),
-              tmp_path / f"seed{seed}")]
-    proc = subprocess.run([python, str(STEP), *pairs, "--init", str(start_file),
-                           *(["--as-ranks"] if by_rank else [])],
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stdout[-3000:]
+    pairs = [[str(path) for path in
+              (write_case(tmp_path / f"seed{seed}.json", framework, seed=0 if by_rank else seed),
+               tmp_path / f"seed{seed}")] for seed in (0, 1)]
+    runs = pairs if framework in ONE_BUILD_A_PROCESS else [pairs[0] + pairs[1]]
+    for argv in runs:
+        proc = subprocess.run([python, str(STEP), *argv, "--init", str(start_file),
+                               *(["--as-ranks"] if by_rank else [])],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=TIMEOUT)
+        assert proc.returncode == 0, proc.stdout[-3000:]
     alone = [weights(tmp_path / f"seed{seed}.rank0.after.npz") for seed in (0, 1)]
     REFERENCES[(python, framework)] = (start, alone)
     return alone
@@ -107,11 +116,13 @@ def run_native_ranks(case_file: Path, prefix: Path, out_dir: Path,
                           timeout=TIMEOUT)
 
 
-def check_native_engine(framework: str, python: str, tmp_path: Path) -> None:
+def check_native_engine(framework: str, python: str, tmp_path: Path,
+                        compile: bool | None = None) -> None:
     """The check for ``framework``'s own engine: a 2-device case's ranks under its own launcher
-    (:func:`run_native_ranks`), against the single-process steps in ``python`` (its
-    environment's interpreter)."""
-    case = write_case(tmp_path / f"{framework}.json", framework, devices=2)
+    (:func:`run_native_ranks`), in its ``compile`` mode (None: the framework's default), against
+    the single-process steps in ``python`` (its environment's interpreter; the default mode: a
+    compiled step computes the same step)."""
+    case = write_case(tmp_path / f"{framework}.json", framework, devices=2, compile=compile)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     proc = run_native_ranks(case, tmp_path / framework, tmp_path, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,21 +1,21 @@
 """``python tests/dp_step.py CASE.json OUT_PREFIX [CASE.json OUT_PREFIX ...] [--init WEIGHTS.npz]``:
 build the backend's Workload from a case, as the worker does, run one training step and write the
 trainable weights before and after it (``OUT_PREFIX.rank<R>.before.npz`` / ``.after.npz``) for
-the tests that two data-parallel ranks step as one process on both batches
-(tests/backends/test_horovod.py, tests/backends/test_distributed.py).
+the tests that two data-parallel ranks step as one process on both batches (tests/dp_check.py).
 
 Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path), under a
 framework's own launcher in place of the worker (a native case on 2 devices: torchrun, MXNet's
-ps-lite, TensorFlow 1.15's TF_CONFIG, Paddle's launch; tests/dp_check.py) or alone (the
-single-process reference). ``--init`` loads weights, by name, over the freshly built ones before
-the step, so a reference on another rank's batch (``seed`` + rank) starts from the same weights.
-Several CASE/OUT_PREFIX pairs run one after another in this process (one interpreter and
-framework import for both references); with ``--init``, a TensorFlow 1.15 ResNet-50 case that
-differs from the one before only in ``seed`` reuses that graph (building it is most of a run's
-cost): every global variable back to its initial value, the new seed's batch in the data
-variables, then ``--init``'s weights, as on a fresh build.
-It calls only ``build`` and ``step``/``sync``, the contract the timing loop uses: nothing of it
-is in the timed path. Runs in a framework environment (Python 3.7 for TensorFlow 1.15).
+ps-lite, TF_CONFIG for TensorFlow 2 and 1.15, JAX's coordinator, OneFlow's and Paddle's launch,
+msrun; tests/dp_check.py) or alone (the single-process reference). ``--init`` loads weights, by
+name, over the freshly built ones before the step, so a reference on another rank's batch
+(``seed`` + rank) starts from the same weights. Several CASE/OUT_PREFIX pairs run one after
+another in this process (one interpreter and framework import for both references); with
+``--init``, a TensorFlow 1.15 ResNet-50 case that differs from the one before only in ``seed``
+reuses that graph (building it is most of a run's cost): every global variable back to its
+initial value, the new seed's batch in the data variables, then ``--init``'s weights, as on a
+fresh build. It calls only ``build``, ``step``/``sync`` and (on several ranks) the result gather
+the worker ends with: the contract the timing loop uses; nothing of it is in the timed path. Runs in a framework environment (Python 3.7 for TensorFlow
+1.15).
 """
 
 import argparse
@@ -157,9 +157,48 @@ def jax_write(workload, weights):
     workload.state = dict(workload.state, params=jax.tree_util.tree_unflatten(treedef, params))
 
 
+def oneflow_params(workload):
+    return {name: p for name, p in workload.model.named_parameters() if p.requires_grad}
+
+
+def oneflow_read(workload):
+    workload.sync()
+    # a global parameter (nn.Graph's data parallelism) is broadcast: its local part is all of it
+    return {name: (p.to_local() if p.is_global else p).numpy().copy()
+            for name, p in oneflow_params(workload).items()}
+
+
+def oneflow_write(workload, weights):
+    import oneflow as flow
+
+    with flow.no_grad():
+        for name, param in oneflow_params(workload).items():
+            param.copy_(flow.tensor(weights[name], device=param.device))
+
+
+def mindspore_params(workload):
+    # by position: the second build in one process (the reference's seed 1) may name its
+    # parameters apart from the first's
+    return {"p%04d" % i: p for i, p in enumerate(workload.network.trainable_params())}
+
+
+def mindspore_read(workload):
+    workload.sync()
+    return {name: p.asnumpy().copy() for name, p in mindspore_params(workload).items()}
+
+
+def mindspore_write(workload, weights):
+    import mindspore as ms
+
+    for name, param in mindspore_params(workload).items():
+        param.set_data(ms.Tensor(weights[name]))
+
+
 ACCESS = {"tensorflow1": (tf1_read, tf1_write), "mxnet": (mx_read, mx_write),
           "torch": (torch_read, torch_write), "paddle": (paddle_read, paddle_write),
-          "tensorflow": (tf_read, tf_write), "jax": (jax_read, jax_write)}
+          "tensorflow": (tf_read, tf_write), "jax": (jax_read, jax_write),
+          "oneflow": (oneflow_read, oneflow_write),
+          "mindspore": (mindspore_read, mindspore_write)}
 
 
 def same_but_seed(a, b):
@@ -176,9 +215,10 @@ def main():
     args = parser.parse_args()
     if len(args.pairs) % 2:
         parser.error("CASE.json and OUT_PREFIX come in pairs")
-    # the launcher's rank: horovodrun's, Open MPI's, torchrun's and spawn's, Paddle's launch's
+    # the launcher's rank: horovodrun's, Open MPI's, torchrun's and spawn's, Paddle's launch's,
+    # msrun's
     rank = int(next((os.environ[name] for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK",
-                                                   "RANK", "PADDLE_TRAINER_ID")
+                                                   "RANK", "PADDLE_TRAINER_ID", "RANK_ID")
                      if name in os.environ), "0"))
     workload, built = None, None
     for index, (case_path, out) in enumerate(zip(args.pairs[::2], args.pairs[1::2])):

@@ -214,6 +214,15 @@ def test_oneflow_two_processes_and_speedup_over_one_eager_and_graph(tmp_path, ta
         "nn.Graph over global tensors")
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "graph"])
+def test_two_oneflow_ranks_step_as_one_process_on_both_batches(compiled, tmp_path, tagged):
+    """OneFlow's two engines, as `dlperf run --devices 2` starts them under
+    oneflow.distributed.launch: eager flow.nn.parallel.DistributedDataParallel, and nn.Graph over
+    global tensors (parameters broadcast, the batch split). One step of two ranks fed seed +
+    rank's batch averages their gradients (tests/dp_check.py)."""
+    check_native_engine("oneflow", pinned_env("oneflow"), tmp_path, compile=compiled)
+
+
 def test_oneflow_lonely_node_times_out(tmp_path, tagged):
     # OneFlow's import is its rendezvous and has no deadline: the backend's alarm is it (a
     # 2-s alarm, as TensorFlow's and JAX's lonely nodes have: what it ends is the same import)
@@ -292,6 +301,14 @@ def test_mindspore_two_processes_and_speedup_over_one(tmp_path, tagged):
 
 
 @pytest.mark.parallel
+def test_two_mindspore_workers_step_as_one_process_on_both_batches(tmp_path, tagged):
+    """MindSpore's engine, as `dlperf run --devices 2` starts it under msrun (its scheduler
+    and two workers): DATA_PARALLEL with gradients_mean through nn.DistributedGradReducer over
+    MCCL. One step of two workers fed seed + rank's batch averages their gradients
+    (tests/dp_check.py)."""
+    check_native_engine("mindspore", pinned_env("mindspore"), tmp_path)
+
+
 def test_mindspore_lost_heartbeat_names_the_worker_and_keeps_the_users_deadline(monkeypatch):
     # MindSpore's scheduler's own words when a worker's heartbeat stopped (seen in CI on a busy
     # 2-core host, before the launcher raised MS_NODE_TIMEOUT from its 30-s default)

@@ -182,4 +182,4 @@ def build(case):
         "step": ("mindspore.value_and_grad + optimizer" if train else "forward (eval mode)"),
         "data": "synthetic, generated once (numpy, seeded) and held as MindSpore tensors",
     })
-    return MindSporeWorkload(step, parts.inputs, view.batch, params, info)
+    return MindSporeWorkload(step, parts.inputs, view.batch, params, info, parts.network)

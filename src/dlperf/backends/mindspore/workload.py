@@ -347,10 +347,13 @@ class MindSporeWorkload(Workload):
     """A step function (training: forward, loss, gradients and update; inference: forward and a
     scalar summary) over one synthetic batch already held as MindSpore tensors."""
 
-    def __init__(self, step_fn, inputs, samples_per_step, params, info):
-        # type: (Callable[..., Any], Tuple[Any, ...], int, int, Dict[str, Any]) -> None
+    def __init__(self, step_fn, inputs, samples_per_step, params, info, network=None):
+        # type: (Callable[..., Any], Tuple[Any, ...], int, int, Dict[str, Any], Any) -> None
         self._step_fn = step_fn
         self._inputs = inputs
+        # the network whose parameters a test of the data-parallel step reads and loads around
+        # one step (tests/dp_step.py); the timed loop never does
+        self.network = network
         self._last = None  # type: Any
         super(MindSporeWorkload, self).__init__(samples_per_step, params, info)
 

@@ -200,4 +200,4 @@ def build(case):
         "data": "synthetic (dlperf.data.synthetic, seeded), copied to the device once",
         "data_parallel": parallel,
     })
-    return OneFlowWorkload(run, inputs, device, view.batch, params, info)
+    return OneFlowWorkload(run, inputs, device, view.batch, params, info, model)
