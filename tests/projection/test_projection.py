@@ -688,7 +688,7 @@ def test_a_noisy_unsteady_start_is_said_with_its_shape(devices, tmp_path):
     ("tensorflow", "native", 1, "one all-reduce of every gradient (tf.distribute's"),
     ("tensorflow1", "native", 6, "one all-reduce per 32 gradient tensors (TF 1.15"),
     ("jax", "native", 161, "one all-reduce per gradient tensor (shard_map"),
-    ("mxnet", "native", 161, "one all-reduce per gradient tensor (Gluon Trainer"),
+    ("mxnet", "native", 161, "one push and pull per gradient tensor (Gluon Trainer"),
     ("mindspore", "native", 4, "25 MiB buckets (mindspore declares none on cpu/compile=off: "
                                "taken as PyTorch DDP's 25 MiB buckets)"),
     # a mode's own declaration: OneFlow's eager DDP buckets 10 parameters (161 -> 17), its

@@ -467,8 +467,8 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     overlap = overlap_of(args, result, compute.value, gradient, messages, intra, inter, start,
                          wire.exchange)
     engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
-    inputs = Inputs(compute, batch, gradient, messages, packing.describe(), intra, inter,
-                    overlap, start, engine, wire.exchange)
+    inputs = Inputs(compute, batch, gradient, messages, packing.describe(wire.exchange), intra,
+                    inter, overlap, start, engine, wire.exchange)
     warnings = wire_warnings(args.db, result, wire)
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node

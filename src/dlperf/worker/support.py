@@ -138,14 +138,17 @@ class Packing(object):
         assert self.bucket_bytes is not None
         return max(1, int(-(-gradient_bytes // self.bucket_bytes)))
 
-    def describe(self):
-        # type: () -> str
+    def describe(self, exchange="ring"):
+        # type: (str) -> str
+        """The packing in words, each message named as ``exchange`` (:data:`EXCHANGES`) sends
+        it: an all-reduce, or a push and pull through the parameter servers."""
+        message = "push and pull" if exchange == "parameter-server" else "all-reduce"
         if self.whole:
-            how = "one all-reduce of every gradient"
+            how = "one %s of every gradient" % message
         elif self.tensors == 1:
-            how = "one all-reduce per gradient tensor"
+            how = "one %s per gradient tensor" % message
         elif self.tensors is not None:
-            how = "one all-reduce per %d gradient tensors" % self.tensors
+            how = "one %s per %d gradient tensors" % (message, self.tensors)
         else:
             how = "%g MiB buckets" % (float(self.bucket_bytes or 0) / (1 << 20))
         return "%s (%s)" % (how, self.source)
