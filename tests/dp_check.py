@@ -4,7 +4,8 @@ DistributedDataParallel in tests/backends/test_distributed.py, Paddle's DataPara
 kvstore, OneFlow's DDP and nn.Graph and MindSpore's DATA_PARALLEL mode in
 tests/backends/test_distributed_frameworks.py, TensorFlow 2's MultiWorkerMirroredStrategy,
 TensorFlow 1.15's collective all-reduce strategy and JAX's shard_map over jax.distributed in
-tests/backends/test_distributed_tf_jax.py).
+tests/backends/test_distributed_tf_jax.py, Caffe2's data_parallel_model over Gloo in
+tests/backends/test_caffe2_parallel.py).
 
 One step on two ranks fed different batches (seed + rank; JAX's, the rank's own draw) must
 leave equal weights on both ranks, equal within fp32 tolerance to the single-process reference:
@@ -62,23 +63,26 @@ def same_weights(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 #: with the same seed as ranks 0 and 1 would (tests/dp_step.py --as-ranks)
 RANK_KEYED = ("jax",)
 
-#: engines that build one workload a process (MindSpore sets its thread pool once)
-ONE_BUILD_A_PROCESS = ("mindspore",)
+#: engines that build one workload a process (MindSpore sets its thread pool once; Caffe2's
+#: blobs live in one process-wide workspace)
+ONE_BUILD_A_PROCESS = ("mindspore", "caffe2")
 assert not set(ONE_BUILD_A_PROCESS) & set(RANK_KEYED)
 
-#: (interpreter, framework) -> (the weights its references started from, the references): the
-#: single-process step is the same computation whichever engine ran the ranks, so a second run of
-#: one framework (torch over Gloo, then over MPI) reuses the first's when its start is the same
-REFERENCES: dict[tuple[str, str], tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]] = {}
+#: (interpreter, framework, options) -> (the weights its references started from, the
+#: references): the single-process step is the same computation whichever engine ran the ranks,
+#: so a second run of one framework (torch over Gloo, then over MPI) reuses the first's when its
+#: start is the same
+REFERENCES: dict[tuple[str, str, str],
+                 tuple[dict[str, np.ndarray], list[dict[str, np.ndarray]]]] = {}
 
 
 def single_process_steps(python: str, framework: str, start_file: Path, tmp_path: Path,
-                         env: dict[str, str]) -> list[dict[str, np.ndarray]]:
+                         env: dict[str, str], options: str = "") -> list[dict[str, np.ndarray]]:
     """The single-process reference on each rank's batch (seed + rank), from rank 0's weights
-    (``start_file``): the weights after one step each; made once per interpreter, framework and
-    start weights."""
+    (``start_file``), with the ranks' ``options``: the weights after one step each; made once
+    per interpreter, framework, options and start weights."""
     start = weights(start_file)
-    known = REFERENCES.get((python, framework))
+    known = REFERENCES.get((python, framework, options))
     if known is not None and same_weights(known[0], start):
         return known[1]
     # both in one process, one after the other: one interpreter and framework import (and, for
@@ -87,7 +91,8 @@ def single_process_steps(python: str, framework: str, start_file: Path, tmp_path
     # by rank: --as-ranks numbers the pairs of one process)
     by_rank = framework in RANK_KEYED
     pairs = [[str(path) for path in
-              (write_case(tmp_path / f"seed{seed}.json", framework, seed=0 if by_rank else seed),
+              (write_case(tmp_path / f"seed{seed}.json", framework, options=options,
+                          seed=0 if by_rank else seed),
                tmp_path / f"seed{seed}")] for seed in (0, 1)]
     runs = pairs if framework in ONE_BUILD_A_PROCESS else [pairs[0] + pairs[1]]
     for argv in runs:
@@ -97,7 +102,7 @@ def single_process_steps(python: str, framework: str, start_file: Path, tmp_path
                               text=True, timeout=TIMEOUT)
         assert proc.returncode == 0, proc.stdout[-3000:]
     alone = [weights(tmp_path / f"seed{seed}.rank0.after.npz") for seed in (0, 1)]
-    REFERENCES[(python, framework)] = (start, alone)
+    REFERENCES[(python, framework, options)] = (start, alone)
     return alone
 
 
@@ -117,26 +122,27 @@ def run_native_ranks(case_file: Path, prefix: Path, out_dir: Path,
 
 
 def check_native_engine(framework: str, python: str, tmp_path: Path,
-                        compile: bool | None = None) -> None:
+                        compile: bool | None = None, options: str = "") -> None:
     """The check for ``framework``'s own engine: a 2-device case's ranks under its own launcher
-    (:func:`run_native_ranks`), in its ``compile`` mode (None: the framework's default), against
-    the single-process steps in ``python`` (its environment's interpreter; the default mode: a
-    compiled step computes the same step)."""
-    case = write_case(tmp_path / f"{framework}.json", framework, devices=2, compile=compile)
+    (:func:`run_native_ranks`), in its ``compile`` mode (None: the framework's default) with its
+    ``options``, against the single-process steps in ``python`` (its environment's interpreter;
+    the same options, the default mode: a compiled step computes the same step)."""
+    case = write_case(tmp_path / f"{framework}.json", framework, devices=2, compile=compile,
+                      options=options)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
     proc = run_native_ranks(case, tmp_path / framework, tmp_path, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    check_ranks_step_as_one(tmp_path / framework, python, framework, tmp_path, env)
+    check_ranks_step_as_one(tmp_path / framework, python, framework, tmp_path, env, options)
 
 
 def check_ranks_step_as_one(prefix: Path, python: str, framework: str, tmp_path: Path,
-                            env: dict[str, str]) -> None:
+                            env: dict[str, str], options: str = "") -> None:
     """The two ranks' weights (``prefix``.rank0/1.before/after.npz, written by tests/dp_step.py
     under the engine's launcher) against the averaged single-process steps."""
     start_file = Path(f"{prefix}.rank0.before.npz")
     start = weights(start_file)
     ranks = [weights(Path(f"{prefix}.rank{r}.after.npz")) for r in (0, 1)]
-    alone = single_process_steps(python, framework, start_file, tmp_path, env)
+    alone = single_process_steps(python, framework, start_file, tmp_path, env, options)
     assert sorted(ranks[0]) == sorted(start) and len(start) == TRAINABLE  # every one
     moved = 0.0
     for name in start:

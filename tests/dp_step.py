@@ -6,16 +6,16 @@ the tests that two data-parallel ranks step as one process on both batches (test
 Run under horovodrun (a ``launcher: horovod`` case: the backend's Horovod path), under a
 framework's own launcher in place of the worker (a native case on 2 devices: torchrun, MXNet's
 ps-lite, TF_CONFIG for TensorFlow 2 and 1.15, JAX's coordinator, OneFlow's and Paddle's launch,
-msrun; tests/dp_check.py) or alone (the single-process reference). ``--init`` loads weights, by
-name, over the freshly built ones before the step, so a reference on another rank's batch
-(``seed`` + rank) starts from the same weights. Several CASE/OUT_PREFIX pairs run one after
-another in this process (one interpreter and framework import for both references); with
-``--init``, a TensorFlow 1.15 ResNet-50 case that differs from the one before only in ``seed``
-reuses that graph (building it is most of a run's cost): every global variable back to its
-initial value, the new seed's batch in the data variables, then ``--init``'s weights, as on a
-fresh build. It calls only ``build``, ``step``/``sync`` and (on several ranks) the result gather
-the worker ends with: the contract the timing loop uses; nothing of it is in the timed path. Runs in a framework environment (Python 3.7 for TensorFlow
-1.15).
+msrun, Caffe2's spawned shards; tests/dp_check.py) or alone (the single-process reference).
+``--init`` loads weights, by name, over the freshly built ones before the step, so a reference
+on another rank's batch (``seed`` + rank) starts from the same weights. Several CASE/OUT_PREFIX
+pairs run one after another in this process (one interpreter and framework import for both
+references); with ``--init``, a TensorFlow 1.15 ResNet-50 case that differs from the one before
+only in ``seed`` reuses that graph (building it is most of a run's cost): every global variable
+back to its initial value, the new seed's batch in the data variables, then ``--init``'s
+weights, as on a fresh build. It calls only ``build``, ``step``/``sync`` and (on several ranks)
+the result gather the worker ends with: the contract the timing loop uses; nothing of it is in
+the timed path. Runs in a framework environment (Python 3.7 for TensorFlow 1.15).
 """
 
 import argparse
@@ -194,11 +194,32 @@ def mindspore_write(workload, weights):
         param.set_data(ms.Tensor(weights[name]))
 
 
+def caffe2_blobs(workload):
+    from dlperf.backends.caffe2 import resnet
+
+    scope = workload.output[:-len(resnet.LOSS)]  # "cpu_0/" under data_parallel_model, else ""
+    return {name[len(scope):]: name for name in workload.param_names}
+
+
+def caffe2_read(workload):
+    from caffe2.python import workspace
+
+    return {name: workspace.FetchBlob(blob) for name, blob in caffe2_blobs(workload).items()}
+
+
+def caffe2_write(workload, weights):
+    from caffe2.python import workspace
+
+    for name, blob in caffe2_blobs(workload).items():
+        workspace.FeedBlob(blob, weights[name], device_option=workload.device)
+
+
 ACCESS = {"tensorflow1": (tf1_read, tf1_write), "mxnet": (mx_read, mx_write),
           "torch": (torch_read, torch_write), "paddle": (paddle_read, paddle_write),
           "tensorflow": (tf_read, tf_write), "jax": (jax_read, jax_write),
           "oneflow": (oneflow_read, oneflow_write),
-          "mindspore": (mindspore_read, mindspore_write)}
+          "mindspore": (mindspore_read, mindspore_write),
+          "caffe2": (caffe2_read, caffe2_write)}
 
 
 def same_but_seed(a, b):

@@ -1,24 +1,20 @@
 """Caffe2 over several processes: data_parallel_model with Gloo, meeting through the file store.
 
 Real ranks started by dlperf.launchers.spawn in the caffe2 environment (Python 3.7); nothing is
-mocked. A step on two ranks must average their gradients: with momentum starting at zero, the
-first step is linear in the gradient, so the weights after a two-rank step equal the mean of two
-one-process steps, one on each rank's batch (each rank's BatchNorm sees its own batch, as a
-one-process step on that batch does).
+mocked. A step on two ranks must average their gradients (tests/dp_check.py, the check every
+engine passes).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from dlperf import envs
 from conftest import CUT_RESNET50_ENTRIES, dlperf_main, pinned_env
+from dp_check import check_native_engine
 from measured import check_measured
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
@@ -39,39 +35,12 @@ def caffe2_env() -> str:
     return pinned_env("caffe2")
 
 
-def step(python: str, case: dict, out: Path, ranks: int, data_rank: int | None = None) -> None:
-    """One training step of the backend's workload in ``ranks`` processes (spawn) or one."""
-    case_file = out.with_suffix(".case.json")
-    case_file.write_text(json.dumps(case))
-    argv = [python, str(HERE / "caffe2_step.py"), str(case_file), str(out)]
-    if data_rank is not None:
-        argv += ["--data-rank", str(data_rank)]
-    if ranks > 1:
-        argv = [sys.executable, "-m", "dlperf.launchers.spawn", "--nproc", str(ranks),
-                "--master-addr", "127.0.0.1", "--master-port", "29517", "--", *argv]
-    env = envs.worker_env()
-    env.update({"OMP_NUM_THREADS": "1", "DLPERF_CAFFE2_STORE": str(out.parent / "store")})
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-
-
 def test_two_ranks_average_their_gradients(caffe2_env, tmp_path):
-    case = {**CASE, "options": "engine=cpu"}
-    step(caffe2_env, case, tmp_path / "dp", ranks=2)
-    for r in (0, 1):
-        step(caffe2_env, case, tmp_path / f"one{r}", ranks=1, data_rank=r)
-    with np.load(tmp_path / "dp.rank0.npz") as a, np.load(tmp_path / "dp.rank1.npz") as b, \
-            np.load(tmp_path / "one0.rank0.npz") as s0, np.load(tmp_path / "one1.rank0.npz") as s1:
-        assert sorted(a.files) == sorted(b.files) == sorted(s0.files) and len(a.files) > 100
-        moved = 0
-        for name in a.files:
-            np.testing.assert_array_equal(a[name], b[name], err_msg=name)  # one model on both
-            mean = (s0[name] + s1[name]) / 2
-            np.testing.assert_allclose(a[name], mean, rtol=1e-4, atol=1e-6, err_msg=name)
-            moved += not np.allclose(s0[name], s1[name])
-        # the two batches gave different gradients (all but the parameters behind each block's
-        # zero-initialised last BatchNorm scale): the mean is not trivial
-        assert moved > 40
+    """Caffe2's data_parallel_model over Gloo, both ranks as `dlperf run --devices 2` starts
+    them (dlperf.launchers.caffe2: spawn and the file store): one step of two ranks fed seed +
+    rank's batch averages their gradients (tests/dp_check.py, the check every engine passes),
+    on Caffe2's own CPU operators (engine=cpu)."""
+    check_native_engine("caffe2", caffe2_env, tmp_path, options="engine=cpu")
 
 
 # the scaling sweep (devices 1 and 2 on engine cpu, ideep on 1), once for the module: its
