@@ -300,7 +300,6 @@ def test_mindspore_two_processes_and_speedup_over_one(tmp_path, tagged):
     assert two["launch"]["node_timeout_s"] == launch.DEFAULT_RDZV_TIMEOUT_S
 
 
-@pytest.mark.parallel
 def test_two_mindspore_workers_step_as_one_process_on_both_batches(tmp_path, tagged):
     """MindSpore's engine, as `dlperf run --devices 2` starts it under msrun (its scheduler
     and two workers): DATA_PARALLEL with gradients_mean through nn.DistributedGradReducer over
@@ -309,6 +308,7 @@ def test_two_mindspore_workers_step_as_one_process_on_both_batches(tmp_path, tag
     check_native_engine("mindspore", pinned_env("mindspore"), tmp_path)
 
 
+@pytest.mark.parallel
 def test_mindspore_lost_heartbeat_names_the_worker_and_keeps_the_users_deadline(monkeypatch):
     # MindSpore's scheduler's own words when a worker's heartbeat stopped (seen in CI on a busy
     # 2-core host, before the launcher raised MS_NODE_TIMEOUT from its 30-s default)
