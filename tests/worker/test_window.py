@@ -5,6 +5,8 @@ the arithmetic is exact and no test depends on this machine's speed."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from dlperf import stats
@@ -121,3 +123,63 @@ def test_the_device_peak_is_the_steady_steps_where_the_framework_can_reset_it(
     out = measure(lambda case: Workspaces(resettable),
                   {"steps": 4, "warmup_steps": 2, "task": "train"}, profiling=False)
     assert (out["peak_device_bytes"], out["peak_device_since"]) == (peak, since)
+
+
+class Ballot:
+    """``all_gather_ints`` for ranks that are threads: each rank's value, in rank order, once
+    every rank has given one (a collective, as a framework's is); a rank left waiting past
+    ``timeout`` fails instead of hanging the test."""
+
+    def __init__(self, ranks: int, timeout: float = 30.0) -> None:
+        self.values: list[int] = [0] * ranks
+        self.calls = [0] * ranks
+        self.gathered = threading.Barrier(ranks, timeout=timeout)
+        self.read = threading.Barrier(ranks, timeout=timeout)
+
+    def of(self, rank: int):
+        def vote(value: int) -> list[int]:
+            self.calls[rank] += 1
+            self.values[rank] = value
+            self.gathered.wait()
+            seen = list(self.values)
+            self.read.wait()  # nobody writes the next vote before all read this one
+            return seen
+        return vote
+
+
+def test_ranks_whose_clocks_disagree_end_a_minimum_duration_at_the_same_step():
+    # rank 1's steps look 30 % longer on its own clock: alone, each rank would judge the 10-s
+    # minimum by itself and ask for a different number of steps, and in a real job the rank that
+    # asks for more waits forever in an all-reduce its peer never joins
+    costs = {0: 1.0, 1: 1.3}
+    alone = {}
+    for rank, cost in costs.items():
+        device = QueuedDevice([cost] * 40)
+        alone[rank] = timed_window(device, 4, 10.0, False, device.clock)["window_steps"]
+    assert alone[0] != alone[1]
+    ballot, ends, errors = Ballot(2), {}, []
+
+    def rank(r: int) -> None:
+        device = QueuedDevice([costs[r]] * 40)
+        try:
+            ends[r] = timed_window(device, 4, 10.0, False, device.clock, vote=ballot.of(r))
+        except Exception as error:  # a broken ballot: a rank waited for a vote that never came
+            errors.append(error)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in costs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    # both ran the larger count each time: the slower clock's, which passes 10 s on both clocks
+    assert ends[0]["window_steps"] == ends[1]["window_steps"] == max(alone.values())
+    assert ends[1]["window_s"] >= 10.0 and ends[0]["window_s"] >= 10.0
+    assert ballot.calls[0] == ballot.calls[1] >= 2  # the middle's decision and the end's
+
+
+def test_without_a_minimum_duration_ranks_run_the_asked_steps_and_never_vote():
+    ballot = Ballot(1)
+    device = QueuedDevice([1.0] * 10)
+    out = timed_window(device, 10, 0.0, False, device.clock, vote=ballot.of(0))
+    assert out["window_steps"] == 10 and ballot.calls == [0]

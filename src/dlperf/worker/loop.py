@@ -93,9 +93,11 @@ def measure(build, case, trace_path=None, profiling=True):
     if case.get("scenario") == "server":
         window = serve(workload, case, clock)
     else:
+        # ranks end a window of a minimum duration at the same step, as they end an auto warm-up
         window = timed_window(workload, steps, float(case.get("min_duration_s") or 0.0),
                               case.get("task") == "infer", clock,
-                              planted_sleep(workload, case, clock))
+                              planted_sleep(workload, case, clock),
+                              vote=workload.all_gather_ints if processes > 1 else None)
     workload.barrier()
     phase_starts["end"] = time.time()
     handle = window.pop("handle")
@@ -160,8 +162,9 @@ def planted_sleep(workload, case, clock):
     return sleep_s
 
 
-def timed_window(workload, steps, min_duration_s, synchronise_each, clock, planted_s=0.0):
-    # type: (Workload, int, float, bool, Any) -> Dict[str, Any]
+def timed_window(workload, steps, min_duration_s, synchronise_each, clock, planted_s=0.0,
+                 vote=None):
+    # type: (Workload, int, float, bool, Any, float, Optional[Callable[[int], List[int]]]) -> Dict[str, Any]
     """At least ``steps`` iterations and at least ``min_duration_s`` seconds of synchronised time.
 
     With ``synchronise_each`` every iteration waits for the device, so consecutive marks bound one
@@ -174,6 +177,14 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock, plant
     number of steps the rate so far says is missing. ``halves`` = [steps, seconds] of each half
     between the synchronised marks; the middle is the first synchronised mark past both half the
     steps and half the minimum duration.
+
+    ``vote`` (several ranks, the workload's ``all_gather_ints``): with a minimum duration each
+    rank judges the time by its own clock, so ranks could ask for different numbers of steps, and
+    the one that asks for more then waits forever in a step's all-reduce that its peers never
+    join (a 2-process sweep hung this way, one rank in its step and the other in the barrier
+    after the window). Every rank proposes its next run (0: done) and all run the largest, so
+    all end at the same step. One small collective a decision, a few a window; none without a
+    minimum duration, where every rank runs ``steps``.
     """
     marks = []  # type: List[float]
     handle = [None]  # type: List[Any]
@@ -201,14 +212,24 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock, plant
             return 1
         return max(1, int(math.ceil((target_s - elapsed) * len(marks) / elapsed)))
 
-    elapsed = issue(max(1, steps // 2))
-    while elapsed < min_duration_s / 2.0:
-        elapsed = issue(missing(elapsed, min_duration_s / 2.0))
+    def reach(elapsed, target_s):
+        # type: (float, float) -> float
+        """Runs until ``target_s`` has passed on every rank's clock; the seconds since the start."""
+        if min_duration_s <= 0.0:
+            return elapsed
+        while True:
+            count = missing(elapsed, target_s) if elapsed < target_s else 0
+            if vote is not None:
+                count = max(vote(count))
+            if not count:
+                return elapsed
+            elapsed = issue(count)
+
+    elapsed = reach(issue(max(1, steps // 2)), min_duration_s / 2.0)
     middle = len(marks)
     if steps > middle:
         elapsed = issue(steps - middle)
-    while elapsed < min_duration_s:
-        elapsed = issue(missing(elapsed, min_duration_s))
+    reach(elapsed, min_duration_s)
     window_end = marks[-1]
     step_times = [b - a for a, b in zip([window_start] + marks[:-1], marks)]
     mid = marks[middle - 1]
