@@ -40,7 +40,8 @@ def test_the_one_host_check_is_the_docs_table():
             ("Zen 4", "The same sweep on a 2-core AMD EPYC Zen 4", 8),
             ("Zen 4 pinned", "The same sweep after that fix", 7),
             ("Zen 4 interleaved", "The same sweep with its repeats interleaved", 8),
-            ("Zen 4 fixed", "The one-host sweep for JAX alone, with the fixed step", 1)):
+            ("Zen 4 fixed", "The one-host sweep for JAX alone, with the fixed step", 1),
+            ("Zen 5", "The same sweep on a 2-core AMD EPYC Zen 5", 8)):
         text = section(title, "Median |error|")
         rows = re.findall(r"^\| (\w+) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| " + SIGNED,
                           text, re.M)
@@ -200,7 +201,7 @@ def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     assert point["throughput_with_model_error"] == {"value": wide.value, "low": wide.low,
                                                     "high": wide.high}
     assert point["model_error"]["check"] == "one-host"
-    assert point["model_error"]["cases"] == len(projection_error.ONE_HOST.errors) == 32
+    assert point["model_error"]["cases"] == len(projection_error.ONE_HOST.errors) == 40
     assert point["model_error"]["beyond_validated"] is False
 
 

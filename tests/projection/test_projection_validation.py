@@ -218,6 +218,29 @@ def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, swee
 
 
 @pytest.mark.parallel
+@pytest.mark.parametrize("folder, frameworks", [
+    ("one-host-zen4-interleaved-2026-12-01", 8), ("one-host-zen5-2026-12-03", 8)])
+def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(folder, frameworks,
+                                                                              tmp_path):
+    # the one-host check as committed: each framework's 2-process case projected again from the
+    # 1-process results stored beside it gives the figures its validation.md holds
+    folder = ROOT / "benchmarks" / "data" / folder
+    md = tmp_path / "v.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
+                           "--results", str(folder / "results.json"), "--one-host",
+                           "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
+    assert set(made) == set(kept) and len(kept) == frameworks
+    for key, cells in kept.items():
+        # measured, the projected value, its error, the links, the window and the overhead as
+        # committed (the interval, and so "inside", is the inputs' as the model makes it now)
+        assert made[key][3] == cells[3] and made[key][5] == cells[5], (made[key], cells)
+        assert made[key][4].split(" ")[0] == cells[4].split(" ")[0]
+        assert made[key][7:] == cells[7:], (made[key], cells)
+
+
+@pytest.mark.parallel
 def test_stored_results_that_are_not_a_list_of_results_are_refused(tmp_path):
     bad = tmp_path / "bad.json"
     for text in ("{}", "[1, 2]", "not json"):
