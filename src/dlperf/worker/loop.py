@@ -93,7 +93,6 @@ def measure(build, case, trace_path=None, profiling=True):
     if case.get("scenario") == "server":
         window = serve(workload, case, clock)
     else:
-        # ranks end a window of a minimum duration at the same step, as they end an auto warm-up
         window = timed_window(workload, steps, float(case.get("min_duration_s") or 0.0),
                               case.get("task") == "infer", clock,
                               planted_sleep(workload, case, clock),
@@ -178,13 +177,9 @@ def timed_window(workload, steps, min_duration_s, synchronise_each, clock, plant
     between the synchronised marks; the middle is the first synchronised mark past both half the
     steps and half the minimum duration.
 
-    ``vote`` (several ranks, the workload's ``all_gather_ints``): with a minimum duration each
-    rank judges the time by its own clock, so ranks could ask for different numbers of steps, and
-    the one that asks for more then waits forever in a step's all-reduce that its peers never
-    join (a 2-process sweep hung this way, one rank in its step and the other in the barrier
-    after the window). Every rank proposes its next run (0: done) and all run the largest, so
-    all end at the same step. One small collective a decision, a few a window; none without a
-    minimum duration, where every rank runs ``steps``.
+    ``vote`` (several ranks: ``all_gather_ints``): each rank judges a minimum duration by its own
+    clock, and one that ran a step more would wait forever in an all-reduce its peers never join;
+    so each proposes its next run (0: done) and all run the largest. No vote without a minimum.
     """
     marks = []  # type: List[float]
     handle = [None]  # type: List[Any]
