@@ -98,7 +98,7 @@ ONE_HOST = Check(
     "2-core AMD EPYC Zen 3, 2026-11-30, and 2-core AMD EPYC Zen 4, 2026-12-01 (three times: "
     "before and after a 1-process case was pinned to its thread's CPU, and with the sweep's "
     "repeats interleaved; and JAX after its step was fixed, 2026-12-02), and 2-core AMD EPYC "
-    "Zen 5, 2026-12-03 (interleaved)",
+    "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix)",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -118,7 +118,8 @@ ONE_HOST = Check(
      ("jax Zen 4 fixed", -0.056),
      ("torch Zen 5", 0.066), ("tensorflow Zen 5", -0.150), ("tensorflow1 Zen 5", -0.255),
      ("jax Zen 5", 0.033), ("paddle Zen 5", -0.038), ("mxnet Zen 5", 0.050),
-     ("oneflow Zen 5", 0.015), ("mindspore Zen 5", -0.013)),
+     ("oneflow Zen 5", 0.015), ("mindspore Zen 5", -0.013),
+     ("tensorflow1 Zen 5 fixed", -0.068), ("mxnet Zen 5 fixed", 0.018)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(

@@ -218,17 +218,21 @@ def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, swee
 
 
 @pytest.mark.parallel
-@pytest.mark.parametrize("folder, frameworks", [
-    ("one-host-zen4-interleaved-2026-12-01", 8), ("one-host-zen5-2026-12-03", 8)])
-def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(folder, frameworks,
-                                                                              tmp_path):
+@pytest.mark.parametrize("folder, sweep, frameworks", [
+    ("one-host-zen4-interleaved-2026-12-01", "projection-one-host", 8),
+    ("one-host-zen5-2026-12-03", "projection-one-host", 8),
+    # the two the window's hang had cut short, again after its fix
+    ("one-host-tf1-mxnet-zen5-2026-12-04", "projection-one-host-tf1-mxnet", 2)])
+def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(
+        folder, sweep, frameworks, tmp_path):
     # the one-host check as committed: each framework's 2-process case projected again from the
     # 1-process results stored beside it gives the figures its validation.md holds
     folder = ROOT / "benchmarks" / "data" / folder
     md = tmp_path / "v.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
                            "--results", str(folder / "results.json"), "--one-host",
-                           "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
+                           "--sweep", sweep, "--markdown", str(md)],
+                          capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
     assert set(made) == set(kept) and len(kept) == frameworks
