@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
 import os
 import shutil
 import subprocess
@@ -97,22 +98,66 @@ def test_a_machine_without_what_it_needs_is_one_line(tmp_path, monkeypatch):
 def test_a_machine_that_refuses_the_network_is_one_line_and_undone(tmp_path):
     """Root in a user namespace of its own (`unshare --user --map-root-user`) may not make
     interfaces in this machine's network: the bring-up's first step is refused, said in one
-    line with the command's own words, and the record written before it is removed."""
-    if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode:
-        pytest.skip("this machine allows no user namespace (`unshare --user` fails), in which "
-                    "the refusal is made")
+    line with the command's own words, and the record written before it is removed. Its
+    records go to a folder of its own: a dead run's, left on this machine, is not its concern."""
+    skip_without_user_namespaces()
+    state = tmp_path / "state"
     node = subprocess.Popen(["unshare", "--user", "--map-root-user", sys.executable, "-m",
                              "dlperf.cli", *TINY, "--emulate-hosts", "2",
                              "--db", str(tmp_path / "r.db")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **own_lock("refused-network")})
+                            env={**os.environ, **own_lock("refused-network"),
+                                 "DLPERF_EMULATED_STATE": str(state)})
     out, err = node.communicate(timeout=120)
     check_refused(subprocess.CompletedProcess(node.args, node.returncode, out, err),
                   "--emulate-hosts", "failed: ")
     assert "Operation not permitted" in err
-    assert not records_of(node.pid)  # `unshare` execs: the pid is dlperf's own
+    assert not list(state.glob("*.json"))  # `unshare` execs: the record was dlperf's own
     assert not (tmp_path / "r.db").exists()
+
+
+def skip_without_user_namespaces() -> None:
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--user", "--map-root-user", "true"], capture_output=True).returncode:
+        pytest.skip("this machine allows no user namespace (`unshare --user` fails), in which "
+                    "the refusal is made")
+
+
+CLEAN = ("import sys; from dlperf.host import emulated; "
+         "print(emulated.clean_stale(lambda line: print(line, file=sys.stderr)))")
+
+
+def test_a_dead_runs_remains_that_cannot_be_removed_keep_their_record_until_one_can(tmp_path):
+    """A start that may not remove a dead run's namespace (root of a user namespace) says so and
+    keeps the record, rather than saying "removed" and orphaning it; root's next start removes
+    it. The dead run is a record naming a real namespace and a pid that no longer runs."""
+    skip_without_user_namespaces()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    token = os.urandom(3).hex()
+    namespace, state = f"{emulated.PREFIX}{token}-h0", tmp_path / "state"
+    state.mkdir()
+    record = state / f"{emulated.PREFIX}{token}.json"
+    record.write_text(json.dumps({"token": token, "pid": dead.pid, "pid_start": 0.0,
+                                  "since": 0.0, "namespaces": [namespace], "links": []}))
+    subprocess.run(["ip", "netns", "add", namespace], check=True)
+    try:
+        env = {**os.environ, "DLPERF_EMULATED_STATE": str(state)}
+        user = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c",
+                               CLEAN], capture_output=True, text=True, env=env, timeout=60)
+        assert user.returncode == 0 and user.stdout.strip() == "0", user.stdout + user.stderr
+        said = user.stderr.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith(
+            f"emulated hosts: could not remove what a dead dlperf run (pid {dead.pid}, "), said
+        assert f"(namespace {namespace})" in said[0] and said[0].endswith("rights to remove it")
+        assert record.exists() and Path("/run/netns", namespace).exists()
+        root = subprocess.run([sys.executable, "-c", CLEAN], capture_output=True, text=True,
+                              env=env, timeout=60)
+        assert root.stdout.strip() == "1", root.stdout + root.stderr
+        assert root.stderr.strip().endswith("left: 1 namespaces, 0 interfaces, 0 processes")
+        assert not record.exists() and not Path("/run/netns", namespace).exists()
+    finally:
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
 
 
 @pytest.mark.parametrize("text, bits, spelled", [

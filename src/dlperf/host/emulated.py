@@ -366,7 +366,8 @@ def leftovers(record: dict[str, Any]) -> list[str]:
 
 def clean_stale(say: Callable[[str], None]) -> int:
     """Remove what runs whose owner died (SIGKILL, a crash of the machine's power aside) left,
-    saying so in one line each; how many such runs there were. Runs still alive are left alone."""
+    saying so in one line each; how many such runs were removed. Runs still alive are left
+    alone; a run whose remains this process may not remove keeps its record, said so."""
     if not state_dir().is_dir():
         return 0
     cleaned = 0
@@ -375,13 +376,18 @@ def clean_stale(say: Callable[[str], None]) -> int:
             if record and _owner_alive(record):
                 continue
             found = remove(record)
+            since = time.strftime("%Y-%m-%d %H:%M:%S",
+                                  time.localtime(float(record.get("since") or 0)))
+            run = f"a dead dlperf run (pid {record.get('pid', '?')}, started {since})"
+            left = leftovers(record)
+            if left:  # e.g. root of a user namespace: the record stays for a start that can
+                say(f"emulated hosts: could not remove what {run} left ({', '.join(left)}); "
+                    "its record stays for a start with the rights to remove it")
+                continue
             with contextlib.suppress(OSError):
                 path.unlink()
             cleaned += 1
-            since = time.strftime("%Y-%m-%d %H:%M:%S",
-                                  time.localtime(float(record.get("since") or 0)))
-            say(f"emulated hosts: removed what a dead dlperf run (pid {record.get('pid', '?')}, "
-                f"started {since}) left: {found['namespaces']} namespaces, "
+            say(f"emulated hosts: removed what {run} left: {found['namespaces']} namespaces, "
                 f"{found['interfaces']} interfaces, {found['processes']} processes")
     return cleaned
 
