@@ -20,9 +20,9 @@ from dlperf.data import synthetic
 from dlperf.backends.mxnet.bert import BertForPreTraining, pretraining_loss
 from dlperf.backends.mxnet.optim import AdamW
 from dlperf.backends.mxnet.resnet import ResNet50
-from dlperf.backends.mxnet.workload import (MXNetWorkload, Precision, configure_threads,
-                                            count_params, join, launch_rank, op_dtypes,
-                                            runtime_info, select_context)
+from dlperf.backends.mxnet.workload import (MXNetWorkload, Precision, broadcast_weights,
+                                            configure_threads, count_params, join, launch_rank,
+                                            op_dtypes, runtime_info, select_context)
 from dlperf.worker.workload import UnsupportedError, Workload
 
 __all__ = ["build"]
@@ -208,6 +208,8 @@ def build(case):
     info["compute_dtype"] = precision.dtype or "float32"
 
     trainer = parts.make_trainer(model.collect_params(), kvstore) if train else None
+    if trainer is not None and kvstore is not None:
+        broadcast_weights(trainer)
     if view.compiled:
         objective.hybridize(**HYBRIDIZE_FLAGS)
     info = view.info(info)
