@@ -124,12 +124,14 @@ ONE_HOST = Check(
 
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
-    "and 100 Mbit/s (ResNet-50; the window from another rate, the overhead unshaped)", 2, 2,
+    "and 100 Mbit/s, and MXNet's at 2.5 Gbit/s and 300 Mbit/s too (ResNet-50; the window from "
+    "another rate, the overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
     "after its step was fixed, MindSpore's over its all-reduce measured on each link; OneFlow's "
     "measured again with its all-reduce over each link, the window priced as the targets are); "
-    "AMD EPYC Zen 5, 2026-12-03 (MXNet's parameter servers over their measured push and pull)",
+    "AMD EPYC Zen 5, 2026-12-03 (MXNet's parameter servers over their measured push and pull) "
+    "and 2026-12-04 (MXNet's again, at two rates not measured before)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -173,7 +175,9 @@ EMULATED_HOSTS = Check(
      ("MindSpore 1 Gbit/s 12-02 measured", -0.055),
      ("MindSpore 100 Mbit/s 12-02 measured", 0.042),
      ("MXNet 10 Gbit/s 12-03 servers", 0.178), ("MXNet 1 Gbit/s 12-03 servers", -0.211),
-     ("MXNet 100 Mbit/s 12-03 servers", 0.150)),
+     ("MXNet 100 Mbit/s 12-03 servers", 0.150),
+     ("MXNet 2.5 Gbit/s 12-04 more rates", -0.068), ("MXNet 1 Gbit/s 12-04 more rates", -0.128),
+     ("MXNet 300 Mbit/s 12-04 more rates", 0.019)),
     start_devices=1)
 
 PUBLISHED = Check(

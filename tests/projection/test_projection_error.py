@@ -67,15 +67,17 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                        ("12-02 fixed", "for JAX alone with the fixed step"),
                        ("12-02 measured", "MindSpore's and OneFlow's, measured over each link"),
                        ("12-02 remeasured", "OneFlow's link-rate sweep again"),
-                       ("12-03 servers", "MXNet's parameter servers, priced as such")):
-        rows = re.findall(r"^\| ([\w. ]+?) \| ([\w/ ]+?) \| [\d.]+ \| [\d.]+ "
+                       ("12-03 servers", "MXNet's parameter servers, priced as such"),
+                       ("12-04 more rates", "MXNet's parameter servers at two more rates")):
+        rows = re.findall(r"^\| ([\w. ]+?) \| ([\w/. ]+?) \| [\d.]+ \| [\d.]+ "
                           r"\([\d.]+-[\d.]+\) \| \**" + SIGNED,
                           section(title, "Median |error|"), re.M)
         # the frameworks run less the rows the check took again: JAX's from before its step's
         # fix, MindSpore's and OneFlow's on the wire and path before their measured links, and
         # OneFlow's measured again
         assert len(rows) == {"12-02 frameworks": 9, "12-02 fixed": 3, "12-02 measured": 3,
-                             "12-02 remeasured": 3, "12-03 servers": 3}.get(run, 9), (run, rows)
+                             "12-02 remeasured": 3, "12-03 servers": 3,
+                             "12-04 more rates": 3}.get(run, 9), (run, rows)
         docs.update((f"{engine} {link} {run}", percent(e)) for engine, link, e in rows)
     assert docs == dict(projection_error.EMULATED_HOSTS.errors)
 

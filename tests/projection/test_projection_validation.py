@@ -186,15 +186,21 @@ def table_rows(text: str) -> dict[tuple[str, str], list[str]]:
     return rows
 
 
+RATES = ("10gbit", "1gbit", "100mbit")  # the link-rate sweeps' own
+
+
 @pytest.mark.parallel
-@pytest.mark.parametrize("folder, sweep, median", [
+@pytest.mark.parametrize("folder, sweep, median, links", [
     # the wire and the path, the window read against the probe
-    ("link-rates-jax-zen4-2026-12-02", "link-rates-jax", "2.1%"),
+    ("link-rates-jax-zen4-2026-12-02", "link-rates-jax", "2.1%", RATES),
     # measured links (its collectives.json), the window priced with its own link's model
-    ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%"),
+    ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%", RATES),
     # a parameter server's measured push and pull (MXNet's kvstore)
-    ("link-rates-mxnet-zen5-2026-12-03", "link-rates-mxnet", "17.8%")])
-def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, sweep, median,
+    ("link-rates-mxnet-zen5-2026-12-03", "link-rates-mxnet", "17.8%", RATES),
+    # the same at two rates the model had not seen, beside 1 Gbit/s
+    ("link-rates-mxnet-more-zen5-2026-12-04", "link-rates-mxnet-more", "6.8%",
+     ("2500mbit", "1gbit", "300mbit"))])
+def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, sweep, median, links,
                                                                      tmp_path):
     # a link-rate study as committed: its results.json through --results gives the projections
     # and errors its validation.md holds (the database itself is not kept)
@@ -205,9 +211,8 @@ def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, swee
                            "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
-    framework = sweep.rsplit("-", 1)[1]
-    assert set(made) == set(kept) == {(framework, link) for link in ("10gbit", "1gbit",
-                                                                     "100mbit")}
+    framework = sweep.split("-")[2]
+    assert set(made) == set(kept) == {(framework, link) for link in links}
     for key, cells in kept.items():
         # measured, the projected value, its error, the links and the window as committed (the
         # interval is the inputs' as the model makes it now: its window has ends since)
