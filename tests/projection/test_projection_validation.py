@@ -195,6 +195,7 @@ RATES = ("10gbit", "1gbit", "100mbit")  # the link-rate sweeps' own
     ("link-rates-jax-zen4-2026-12-02", "link-rates-jax", "2.1%", RATES),
     # measured links (its collectives.json), the window priced with its own link's model
     ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%", RATES),
+    ("link-rates-oneflow-zen5-2026-12-04", "link-rates-oneflow", "18.5%", RATES),
     # a parameter server's measured push and pull (MXNet's kvstore)
     ("link-rates-mxnet-zen5-2026-12-03", "link-rates-mxnet", "17.8%", RATES),
     # the same at two rates the model had not seen, beside 1 Gbit/s
