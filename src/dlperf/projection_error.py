@@ -131,8 +131,8 @@ EMULATED_HOSTS = Check(
     "after its step was fixed, MindSpore's over its all-reduce measured on each link; OneFlow's "
     "measured again with its all-reduce over each link, the window priced as the targets are); "
     "AMD EPYC Zen 5, 2026-12-03 (MXNet's parameter servers over their measured push and pull) "
-    "and 2026-12-04 (MXNet's again, at two rates not measured before; OneFlow's with its "
-    "all-reduce over each link)",
+    "and 2026-12-04 (MXNet's again, at two rates not measured before; OneFlow's and "
+    "MindSpore's with their all-reduce over each link)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -180,7 +180,9 @@ EMULATED_HOSTS = Check(
      ("MXNet 2.5 Gbit/s 12-04 more rates", -0.068), ("MXNet 1 Gbit/s 12-04 more rates", -0.128),
      ("MXNet 300 Mbit/s 12-04 more rates", 0.019),
      ("OneFlow 10 Gbit/s 12-04 Zen 5", 0.021), ("OneFlow 1 Gbit/s 12-04 Zen 5", 0.185),
-     ("OneFlow 100 Mbit/s 12-04 Zen 5", 0.239)),
+     ("OneFlow 100 Mbit/s 12-04 Zen 5", 0.239),
+     ("MindSpore 10 Gbit/s 12-04 Zen 5", 0.023), ("MindSpore 1 Gbit/s 12-04 Zen 5", 0.074),
+     ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.007)),
     start_devices=1)
 
 PUBLISHED = Check(

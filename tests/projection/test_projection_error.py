@@ -69,7 +69,8 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                        ("12-02 remeasured", "OneFlow's link-rate sweep again"),
                        ("12-03 servers", "MXNet's parameter servers, priced as such"),
                        ("12-04 more rates", "MXNet's parameter servers at two more rates"),
-                       ("12-04 Zen 5", "OneFlow's link-rate sweep on a Zen 5")):
+                       ("12-04 Zen 5", "OneFlow's link-rate sweep on a Zen 5"),
+                       ("12-04 Zen 5", "MindSpore's link-rate sweep on a Zen 5")):
         rows = re.findall(r"^\| ([\w. ]+?) \| ([\w/. ]+?) \| [\d.]+ \| [\d.]+ "
                           r"\([\d.]+-[\d.]+\) \| \**" + SIGNED,
                           section(title, "Median |error|"), re.M)
