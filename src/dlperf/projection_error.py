@@ -132,7 +132,9 @@ EMULATED_HOSTS = Check(
     "measured again with its all-reduce over each link, the window priced as the targets are); "
     "AMD EPYC Zen 5, 2026-12-03 (MXNet's parameter servers over their measured push and pull) "
     "and 2026-12-04 (MXNet's again, at two rates not measured before; OneFlow's and "
-    "MindSpore's with their all-reduce over each link)",
+    "MindSpore's with their all-reduce over each link); AMD EPYC Zen 4 again, 2026-12-04 "
+    "(MindSpore's with its all-reduce over each link, MXNet's parameter servers over their "
+    "measured push and pull)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -182,7 +184,11 @@ EMULATED_HOSTS = Check(
      ("OneFlow 10 Gbit/s 12-04 Zen 5", 0.021), ("OneFlow 1 Gbit/s 12-04 Zen 5", 0.185),
      ("OneFlow 100 Mbit/s 12-04 Zen 5", 0.239),
      ("MindSpore 10 Gbit/s 12-04 Zen 5", 0.023), ("MindSpore 1 Gbit/s 12-04 Zen 5", 0.074),
-     ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.007)),
+     ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.007),
+     ("MindSpore 10 Gbit/s 12-04 Zen 4", -0.026), ("MindSpore 1 Gbit/s 12-04 Zen 4", 0.002),
+     ("MindSpore 100 Mbit/s 12-04 Zen 4", 0.039),
+     ("MXNet 10 Gbit/s 12-04 Zen 4", 0.297), ("MXNet 1 Gbit/s 12-04 Zen 4", -0.215),
+     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.175)),
     start_devices=1)
 
 PUBLISHED = Check(
