@@ -8,8 +8,9 @@ With ``DLPERF_TEST_TIMELINE=FILE`` every test appends one JSON line to FILE wher
 xdist worker or the only process): its id, the worker, its start and end (epoch seconds) and its
 CPU seconds: this process's and its children's that were waited for (``getrusage``; a child
 killed and never waited for is not counted). The controlling process ends with the tests that
-waited most, wall minus CPU. The lines of earlier runs in FILE are kept and not summed: each run
-has its own ``run`` id.
+waited most, wall minus CPU, and the test files that cost the most CPU (on a CPU-bound suite, a
+file's share of the minutes). The lines of earlier runs in FILE are kept and not summed: each
+run has its own ``run`` id.
 
     DLPERF_TEST_TIMELINE=/tmp/timeline.jsonl make test
 
@@ -103,3 +104,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for row in sorted(rows, key=lambda r: r["cpu_s"] - r["wall_s"])[:SHOWN]:
         terminalreporter.write_line(f"{row['wall_s']:8.2f}s wall {row['cpu_s']:8.2f}s CPU  "
                                     f"{row['id']}")
+    by_file = files_by_cpu(rows)
+    terminalreporter.write_sep("=", f"the {min(SHOWN, len(by_file))} test files that cost the "
+                                    f"most CPU (of {len(by_file)})")
+    for file, (count, file_wall, file_cpu) in by_file[:SHOWN]:
+        share = 100 * file_cpu / cpu if cpu else 0
+        terminalreporter.write_line(f"{file_cpu:8.1f} CPU-s ({share:4.1f} %) {file_wall:8.1f} "
+                                    f"wall-s {count:4d} tests  {file}")
+
+
+def files_by_cpu(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, float, float]]]:
+    """Each test file's tests, wall and CPU seconds, the costliest first: on a CPU-bound suite
+    a file's CPU is its share of the minutes, and where to look first for a cut."""
+    files: dict[str, tuple[int, float, float]] = {}
+    for row in rows:
+        file = row["id"].split("::", 1)[0]
+        count, wall, cpu = files.get(file, (0, 0.0, 0.0))
+        files[file] = (count + 1, wall + row["wall_s"], cpu + row["cpu_s"])
+    return sorted(files.items(), key=lambda item: -item[1][2])

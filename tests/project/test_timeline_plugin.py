@@ -36,8 +36,17 @@ def test_waits_for_a_child_that_burns():
 TESTS = Path(__file__).resolve().parents[1]  # where the plugin is
 
 
+# a second file that costs less CPU than test_inner.py's
+OTHER = """
+import time
+
+def test_sleeps_too():
+    time.sleep(0.2)
+"""
+
+
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.RunResult:
-    pytester.makepyfile(test_inner=INNER)
+    pytester.makepyfile(test_inner=INNER, test_other=OTHER)
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # not an xdist worker
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
@@ -55,7 +64,8 @@ def test_each_test_has_its_wall_and_cpu_time_and_the_waiting_one_comes_first(
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert rows[0]["run"] == "an earlier one"  # kept
     mine = {row["id"].split("::")[1]: row for row in rows[1:]}
-    assert set(mine) == {"test_sleeps", "test_burns", "test_waits_for_a_child_that_burns"}
+    assert set(mine) == {"test_sleeps", "test_burns", "test_waits_for_a_child_that_burns",
+                         "test_sleeps_too"}
     assert len({row["run"] for row in mine.values()}) == 1
     assert all(row["worker"] == "main" for row in mine.values())
     sleeps = mine["test_sleeps"]
@@ -63,9 +73,16 @@ def test_each_test_has_its_wall_and_cpu_time_and_the_waiting_one_comes_first(
     assert mine["test_burns"]["cpu_s"] >= 0.25
     assert mine["test_waits_for_a_child_that_burns"]["cpu_s"] >= 0.25
     out = result.stdout.str()
-    assert "the 3 tests that waited most (wall - CPU; DLPERF_TEST_TIMELINE=" in out
+    assert "the 4 tests that waited most (wall - CPU; DLPERF_TEST_TIMELINE=" in out
     listed = [line for line in result.outlines if "s wall" in line and "s CPU" in line]
-    assert len(listed) == 3 and listed[0].endswith("test_inner.py::test_sleeps"), listed
+    assert len(listed) == 4 and listed[0].endswith("test_inner.py::test_sleeps"), listed
+    # each file's tests summed, the costliest in CPU first, its share of the run's CPU
+    assert "the 2 test files that cost the most CPU (of 2)" in out
+    files = [line.split() for line in result.outlines if "CPU-s" in line and "wall-s" in line]
+    assert [(f[-1], f[-3]) for f in files] == [("test_inner.py", "3"), ("test_other.py", "1")]
+    inner_cpu = sum(row["cpu_s"] for name, row in mine.items() if name != "test_sleeps_too")
+    assert float(files[0][0]) == pytest.approx(inner_cpu, abs=0.06)
+    assert float(files[1][0]) < 0.25 <= float(files[0][0])
 
 
 def test_without_the_variable_nothing_is_written_or_shown(pytester, tmp_path, monkeypatch):
