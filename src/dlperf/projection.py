@@ -9,9 +9,10 @@ plus the part of the gradient all-reduce the backward pass does not hide:
 * ``allreduce(N)``: the gradients (parameters x bytes per gradient element) in the all-reduces
   the engine sends a step (its declared packing: buckets of a size, one for all, or one per
   gradient tensor or group of them; :class:`dlperf.worker.support.Packing`), each all-reduced by a ring on one node (2(N-1) latencies and 2(N-1)/N of the bucket
-  over the link), or across nodes hierarchically (a ring reduce-scatter and all-gather inside
-  each node, a ring all-reduce between the nodes over their NICs, which every process of the node
-  shares); or, for an engine that declares a parameter server (MXNet's kvstore), every worker's
+  over the link), or across nodes by one ring through every process, node after node (each
+  node's NIC carries its one ring edge out: 2(P-1)/P of the bucket for P processes in all, as
+  every engine's counters on 2 emulated hosts of 2 processes show, not a hierarchical ring's
+  2(N-1)/N); or, for an engine that declares a parameter server (MXNet's kvstore), every worker's
   push and pull through a server on each node (:func:`pushpull_s`). The links' latency and
   bandwidth are measured (``dlperf collectives``: Hockney's alpha-beta fit of the framework's own
   collective path) or given (a rate and a latency).
@@ -51,7 +52,8 @@ DDP_BUCKET_BYTES = 25 * MIB
 # activation gradient per forward product), so 2/3 of the whole; the overlap window's bound
 BACKWARD_SHARE = 2 / 3
 #: how an engine's all-reduce moves a step's gradients (:class:`dlperf.worker.support.Wire`'s
-#: ``exchange``): a ring (hierarchical across nodes), or a parameter server's push and pull
+#: ``exchange``): a ring (one through every process across nodes), or a parameter server's push
+#: and pull
 RING, PARAMETER_SERVER = EXCHANGES
 NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
                 "pipeline or tensor parallelism", "a parameter server's bottleneck",
@@ -149,20 +151,22 @@ def ring_allreduce_s(nbytes: float, ranks: int, link: Link) -> float:
     return 2 * (ranks - 1) * link.latency + 2 * (ranks - 1) / ranks * nbytes / link.bandwidth
 
 
-def hierarchical_allreduce_s(nbytes: float, per_node: int, nodes: int, intra: Link,
-                             inter: Link) -> float:
-    """Reduce-scatter inside each node (a ring of ``per_node``), all-reduce between the nodes
-    (each process its 1/per_node shard, all of them through the node's NIC at once: 2(n-1)/n of
-    the whole message per NIC), all-gather inside each node."""
-    inside = 0.0
-    if per_node > 1:
-        inside = 2 * ((per_node - 1) * intra.latency
-                      + (per_node - 1) / per_node * nbytes / intra.bandwidth)
-    between = 0.0
-    if nodes > 1:
-        between = (2 * (nodes - 1) * inter.latency
-                   + 2 * (nodes - 1) / nodes * nbytes / inter.bandwidth)
-    return inside + between
+def flat_ring_allreduce_s(nbytes: float, per_node: int, nodes: int, intra: Link,
+                          inter: Link) -> float:
+    """One ring through all P = ``per_node`` x ``nodes`` processes, node after node, as every
+    engine dlperf runs all-reduces across nodes (gloo, TensorFlow's RING, MCCL, OneFlow's,
+    Horovod's): on 2 emulated hosts of 2 processes each host's link carried 1.5 times the
+    message, the ring's 2(P-1)/P, where a hierarchical all-reduce's NIC carries 2(N-1)/N, 1.0
+    (docs/projection.md). Each node's NIC carries its one ring edge out, its other edges are
+    inside the node; every edge carries 2(P-1)/P of the message, and each of the ring's 2(P-1)
+    steps lasts as long as its slowest hop."""
+    ranks = per_node * nodes
+    if ranks < 2:
+        return 0.0
+    hops = [inter] if per_node == 1 else [inter, intra]
+    latency = max(hop.latency for hop in hops)
+    bandwidth = min(hop.bandwidth for hop in hops)
+    return 2 * (ranks - 1) * latency + 2 * (ranks - 1) / ranks * nbytes / bandwidth
 
 
 def pushpull_s(nbytes: float, per_node: int, nodes: int, intra: Link,
@@ -171,8 +175,9 @@ def pushpull_s(nbytes: float, per_node: int, nodes: int, intra: Link,
     parameter servers, a server on each node holding 1/N of the bytes (ps-lite spreads the keys,
     and splits the large ones, over the servers), and pulls the sum back. Each node's NIC carries
     its d workers' pushes to the other nodes' servers and its server's replies to the other
-    nodes' workers: 2d(N-1)/N of the message each way, where a hierarchical ring's carries
-    2(N-1)/N once for the node: the servers' bottleneck, d times a ring's bytes. Each server
+    nodes' workers: 2d(N-1)/N of the message each way (2.0 on 2 emulated hosts of 2 workers, as
+    their counters show), where a ring's carries 2(dN-1)/dN once for the node (1.5 there).
+    Each server
     takes its own node's d workers' share over the node's link (d/N of the message each way) at
     the same time. Each a round trip: a push's latency, then the pull's."""
     d, n = per_node, nodes
@@ -188,13 +193,14 @@ def pushpull_s(nbytes: float, per_node: int, nodes: int, intra: Link,
 
 def link_bytes(exchange: str, per_node: int, nodes: int) -> float:
     """The multiple of one message each process's link (each node's NIC, across nodes) carries
-    each way at a shape: a ring's 2(n-1)/n; a parameter server's d on one node (its server's),
-    2d(N-1)/N across nodes. A bus bandwidth read with a ring's bytes (an all-reduce probe's) is
-    a link for ``exchange`` at that shape times ``link_bytes(exchange) / link_bytes(RING)``."""
+    each way at a shape: a ring's 2(P-1)/P of its P = dN processes (across nodes its one edge
+    out of the node); a parameter server's d on one node (its server's), 2d(N-1)/N across
+    nodes. A bus bandwidth read with a ring's bytes (an all-reduce probe's) is a link for
+    ``exchange`` at that shape times ``link_bytes(exchange) / link_bytes(RING)``."""
     d, n = per_node, nodes
     if exchange == PARAMETER_SERVER:
         return float(d) if n == 1 else 2 * d * (n - 1) / n
-    return 2 * (d - 1) / d if n == 1 else 2 * (n - 1) / n
+    return 2 * (d * n - 1) / (d * n)
 
 
 def allreduce_s(gradient_bytes: float, messages: int, per_node: int, nodes: int, intra: Link,
@@ -214,7 +220,7 @@ def allreduce_s(gradient_bytes: float, messages: int, per_node: int, nodes: int,
     if nodes == 1:
         return messages * ring_allreduce_s(size, per_node, intra)
     assert inter is not None
-    return messages * hierarchical_allreduce_s(size, per_node, nodes, intra, inter)
+    return messages * flat_ring_allreduce_s(size, per_node, nodes, intra, inter)
 
 
 def gradient_bytes(params: int, precision: str) -> int:

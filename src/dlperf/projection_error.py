@@ -198,15 +198,15 @@ PUBLISHED = Check(
     "the study's hardware, a computation (dlperf-report-v1/resnet50-fp32)",
     "dlperf project --published dlperf-report-v1/resnet50-fp32 --intra 400gbit@2us "
     "--inter 100gbit@5us",
-    (("OneFlow 1x8", 0.010), ("OneFlow 2x8", -0.002), ("OneFlow 4x8", 0.000),
-     ("NGC MXNet 1x8", 0.038), ("NGC MXNet 2x8", 0.070), ("NGC MXNet 4x8", 0.081),
-     ("NGC TensorFlow 1.x 1x8", 0.060), ("NGC TensorFlow 1.x 2x8", 0.118),
-     ("NGC TensorFlow 1.x 4x8", 0.192), ("NGC PyTorch 1x8", 0.012),
-     ("NGC PyTorch 2x8", 0.011), ("NGC PyTorch 4x8", 0.052), ("MXNet 1x8", 0.196),
-     ("MXNet 2x8", 0.244), ("MXNet 4x8", 0.253), ("TensorFlow 2.x 1x8", 0.042),
-     ("TensorFlow 2.x 2x8", 0.046), ("TensorFlow 2.x 4x8", 0.072), ("PyTorch 1x8", 0.054),
-     ("PyTorch 2x8", 0.073), ("PyTorch 4x8", 0.089), ("PaddlePaddle 1x8", 0.069),
-     ("PaddlePaddle 2x8", 0.134), ("PaddlePaddle 4x8", 0.181)),
+    (("OneFlow 1x8", 0.010), ("OneFlow 2x8", -0.008), ("OneFlow 4x8", -0.001),
+     ("NGC MXNet 1x8", 0.038), ("NGC MXNet 2x8", 0.064), ("NGC MXNet 4x8", 0.079),
+     ("NGC TensorFlow 1.x 1x8", 0.060), ("NGC TensorFlow 1.x 2x8", 0.112),
+     ("NGC TensorFlow 1.x 4x8", 0.190), ("NGC PyTorch 1x8", 0.012),
+     ("NGC PyTorch 2x8", 0.005), ("NGC PyTorch 4x8", 0.051), ("MXNet 1x8", 0.196),
+     ("MXNet 2x8", 0.236), ("MXNet 4x8", 0.251), ("TensorFlow 2.x 1x8", 0.042),
+     ("TensorFlow 2.x 2x8", 0.041), ("TensorFlow 2.x 4x8", 0.070), ("PyTorch 1x8", 0.054),
+     ("PyTorch 2x8", 0.067), ("PyTorch 4x8", 0.088), ("PaddlePaddle 1x8", 0.069),
+     ("PaddlePaddle 2x8", 0.128), ("PaddlePaddle 4x8", 0.180)),
     start_devices=1)
 
 PUBLISHED_FROM_NODE = Check(
@@ -216,12 +216,12 @@ PUBLISHED_FROM_NODE = Check(
     "the study's hardware, a computation (dlperf-report-v1/resnet50-fp32)",
     "dlperf project --published dlperf-report-v1/resnet50-fp32 --from-node --intra 400gbit@2us "
     "--inter 100gbit@5us",
-    (("OneFlow 2x8", -0.012), ("OneFlow 4x8", -0.010), ("NGC MXNet 2x8", 0.032),
-     ("NGC MXNet 4x8", 0.042), ("NGC TensorFlow 1.x 2x8", 0.056),
-     ("NGC TensorFlow 1.x 4x8", 0.126), ("NGC PyTorch 2x8", -0.001), ("NGC PyTorch 4x8", 0.040),
-     ("MXNet 2x8", 0.042), ("MXNet 4x8", 0.051), ("TensorFlow 2.x 2x8", 0.004),
-     ("TensorFlow 2.x 4x8", 0.029), ("PyTorch 2x8", 0.019), ("PyTorch 4x8", 0.034),
-     ("PaddlePaddle 2x8", 0.061), ("PaddlePaddle 4x8", 0.106)),
+    (("OneFlow 2x8", -0.018), ("OneFlow 4x8", -0.011), ("NGC MXNet 2x8", 0.026),
+     ("NGC MXNet 4x8", 0.041), ("NGC TensorFlow 1.x 2x8", 0.050),
+     ("NGC TensorFlow 1.x 4x8", 0.124), ("NGC PyTorch 2x8", -0.007), ("NGC PyTorch 4x8", 0.038),
+     ("MXNet 2x8", 0.037), ("MXNet 4x8", 0.050), ("TensorFlow 2.x 2x8", -0.001),
+     ("TensorFlow 2.x 4x8", 0.028), ("PyTorch 2x8", 0.013), ("PyTorch 4x8", 0.033),
+     ("PaddlePaddle 2x8", 0.056), ("PaddlePaddle 4x8", 0.104)),
     start_devices=8)
 
 CHECKS = (ONE_HOST, EMULATED_HOSTS, PUBLISHED, PUBLISHED_FROM_NODE)

@@ -1,8 +1,9 @@
 """`dlperf collectives`: nccl-tests' bus bandwidth factors and the latency-bandwidth fit checked
 against hand calculations; the size parser and the refusals through the command line (one line,
 exit 2, nothing stored); the store's rows and the model read back; then real jobs on 2 processes
-at tiny sizes through every framework's own collective path into a real SQLite file, and torch's
-across two emulated hosts over a shaped link. The jobs' checks are of behaviour (what was
+at tiny sizes through every framework's own collective path into a real SQLite file, torch's
+across two emulated hosts over a shaped link, and TF 1.15's across two emulated hosts of two
+processes. The jobs' checks are of behaviour (what was
 stored, what crossed the hosts), never of speed.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TAG, assert_nothing_left, dlperf, dlperf_main, load
-from dlperf import collective_model
+from dlperf import collective_model, projection
 from dlperf.collective_model import Key, NoModel
 from dlperf.errors import UsageError
 from dlperf.spec import frameworks
@@ -334,3 +335,28 @@ def test_torch_across_two_emulated_hosts_over_a_shaped_link(tmp_path):
     assert measured["emulated_hosts"]["link"] == "100mbit"
     least = sum(TINY_SIZES) * 4 // 2  # (3 timed + 1 warm-up) x half of each message
     assert all(host["tx_bytes"] >= least for host in hosts), json.dumps(hosts)
+
+
+@pytest.mark.spans_cores
+def test_tf1_ring_across_two_emulated_hosts_of_two_processes_is_one_ring_through_all(tmp_path):
+    """Ranks 2 and 3 of TF 1.15's RING all-reduce once read past their replica list (fixed
+    2026-12-04). Each host's link carries a ring through all 4 processes' 2(P-1)/P = 1.5 times
+    each message (what dlperf project prices), not a hierarchical all-reduce's 1.0."""
+    from two_hosts import skip_without_emulation
+
+    skip_without_emulation()
+    db, out, tag = tmp_path / "c.db", tmp_path / "c.json", uuid.uuid4().hex
+    sizes = [256 * KIB, 512 * KIB]
+    proc = dlperf("collectives", "--framework", "tensorflow1", "--path", "ring", "--ops",
+                  "allreduce", "--emulate-hosts", "2", "--nproc", "2", "--sizes",
+                  ",".join(str(size) for size in sizes), "--iters", "3", "--warmup", "1",
+                  "--threads-per-process", "1", "--db", str(db), "--json", str(out),
+                  env={TAG: tag}, timeout=600)
+    assert_nothing_left(tag)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    measured = load(out)
+    assert measured["status"] == "ok" and measured["nproc"] == 2 and measured["nnodes"] == 2
+    messages = sum(sizes) * (3 + 1)
+    shares = [host["tx_bytes"] / messages for host in measured["emulated_hosts"]["hosts"]]
+    assert len(shares) == 2 and all(1.35 < share < 1.75 for share in shares), shares
+    assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)

@@ -30,12 +30,23 @@ def test_a_ring_all_reduce_sends_2_n_minus_1_over_n_of_the_message():
     assert projection.ring_allreduce_s(100e6, 1, slow) == 0.0
 
 
-def test_hierarchical_all_reduce_inside_then_between_the_nodes():
-    intra, inter = Link(100 * GBIT, 0.0, "given"), Link(10 * GBIT, 0.0, "given")
-    # 8 per node x 4 nodes, 100 MB: inside 2 * 7/8 * 100e6 / 12.5e9 = 0.014 s; between
-    # 2 * 3/4 * 100e6 / 1.25e9 = 0.12 s (the node's NIC carries every process's shard)
-    assert projection.hierarchical_allreduce_s(100e6, 8, 4, intra, inter) == pytest.approx(
-        0.014 + 0.12)
+def test_across_nodes_one_ring_runs_through_every_process_at_its_slowest_hop():
+    intra, inter = Link(100 * GBIT, 1e-6, "given"), Link(10 * GBIT, 5e-6, "given")
+    # 8 per node x 4 nodes, 100 MB: one ring of 32; every edge, the node's one edge out over
+    # its NIC too, carries 2 * 31/32 * 100e6, at the NIC's 1.25e9: 0.155 s, and 62 steps of the
+    # slower hop's 5 us (a hierarchical all-reduce's NIC would carry 2 * 3/4: 0.12 s)
+    assert projection.flat_ring_allreduce_s(100e6, 8, 4, intra, inter) == pytest.approx(
+        2 * 31 * 5e-6 + 0.155)
+    # one process a node: the ring is the nodes', all of it over the NICs
+    assert projection.flat_ring_allreduce_s(100e6, 1, 4, intra, inter) == pytest.approx(
+        2 * 3 * 5e-6 + 2 * 3 / 4 * 100e6 / (10 * GBIT))
+    # a node's own link slower than its NIC sets the pace instead
+    slow = Link(1 * GBIT, 0.0, "given")
+    assert projection.flat_ring_allreduce_s(100e6, 2, 2, slow, inter) == pytest.approx(
+        2 * 3 * 5e-6 + 1.5 * 100e6 / GBIT)
+    # 2 nodes of 2, as the emulated hosts' counters measured it: 1.5 messages a NIC
+    assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)
+    assert projection.link_bytes(projection.RING, 1, 2) == pytest.approx(1.0)
 
 
 def test_each_all_reduce_pays_its_latency_and_the_bytes_cost_the_same_however_cut():
@@ -45,12 +56,12 @@ def test_each_all_reduce_pays_its_latency_and_the_bytes_cost_the_same_however_cu
     # 2 ranks: 2 hops of 1 ms each per all-reduce, and 60 MB over 1.25 GB/s once in all
     assert one == pytest.approx(2e-3 + 60e6 / 1.25e9)
     assert three - one == pytest.approx(2 * 2 * 1e-3)  # two more all-reduces, 2 hops each
-    # across 2 nodes of 4: each all-reduce pays 3 hops twice inside and 1 hop twice between
+    # across 2 nodes of 4: each all-reduce pays the ring's 2 * 7 steps of its slower hop
     inter = Link(1 * GBIT, 1e-2, "given")
     two = projection.allreduce_s(60e6, 2, 4, 2, lat, inter)
-    assert two == pytest.approx(2 * projection.hierarchical_allreduce_s(30e6, 4, 2, lat, inter))
+    assert two == pytest.approx(2 * projection.flat_ring_allreduce_s(30e6, 4, 2, lat, inter))
     assert projection.allreduce_s(60e6, 2, 4, 2, lat, inter) - projection.allreduce_s(
-        60e6, 1, 4, 2, lat, inter) == pytest.approx(2 * 3 * 1e-3 + 2 * 1e-2)
+        60e6, 1, 4, 2, lat, inter) == pytest.approx(2 * 7 * 1e-2)
 
 
 def test_a_parameter_server_carries_each_workers_bytes_through_the_nodes_nic():
@@ -60,8 +71,8 @@ def test_a_parameter_server_carries_each_workers_bytes_through_the_nodes_nic():
     # bytes), plus the push's and the pull's latency
     assert projection.pushpull_s(100e6, 1, 2, intra, inter) == pytest.approx(0.08 + 2e-3)
     assert projection.ring_allreduce_s(100e6, 2, Link(10 * GBIT, 0.0, "g")) == pytest.approx(0.08)
-    # 4 workers on each of 4 nodes: 2 * 4 * 3/4 * 100e6 / 1.25e9 = 0.48 s a NIC, four times the
-    # hierarchical ring's 2 * 3/4 * 100e6 / 1.25e9 = 0.12 s between the nodes
+    # 4 workers on each of 4 nodes: 2 * 4 * 3/4 * 100e6 / 1.25e9 = 0.48 s a NIC, where the
+    # ring's edge out of the node carries 2 * 15/16 * 100e6 / 1.25e9 = 0.15 s
     assert projection.pushpull_s(100e6, 4, 4, intra, inter) == pytest.approx(0.48 + 2e-3)
     # one node of 4 workers: its server takes 4 x 100 MB each way over the node's link,
     # 4 * 100e6 / 12.5e9 = 0.032 s, where a ring's 2 * 3/4 * 100e6 / 12.5e9 = 0.012 s
@@ -76,7 +87,7 @@ def test_a_parameter_server_carries_each_workers_bytes_through_the_nodes_nic():
     # the server's link at that shape (the same probe time either way)
     ring, ps = projection.RING, projection.PARAMETER_SERVER
     assert projection.link_bytes(ring, 4, 1) == pytest.approx(1.5)
-    assert projection.link_bytes(ring, 4, 4) == pytest.approx(1.5)
+    assert projection.link_bytes(ring, 4, 4) == pytest.approx(2 * 15 / 16)
     assert projection.link_bytes(ps, 4, 1) == 4.0
     assert projection.link_bytes(ps, 4, 4) == pytest.approx(6.0)
     assert projection.link_bytes(ps, 1, 2) == projection.link_bytes(ring, 1, 2) == 1.0

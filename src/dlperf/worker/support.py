@@ -154,8 +154,9 @@ class Packing(object):
         return "%s (%s)" % (how, self.source)
 
 
-#: how an engine's all-reduce moves the gradients: a ring (hierarchical across nodes), or every
-#: worker's push and pull through a parameter server on each node (dlperf.projection)
+#: how an engine's all-reduce moves the gradients: a ring (one through every process, across
+#: nodes too), or every worker's push and pull through a parameter server on each node
+#: (dlperf.projection)
 EXCHANGES = ("ring", "parameter-server")
 
 

@@ -78,10 +78,13 @@ def make_strategy(case, gpu, config):
 def replica_index(strategy):
     # type: (Any) -> int
     """This replica's index among the process's replicas (in graph mode the replica id is a
-    constant; TF 1.15's ``ReplicaContext.devices`` fails under the collective strategy)."""
+    constant; TF 1.15's ``ReplicaContext.devices`` fails under the collective strategy). The id
+    is taken modulo the process's replicas: under the collective strategy TF 1.15 gives every
+    worker's replicas ids from 0, and subtracting the rank's offset read past the list from
+    rank 2 on (4 workers: 2 nodes of 2)."""
     replica = int(tf1.get_static_value(tf1.distribute.get_replica_context()
                                        .replica_id_in_sync_group))
-    return replica - cluster.job()[0] * len(strategy.extended.worker_devices)
+    return replica % len(strategy.extended.worker_devices)
 
 
 class Collectives(object):
