@@ -98,7 +98,8 @@ ONE_HOST = Check(
     "2-core AMD EPYC Zen 3, 2026-11-30, and 2-core AMD EPYC Zen 4, 2026-12-01 (three times: "
     "before and after a 1-process case was pinned to its thread's CPU, and with the sweep's "
     "repeats interleaved; and JAX after its step was fixed, 2026-12-02), and 2-core AMD EPYC "
-    "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix)",
+    "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix), and the "
+    "Zen 4 again, 2026-12-04 (interleaved, after the window fix; a noisy host)",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -119,7 +120,11 @@ ONE_HOST = Check(
      ("torch Zen 5", 0.066), ("tensorflow Zen 5", -0.150), ("tensorflow1 Zen 5", -0.255),
      ("jax Zen 5", 0.033), ("paddle Zen 5", -0.038), ("mxnet Zen 5", 0.050),
      ("oneflow Zen 5", 0.015), ("mindspore Zen 5", -0.013),
-     ("tensorflow1 Zen 5 fixed", -0.068), ("mxnet Zen 5 fixed", 0.018)),
+     ("tensorflow1 Zen 5 fixed", -0.068), ("mxnet Zen 5 fixed", 0.018),
+     ("torch Zen 4 again", 0.210), ("tensorflow Zen 4 again", 0.153),
+     ("tensorflow1 Zen 4 again", 0.013), ("jax Zen 4 again", -0.061),
+     ("paddle Zen 4 again", -0.056), ("mxnet Zen 4 again", 0.145),
+     ("oneflow Zen 4 again", -0.130)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(
