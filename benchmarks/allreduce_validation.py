@@ -35,8 +35,7 @@ from typing import Any
 
 from dlperf import collective_model as cm
 from dlperf import projection, spec
-
-LAUNCHERS = {"horovod": "horovod", "horovod-mpi": "horovod"}  # a path's launcher, else native
+from dlperf.studies import collectives as paths
 
 
 @dataclass(frozen=True)
@@ -107,22 +106,24 @@ def check(runs: list[dict[str, Any]]) -> list[Row]:
         inside = found.get((framework, path, ""), {}).get("1x2")
         if inside is None or "2x1" not in shapes or "2x2" not in shapes:
             raise SystemExit(f"{framework} {path} over {link}: needs its 1x2, 2x1 and 2x2 runs")
-        wire = spec.wire_of(framework, LAUNCHERS.get(path, "native"), "cpu")
+        wire = spec.wire_of(framework, paths.path_named(framework, path).launcher, "cpu")
+        target = shapes["2x2"]
+        per_node, nodes = target["nproc"], target["nnodes"]
         intra = projection.link_of_model(model_of(inside))
         inter = projection.link_of_model(model_of(shapes["2x1"]))
         sizes = []
-        for row in sorted(shapes["2x2"]["rows"], key=lambda r: r["bytes"]):
+        for row in sorted(target["rows"], key=lambda r: r["bytes"]):
             m = row["bytes"]
-            flat = projection.allreduce_s(m, 1, 2, 2, intra, inter, wire.exchange)
+            flat = projection.allreduce_s(m, 1, per_node, nodes, intra, inter, wire.exchange)
             before = (flat if wire.exchange == projection.PARAMETER_SERVER
-                      else hierarchical_s(m, intra, inter, 2, 2))
+                      else hierarchical_s(m, intra, inter, per_node, nodes))
             sizes.append((m, row["time_us"] / 1e6, flat, before))
-        ring_before = 2 * (2 - 1) / 2
-        rows.append(Row(
-            f"{framework} {path}", link, link_share(shapes["2x1"]), link_share(shapes["2x2"]),
-            projection.link_bytes(wire.exchange, 2, 2) * wire.share,
-            (projection.link_bytes(wire.exchange, 2, 2) if wire.exchange ==
-             projection.PARAMETER_SERVER else ring_before) * wire.share, tuple(sizes)))
+        model_share = projection.link_bytes(wire.exchange, per_node, nodes)
+        hierarchical_share = (model_share if wire.exchange == projection.PARAMETER_SERVER
+                              else 2 * (nodes - 1) / nodes)  # the NIC's, before
+        rows.append(Row(f"{framework} {path}", link, link_share(shapes["2x1"]),
+                        link_share(target), model_share * wire.share,
+                        hierarchical_share * wire.share, tuple(sizes)))
     return rows
 
 

@@ -176,10 +176,9 @@ def pushpull_s(nbytes: float, per_node: int, nodes: int, intra: Link,
     and splits the large ones, over the servers), and pulls the sum back. Each node's NIC carries
     its d workers' pushes to the other nodes' servers and its server's replies to the other
     nodes' workers: 2d(N-1)/N of the message each way (2.0 on 2 emulated hosts of 2 workers, as
-    their counters show), where a ring's carries 2(dN-1)/dN once for the node (1.5 there).
-    Each server
-    takes its own node's d workers' share over the node's link (d/N of the message each way) at
-    the same time. Each a round trip: a push's latency, then the pull's."""
+    their counters show), where a ring's carries 2(dN-1)/dN once for the node (1.5 there). Each
+    server takes its own node's d workers' share over the node's link (d/N of the message each
+    way) at the same time. Each a round trip: a push's latency, then the pull's."""
     d, n = per_node, nodes
     if d * n < 2:
         return 0.0

@@ -6,6 +6,7 @@ the folder README's figures traced to the recomputation."""
 from __future__ import annotations
 
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def test_the_readme_figures_are_the_recomputed_ones(rows):
                                round(row.model_share, 2), round(row.hierarchical_share, 2)]
         assert numbers[4:6] == [round((flat / measured - 1) * 100, 1),
                                 round((before / measured - 1) * 100, 1)], engine
-        medians = [av.statistics.median(abs(e) for e in row.errors(column))
+        medians = [statistics.median(abs(e) for e in row.errors(column))
                    for column in (2, 3)]
         assert numbers[6:8] == [round(m * 100, 1) for m in medians], engine
         found += 1

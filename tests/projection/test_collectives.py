@@ -233,10 +233,11 @@ def test_a_damaged_row_is_one_line(tmp_path):
 # ------------------------------------------------------------------------------------------------
 
 def measure(tmp_path: Path, *flags: str) -> tuple[dict, Path]:
-    """One `dlperf collectives` job into a fresh database: its JSON, checked to have run, and
-    the database; nothing it started is left running."""
+    """One `dlperf collectives` job into a fresh database (TINY's sizes and iterations unless
+    ``flags`` name others): its JSON, checked to have run, and the database; nothing it started
+    is left running."""
     db, out, tag = tmp_path / "c.db", tmp_path / "c.json", uuid.uuid4().hex
-    proc = dlperf("collectives", *flags, *TINY, "--db", str(db), "--json", str(out),
+    proc = dlperf("collectives", *TINY, *flags, "--db", str(db), "--json", str(out),
                   env={TAG: tag}, timeout=600)
     assert_nothing_left(tag)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
@@ -345,18 +346,13 @@ def test_tf1_ring_across_two_emulated_hosts_of_two_processes_is_one_ring_through
     from two_hosts import skip_without_emulation
 
     skip_without_emulation()
-    db, out, tag = tmp_path / "c.db", tmp_path / "c.json", uuid.uuid4().hex
     sizes = [256 * KIB, 512 * KIB]
-    proc = dlperf("collectives", "--framework", "tensorflow1", "--path", "ring", "--ops",
-                  "allreduce", "--emulate-hosts", "2", "--nproc", "2", "--sizes",
-                  ",".join(str(size) for size in sizes), "--iters", "3", "--warmup", "1",
-                  "--threads-per-process", "1", "--db", str(db), "--json", str(out),
-                  env={TAG: tag}, timeout=600)
-    assert_nothing_left(tag)
-    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
-    measured = load(out)
+    measured, _ = measure(tmp_path, "--framework", "tensorflow1", "--path", "ring", "--ops",
+                          "allreduce", "--emulate-hosts", "2", "--nproc", "2",
+                          "--threads-per-process", "1", "--sizes",
+                          ",".join(str(size) for size in sizes))
     assert measured["status"] == "ok" and measured["nproc"] == 2 and measured["nnodes"] == 2
-    messages = sum(sizes) * (3 + 1)
+    messages = sum(sizes) * (3 + 1)  # TINY's 3 timed iterations and 1 warm-up of each
     shares = [host["tx_bytes"] / messages for host in measured["emulated_hosts"]["hosts"]]
     assert len(shares) == 2 and all(1.35 < share < 1.75 for share in shares), shares
     assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)
