@@ -9,6 +9,13 @@ result at the slowest other rate (its all-reduce is long enough to be exposed pa
 
     python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
 
+From a node: where the database holds the configuration on one node of as many processes as
+each target host has (2 emulated hosts of 2 processes beside 1 node of 2, measured on one CPU
+as each emulated host has one: benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh), each
+2-host case is projected from that node instead, as `dlperf project` projects a node's result
+to more nodes of as many devices; the overhead and window as above, from the 2-host cases of
+as many processes a host.
+
 On one host (`--one-host`, sweeps/projection-one-host.yaml): each framework's 2-process case at
 the largest batch projected from its 1-process case at that batch, the overlap window from its
 2-process case at the next smaller batch (set against its own 1-process case), the multi-process
@@ -224,9 +231,23 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
     return f"{rate / 1e6:.0f}mbit@0us", how
 
 
+def start_of(target: dict[str, Any], found: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What a 2-host ``target`` is projected from: its configuration's one node of as many
+    processes where one was measured (the check from a node: its processes' loss within the
+    node is measured, the nodes added), else its 1-process result (the framework's own
+    engine: a Horovod target is projected from it)."""
+    same = [r for r in found if scaling.config(r) == scaling.config(target)
+            and (r["case"].get("launcher") or "native") == "native"]
+    devices = int(target["case"].get("devices") or 1)
+    node = next((r for r in same if int(r["case"].get("nnodes") or 1) == 1
+                 and int(r["case"].get("devices") or 1) == devices > 1), None)
+    return node or next((r for r in same if scaling.total_devices(r["case"]) == 1), None)
+
+
 def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: dict[str, Any],
             shaped: list[dict[str, Any]]) -> dict[str, Any]:
-    """The shaped 2-host ``target`` from the 1-process ``start``: the overhead from
+    """The shaped 2-host ``target`` from ``start`` (1 process, or a node of as many processes
+    as each of the target's hosts, :func:`start_of`): the overhead from
     ``unshaped``, the window from :func:`window_source` of ``shaped`` (the same engine's shaped
     results; with none, both from ``unshaped``)."""
     case = target["case"]
@@ -239,7 +260,8 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.json"
         base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
-                str(db), "--devices-per-node", "1", "--nnodes", str(case["nnodes"]),
+                str(db), "--devices-per-node", str(case.get("devices") or 1),
+                "--nnodes", str(case["nnodes"]),
                 "--intra", "1000gbit", *sources, "--no-store", "--json", str(out)]
         base += ["--launcher", engine]  # its packing: the engine's declaration
         proc = subprocess.run([*base, "--inter", f"measured:{link}"], capture_output=True,
@@ -362,10 +384,9 @@ def validate(args: argparse.Namespace, sweep: str) -> int:
         if int(case.get("nnodes") or 1) < 2 or not case.get("link"):
             continue
         engine = case.get("launcher") or "native"
-        start = next((r for r in found if scaling.total_devices(r["case"]) == 1
-                      and scaling.config(r) == scaling.config(result)
-                      and (r["case"].get("launcher") or "native") == "native"), None)
+        start = start_of(result, found)
         same = [r for r in found if r["case"].get("nnodes") == case["nnodes"]
+                and r["case"].get("devices") == case.get("devices")
                 and scaling.config(r) == scaling.config(result)
                 and (r["case"].get("launcher") or "native") == engine]
         unshaped = next((r for r in same if not r["case"].get("link")), None)

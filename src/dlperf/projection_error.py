@@ -229,7 +229,21 @@ PUBLISHED_FROM_NODE = Check(
      ("PaddlePaddle 2x8", 0.056), ("PaddlePaddle 4x8", 0.104)),
     start_devices=8)
 
-CHECKS = (ONE_HOST, EMULATED_HOSTS, PUBLISHED, PUBLISHED_FROM_NODE)
+EMULATED_HOSTS_FROM_NODE = Check(
+    "emulated-hosts-from-node", "2 emulated hosts of 2 processes from 1 node of 2 processes (on "
+    "one CPU, as each emulated host has one), at 10 Gbit/s, 1 Gbit/s and 100 Mbit/s (ResNet-50 "
+    "at image 64, batch 8 a process; each engine's collective measured over each link, the "
+    "window from another rate, the overhead unshaped)", 2, 4,
+    "2-core Intel Xeon (KVM, AMX), 2026-12-04",
+    "sudo benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh torch mxnet tensorflow; "
+    "python benchmarks/projection_validation.py --results results.json --sweep from-node-2x2",
+    (("torch DDP 10 Gbit/s", 0.009), ("torch DDP 1 Gbit/s", -0.036),
+     ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", -0.084),
+     ("MXNet 100 Mbit/s", -0.013), ("TensorFlow 10 Gbit/s", 0.027),
+     ("TensorFlow 1 Gbit/s", 0.153), ("TensorFlow 100 Mbit/s", -0.012)),
+    start_devices=2)
+
+CHECKS = (ONE_HOST, EMULATED_HOSTS, PUBLISHED, PUBLISHED_FROM_NODE, EMULATED_HOSTS_FROM_NODE)
 
 
 @dataclass(frozen=True)
@@ -263,9 +277,9 @@ def for_target(nodes: int, devices: int, *, start_nodes: int, start_devices: int
     every check from 1 device counts as the model's error (the published check's 1x8 cases, up
     to +19.6 %). Projected to more nodes of as many devices, it is checked as the checks from a
     whole node were made: a measured node, nodes added. So a CPU start of 1 x 2 processes takes
-    the published-from-node check for 2 x 2: on other hardware, but the only check of that step
-    (none was made from a node of 2 processes). A target that adds devices within each node, or
-    that no check from a node reaches, takes the checks from 1 device, as a start of 1 does.
+    the emulated-hosts-from-node check for 2 x 2 (made that way), and the published-from-node
+    check to 3 or 4 nodes. A target that adds devices within each node, or that no check from
+    a node reaches, takes the checks from 1 device, as a start of 1 does.
     The check chosen answers with ``engine``'s own cases where it has enough of them."""
     from_node = start_devices > start_nodes and devices * start_nodes == start_devices * nodes
     applicable = [c for c in CHECKS if c.start_devices == 1 or from_node]

@@ -87,6 +87,18 @@ def test_the_emulated_hosts_check_is_the_docs_table():
     assert docs == dict(projection_error.EMULATED_HOSTS.errors)
 
 
+def test_the_emulated_hosts_from_node_check_is_the_docs_table():
+    """The table of 2 emulated hosts of 2 projected from a node of 2: its error column, engine by
+    engine and link by link, is the declared check (its data folder's validation.md is made again
+    from git in tests/projection/test_projection_validation.py)."""
+    rows = re.findall(r"^\| ([\w ]+?) \| ([\w/ ]+?) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| \**"
+                      + SIGNED, section("**From a node of 2 processes", "Median |error|"), re.M)
+    assert len(rows) == 9, rows
+    check = projection_error.EMULATED_HOSTS_FROM_NODE
+    assert {f"{engine} {link}": percent(e) for engine, link, e in rows} == dict(check.errors)
+    assert check.start_devices == 2 and (check.nodes, check.devices) == (2, 4)
+
+
 def computed_errors(check: Check, tmp_path: Path) -> dict[str, float]:
     """The errors the check's own command computes today, keyed as the check declares them."""
     out = tmp_path / f"{check.name}.json"
@@ -166,8 +178,10 @@ def test_a_start_of_a_whole_node_takes_the_checks_from_a_node_where_they_reach()
     node_of_8, node_of_2 = Shape(8, 1), Shape(2, 1)
     assert check(node_of_8, Shape(8, 2)) == ("published-from-node", False)
     assert check(node_of_8, Shape(8, 4)) == ("published-from-node", False)
-    # a CPU node of 2 processes, to 2 nodes of 2: on other hardware, the only check of that step
-    assert check(node_of_2, Shape(2, 2)) == ("published-from-node", False)
+    # a CPU node of 2 processes, to 2 nodes of 2: the check made that way; to 4 nodes of 2 the
+    # published one from a node, the only check from a node that reaches it
+    assert check(node_of_2, Shape(2, 2)) == ("emulated-hosts-from-node", False)
+    assert check(node_of_2, Shape(2, 4)) == ("published-from-node", False)
     # devices added within each node, which no check from a node did: as from 1 device
     assert check(node_of_2, Shape(8, 1)) == ("published", False)
     assert check(Shape(4, 1), Shape(8, 4)) == ("published", False)

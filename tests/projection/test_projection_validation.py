@@ -208,22 +208,37 @@ def test_a_data_folders_table_is_made_again_from_its_stored_results(folder, swee
                                                                      tmp_path):
     # a link-rate study as committed: its results.json through --results gives the projections
     # and errors its validation.md holds (the database itself is not kept)
-    folder = ROOT / "benchmarks" / "data" / folder
+    made_again(folder, sweep, {(sweep.split("-")[2], link) for link in links}, median, tmp_path)
+
+
+@pytest.mark.parallel
+def test_the_check_from_a_node_is_made_again_from_its_stored_results(tmp_path):
+    # 2 emulated hosts of 2 processes, each projected from its engine's 1 node of 2 processes
+    # (start_of: the node, not a 1-process result, which the folder does not hold)
+    made_again("from-node-2x2-xeon-2026-12-04", "from-node-2x2",
+               {(fw, link) for fw in ("torch", "mxnet", "tensorflow") for link in RATES}, "1.5%",
+               tmp_path)
+
+
+def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str,
+               tmp_path: Path) -> None:
+    """``folder``'s results.json through --results gives the projections and errors its
+    validation.md holds, for ``cases`` (framework, link), and their median |error|."""
+    where = ROOT / "benchmarks" / "data" / folder
     md = tmp_path / "v.md"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
-                           "--results", str(folder / "results.json"), "--sweep", sweep,
+                           "--results", str(where / "results.json"), "--sweep", sweep,
                            "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
-    framework = sweep.split("-")[2]
-    assert set(made) == set(kept) == {(framework, link) for link in links}
+    made, kept = table_rows(md.read_text()), table_rows((where / "validation.md").read_text())
+    assert set(made) == set(kept) == cases
     for key, cells in kept.items():
         # measured, the projected value, its error, the links and the window as committed (the
         # interval is the inputs' as the model makes it now: its window has ends since)
         assert made[key][3] == cells[3] and made[key][5] == cells[5], (made[key], cells)
         assert made[key][4].split(" ")[0] == cells[4].split(" ")[0]
         assert made[key][7:] == cells[7:]
-    assert f"3 cases: median |error| {median}" in proc.stdout
+    assert f"{len(cases)} cases: median |error| {median}" in proc.stdout
 
 
 @pytest.mark.parallel
