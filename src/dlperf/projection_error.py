@@ -99,7 +99,8 @@ ONE_HOST = Check(
     "before and after a 1-process case was pinned to its thread's CPU, and with the sweep's "
     "repeats interleaved; and JAX after its step was fixed, 2026-12-02), and 2-core AMD EPYC "
     "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix), and the "
-    "Zen 4 again, 2026-12-04 (interleaved, after the window fix; a noisy host)",
+    "Zen 4 again, 2026-12-04 (interleaved, after the window fix; a noisy host), and a 2-core "
+    "Intel Xeon with AMX, 2026-12-04 (interleaved; a quiet host)",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -124,7 +125,10 @@ ONE_HOST = Check(
      ("torch Zen 4 again", 0.210), ("tensorflow Zen 4 again", 0.153),
      ("tensorflow1 Zen 4 again", 0.013), ("jax Zen 4 again", -0.061),
      ("paddle Zen 4 again", -0.056), ("mxnet Zen 4 again", 0.145),
-     ("oneflow Zen 4 again", -0.130)),
+     ("oneflow Zen 4 again", -0.130),
+     ("torch Xeon", -0.023), ("tensorflow Xeon", -0.061), ("tensorflow1 Xeon", -0.020),
+     ("jax Xeon", -0.023), ("paddle Xeon", 0.006), ("mxnet Xeon", 0.015),
+     ("oneflow Xeon", 0.006), ("mindspore Xeon", -0.004)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(
