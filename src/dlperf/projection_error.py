@@ -143,7 +143,8 @@ EMULATED_HOSTS = Check(
     "and 2026-12-04 (MXNet's again, at two rates not measured before; OneFlow's and "
     "MindSpore's with their all-reduce over each link); AMD EPYC Zen 4 again, 2026-12-04 "
     "(MindSpore's with its all-reduce over each link, MXNet's parameter servers over their "
-    "measured push and pull)",
+    "measured push and pull); a 2-core Intel Xeon with AMX, 2026-12-04 (MXNet's parameter "
+    "servers over their measured push and pull)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -197,7 +198,9 @@ EMULATED_HOSTS = Check(
      ("MindSpore 10 Gbit/s 12-04 Zen 4", -0.026), ("MindSpore 1 Gbit/s 12-04 Zen 4", 0.002),
      ("MindSpore 100 Mbit/s 12-04 Zen 4", 0.039),
      ("MXNet 10 Gbit/s 12-04 Zen 4", 0.297), ("MXNet 1 Gbit/s 12-04 Zen 4", -0.215),
-     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.175)),
+     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.175),
+     ("MXNet 10 Gbit/s 12-04 Xeon", 0.089), ("MXNet 1 Gbit/s 12-04 Xeon", -0.210),
+     ("MXNet 100 Mbit/s 12-04 Xeon", 0.122)),
     start_devices=1)
 
 PUBLISHED = Check(

@@ -73,7 +73,8 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                        ("12-04 more rates", "MXNet's parameter servers at two more rates"),
                        ("12-04 Zen 5", "OneFlow's link-rate sweep on a Zen 5"),
                        ("12-04 Zen 5", "MindSpore's link-rate sweep on a Zen 5"),
-                       ("12-04 Zen 4", "MindSpore's and MXNet's link-rate sweeps on a Zen 4")):
+                       ("12-04 Zen 4", "MindSpore's and MXNet's link-rate sweeps on a Zen 4"),
+                       ("12-04 Xeon", "MXNet's link-rate sweep on a Xeon")):
         rows = re.findall(r"^\| ([\w. ]+?) \| ([\w/. ]+?) \| [\d.]+ \| [\d.]+ "
                           r"\([\d.]+-[\d.]+\) \| \**" + SIGNED,
                           section(title, "Median |error|"), re.M)
@@ -83,7 +84,7 @@ def test_the_emulated_hosts_check_is_the_docs_table():
         assert len(rows) == {"12-02 frameworks": 9, "12-02 fixed": 3, "12-02 measured": 3,
                              "12-02 remeasured": 3, "12-03 servers": 3,
                              "12-04 more rates": 3, "12-04 Zen 5": 3,
-                             "12-04 Zen 4": 6}.get(run, 9), (run, rows)
+                             "12-04 Zen 4": 6, "12-04 Xeon": 3}.get(run, 9), (run, rows)
         docs.update((f"{engine} {link} {run}", percent(e)) for engine, link, e in rows)
     assert docs == dict(projection_error.EMULATED_HOSTS.errors)
 

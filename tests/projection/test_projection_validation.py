@@ -201,6 +201,7 @@ RATES = ("10gbit", "1gbit", "100mbit")  # the link-rate sweeps' own
     # a parameter server's measured push and pull (MXNet's kvstore)
     ("link-rates-mxnet-zen5-2026-12-03", "link-rates-mxnet", "17.8%", RATES),
     ("link-rates-mxnet-zen4-2026-12-04", "link-rates-mxnet", "21.5%", RATES),
+    ("link-rates-mxnet-xeon-2026-12-04", "link-rates-mxnet", "12.2%", RATES),
     # the same at two rates the model had not seen, beside 1 Gbit/s
     ("link-rates-mxnet-more-zen5-2026-12-04", "link-rates-mxnet-more", "6.8%",
      ("2500mbit", "1gbit", "300mbit"))])
