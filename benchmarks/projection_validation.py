@@ -131,6 +131,8 @@ def window_text(row: dict[str, Any]) -> str:
         return "—"
     if overlap.get("window_s") is None:
         return f"{overlap['value']:.0%}"
+    if overlap.get("whole_step"):  # a parameter server's, across nodes: read from nothing
+        return f"whole step ({overlap['window_s'] * 1e3:.0f} ms)"
     where = f" (from {row['window_from']})" if row.get("window_from") else ""
     return f"{overlap['window_s'] * 1e3:.0f} ms{where}"
 

@@ -144,7 +144,8 @@ EMULATED_HOSTS = Check(
     "MindSpore's with their all-reduce over each link); AMD EPYC Zen 4 again, 2026-12-04 "
     "(MindSpore's with its all-reduce over each link, MXNet's parameter servers over their "
     "measured push and pull); a 2-core Intel Xeon with AMX, 2026-12-04 (MXNet's parameter "
-    "servers over their measured push and pull)",
+    "servers over their measured push and pull); MXNet's cases made again with its exchange "
+    "overlapping the whole step (2026-12-04 evening)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -179,28 +180,28 @@ EMULATED_HOSTS = Check(
      ("JAX 100 Mbit/s 12-02 fixed", 0.021),
      ("Paddle 10 Gbit/s 12-02 frameworks", 0.036), ("Paddle 1 Gbit/s 12-02 frameworks", 0.017),
      ("Paddle 100 Mbit/s 12-02 frameworks", 0.046),
-     ("MXNet 10 Gbit/s 12-02 frameworks", -0.040), ("MXNet 1 Gbit/s 12-02 frameworks", -0.347),
-     ("MXNet 100 Mbit/s 12-02 frameworks", 0.167),
+     ("MXNet 10 Gbit/s 12-02 frameworks", 0.056), ("MXNet 1 Gbit/s 12-02 frameworks", -0.107),
+     ("MXNet 100 Mbit/s 12-02 frameworks", 0.200),
      ("OneFlow 10 Gbit/s 12-02 remeasured", 0.067),
      ("OneFlow 1 Gbit/s 12-02 remeasured", 0.215),
      ("OneFlow 100 Mbit/s 12-02 remeasured", -0.007),
      ("MindSpore 10 Gbit/s 12-02 measured", -0.007),
      ("MindSpore 1 Gbit/s 12-02 measured", -0.055),
      ("MindSpore 100 Mbit/s 12-02 measured", 0.042),
-     ("MXNet 10 Gbit/s 12-03 servers", 0.178), ("MXNet 1 Gbit/s 12-03 servers", -0.211),
-     ("MXNet 100 Mbit/s 12-03 servers", 0.150),
-     ("MXNet 2.5 Gbit/s 12-04 more rates", -0.068), ("MXNet 1 Gbit/s 12-04 more rates", -0.128),
-     ("MXNet 300 Mbit/s 12-04 more rates", 0.019),
+     ("MXNet 10 Gbit/s 12-03 servers", 0.018), ("MXNet 1 Gbit/s 12-03 servers", 0.112),
+     ("MXNet 100 Mbit/s 12-03 servers", 0.179),
+     ("MXNet 2.5 Gbit/s 12-04 more rates", 0.208), ("MXNet 1 Gbit/s 12-04 more rates", 0.067),
+     ("MXNet 300 Mbit/s 12-04 more rates", 0.072),
      ("OneFlow 10 Gbit/s 12-04 Zen 5", 0.021), ("OneFlow 1 Gbit/s 12-04 Zen 5", 0.185),
      ("OneFlow 100 Mbit/s 12-04 Zen 5", 0.239),
      ("MindSpore 10 Gbit/s 12-04 Zen 5", 0.023), ("MindSpore 1 Gbit/s 12-04 Zen 5", 0.074),
      ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.007),
      ("MindSpore 10 Gbit/s 12-04 Zen 4", -0.026), ("MindSpore 1 Gbit/s 12-04 Zen 4", 0.002),
      ("MindSpore 100 Mbit/s 12-04 Zen 4", 0.039),
-     ("MXNet 10 Gbit/s 12-04 Zen 4", 0.297), ("MXNet 1 Gbit/s 12-04 Zen 4", -0.215),
-     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.175),
-     ("MXNet 10 Gbit/s 12-04 Xeon", 0.089), ("MXNet 1 Gbit/s 12-04 Xeon", -0.210),
-     ("MXNet 100 Mbit/s 12-04 Xeon", 0.122)),
+     ("MXNet 10 Gbit/s 12-04 Zen 4", 0.134), ("MXNet 1 Gbit/s 12-04 Zen 4", 0.081),
+     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.203),
+     ("MXNet 10 Gbit/s 12-04 Xeon", -0.026), ("MXNet 1 Gbit/s 12-04 Xeon", 0.046),
+     ("MXNet 100 Mbit/s 12-04 Xeon", 0.145)),
     start_devices=1)
 
 PUBLISHED = Check(
@@ -245,8 +246,8 @@ EMULATED_HOSTS_FROM_NODE = Check(
     "sudo benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh torch mxnet tensorflow; "
     "python benchmarks/projection_validation.py --results results.json --sweep from-node-2x2",
     (("torch DDP 10 Gbit/s", 0.009), ("torch DDP 1 Gbit/s", -0.036),
-     ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", -0.084),
-     ("MXNet 100 Mbit/s", -0.013), ("TensorFlow 10 Gbit/s", 0.027),
+     ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", 0.099),
+     ("MXNet 100 Mbit/s", 0.005), ("TensorFlow 10 Gbit/s", 0.027),
      ("TensorFlow 1 Gbit/s", 0.153), ("TensorFlow 100 Mbit/s", -0.012)),
     start_devices=2)
 

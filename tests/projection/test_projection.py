@@ -394,10 +394,62 @@ def test_a_stored_projection_gains_the_window_and_keeps_the_old_fields():
                                                          overhead_fixed=0.05)), [])
     overlap = made.to_dict()["model"]["overlap"]
     assert overlap == {"value": 0.4, "source": "run 3", "overhead": 0.1, "window_s": 0.008,
-                       "window_ends": None, "overhead_fixed": 0.05, "overhead_s": None,
-                       "overhead_ends": None}
+                       "whole_step": False, "window_ends": None, "overhead_fixed": 0.05,
+                       "overhead_s": None, "overhead_ends": None}
     assert "window 8 ms (40% of its all-reduce)" in made.model_text()
     assert "+5.0% read as a fixed time per step" in made.model_text()
+
+
+def test_a_parameter_servers_step_across_nodes_is_the_longer_of_compute_and_exchange():
+    # 100 MB of gradients through a server on each of 2 nodes, 1 worker a node: each NIC carries
+    # 2d(N-1)/N = 1.0 x the message, 100e6 B at 1e8 B/s = 1.0 s (the node's own share, 50 MB at
+    # 10 Gbit/s, 0.04 s, is beside it); the compute 0.3 s, hidden under it whole
+    slow = Link(1e8, 0.0, "given")
+    whole = Overlap(1.0, "x", 0.0, window_s=0.3, whole_step=True)
+
+    def at(link: Link) -> projection.Point:
+        made = Inputs(Span(0.3, 0.3, 0.3), 8, 100_000_000, 161, "keys", LINK, link, whole,
+                      exchange=projection.PARAMETER_SERVER)
+        return projection.project(made, Shape(1, 2))
+
+    point = at(slow)
+    assert point.allreduce_s.value == pytest.approx(1.0)
+    assert point.step_s.value == pytest.approx(1.0)  # max(0.3, 1.0)
+    assert point.step_s.low == pytest.approx(1.0)
+    # the slow end as if only the backward pass (2/3 of 0.3 s) hid it: 0.3 + 1.0 - 0.2
+    assert point.step_s.high == pytest.approx(1.1)
+    # a fast link: 0.1 s of exchange under a 0.3 s step, the step is the compute's
+    fast = at(Link(1e9, 0.0, "given"))
+    assert fast.step_s.value == pytest.approx(0.3) and fast.step_s.high == pytest.approx(0.3)
+    # the same overlap read as a ring's window of 0.3 s exposes 1.0 - 0.3 = 0.7 s beyond 0.3 s
+    ring = projection.project(Inputs(Span(0.3, 0.3, 0.3), 8, 100_000_000, 161, "keys", LINK,
+                                     slow, dataclasses.replace(whole, whole_step=False),
+                                     exchange=projection.PARAMETER_SERVER), Shape(1, 2))
+    assert ring.step_s.value == pytest.approx(1.0)
+    assert "window the whole step" in projection.Projection(
+        "x", {}, Inputs(Span(0.3, 0.3, 0.3), 8, 1, 1, "one", LINK, slow, whole), []).model_text()
+
+
+def test_a_whole_step_window_reads_only_the_overhead():
+    # the short result's step (0.54 s) is longer than its exchange (0.275 s): all of its excess
+    # over the 1-device step (0.31 s) is overhead, 0.23 s = 74 % of the step, whatever the long
+    # result shows (no window is read from it)
+    short = projection.Seen(0.54, 0.31, 0.275, "unshaped")
+    long = projection.Seen(9.9, 0.31, 8.6, "100mbit")
+    made = projection.window_from(long, short, whole_step=True)
+    assert made.whole_step and made.overhead == pytest.approx(0.23 / 0.31)
+    assert made.window_s == pytest.approx(0.54) and made.value == 1.0
+    # a step no longer than its exchange is the exchange's: no overhead can be read from it
+    assert projection.overhead_under_whole_step(projection.Seen(1.0, 0.3, 1.2, "x")) == 0.0
+    one = projection.overlap_from(1.0, 0.3, 1.2, "x", whole_step=True)
+    assert one.whole_step and one.overhead == 0.0
+    # read as a ring's, the same two give a window kept within the backward pass instead
+    ring = projection.window_from(long, short)
+    assert not ring.whole_step and ring.window_s <= projection.BACKWARD_SHARE * 0.54
+    # only a parameter server's exchange, and only read across nodes
+    assert projection.overlaps_whole_step(projection.PARAMETER_SERVER, 2)
+    assert not projection.overlaps_whole_step(projection.PARAMETER_SERVER, 1)
+    assert not projection.overlaps_whole_step(projection.RING, 2)
 
 
 def test_a_measured_model_becomes_a_rings_link():

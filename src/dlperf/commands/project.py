@@ -347,6 +347,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
             return Overlap(None, f"no {more} of this configuration in {args.db}")
         other = found[-1]
     links = (gradient, messages, intra, inter, start, exchange)
+    whole = projection.overlaps_whole_step(exchange, int(other["case"].get("nnodes") or 1))
     window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
     if window is None:
         return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
@@ -356,7 +357,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     if not args.overhead_from:
         made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
                                        window.source, window.step_span,
-                                       window.comm_span)
+                                       window.comm_span, whole)
         return projection.at_batch(made, window.compute_s, compute_s)
     short = _named(args.overhead_from[0], "--overhead-from", args.db, result, start)
     if short["case"].get("batch_size") != other["case"].get("batch_size"):
@@ -366,8 +367,8 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     if overhead is None:
         raise UsageError(f"--overhead-from: {short.get('label')} spans nodes and neither has "
                          f"an all-reduce probe nor is the link between nodes given (--inter)")
-    return projection.at_batch(projection.window_from(window, overhead), window.compute_s,
-                               compute_s)
+    return projection.at_batch(projection.window_from(window, overhead, whole),
+                               window.compute_s, compute_s)
 
 
 def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
@@ -388,7 +389,8 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
                          f"{named[1].get('label')} are equal; a fit needs two")
     made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
                                    window.source, window.step_span,
-                                   window.comm_span)
+                                   window.comm_span, projection.overlaps_whole_step(
+                                       links[5], int(named[0]["case"].get("nnodes") or 1)))
     return projection.fitted(made, (seen[0], seen[1]), compute_s)
 
 
