@@ -121,6 +121,7 @@ class Model:
     device: str
     measured_at: str
     framework_version: str | None
+    split: bool = False  # fitted over a parameter server's split keys alone (fitted_rows)
 
     @property
     def factor(self) -> float:
@@ -142,16 +143,32 @@ class Model:
         return self.fit.seconds(nbytes)
 
 
+def fitted_rows(key: Key, rows: list[dict]) -> list[dict]:
+    """The rows a key's model is fitted over: a parameter server's push and pull over the key
+    sizes its servers split (its engine's ``Wire.split_bytes``) where two or more such sizes
+    were measured; every row otherwise."""
+    if key.op != "pushpull":
+        return rows
+    from dlperf import spec
+
+    device = str(rows[0].get("device") or "cpu") if rows else "cpu"
+    split = spec.wire_of(key.framework, None, "cuda" if device.startswith("cuda")
+                         else "cpu").split_bytes
+    kept = [row for row in rows if split is None or row["bytes"] >= split]
+    return kept if len({row["bytes"] for row in kept}) >= 2 else rows
+
+
 def _model(key: Key, rows: list[dict]) -> Model:
-    """The fit of one run's rows (all of ``key``)."""
-    rows = sorted(rows, key=lambda row: row["bytes"])
+    """The fit of one run's rows (all of ``key``; :func:`fitted_rows`)."""
+    kept = sorted(fitted_rows(key, rows), key=lambda row: row["bytes"])
+    split, rows = len(kept) < len(rows), kept
     first = rows[0]
     return Model(key=key, run=first["run"],
                  fit=fit([row["bytes"] for row in rows], [row["time_us"] / 1e6 for row in rows]),
                  sizes=tuple(row["bytes"] for row in rows), host=first["host"],
                  emulated=bool(first["emulated"]), device=first["device"],
                  measured_at=first["created_at"],
-                 framework_version=first["detail"].get("framework_version"))
+                 framework_version=first["detail"].get("framework_version"), split=split)
 
 
 def key_of(row: dict) -> Key:

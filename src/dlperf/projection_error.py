@@ -133,7 +133,7 @@ ONE_HOST = Check(
 
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
-    "and 100 Mbit/s, and MXNet's at 2.5 Gbit/s and 300 Mbit/s too (ResNet-50; the window from "
+    "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s too (ResNet-50; the window from "
     "another rate, the overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
@@ -144,8 +144,9 @@ EMULATED_HOSTS = Check(
     "MindSpore's with their all-reduce over each link); AMD EPYC Zen 4 again, 2026-12-04 "
     "(MindSpore's with its all-reduce over each link, MXNet's parameter servers over their "
     "measured push and pull); a 2-core Intel Xeon with AMX, 2026-12-04 (MXNet's parameter "
-    "servers over their measured push and pull); MXNet's cases made again with its exchange "
-    "overlapping the whole step (2026-12-04 evening)",
+    "servers over their measured push and pull, and again at four rates it had not been measured "
+    "at); MXNet's cases made again with its exchange overlapping the whole step and its push "
+    "and pull fitted over the keys its servers split (2026-12-04 evening)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -188,20 +189,24 @@ EMULATED_HOSTS = Check(
      ("MindSpore 10 Gbit/s 12-02 measured", -0.007),
      ("MindSpore 1 Gbit/s 12-02 measured", -0.055),
      ("MindSpore 100 Mbit/s 12-02 measured", 0.042),
-     ("MXNet 10 Gbit/s 12-03 servers", 0.018), ("MXNet 1 Gbit/s 12-03 servers", 0.112),
-     ("MXNet 100 Mbit/s 12-03 servers", 0.179),
-     ("MXNet 2.5 Gbit/s 12-04 more rates", 0.208), ("MXNet 1 Gbit/s 12-04 more rates", 0.067),
-     ("MXNet 300 Mbit/s 12-04 more rates", 0.072),
+     ("MXNet 10 Gbit/s 12-03 servers", 0.018), ("MXNet 1 Gbit/s 12-03 servers", 0.110),
+     ("MXNet 100 Mbit/s 12-03 servers", 0.143),
+     ("MXNet 2.5 Gbit/s 12-04 more rates", 0.208), ("MXNet 1 Gbit/s 12-04 more rates", 0.078),
+     ("MXNet 300 Mbit/s 12-04 more rates", 0.006),
      ("OneFlow 10 Gbit/s 12-04 Zen 5", 0.021), ("OneFlow 1 Gbit/s 12-04 Zen 5", 0.185),
      ("OneFlow 100 Mbit/s 12-04 Zen 5", 0.239),
      ("MindSpore 10 Gbit/s 12-04 Zen 5", 0.023), ("MindSpore 1 Gbit/s 12-04 Zen 5", 0.074),
      ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.007),
      ("MindSpore 10 Gbit/s 12-04 Zen 4", -0.026), ("MindSpore 1 Gbit/s 12-04 Zen 4", 0.002),
      ("MindSpore 100 Mbit/s 12-04 Zen 4", 0.039),
-     ("MXNet 10 Gbit/s 12-04 Zen 4", 0.134), ("MXNet 1 Gbit/s 12-04 Zen 4", 0.081),
-     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.203),
-     ("MXNet 10 Gbit/s 12-04 Xeon", -0.026), ("MXNet 1 Gbit/s 12-04 Xeon", 0.046),
-     ("MXNet 100 Mbit/s 12-04 Xeon", 0.145)),
+     ("MXNet 10 Gbit/s 12-04 Zen 4", 0.134), ("MXNet 1 Gbit/s 12-04 Zen 4", 0.094),
+     ("MXNet 100 Mbit/s 12-04 Zen 4", 0.112),
+     ("MXNet 10 Gbit/s 12-04 Xeon", -0.026), ("MXNet 1 Gbit/s 12-04 Xeon", 0.064),
+     ("MXNet 100 Mbit/s 12-04 Xeon", 0.064),
+     ("MXNet 5 Gbit/s 12-04 Xeon new rates", 0.030),
+     ("MXNet 2.5 Gbit/s 12-04 Xeon new rates", 0.112),
+     ("MXNet 500 Mbit/s 12-04 Xeon new rates", 0.024),
+     ("MXNet 200 Mbit/s 12-04 Xeon new rates", 0.068)),
     start_devices=1)
 
 PUBLISHED = Check(
@@ -246,8 +251,8 @@ EMULATED_HOSTS_FROM_NODE = Check(
     "sudo benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh torch mxnet tensorflow; "
     "python benchmarks/projection_validation.py --results results.json --sweep from-node-2x2",
     (("torch DDP 10 Gbit/s", 0.009), ("torch DDP 1 Gbit/s", -0.036),
-     ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", 0.099),
-     ("MXNet 100 Mbit/s", 0.005), ("TensorFlow 10 Gbit/s", 0.027),
+     ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", 0.055),
+     ("MXNet 100 Mbit/s", -0.051), ("TensorFlow 10 Gbit/s", 0.027),
      ("TensorFlow 1 Gbit/s", 0.153), ("TensorFlow 100 Mbit/s", -0.012)),
     start_devices=2)
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import TAG, assert_nothing_left, dlperf, dlperf_main, load
-from dlperf import collective_model, projection
+from dlperf import collective_model, projection, spec
+from dlperf.commands.collectives import fit_line
 from dlperf.collective_model import Key, NoModel
 from dlperf.errors import UsageError
 from dlperf.spec import frameworks
@@ -27,6 +28,7 @@ from dlperf.studies import collectives as study
 from dlperf.worker.collectives import bus_factor, elements
 
 KIB = 1024
+MIB = 1024 * KIB
 TINY = ["--sizes", "4K:64K", "--iters", "3", "--warmup", "1"]
 TINY_SIZES = [4 * KIB, 8 * KIB, 16 * KIB, 32 * KIB, 64 * KIB]
 
@@ -199,6 +201,38 @@ def test_the_newest_run_of_a_key_is_its_model(tmp_path):
         stored = store.collectives("run=2 AND op='broadcast'")
     assert [row["bytes"] for row in stored] == TINY_SIZES
     assert stored[0]["times"] == [10e-6 + 4096e-9] * 3
+
+
+@pytest.mark.parallel
+def test_a_parameter_servers_model_is_fitted_over_the_keys_its_servers_split(tmp_path):
+    # MXNet's push and pull of 1-32 MiB keys: the keys under its declared split size (4 MB,
+    # ps-lite's big-array bound) go to one server whole and take twice as long a byte (one
+    # direction of the link at a time); the model is the line through the split ones alone
+    split = spec.wire_of("mxnet", None, "cpu").split_bytes
+    assert split == 4 * 10**6
+    rows = []
+    for nbytes in [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]:
+        t = 0.01 + nbytes * (2e-8 if nbytes < split else 1e-8)
+        rows.append({**constructed_rows("pushpull", 1e-3, 1e-9)[0], "framework": "mxnet",
+                     "path": "kvstore", "nproc": 1, "nnodes": 2, "link": "1gbit",
+                     "emulated": 1, "bytes": nbytes, "times": [t] * 3,
+                     **study.summary([t] * 3, "pushpull", nbytes, 2)})
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add_collectives(rows)
+        # the same times as a ring's all-reduce: every size is fitted
+        store.add_collectives([{**row, "op": "allreduce", "framework": "torch", "path": "gloo"}
+                               for row in rows])
+    key = Key("mxnet", "kvstore", "pushpull", 1, 2, "1gbit")
+    model = collective_model.model_for(db, key)
+    assert model.split and model.sizes == (4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB)
+    assert model.fit.alpha_s == pytest.approx(0.01) and model.fit.beta_s == pytest.approx(1e-8)
+    assert "over 4 sizes (4.0 MiB and up: the keys its servers split)" in fit_line(model)
+    ring = collective_model.model_for(db, Key("torch", "gloo", "allreduce", 1, 2, "1gbit"))
+    assert not ring.split and len(ring.sizes) == 6
+    assert ring.fit.beta_s != pytest.approx(1e-8, rel=0.05)  # bent by the small keys
+    # fewer than two split sizes measured: every size, as before
+    assert collective_model.fitted_rows(key, rows[:3]) == rows[:3]
 
 
 @pytest.mark.parallel

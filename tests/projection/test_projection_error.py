@@ -31,8 +31,9 @@ def section(title: str, until: str) -> str:
 
 
 #: the rows of the docs' table "A parameter server overlaps the whole step": MXNet's link-rate
-#: cases made again by the model since, which replace the errors of each run's own table above
-#: (those are the model's of the day they were measured); each row's run, and its three links
+#: cases made again by the model since (each cell the error now, then in brackets the whole step
+#: alone and the model before), which replace the errors of each run's own table above (those
+#: are the model's of the day they were measured); each row's run, and its three links
 THREE = ("10 Gbit/s", "1 Gbit/s", "100 Mbit/s")
 WHOLE_STEP_RUNS = {"Zen 4, 2026-12-02": ("12-02 frameworks", THREE),
                    "Zen 5, 2026-12-03": ("12-03 servers", THREE),
@@ -47,10 +48,10 @@ def whole_step_errors() -> dict[str, float]:
     """MXNet's errors in that table, by the declared cases' names ("MXNet 1 Gbit/s 12-03
     servers"; from a node, without the run)."""
     out = {}
-    text = section("**A parameter server overlaps the whole step", "MXNet's 15 emulated-hosts")
+    text = section("**A parameter server overlaps the whole step", "These 15 emulated-hosts")
     for label, (run, links) in WHOLE_STEP_RUNS.items():
         found = re.search(r"^\| " + re.escape(label) + r"[^|]*\| " + r" \| ".join(
-            [SIGNED + r" \([+−-]\d+\.\d\)"] * 3) + r" \|", text, re.M)
+            [SIGNED + r" \([+−-]\d+\.\d; [+−-]\d+\.\d\)"] * 3) + r" \|", text, re.M)
         assert found, label
         for link, e in zip(links, found.groups()):
             out[f"MXNet {link}" + ("" if run == "from a node" else f" {run}")] = percent(e)
@@ -101,7 +102,8 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                        ("12-04 Zen 5", "OneFlow's link-rate sweep on a Zen 5"),
                        ("12-04 Zen 5", "MindSpore's link-rate sweep on a Zen 5"),
                        ("12-04 Zen 4", "MindSpore's and MXNet's link-rate sweeps on a Zen 4"),
-                       ("12-04 Xeon", "MXNet's link-rate sweep on a Xeon")):
+                       ("12-04 Xeon", "MXNet's link-rate sweep on a Xeon"),
+                       ("12-04 Xeon new rates", "MXNet's out-of-sample check on a Xeon")):
         rows = re.findall(r"^\| ([\w. ]+?) \| ([\w/. ]+?) \| [\d.]+ \| [\d.]+ "
                           r"\([\d.]+-[\d.]+\) \| \**" + SIGNED,
                           section(title, "Median |error|"), re.M)
@@ -111,7 +113,8 @@ def test_the_emulated_hosts_check_is_the_docs_table():
         assert len(rows) == {"12-02 frameworks": 9, "12-02 fixed": 3, "12-02 measured": 3,
                              "12-02 remeasured": 3, "12-03 servers": 3,
                              "12-04 more rates": 3, "12-04 Zen 5": 3,
-                             "12-04 Zen 4": 6, "12-04 Xeon": 3}.get(run, 9), (run, rows)
+                             "12-04 Zen 4": 6, "12-04 Xeon": 3,
+                             "12-04 Xeon new rates": 4}.get(run, 9), (run, rows)
         docs.update((f"{engine} {link} {run}", percent(e)) for engine, link, e in rows)
     made_again = {case: e for case, e in whole_step_errors().items() if case in docs}
     assert len(made_again) == 15

@@ -169,7 +169,9 @@ def fit_line(model: collective_model.Model) -> str:
                  else "no bandwidth term (the times do not grow with size)")
     return (f"{model.key.op}: t(m) = alpha + m x beta, alpha {model.alpha_us:.1f} us, "
             f"{bandwidth}; fit error median {model.fit.median_error:.1%}, max "
-            f"{model.fit.max_error:.1%} over {len(model.sizes)} sizes")
+            f"{model.fit.max_error:.1%} over {len(model.sizes)} sizes"
+            + (f" ({display.human_bytes(model.sizes[0])} and up: the keys its servers split)"
+               if model.key.op == "pushpull" and model.split else ""))
 
 
 def show_fits(models: list[collective_model.Model]) -> None:

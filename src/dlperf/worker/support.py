@@ -168,10 +168,14 @@ class Wire(object):
     ``dlperf project`` prices a link given as a rate with it (a link measured through the
     engine's own collectives has it already); ``source``: where it was measured or read, so a
     reader can check it (tests/projection/test_wire.py checks it against the stored 2-host
-    results' interface counters)."""
+    results' interface counters). ``split_bytes``: a parameter server's, the key size from which
+    its keys are split over every server (ps-lite's big-array bound); a smaller key goes to one
+    server whole, and one such key's push then pull uses one direction of a link at a time,
+    which a step's many keys in flight do not, so its push-and-pull model is fitted over the
+    split sizes alone (dlperf.collective_model)."""
 
-    def __init__(self, share, source, exchange="ring"):
-        # type: (float, str, str) -> None
+    def __init__(self, share, source, exchange="ring", split_bytes=None):
+        # type: (float, str, str, Optional[int]) -> None
         if isinstance(share, bool) or not float(share) > 0:
             raise ValueError("a wire share must be a number > 0, got %r" % (share,))
         if not source:
@@ -179,9 +183,13 @@ class Wire(object):
         if exchange not in EXCHANGES:
             raise ValueError("exchange must be one of %s, got %r" % (", ".join(EXCHANGES),
                                                                       exchange))
+        if split_bytes is not None and (isinstance(split_bytes, bool) or int(split_bytes) < 1):
+            raise ValueError("split_bytes must be a whole number of bytes >= 1, got %r"
+                             % (split_bytes,))
         self.share = float(share)
         self.source = source
         self.exchange = exchange
+        self.split_bytes = None if split_bytes is None else int(split_bytes)
 
     def describe(self):
         # type: () -> str
