@@ -145,7 +145,7 @@ EMULATED_HOSTS = Check(
     "(MindSpore's with its all-reduce over each link, MXNet's parameter servers over their "
     "measured push and pull); a 2-core Intel Xeon with AMX, 2026-12-04 (MXNet's parameter "
     "servers over their measured push and pull, and again at four rates it had not been measured "
-    "at); MXNet's cases made again with its exchange overlapping the whole step and its push "
+    "at; OneFlow's with its all-reduce over each link); MXNet's cases made again with its exchange overlapping the whole step and its push "
     "and pull fitted over the keys its servers split (2026-12-04 evening)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
@@ -206,7 +206,9 @@ EMULATED_HOSTS = Check(
      ("MXNet 5 Gbit/s 12-04 Xeon new rates", 0.030),
      ("MXNet 2.5 Gbit/s 12-04 Xeon new rates", 0.112),
      ("MXNet 500 Mbit/s 12-04 Xeon new rates", 0.024),
-     ("MXNet 200 Mbit/s 12-04 Xeon new rates", 0.068)),
+     ("MXNet 200 Mbit/s 12-04 Xeon new rates", 0.068),
+     ("OneFlow 10 Gbit/s 12-04 Xeon", -0.021), ("OneFlow 1 Gbit/s 12-04 Xeon", 0.416),
+     ("OneFlow 100 Mbit/s 12-04 Xeon", -0.070)),
     start_devices=1)
 
 PUBLISHED = Check(

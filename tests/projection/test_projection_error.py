@@ -103,6 +103,7 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                        ("12-04 Zen 5", "MindSpore's link-rate sweep on a Zen 5"),
                        ("12-04 Zen 4", "MindSpore's and MXNet's link-rate sweeps on a Zen 4"),
                        ("12-04 Xeon", "MXNet's link-rate sweep on a Xeon"),
+                       ("12-04 Xeon", "OneFlow's link-rate sweep on a Xeon"),
                        ("12-04 Xeon new rates", "MXNet's out-of-sample check on a Xeon")):
         rows = re.findall(r"^\| ([\w. ]+?) \| ([\w/. ]+?) \| [\d.]+ \| [\d.]+ "
                           r"\([\d.]+-[\d.]+\) \| \**" + SIGNED,
@@ -333,9 +334,9 @@ def test_an_engine_with_cases_of_its_own_takes_their_errors():
     assert all(case.startswith("torch DDP") for case, _ in torch.errors)
     assert (torch.under, torch.over) == (-0.120, 0.090)
     oneflow = found("oneflow").check
-    assert len(oneflow.errors) == 6 and (oneflow.under, oneflow.over) == (-0.007, 0.239)
+    assert len(oneflow.errors) == 9 and (oneflow.under, oneflow.over) == (-0.070, 0.416)
     assert found("caffe2").check is check and found(None).check is check
-    assert (check.under, check.over) == (-0.120, 0.254)  # what torch's was widened by before
+    assert (check.under, check.over) == (-0.120, 0.416)  # what torch's was widened by before
     # past every check's shapes: the widest check, its engine's own cases where it has them
     far = projection_error.for_target(8, 64, start_nodes=1, start_devices=1, engine="torch")
     assert far.beyond and far.check.name == "published (torch)"

@@ -196,6 +196,7 @@ RATES = ("10gbit", "1gbit", "100mbit")  # the link-rate sweeps' own
     # measured links (its collectives.json), the window priced with its own link's model
     ("link-rates-oneflow-zen4-2026-12-02", "link-rates-oneflow", "6.7%", RATES),
     ("link-rates-oneflow-zen5-2026-12-04", "link-rates-oneflow", "18.5%", RATES),
+    ("link-rates-oneflow-xeon-2026-12-04", "link-rates-oneflow", "7.0%", RATES),
     ("link-rates-mindspore-zen5-2026-12-04", "link-rates-mindspore", "2.3%", RATES),
     ("link-rates-mindspore-zen4-2026-12-04", "link-rates-mindspore", "2.6%", RATES),
     # a parameter server's measured push and pull (MXNet's kvstore), its exchange across
