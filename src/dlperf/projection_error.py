@@ -249,13 +249,17 @@ EMULATED_HOSTS_FROM_NODE = Check(
     "one CPU, as each emulated host has one), at 10 Gbit/s, 1 Gbit/s and 100 Mbit/s (ResNet-50 "
     "at image 64, batch 8 a process; each engine's collective measured over each link, the "
     "window from another rate, the overhead unshaped)", 2, 4,
-    "2-core Intel Xeon (KVM, AMX), 2026-12-04",
-    "sudo benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh torch mxnet tensorflow; "
+    "2-core Intel Xeon (KVM, AMX), 2026-12-04 (torch DDP, MXNet, TensorFlow; then Paddle and "
+    "JAX)",
+    "sudo benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh torch mxnet tensorflow "
+    "(then paddle jax); "
     "python benchmarks/projection_validation.py --results results.json --sweep from-node-2x2",
     (("torch DDP 10 Gbit/s", 0.009), ("torch DDP 1 Gbit/s", -0.036),
      ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", 0.055),
      ("MXNet 100 Mbit/s", -0.051), ("TensorFlow 10 Gbit/s", 0.027),
-     ("TensorFlow 1 Gbit/s", 0.153), ("TensorFlow 100 Mbit/s", -0.012)),
+     ("TensorFlow 1 Gbit/s", 0.153), ("TensorFlow 100 Mbit/s", -0.012),
+     ("Paddle 10 Gbit/s", 0.067), ("Paddle 1 Gbit/s", 0.054), ("Paddle 100 Mbit/s", -0.033),
+     ("JAX 10 Gbit/s", -0.008), ("JAX 1 Gbit/s", 0.191), ("JAX 100 Mbit/s", -0.099)),
     start_devices=2)
 
 CHECKS = (ONE_HOST, EMULATED_HOSTS, PUBLISHED, PUBLISHED_FROM_NODE, EMULATED_HOSTS_FROM_NODE)

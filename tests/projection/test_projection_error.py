@@ -122,13 +122,21 @@ def test_the_emulated_hosts_check_is_the_docs_table():
     assert docs | made_again == dict(projection_error.EMULATED_HOSTS.errors)
 
 
+def found_rows(title: str, count: int) -> list[tuple[str, str, str]]:
+    """(engine, link, error) of the table in the docs' section ``title``: ``count`` of them."""
+    rows = re.findall(r"^\| ([\w ]+?) \| ([\w/ ]+?) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| \**"
+                      + SIGNED, section(title, "Median |error|"), re.M)
+    assert len(rows) == count, (title, rows)
+    return rows
+
+
 def test_the_emulated_hosts_from_node_check_is_the_docs_table():
     """The table of 2 emulated hosts of 2 projected from a node of 2: its error column, engine by
     engine and link by link, is the declared check (its data folder's validation.md is made again
     from git in tests/projection/test_projection_validation.py)."""
-    rows = re.findall(r"^\| ([\w ]+?) \| ([\w/ ]+?) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| \**"
-                      + SIGNED, section("**From a node of 2 processes", "Median |error|"), re.M)
-    assert len(rows) == 9, rows
+    rows = [row for title, count in (("**From a node of 2 processes", 9),
+                                     ("**From a node, Paddle and JAX", 6))
+            for row in found_rows(title, count)]
     check = projection_error.EMULATED_HOSTS_FROM_NODE
     made_again = {case: e for case, e in whole_step_errors().items() if case.count(" ") == 2}
     assert len(made_again) == 3  # MXNet's, by the whole-step model since

@@ -224,6 +224,8 @@ def test_the_check_from_a_node_is_made_again_from_its_stored_results(tmp_path):
     made_again("from-node-2x2-xeon-2026-12-04", "from-node-2x2",
                {(fw, link) for fw in ("torch", "mxnet", "tensorflow") for link in RATES}, "2.7%",
                tmp_path)
+    made_again("from-node-2x2-paddle-jax-xeon-2026-12-04", "from-node-2x2",
+               {(fw, link) for fw in ("paddle", "jax") for link in RATES}, "6.1%", tmp_path)
 
 
 def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str,
