@@ -472,7 +472,7 @@ def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source
         return Overlap(None, f"{source}: the model's all-reduce there is 0 s")
     if whole_step:
         return whole_step_from(Seen(measured_step_s, compute_s, comm_s, source, step_span,
-                                    comm_span), source)
+                                    comm_span))
     exposed = measured_step_s - compute_s
     overhead = max(exposed - comm_s, 0.0) / compute_s if compute_s > 0 else 0.0
     share = min(max(1 - exposed / comm_s, 0.0), 1.0)
@@ -530,7 +530,7 @@ def overhead_under_whole_step(seen: Seen, step_s: float | None = None) -> float:
     return max(step - seen.compute_s, 0.0) if step > seen.comm_s else 0.0
 
 
-def whole_step_from(overhead: Seen, source: str) -> Overlap:
+def whole_step_from(overhead: Seen) -> Overlap:
     """An exchange that overlaps the whole step (:data:`WHOLE_STEP`): the window is the
     target's step with its overhead, so only the overhead is read, from ``overhead`` (a result
     whose exchange is short: :func:`overhead_under_whole_step`); the share shown is the part of
@@ -538,7 +538,8 @@ def whole_step_from(overhead: Seen, source: str) -> Overlap:
     o_s = overhead_under_whole_step(overhead)
     whole = overhead.compute_s + o_s
     share = min(whole / overhead.comm_s, 1.0) if overhead.comm_s > 0 else 1.0
-    return Overlap(share, f"window: the whole step (a parameter server's); overhead: {source}",
+    return Overlap(share, f"window: the whole step (a parameter server's); overhead: "
+                          f"{overhead.source}",
                    o_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
                    window_s=whole, whole_step=True)
 
@@ -554,7 +555,7 @@ def window_from(window: Seen, overhead: Seen, whole_step: bool = False) -> Overl
     its all-reduce the window leaves exposed. ``whole_step`` (:func:`overlaps_whole_step`):
     no window is read, :func:`whole_step_from` ``overhead``."""
     if whole_step:
-        return whole_step_from(overhead, overhead.source)
+        return whole_step_from(overhead)
     bound = BACKWARD_SHARE * (window.compute_s + max(overhead.excess_s, 0.0))
 
     def kept(hidden: float) -> float:
