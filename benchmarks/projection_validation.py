@@ -5,7 +5,8 @@ Across emulated hosts: each shaped 2-host case of a link-rate sweep (sweeps/link
 run with `dlperf sweep ... --emulate-hosts`) projected from its framework's 1-process result,
 leaving out every result at the target's own rate: the multi-process overhead from the same
 engine's unshaped 2-host result (its all-reduce is short), the overlap window from its shaped
-result at the slowest other rate (its all-reduce is long enough to be exposed past the window).
+result at the slowest other rate (its all-reduce is long enough to be exposed past the window;
+``--window-from`` chooses another rule, to compare: WINDOW_RULES).
 
     python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
 
@@ -186,11 +187,41 @@ def wire_s(result: dict[str, Any], bits: float) -> float:
     return sent_bytes(result) * wire_share(result) / (bits / 8 * emulated.PAYLOAD_SHARE)
 
 
-def window_source(target: dict[str, Any], shaped: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Of the same engine's shaped results at other rates than ``target``'s, the slowest link's:
-    its all-reduce is the longest, the most exposed past the window."""
+#: how the validation chooses the shaped result the overlap window is read from (``--window-from``;
+#: docs/projection.md, "Which rate the window is read from"): of the engine's shaped results at
+#: other rates than the target's, the slowest link's (its all-reduce the longest, the most
+#: exposed past the window: the default), the nearest in rate (ties to the faster), the fastest,
+#: or the fastest whose step shows part of its all-reduce exposed (a source that hid the whole
+#: of it only bounds the window from below), else the slowest
+WINDOW_RULES = ("slowest", "nearest", "fastest", "exposed")
+
+#: under the "exposed" rule, a source whose window hides less than this share of its all-reduce
+#: shows it exposed (the rest within a step's noise of hidden)
+EXPOSED_BELOW = 0.9
+
+
+def window_candidates(target: dict[str, Any], shaped: list[dict[str, Any]],
+                      rule: str = "slowest") -> list[dict[str, Any]]:
+    """The same engine's shaped results at other rates than ``target``'s, in the order ``rule``
+    (:data:`WINDOW_RULES`) tries them: the first is the source, but under "exposed", which goes
+    from the fastest and takes the first whose window leaves part of its all-reduce exposed."""
     others = [r for r in shaped if rate_of(r) != rate_of(target)]
-    return min(others, key=lambda r: rate_of(r) or 0, default=None)
+    fastest_first = sorted(others, key=lambda r: -(rate_of(r) or 0))
+    if rule in ("fastest", "exposed"):
+        return fastest_first
+    if rule == "nearest":
+        own = rate_of(target) or 1
+        return sorted(fastest_first,
+                      key=lambda r: round(abs(math.log((rate_of(r) or 1) / own)), 6))
+    return fastest_first[::-1]
+
+
+def window_source(target: dict[str, Any], shaped: list[dict[str, Any]],
+                  rule: str = "slowest") -> dict[str, Any] | None:
+    """The result the window is read from under ``rule`` where that needs no projection (all
+    but "exposed", whose first candidate it is): by default the slowest link's, its all-reduce
+    the longest, the most exposed past the window."""
+    return next(iter(window_candidates(target, shaped, rule)), None)
 
 
 def serial_source(target: dict[str, Any], shaped: list[dict[str, Any]],
@@ -247,15 +278,29 @@ def start_of(target: dict[str, Any], found: list[dict[str, Any]]) -> dict[str, A
 
 
 def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: dict[str, Any],
-            shaped: list[dict[str, Any]]) -> dict[str, Any]:
+            shaped: list[dict[str, Any]], rule: str = "slowest") -> dict[str, Any]:
     """The shaped 2-host ``target`` from ``start`` (1 process, or a node of as many processes
     as each of the target's hosts, :func:`start_of`): the overhead from
-    ``unshaped``, the window from :func:`window_source` of ``shaped`` (the same engine's shaped
-    results; with none, both from ``unshaped``)."""
+    ``unshaped``, the window from the same engine's shaped results as ``rule`` chooses
+    (:func:`window_candidates`; with none, both from ``unshaped``)."""
+    candidates = window_candidates(target, shaped, rule)
+    if rule == "exposed":
+        for window in candidates:
+            row = project_from(db, start, target, unshaped, shaped, window)
+            if (row["overlap"].get("value") or 0.0) < EXPOSED_BELOW:
+                return row
+        candidates = candidates[::-1]  # none exposed: the slowest, as by default
+    return project_from(db, start, target, unshaped, shaped, next(iter(candidates), None))
+
+
+def project_from(db: Path, start: dict[str, Any], target: dict[str, Any],
+                 unshaped: dict[str, Any], shaped: list[dict[str, Any]],
+                 window: dict[str, Any] | None) -> dict[str, Any]:
+    """The shaped 2-host ``target`` from ``start``, its window read from ``window`` (None: both
+    window and overhead from ``unshaped``; ``shaped`` for the links where none was measured)."""
     case = target["case"]
     link = case.get("link") or ""
     engine = case.get("launcher") or "native"
-    window = window_source(target, shaped)
     sources = (["--overlap-from", str(window["run_id"]), "--overhead-from",
                 str(unshaped["run_id"])] if window is not None
                else ["--overlap-from", str(unshaped["run_id"])])
@@ -366,6 +411,9 @@ def main() -> int:
                              "with --one-host)")
     parser.add_argument("--one-host", action="store_true",
                         help="2 processes of one host (sweeps/projection-one-host.yaml)")
+    parser.add_argument("--window-from", choices=WINDOW_RULES, default="slowest",
+                        help="which other rate's result the overlap window is read from "
+                             "(default: the slowest; docs/projection.md)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
@@ -397,7 +445,7 @@ def validate(args: argparse.Namespace, sweep: str) -> int:
                   file=sys.stderr)
             continue
         rows.append(project(args.db, start, result, unshaped,
-                            [r for r in same if r["case"].get("link")]))
+                            [r for r in same if r["case"].get("link")], args.window_from))
     lines = ["| framework | engine | link | measured (samples/s) | projected (interval) | error "
              "| inside | links | overlap window | overhead |",
              "|---|---|---|---:|---:|---:|---|---|---:|---:|"]
