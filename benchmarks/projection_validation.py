@@ -5,8 +5,8 @@ Across emulated hosts: each shaped 2-host case of a link-rate sweep (sweeps/link
 run with `dlperf sweep ... --emulate-hosts`) projected from its framework's 1-process result,
 leaving out every result at the target's own rate: the multi-process overhead from the same
 engine's unshaped 2-host result (its all-reduce is short), the overlap window from its shaped
-result at the slowest other rate (its all-reduce is long enough to be exposed past the window;
-``--window-from`` chooses another rule, to compare: WINDOW_RULES).
+result at the fastest other rate whose step shows part of its all-reduce exposed past the window
+(else the slowest other rate; ``--window-from`` chooses another rule, to compare: WINDOW_RULES).
 
     python benchmarks/projection_validation.py --db link-rates.db [--json v.json] [--markdown v.md]
 
@@ -189,19 +189,31 @@ def wire_s(result: dict[str, Any], bits: float) -> float:
 
 #: how the validation chooses the shaped result the overlap window is read from (``--window-from``;
 #: docs/projection.md, "Which rate the window is read from"): of the engine's shaped results at
-#: other rates than the target's, the slowest link's (its all-reduce the longest, the most
-#: exposed past the window: the default), the nearest in rate (ties to the faster), the fastest,
-#: or the fastest whose step shows part of its all-reduce exposed (a source that hid the whole
-#: of it only bounds the window from below), else the slowest
-WINDOW_RULES = ("slowest", "nearest", "fastest", "exposed")
+#: other rates than the target's, the fastest whose step shows part of its all-reduce exposed
+#: (:func:`shows_exposed`; a source that hid the whole of it bounds the window from below only),
+#: else the slowest (the default: a window is read as the all-reduce less what the step shows of
+#: it, so the shorter the source's all-reduce, the fewer seconds its error is); the slowest (its
+#: all-reduce the longest, the most exposed: the rule until 2026-12-04), the nearest in rate
+#: (ties to the faster), or the fastest
+WINDOW_RULES = ("exposed", "slowest", "nearest", "fastest")
+DEFAULT_WINDOW_RULE = "exposed"
 
-#: under the "exposed" rule, a source whose window hides less than this share of its all-reduce
-#: shows it exposed (the rest within a step's noise of hidden)
-EXPOSED_BELOW = 0.9
+def shows_exposed(overlap: dict[str, Any]) -> bool:
+    """Whether the result a window was read from (``overlap`` as stored) shows part of its
+    all-reduce exposed beyond its step's noise: even the most its 95 % intervals allow the
+    window to hide is less than its all-reduce. A source that hid the whole of it bounds the
+    window from below only."""
+    share, window = overlap.get("value"), overlap.get("window_s")
+    if share is None or window is None:
+        return False
+    if window <= 0 or share <= 0:
+        return True
+    most = (overlap.get("window_ends") or (window, window))[1]
+    return most < window / share
 
 
 def window_candidates(target: dict[str, Any], shaped: list[dict[str, Any]],
-                      rule: str = "slowest") -> list[dict[str, Any]]:
+                      rule: str = DEFAULT_WINDOW_RULE) -> list[dict[str, Any]]:
     """The same engine's shaped results at other rates than ``target``'s, in the order ``rule``
     (:data:`WINDOW_RULES`) tries them: the first is the source, but under "exposed", which goes
     from the fastest and takes the first whose window leaves part of its all-reduce exposed."""
@@ -214,14 +226,6 @@ def window_candidates(target: dict[str, Any], shaped: list[dict[str, Any]],
         return sorted(fastest_first,
                       key=lambda r: round(abs(math.log((rate_of(r) or 1) / own)), 6))
     return fastest_first[::-1]
-
-
-def window_source(target: dict[str, Any], shaped: list[dict[str, Any]],
-                  rule: str = "slowest") -> dict[str, Any] | None:
-    """The result the window is read from under ``rule`` where that needs no projection (all
-    but "exposed", whose first candidate it is): by default the slowest link's, its all-reduce
-    the longest, the most exposed past the window."""
-    return next(iter(window_candidates(target, shaped, rule)), None)
 
 
 def serial_source(target: dict[str, Any], shaped: list[dict[str, Any]],
@@ -278,7 +282,7 @@ def start_of(target: dict[str, Any], found: list[dict[str, Any]]) -> dict[str, A
 
 
 def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: dict[str, Any],
-            shaped: list[dict[str, Any]], rule: str = "slowest") -> dict[str, Any]:
+            shaped: list[dict[str, Any]], rule: str = DEFAULT_WINDOW_RULE) -> dict[str, Any]:
     """The shaped 2-host ``target`` from ``start`` (1 process, or a node of as many processes
     as each of the target's hosts, :func:`start_of`): the overhead from
     ``unshaped``, the window from the same engine's shaped results as ``rule`` chooses
@@ -287,9 +291,9 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
     if rule == "exposed":
         for window in candidates:
             row = project_from(db, start, target, unshaped, shaped, window)
-            if (row["overlap"].get("value") or 0.0) < EXPOSED_BELOW:
+            if shows_exposed(row["overlap"]):
                 return row
-        candidates = candidates[::-1]  # none exposed: the slowest, as by default
+        candidates = candidates[::-1]  # none exposed: the slowest
     return project_from(db, start, target, unshaped, shaped, next(iter(candidates), None))
 
 
@@ -411,9 +415,10 @@ def main() -> int:
                              "with --one-host)")
     parser.add_argument("--one-host", action="store_true",
                         help="2 processes of one host (sweeps/projection-one-host.yaml)")
-    parser.add_argument("--window-from", choices=WINDOW_RULES, default="slowest",
+    parser.add_argument("--window-from", choices=WINDOW_RULES, default=DEFAULT_WINDOW_RULE,
                         help="which other rate's result the overlap window is read from "
-                             "(default: the slowest; docs/projection.md)")
+                             "(default: the fastest that shows part of its all-reduce "
+                             "exposed; docs/projection.md)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()

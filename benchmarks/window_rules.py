@@ -39,6 +39,7 @@ FOLDERS = (
     ("link-rates-mindspore-zen4-2026-12-04", "link-rates-mindspore"),
     ("from-node-2x2-xeon-2026-12-04", "from-node-2x2"),
     ("from-node-2x2-paddle-jax-xeon-2026-12-04", "from-node-2x2"),
+    ("link-rates-window-xeon-2026-12-04", "link-rates-window"),
 )
 
 #: engines whose exchange overlaps the whole step: no window is read, so no rule applies
