@@ -1,12 +1,15 @@
 #!/bin/sh
-# the sweep, then each engine's all-reduce over each of its shaped links
+# A link-rate sweep, then each named engine's all-reduce over each of its shaped links:
+#   ./measure.sh SWEEP.yaml DB FRAMEWORK...   (run from the sweep's folder, as root, alone)
+# e.g. ./measure.sh link-rates-window.yaml lr-window.db torch oneflow
 set -e
-cd "$(dirname "$0")"
-PATH=$(git rev-parse --show-toplevel)/.venv/bin:$PATH
-dlperf sweep link-rates-window.yaml --emulate-hosts --db lr-window.db
-for framework in torch oneflow; do
+here=$(cd "$(dirname "$0")" && pwd)
+PATH=$(cd "$here" && git rev-parse --show-toplevel)/.venv/bin:$PATH
+sweep=$1 db=$2; shift 2
+dlperf sweep "$sweep" --emulate-hosts --db "$db"
+for framework in "$@"; do
   for link in 10gbit 1gbit 500mbit 250mbit; do
-    dlperf collectives --framework $framework --emulate-hosts 2 --nproc 1 --link $link --ops allreduce \
-      --sizes 1M:32M --iters 5 --warmup 1 --threads-per-process 1 --db lr-window.db
+    dlperf collectives --framework "$framework" --emulate-hosts 2 --nproc 1 --link $link --ops allreduce \
+      --sizes 1M:32M --iters 5 --warmup 1 --threads-per-process 1 --db "$db"
   done
 done
