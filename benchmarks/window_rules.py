@@ -40,6 +40,7 @@ FOLDERS = (
     ("from-node-2x2-xeon-2026-12-04", "from-node-2x2"),
     ("from-node-2x2-paddle-jax-xeon-2026-12-04", "from-node-2x2"),
     ("link-rates-window-xeon-2026-12-04", "link-rates-window"),
+    ("link-rates-window-tf-jax-xeon-2026-12-04", "link-rates-window-tf-jax"),
 )
 
 #: engines whose exchange overlaps the whole step: no window is read, so no rule applies

@@ -133,8 +133,8 @@ ONE_HOST = Check(
 
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
-    "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s, torch's "
-    "and OneFlow's at 500 Mbit/s and 250 Mbit/s too (ResNet-50; the window from "
+    "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s, torch's, "
+    "OneFlow's, TensorFlow's and JAX's at 500 Mbit/s and 250 Mbit/s too (ResNet-50; the window from "
     "another rate, the overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
@@ -146,8 +146,8 @@ EMULATED_HOSTS = Check(
     "(MindSpore's with its all-reduce over each link, MXNet's parameter servers over their "
     "measured push and pull); a 2-core Intel Xeon with AMX, 2026-12-04 (MXNet's parameter "
     "servers over their measured push and pull, and again at four rates it had not been measured "
-    "at; OneFlow's with its all-reduce over each link; torch DDP's and OneFlow's at four rates, "
-    "two of them 2x apart); MXNet's cases made again with its exchange overlapping the whole step and its push "
+    "at; OneFlow's with its all-reduce over each link; torch DDP's and OneFlow's, then "
+    "TensorFlow's and JAX's, at four rates, two of them 2x apart); MXNet's cases made again with its exchange overlapping the whole step and its push "
     "and pull fitted over the keys its servers split (2026-12-04 evening); every case with "
     "stored results made again with its window read from the fastest other rate whose step "
     "shows its all-reduce exposed (2026-12-04, night; the nine of 2026-11-29, whose results were "
@@ -221,7 +221,15 @@ EMULATED_HOSTS = Check(
      ("OneFlow 10 Gbit/s 12-04 Xeon near rates", -0.008),
      ("OneFlow 1 Gbit/s 12-04 Xeon near rates", 0.085),
      ("OneFlow 500 Mbit/s 12-04 Xeon near rates", 0.031),
-     ("OneFlow 250 Mbit/s 12-04 Xeon near rates", -0.041)),
+     ("OneFlow 250 Mbit/s 12-04 Xeon near rates", -0.041),
+     ("TensorFlow 10 Gbit/s 12-04 Xeon near rates", 0.462),
+     ("TensorFlow 1 Gbit/s 12-04 Xeon near rates", 0.261),
+     ("TensorFlow 500 Mbit/s 12-04 Xeon near rates", 0.205),
+     ("TensorFlow 250 Mbit/s 12-04 Xeon near rates", 0.080),
+     ("JAX 10 Gbit/s 12-04 Xeon near rates", -0.078),
+     ("JAX 1 Gbit/s 12-04 Xeon near rates", -0.003),
+     ("JAX 500 Mbit/s 12-04 Xeon near rates", 0.002),
+     ("JAX 250 Mbit/s 12-04 Xeon near rates", 0.023)),
     start_devices=1)
 
 PUBLISHED = Check(

@@ -117,7 +117,7 @@ def test_the_emulated_hosts_check_is_the_docs_table():
                              "12-04 more rates": 3, "12-04 Zen 5": 3,
                              "12-04 Zen 4": 6, "12-04 Xeon": 3,
                              "12-04 Xeon new rates": 4,
-                             "12-04 Xeon near rates": 8}.get(run, 9), (run, rows)
+                             "12-04 Xeon near rates": 16}.get(run, 9), (run, rows)
         docs.update((f"{engine} {link} {run}", percent(e)) for engine, link, e in rows)
     made_again = {case: e for case, e in whole_step_errors().items() if case in docs}
     assert len(made_again) == 15
@@ -361,7 +361,7 @@ def test_an_engine_with_cases_of_its_own_takes_their_errors():
     oneflow = found("oneflow").check
     assert len(oneflow.errors) == 13 and (oneflow.under, oneflow.over) == (-0.070, 0.416)
     assert found("caffe2").check is check and found(None).check is check
-    assert (check.under, check.over) == (-0.120, 0.416)  # what torch's was widened by before
+    assert (check.under, check.over) == (-0.120, 0.462)  # what torch's was widened by before
     # past every check's shapes: the widest check, its engine's own cases where it has them
     far = projection_error.for_target(8, 64, start_nodes=1, start_devices=1, engine="torch")
     assert far.beyond and far.check.name == "published (torch)"

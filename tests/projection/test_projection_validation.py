@@ -255,6 +255,10 @@ def test_the_window_from_a_near_rate_is_made_again_from_its_stored_results(tmp_p
     made_again("link-rates-window-xeon-2026-12-04", "link-rates-window",
                {(fw, link) for fw in ("torch", "oneflow")
                 for link in ("10gbit", "1gbit", "500mbit", "250mbit")}, "1.5%", tmp_path)
+    # TensorFlow and JAX the same way, after the rule was committed
+    made_again("link-rates-window-tf-jax-xeon-2026-12-04", "link-rates-window-tf-jax",
+               {(fw, link) for fw in ("tensorflow", "jax")
+                for link in ("10gbit", "1gbit", "500mbit", "250mbit")}, "7.9%", tmp_path)
 
 
 def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str,
