@@ -198,6 +198,7 @@ def wire_s(result: dict[str, Any], bits: float) -> float:
 WINDOW_RULES = ("exposed", "slowest", "nearest", "fastest")
 DEFAULT_WINDOW_RULE = "exposed"
 
+
 def shows_exposed(overlap: dict[str, Any]) -> bool:
     """Whether the result a window was read from (``overlap`` as stored) shows part of its
     all-reduce exposed beyond its step's noise: even the most its 95 % intervals allow the
