@@ -289,12 +289,12 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
     ``unshaped``, the window from the same engine's shaped results as ``rule`` chooses
     (:func:`window_candidates`; with none, both from ``unshaped``)."""
     candidates = window_candidates(target, shaped, rule)
-    if rule == "exposed":
+    if rule == "exposed" and candidates:
         for window in candidates:
             row = project_from(db, start, target, unshaped, shaped, window)
             if shows_exposed(row["overlap"]):
                 return row
-        candidates = candidates[::-1]  # none exposed: the slowest
+        return row  # none exposed: the slowest's, tried last
     return project_from(db, start, target, unshaped, shaped, next(iter(candidates), None))
 
 

@@ -43,12 +43,9 @@ FOLDERS = (
     ("link-rates-window-tf-jax-xeon-2026-12-04", "link-rates-window-tf-jax"),
 )
 
-#: engines whose exchange overlaps the whole step: no window is read, so no rule applies
-WHOLE_STEP_FRAMEWORKS = ("mxnet",)
-
-
 def rows_under(folder: str, sweep: str, rule: str) -> list[dict]:
-    """``folder``'s validation rows with the window read as ``rule`` chooses."""
+    """``folder``'s validation rows with the window read as ``rule`` chooses, less those whose
+    exchange overlaps the whole step (a parameter server's: no window is read)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         proc = subprocess.run(
@@ -57,8 +54,7 @@ def rows_under(folder: str, sweep: str, rule: str) -> list[dict]:
              "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
             raise SystemExit(f"{folder} ({rule}): {proc.stderr.strip()}")
-        return [r for r in json.loads(out.read_text())
-                if r["framework"] not in WHOLE_STEP_FRAMEWORKS]
+        return [r for r in json.loads(out.read_text()) if not r["overlap"].get("whole_step")]
 
 
 def window_cell(row: dict) -> str:
