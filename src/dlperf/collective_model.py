@@ -12,6 +12,14 @@ microsecond latencies of small messages count as much as the seconds of large on
 the largest sizes alone would decide alpha too). Both parameters are kept non-negative; a
 latency-bound range (no growth with size) fits beta = 0 and has no bandwidth.
 
+A path's cost a byte is not the same at every size (over a shaped link a small message rides
+the token bucket's burst; TensorFlow's gRPC ring moves 1 MiB at 7.5 ms a MiB and 32 MiB at
+11.7 over 1 Gbit/s), so one line over the whole range prices the sizes at its ends wrongly.
+Where an engine sends messages of one size (:meth:`Model.near`: PyTorch's 25 MiB buckets,
+TensorFlow's one pack of the whole gradient), a projection prices them with the fit over the
+measured sizes within :data:`NEAR_FACTOR` of it (docs/projection.md, "The sizes a message is
+priced from").
+
 :func:`newest_matching` is what a projection calls (any rank count of the framework's default
 path); it raises :class:`NoModel`, naming the command that measures the missing key.
 """
@@ -19,6 +27,7 @@ path); it raises :class:`NoModel`, naming the command that measures the missing 
 from __future__ import annotations
 
 import dataclasses
+import math
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +37,14 @@ import numpy as np
 from dlperf.errors import UsageError
 from dlperf.store import DEFAULT_DB, Store
 from dlperf.worker.collectives import bus_factor
+
+
+#: a message of one size is priced from the measured sizes within this factor of it, either side
+#: (two doublings: five sizes of a 1M:32M range around its middle)
+NEAR_FACTOR = 4.0
+
+#: a message this many times the largest measured size is priced beyond what was measured
+BEYOND_FACTOR = 2.0
 
 
 class NoModel(UsageError):
@@ -122,6 +139,8 @@ class Model:
     measured_at: str
     framework_version: str | None
     split: bool = False  # fitted over a parameter server's split keys alone (fitted_rows)
+    times: tuple[float, ...] = ()  # the median seconds at each size, as fitted
+    near_bytes: float | None = None  # fitted over the sizes near a message of this size (near)
 
     @property
     def factor(self) -> float:
@@ -141,6 +160,37 @@ class Model:
     def seconds(self, nbytes: float) -> float:
         """The fitted time of one operation on an ``nbytes`` message."""
         return self.fit.seconds(nbytes)
+
+    def near(self, nbytes: float) -> Model:
+        """The model refitted over the measured sizes within :data:`NEAR_FACTOR` of an
+        ``nbytes`` message, for an engine whose messages all have that size; the two sizes
+        nearest it (on a log scale) where fewer lie that close. Its own fit where it holds no
+        times, where the near sizes are all it was fitted over, or where they show no
+        bandwidth (their times do not grow with size)."""
+        if not self.times or nbytes <= 0:
+            return self
+        pairs = list(zip(self.sizes, self.times))
+        kept = [(size, t) for size, t in pairs if nbytes / NEAR_FACTOR <= size
+                <= nbytes * NEAR_FACTOR]
+        if len(kept) < 2:
+            kept = sorted(sorted(pairs, key=lambda pair: abs(math.log(pair[0] / nbytes)))[:2])
+        refit = fit([s for s, _ in kept], [t for _, t in kept])
+        if len(kept) == len(pairs) or refit.beta_s <= 0:  # all of them, or no bandwidth there
+            return dataclasses.replace(self, near_bytes=nbytes)
+        # two sizes fit exactly: the misfit the whole range showed stays the price's error
+        refit = dataclasses.replace(refit, max_error=max(refit.max_error, self.fit.max_error))
+        return dataclasses.replace(self, fit=refit, sizes=tuple(s for s, _ in kept),
+                                   times=tuple(t for _, t in kept), near_bytes=nbytes)
+
+    def beyond(self, nbytes: float) -> bool:
+        """Whether an ``nbytes`` message is past :data:`BEYOND_FACTOR` times the largest size
+        measured: its price is the fit's extrapolation."""
+        return bool(self.sizes) and nbytes > BEYOND_FACTOR * max(self.sizes)
+
+    def sizes_text(self) -> str:
+        """The sizes fitted, as a range: ``16.0-32.0 MiB``."""
+        low, high = min(self.sizes), max(self.sizes)
+        return f"{low / 2**20:.3g}-{high / 2**20:.3g} MiB"
 
 
 def fitted_rows(key: Key, rows: list[dict]) -> list[dict]:
@@ -168,7 +218,8 @@ def _model(key: Key, rows: list[dict]) -> Model:
                  sizes=tuple(row["bytes"] for row in rows), host=first["host"],
                  emulated=bool(first["emulated"]), device=first["device"],
                  measured_at=first["created_at"],
-                 framework_version=first["detail"].get("framework_version"), split=split)
+                 framework_version=first["detail"].get("framework_version"), split=split,
+                 times=tuple(row["time_us"] / 1e6 for row in rows))
 
 
 def key_of(row: dict) -> Key:

@@ -104,6 +104,8 @@ class Link:
     latency: float
     source: str
     error: float = 0.0
+    message_bytes: float | None = None  # the message size a measured model was fitted near
+    beyond: bool = False  # that message is past the sizes measured (the fit extrapolated)
 
     def describe(self) -> str:
         return (f"{self.bandwidth * 8 / 1e9:.3g} Gbit/s, {self.latency * 1e6:.3g} us per hop "
@@ -154,11 +156,16 @@ def link_of_model(model: Any) -> Link:
         raise UsageError(f"collective model {key.describe()}: its sizes show no bandwidth "
                          f"(latency-bound); measure larger sizes")
     source = f"measured: {key.describe()}, run {model.run}"
+    near = model.near_bytes
+    if near is not None:
+        source += (f", fitted over {model.sizes_text()} for its {near / 2**20:.3g} MiB "
+                   f"messages")
+    beyond = near is not None and model.beyond(near)
     if key.op == "pushpull":
         share = link_bytes(PARAMETER_SERVER, key.nproc, key.nnodes)
-        return Link(share / fit.beta_s, fit.alpha_s / 2, source, fit.max_error)
+        return Link(share / fit.beta_s, fit.alpha_s / 2, source, fit.max_error, near, beyond)
     return Link(model.factor / fit.beta_s, fit.alpha_s / (2 * (key.ranks - 1)), source,
-                fit.max_error)
+                fit.max_error, near, beyond)
 
 
 def ring_allreduce_s(nbytes: float, ranks: int, link: Link) -> float:

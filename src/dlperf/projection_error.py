@@ -151,7 +151,10 @@ EMULATED_HOSTS = Check(
     "and pull fitted over the keys its servers split (2026-12-04 evening); every case with "
     "stored results made again with its window read from the fastest other rate whose step "
     "shows its all-reduce exposed (2026-12-04, night; the nine of 2026-11-29, whose results were "
-    "not kept, as made then: the three later runs of that sweep were unchanged by it)",
+    "not kept, as made then: the three later runs of that sweep were unchanged by it); every "
+    "case of an engine whose messages are one size made again with its measured all-reduce "
+    "priced from the sizes near them (2026-12-04, late night; MindSpore's of 2026-12-02, whose "
+    "collectives were not kept, as made then)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -200,10 +203,10 @@ EMULATED_HOSTS = Check(
      ("MXNet 300 Mbit/s 12-04 more rates", 0.006),
      ("OneFlow 10 Gbit/s 12-04 Zen 5", 0.021), ("OneFlow 1 Gbit/s 12-04 Zen 5", 0.185),
      ("OneFlow 100 Mbit/s 12-04 Zen 5", 0.239),
-     ("MindSpore 10 Gbit/s 12-04 Zen 5", 0.011), ("MindSpore 1 Gbit/s 12-04 Zen 5", 0.074),
-     ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.007),
-     ("MindSpore 10 Gbit/s 12-04 Zen 4", 0.009), ("MindSpore 1 Gbit/s 12-04 Zen 4", 0.002),
-     ("MindSpore 100 Mbit/s 12-04 Zen 4", 0.039),
+     ("MindSpore 10 Gbit/s 12-04 Zen 5", 0.013), ("MindSpore 1 Gbit/s 12-04 Zen 5", 0.047),
+     ("MindSpore 100 Mbit/s 12-04 Zen 5", 0.027),
+     ("MindSpore 10 Gbit/s 12-04 Zen 4", 0.003), ("MindSpore 1 Gbit/s 12-04 Zen 4", -0.002),
+     ("MindSpore 100 Mbit/s 12-04 Zen 4", 0.056),
      ("MXNet 10 Gbit/s 12-04 Zen 4", 0.134), ("MXNet 1 Gbit/s 12-04 Zen 4", 0.094),
      ("MXNet 100 Mbit/s 12-04 Zen 4", 0.112),
      ("MXNet 10 Gbit/s 12-04 Xeon", -0.026), ("MXNet 1 Gbit/s 12-04 Xeon", 0.064),
@@ -215,17 +218,17 @@ EMULATED_HOSTS = Check(
      ("OneFlow 10 Gbit/s 12-04 Xeon", -0.037), ("OneFlow 1 Gbit/s 12-04 Xeon", 0.416),
      ("OneFlow 100 Mbit/s 12-04 Xeon", -0.070),
      ("torch DDP 10 Gbit/s 12-04 Xeon near rates", 0.007),
-     ("torch DDP 1 Gbit/s 12-04 Xeon near rates", 0.002),
-     ("torch DDP 500 Mbit/s 12-04 Xeon near rates", -0.001),
-     ("torch DDP 250 Mbit/s 12-04 Xeon near rates", 0.023),
+     ("torch DDP 1 Gbit/s 12-04 Xeon near rates", -0.000),
+     ("torch DDP 500 Mbit/s 12-04 Xeon near rates", 0.000),
+     ("torch DDP 250 Mbit/s 12-04 Xeon near rates", 0.025),
      ("OneFlow 10 Gbit/s 12-04 Xeon near rates", -0.008),
      ("OneFlow 1 Gbit/s 12-04 Xeon near rates", 0.085),
      ("OneFlow 500 Mbit/s 12-04 Xeon near rates", 0.031),
      ("OneFlow 250 Mbit/s 12-04 Xeon near rates", -0.041),
-     ("TensorFlow 10 Gbit/s 12-04 Xeon near rates", 0.462),
-     ("TensorFlow 1 Gbit/s 12-04 Xeon near rates", 0.261),
-     ("TensorFlow 500 Mbit/s 12-04 Xeon near rates", 0.205),
-     ("TensorFlow 250 Mbit/s 12-04 Xeon near rates", 0.080),
+     ("TensorFlow 10 Gbit/s 12-04 Xeon near rates", 0.110),
+     ("TensorFlow 1 Gbit/s 12-04 Xeon near rates", 0.069),
+     ("TensorFlow 500 Mbit/s 12-04 Xeon near rates", 0.137),
+     ("TensorFlow 250 Mbit/s 12-04 Xeon near rates", 0.048),
      ("JAX 10 Gbit/s 12-04 Xeon near rates", -0.078),
      ("JAX 1 Gbit/s 12-04 Xeon near rates", -0.003),
      ("JAX 500 Mbit/s 12-04 Xeon near rates", 0.002),
@@ -271,15 +274,16 @@ EMULATED_HOSTS_FROM_NODE = Check(
     "at image 64, batch 8 a process; each engine's collective measured over each link, the "
     "window from another rate, the overhead unshaped)", 2, 4,
     "2-core Intel Xeon (KVM, AMX), 2026-12-04 (torch DDP, MXNet, TensorFlow; then Paddle and "
-    "JAX)",
+    "JAX; torch's, TensorFlow's and Paddle's made again with their all-reduce priced from the "
+    "sizes near their messages, late night)",
     "sudo benchmarks/data/from-node-2x2-xeon-2026-12-04/measure.sh torch mxnet tensorflow "
     "(then paddle jax); "
     "python benchmarks/projection_validation.py --results results.json --sweep from-node-2x2",
-    (("torch DDP 10 Gbit/s", 0.009), ("torch DDP 1 Gbit/s", -0.036),
-     ("torch DDP 100 Mbit/s", 0.005), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", 0.055),
-     ("MXNet 100 Mbit/s", -0.051), ("TensorFlow 10 Gbit/s", 0.125),
-     ("TensorFlow 1 Gbit/s", 0.153), ("TensorFlow 100 Mbit/s", -0.012),
-     ("Paddle 10 Gbit/s", -0.047), ("Paddle 1 Gbit/s", -0.026), ("Paddle 100 Mbit/s", -0.033),
+    (("torch DDP 10 Gbit/s", 0.009), ("torch DDP 1 Gbit/s", 0.026),
+     ("torch DDP 100 Mbit/s", -0.003), ("MXNet 10 Gbit/s", 0.015), ("MXNet 1 Gbit/s", 0.055),
+     ("MXNet 100 Mbit/s", -0.051), ("TensorFlow 10 Gbit/s", 0.109),
+     ("TensorFlow 1 Gbit/s", 0.055), ("TensorFlow 100 Mbit/s", 0.000),
+     ("Paddle 10 Gbit/s", -0.046), ("Paddle 1 Gbit/s", -0.026), ("Paddle 100 Mbit/s", -0.015),
      ("JAX 10 Gbit/s", -0.154), ("JAX 1 Gbit/s", 0.191), ("JAX 100 Mbit/s", -0.099)),
     start_devices=2)
 

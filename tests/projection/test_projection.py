@@ -13,6 +13,7 @@ from conftest import dlperf_main
 from dlperf import models, projection
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
+from dlperf.studies import collectives as study
 from dlperf.worker.support import Packing
 
 pytestmark = pytest.mark.parallel
@@ -823,3 +824,89 @@ def test_a_per_tensor_engine_on_a_model_that_counts_no_tensors_is_refused(tmp_pa
                         "--devices-per-node", "4", "--intra", "10gbit@100us", "--bucket-mb",
                         "25", "--no-store")
     assert given.returncode == 0, given.stderr
+
+
+MIB = 2 ** 20
+
+
+def bent_rows(framework: str = "torch", path: str = "gloo", **key) -> list[dict]:
+    """A ring's all-reduce of 1-32 MiB whose bytes cost 8 ns under 8 MiB and 12 ns from there
+    (the small sizes ride a shaped link's burst), 1 ms of latency each."""
+    rows = []
+    for nbytes in [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]:
+        t = 1e-3 + nbytes * (0.8e-8 if nbytes < 8 * MIB else 1.2e-8)
+        rows.append({"framework": framework, "path": path, "env": "", "device": "cpu",
+                     "nproc": 2, "nnodes": 1, "link": None, "emulated": 0, "host": "h",
+                     "op": "allreduce", "bytes": nbytes, "iters": 3, "warmup": 1,
+                     "times": [t] * 3, "detail": {"framework_version": "x"},
+                     **study.summary([t] * 3, "allreduce", nbytes, 2), **key})
+    return rows
+
+
+def test_a_message_of_one_size_is_priced_from_the_sizes_near_it(tmp_path):
+    from dlperf import collective_model as cm
+    from dlperf.store import Store
+
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add_collectives(bent_rows())
+    whole = cm.model_for(db, cm.Key("torch", "gloo", "allreduce", 2))
+    assert len(whole.sizes) == 6 and whole.fit.beta_s < 1.15e-8  # bent by the cheap small ones
+    # TensorFlow's one pack of ResNet-50's 97.5 MiB: no size within 4x but 32 MiB, so the two
+    # nearest, 16 and 32 MiB, whose line is exact; past twice the largest measured
+    pack = 25557032 * 4
+    near = whole.near(pack)
+    assert near.sizes == (16 * MIB, 32 * MIB) and near.near_bytes == pack
+    assert near.fit.alpha_s == pytest.approx(1e-3) and near.fit.beta_s == pytest.approx(1.2e-8)
+    assert near.seconds(pack) == pytest.approx(1e-3 + pack * 1.2e-8)
+    assert whole.seconds(pack) < 0.97 * near.seconds(pack)
+    assert near.fit.max_error == whole.fit.max_error > 0  # the range's misfit stays its error
+    assert near.beyond(pack) and near.sizes_text() == "16-32 MiB"
+    # torch DDP's 25 MiB buckets: 8-32 MiB lie within 4x (6.25-100 MiB); not past the range
+    bucket = whole.near(25 * MIB)
+    assert bucket.sizes == (8 * MIB, 16 * MIB, 32 * MIB) and not bucket.beyond(25 * MIB)
+    assert bucket.fit.beta_s == pytest.approx(1.2e-8)
+    # 4 MiB: 1-16 MiB, both costs in it, so a fit of its own between them
+    assert whole.near(4 * MIB).sizes == (MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB)
+    # no times held (a model built by hand): its own fit
+    bare = dataclasses.replace(whole, times=())
+    assert bare.near(pack) is bare
+
+
+@pytest.mark.parametrize("framework, message", [
+    ("tensorflow", "fitted over 16-32 MiB for its 97.5 MiB messages"),
+    ("torch", "fitted over 8-32 MiB for its 25 MiB messages"),
+    ("jax", None)])  # one all-reduce per tensor: messages of every size, the whole range's fit
+def test_a_projection_prices_its_engines_messages_from_the_sizes_near_them(framework, message,
+                                                                          tmp_path):
+    from dlperf.store import Store
+
+    db = tmp_path / "r.db"
+    result = json.loads(json.dumps(ONE_DEVICE))
+    result["case"]["framework"] = framework
+    with Store(db) as store:
+        run = store.start_run("k", result["label"], result["case"], {})
+        store.finish_run(run, result)
+        store.add_collectives(bent_rows(framework, study.path_named(framework, None).name))
+    out = tmp_path / "p.json"
+    proc = dlperf_main("project", str(run), "--db", str(db), "--devices-per-node", "2",
+                       "--intra", "measured", "--no-store", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(out.read_text())
+    source = made["model"]["intra"]["source"]
+    beyond = [line for line in (proc.stdout + proc.stderr).splitlines()
+              if "past 2x the largest size measured" in line]
+    (point,) = made["points"]
+    if message is None:
+        assert "fitted over" not in source and not beyond
+        return
+    assert source.endswith(message)
+    # 2 ranks: the ring's time is the fitted line's, alpha + m x beta, for each message
+    gradient = 25557032 * 4
+    count = made["model"]["allreduces_per_step"]
+    assert point["allreduce_s"]["value"] == pytest.approx(count * 1e-3 + gradient * 1.2e-8)
+    assert bool(beyond) == (framework == "tensorflow")
+    if beyond:
+        assert beyond[0].endswith("--intra: its 97.5 MiB messages are past 2x the largest size "
+                                  "measured: their price extrapolates the fit; measure up to "
+                                  "them with `dlperf collectives --sizes`")

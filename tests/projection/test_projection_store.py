@@ -34,6 +34,8 @@ def test_a_projection_from_a_run_and_a_measured_model_is_stored_and_reported(tmp
     made = json.loads(out.read_text())
     (point,) = made["points"]
     assert made["model"]["intra"]["source"].startswith("measured: torch gloo allreduce")
+    # DDP's buckets (the cut network's whole gradient, under 25 MiB): priced from sizes near it
+    assert made["model"]["intra"]["source"].endswith(" MiB messages")
     assert point["devices"] == 2
     span = point["throughput"]
     assert span["low"] <= span["value"] <= span["high"]

@@ -105,11 +105,14 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 # links
 # ------------------------------------------------------------------------------------------------
 
-def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Link:
+def measured_link(db: str, framework: str, inter: bool, link: str | None,
+                  message_bytes: float | None = None) -> Link:
     """The newest stored all-reduce model of ``framework``'s default collective path (a
     parameter server's push and pull where that path has no all-reduce: MXNet's kvstore), on one
     host (``inter`` False) or across nodes over ``link``; one line naming the command when
-    none."""
+    none. ``message_bytes``: the size of each of the step's messages, where the engine's
+    packing makes them one size: the model is then fitted over the measured sizes near it
+    (:meth:`dlperf.collective_model.Model.near`)."""
     from dlperf.studies import collectives as study
 
     found_path = study.path_named(framework, None)
@@ -130,11 +133,13 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None) -> Lin
         raise UsageError(f"{flag}: no collective model of {framework} {path} {op} "
                          f"{'across nodes' + (f' over {link}' if link else '') if inter else 'on one host'} "
                          f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY") from None
+    if message_bytes is not None and op == "allreduce":
+        model = model.near(message_bytes)
     return projection.link_of_model(model)
 
 
 def link_spec(spec: str | None, flag: str, db: str, framework: str,
-              wire: Wire = RING_WIRE) -> Link | None:
+              wire: Wire = RING_WIRE, message_bytes: float | None = None) -> Link | None:
     """``--intra``/``--inter``: a measured model of ``framework``'s path, or a given rate, which
     carries the engine's bytes on the wire (``wire``: its declaration)."""
     if spec is None:
@@ -144,7 +149,8 @@ def link_spec(spec: str | None, flag: str, db: str, framework: str,
         from dlperf.host import emulated
 
         return measured_link(db, framework, flag == "--inter",
-                             emulated.normalize_rate(link, flag) or None if link else None)
+                             emulated.normalize_rate(link, flag) or None if link else None,
+                             message_bytes)
     return projection.carrying(projection.given_link(spec, flag), wire.share,
                                wire.describe())
 
@@ -302,7 +308,8 @@ def own_links(other: dict[str, Any], db: str, framework: str, intra: Link,
     rate = other["case"].get("link") or None
     try:
         across = measured_link(db, framework, True,
-                               emulated.normalize_rate(rate) if rate else None)
+                               emulated.normalize_rate(rate) if rate else None,
+                               inter.message_bytes if inter is not None else None)
     except UsageError:
         return None
     return intra, across
@@ -450,18 +457,19 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     shapes = projection.targets(args.devices_per_node, args.nnodes)
     device = str(result.get("device") or case.get("device"))
     wire = spec.wire_of(str(case.get("framework")), args.launcher, device_kind(device))
-    intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire)
-    assert intra is not None
-    inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire)
-    if any(s.nodes > 1 for s in shapes) and inter is None:
-        raise UsageError("--inter: targets of several nodes need the link between nodes "
-                         "(measured[:LINK] or RATE@LATENCY)")
     params = (result.get("model") or {}).get("params")
     if not params:
         raise UsageError(f"RESULT: {result.get('label')} records no parameter count")
     gradient = projection.gradient_bytes(int(params), case.get("precision", "fp32"))
     packing = packing_of(args, case, device)
     messages = messages_of(packing, gradient, case, "RESULT")
+    message = packing.message_bytes(gradient)
+    intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire, message)
+    assert intra is not None
+    inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire, message)
+    if any(s.nodes > 1 for s in shapes) and inter is None:
+        raise UsageError("--inter: targets of several nodes need the link between nodes "
+                         "(measured[:LINK] or RATE@LATENCY)")
     median, low, high = projection.spread_of(result["throughput"])
     batch = int(case["batch_size"])
     start = Shape(int(case.get("devices") or 1), 1)
@@ -473,6 +481,12 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(wire.exchange), intra,
                     inter, overlap, start, engine, wire.exchange)
     warnings = wire_warnings(args.db, result, wire)
+    for name, link in (("--intra", intra), ("--inter", inter)):
+        if link is not None and link.beyond and link.message_bytes is not None:
+            warnings.append(f"{name}: its {link.message_bytes / 2**20:.3g} MiB messages are past "
+                            f"{collective_model.BEYOND_FACTOR:g}x the largest size measured: "
+                            f"their price extrapolates the fit; measure up to them with "
+                            f"`dlperf collectives --sizes`")
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
     if cv is not None and cv > 0.05:

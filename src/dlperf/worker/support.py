@@ -138,6 +138,17 @@ class Packing(object):
         assert self.bucket_bytes is not None
         return max(1, int(-(-gradient_bytes // self.bucket_bytes)))
 
+    def message_bytes(self, gradient_bytes):
+        # type: (float) -> Optional[float]
+        """The size of each message where the packing makes them all one size (a bucket, the
+        last one aside, or the one pack of every gradient); None where it cuts by tensor count
+        (per tensor, per 32), whose messages span the sizes of the model's tensors."""
+        if self.whole:
+            return float(gradient_bytes)
+        if self.bucket_bytes is not None:
+            return float(min(self.bucket_bytes, gradient_bytes))
+        return None
+
     def describe(self, exchange="ring"):
         # type: (str) -> str
         """The packing in words, each message named as ``exchange`` (:data:`EXCHANGES`) sends
