@@ -41,6 +41,7 @@ FOLDERS = (
     ("from-node-2x2-paddle-jax-xeon-2026-12-04", "from-node-2x2"),
     ("link-rates-window-xeon-2026-12-04", "link-rates-window"),
     ("link-rates-window-tf-jax-xeon-2026-12-04", "link-rates-window-tf-jax"),
+    ("link-rates-tf-sizes-xeon-2026-12-04", "link-rates-tf-sizes"),
 )
 
 def rows_under(folder: str, sweep: str, rule: str) -> list[dict]:

@@ -133,9 +133,10 @@ ONE_HOST = Check(
 
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
-    "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s, torch's, "
-    "OneFlow's, TensorFlow's and JAX's at 500 Mbit/s and 250 Mbit/s too (ResNet-50; the window from "
-    "another rate, the overhead unshaped)", 2, 2,
+    "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s, "
+    "torch's, OneFlow's, TensorFlow's and JAX's at 500 Mbit/s and 250 Mbit/s too, TensorFlow's "
+    "at 2 Gbit/s, 750 Mbit/s and 350 Mbit/s (ResNet-50; the window from another rate, the "
+    "overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
     "after its step was fixed, MindSpore's over its all-reduce measured on each link; OneFlow's "
@@ -154,7 +155,9 @@ EMULATED_HOSTS = Check(
     "not kept, as made then: the three later runs of that sweep were unchanged by it); every "
     "case of an engine whose messages are one size made again with its measured all-reduce "
     "priced from the sizes near them (2026-12-04, late night; MindSpore's of 2026-12-02, whose "
-    "collectives were not kept, as made then)",
+    "collectives were not kept, as made then); TensorFlow's at 2 Gbit/s, 750 Mbit/s and "
+    "350 Mbit/s, its all-reduce measured up to 128 MiB, after that rule was committed (a Xeon, "
+    "2026-12-04, late night)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -232,7 +235,10 @@ EMULATED_HOSTS = Check(
      ("JAX 10 Gbit/s 12-04 Xeon near rates", -0.078),
      ("JAX 1 Gbit/s 12-04 Xeon near rates", -0.003),
      ("JAX 500 Mbit/s 12-04 Xeon near rates", 0.002),
-     ("JAX 250 Mbit/s 12-04 Xeon near rates", 0.023)),
+     ("JAX 250 Mbit/s 12-04 Xeon near rates", 0.023),
+     ("TensorFlow 2 Gbit/s 12-04 Xeon sizes", -0.043),
+     ("TensorFlow 750 Mbit/s 12-04 Xeon sizes", 0.034),
+     ("TensorFlow 350 Mbit/s 12-04 Xeon sizes", -0.020)),
     start_devices=1)
 
 PUBLISHED = Check(

@@ -261,6 +261,15 @@ def test_the_window_from_a_near_rate_is_made_again_from_its_stored_results(tmp_p
                 for link in ("10gbit", "1gbit", "500mbit", "250mbit")}, "5.9%", tmp_path)
 
 
+@pytest.mark.parallel
+def test_the_pack_priced_from_the_sizes_near_it_is_made_again_from_its_stored_results(tmp_path):
+    # TensorFlow at three rates not measured before, its all-reduce measured to 128 MiB, after
+    # its one 97.5 MiB pack was priced from the sizes near it (the out-of-sample check)
+    made_again("link-rates-tf-sizes-xeon-2026-12-04", "link-rates-tf-sizes",
+               {("tensorflow", link) for link in ("2gbit", "750mbit", "350mbit")}, "3.4%",
+               tmp_path)
+
+
 def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str,
                tmp_path: Path) -> None:
     """``folder``'s results.json through --results gives the projections and errors its
