@@ -188,7 +188,7 @@ class Model:
         return bool(self.sizes) and nbytes > BEYOND_FACTOR * max(self.sizes)
 
     def sizes_text(self) -> str:
-        """The sizes fitted, as a range: ``16.0-32.0 MiB``."""
+        """The sizes fitted, as a range in MiB: ``16-32 MiB``."""
         low, high = min(self.sizes), max(self.sizes)
         return f"{low / 2**20:.3g}-{high / 2**20:.3g} MiB"
 
