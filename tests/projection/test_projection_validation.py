@@ -262,6 +262,19 @@ def test_the_window_from_a_near_rate_is_made_again_from_its_stored_results(tmp_p
 
 
 @pytest.mark.parallel
+def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp_path):
+    # every stored 2-host probe (one buffer of the whole gradient) against its link's
+    # collectives: the table and medians docs/projection.md quotes
+    out = tmp_path / "p.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "probe_pricing.py"),
+                           "--markdown", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    kept = ROOT / "benchmarks" / "data" / "link-rates-tf-sizes-xeon-2026-12-04" / "probe-pricing.md"
+    assert out.read_text() == kept.read_text()
+    assert "| every size | 34 | 11.5% |" in proc.stdout and "| near | 34 | 8.3% |" in proc.stdout
+
+
+@pytest.mark.parallel
 def test_the_pack_priced_from_the_sizes_near_it_is_made_again_from_its_stored_results(tmp_path):
     # TensorFlow at three rates not measured before, its all-reduce measured to 128 MiB, after
     # its one 97.5 MiB pack was priced from the sizes near it (the out-of-sample check)
