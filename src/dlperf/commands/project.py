@@ -57,8 +57,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         help="node counts to project to (default 1)")
     parser.add_argument("--intra", default=MEASURED, metavar="SPEC",
                         help="the link between a node's processes: measured (the framework's "
-                             "all-reduce model from `dlperf collectives` on one host), or "
-                             "RATE@LATENCY, e.g. 1200gbit@2us (up to 100tbit)")
+                             "all-reduce model from `dlperf collectives` on one host, fitted "
+                             "over the sizes near the step's messages where its engine sends "
+                             "them in one size), or RATE@LATENCY, e.g. 1200gbit@2us (up to "
+                             "100tbit)")
     parser.add_argument("--inter", default=None, metavar="SPEC",
                         help="the link between nodes: measured[:LINK] (the model measured "
                              "across emulated hosts, over LINK), or RATE@LATENCY, e.g. "
