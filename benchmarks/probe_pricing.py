@@ -16,27 +16,33 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from dlperf import collective_model as cm
-from dlperf import scaling
+from dlperf import outputs, scaling
+from dlperf.errors import UsageError
 from dlperf.projection_error import median_abs
 from dlperf.result import read_result
+from dlperf.store import Store
 
 DATA = Path(__file__).resolve().parent / "data"
 PRICES = ("every size", "near", "largest size")
 
 
-def priced(rows: list[dict], nbytes: int) -> tuple[float, float, float]:
-    """One ``nbytes`` all-reduce's seconds under each of :data:`PRICES`, from one run's rows."""
-    rows = sorted(rows, key=lambda row: row["bytes"])
-    key = cm.key_of(rows[0])
-    model = cm.Model(key, 0, cm.fit([r["bytes"] for r in rows], [r["time_us"] / 1e6 for r in rows]),
-                     tuple(r["bytes"] for r in rows), "", True, "cpu", "", None,
-                     times=tuple(r["time_us"] / 1e6 for r in rows))
-    largest = rows[-1]
+def link_models(runs: list[list[dict]]) -> dict[cm.Key, cm.Model]:
+    """Each key's model from a folder's stored `dlperf collectives` runs, as `dlperf project`
+    reads them (through a store: the newest run of a key)."""
+    with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "c.db") as store:
+        for rows in runs:
+            store.add_collectives(rows)
+        return {model.key: model for model in cm.models(store)}
+
+
+def priced(model: cm.Model, nbytes: int) -> tuple[float, float, float]:
+    """One ``nbytes`` all-reduce's seconds under each of :data:`PRICES`."""
     return (model.seconds(nbytes), model.near(nbytes).seconds(nbytes),
-            largest["time_us"] / 1e6 * nbytes / largest["bytes"])
+            model.times[-1] * nbytes / model.sizes[-1])
 
 
 def cases() -> list[tuple[str, str, str, float, tuple[float, float, float]]]:
@@ -46,7 +52,7 @@ def cases() -> list[tuple[str, str, str, float, tuple[float, float, float]]]:
         results, runs = folder / "results.json", folder / "collectives.json"
         if not (results.is_file() and runs.is_file()):
             continue
-        stored = json.loads(runs.read_text())
+        models = link_models(json.loads(runs.read_text()))
         for result in json.loads(results.read_text()):
             typed = read_result(result)
             hosts = scaling.emulated_hosts(result) or {}
@@ -55,9 +61,8 @@ def cases() -> list[tuple[str, str, str, float, tuple[float, float, float]]]:
             if typed.devices != 2 or probe is None or not link or not typed.params:
                 continue
             framework = result["case"]["framework"]
-            same = [rows for rows in stored if rows and rows[0]["framework"] == framework
-                    and rows[0]["link"] == link and rows[0]["op"] == "allreduce"
-                    and rows[0]["nproc"] == 1]
+            same = [model for key, model in models.items() if key.framework == framework
+                    and key.link == link and key.op == "allreduce" and key.nproc == 1]
             if same:
                 found.append((folder.name, framework, link, probe,
                               priced(same[-1], 4 * int(typed.params))))
@@ -68,6 +73,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
+    try:
+        outputs.check_writable("--markdown", args.markdown)
+    except UsageError as error:
+        print(f"probe_pricing.py: error: {error}", file=sys.stderr)
+        return 2
     found = cases()
     lines = ["| folder | framework | link | probe (s) | " + " | ".join(PRICES) + " |",
              "|---|---|---|---:|" + "---:|" * len(PRICES)]
@@ -81,7 +91,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.markdown:
-        args.markdown.write_text(text + "\n")
+        outputs.write_text("--markdown", args.markdown, text + "\n")
     return 0
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from projection_validation import WINDOW_RULES
 
+from dlperf import outputs
+from dlperf.errors import UsageError
 from dlperf.projection_error import median_abs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +70,11 @@ def main() -> int:
     parser.add_argument("--folders", nargs="+", help="only these data folders")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
+    try:
+        outputs.check_writable("--markdown", args.markdown)
+    except UsageError as error:
+        print(f"window_rules.py: error: {error}", file=sys.stderr)
+        return 2
     folders = [(f, s) for f, s in FOLDERS if not args.folders or f in args.folders]
     if args.folders and len(folders) != len(args.folders):
         known = ", ".join(f for f, _ in FOLDERS)
@@ -94,7 +101,7 @@ def main() -> int:
     text = "\n".join(lines)
     print(text)
     if args.markdown:
-        args.markdown.write_text(text + "\n")
+        outputs.write_text("--markdown", args.markdown, text + "\n")
     return 0
 
 

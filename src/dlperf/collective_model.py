@@ -174,8 +174,10 @@ class Model:
                 <= nbytes * NEAR_FACTOR]
         if len(kept) < 2:
             kept = sorted(sorted(pairs, key=lambda pair: abs(math.log(pair[0] / nbytes)))[:2])
+        if len(kept) == len(pairs):
+            return dataclasses.replace(self, near_bytes=nbytes)
         refit = fit([s for s, _ in kept], [t for _, t in kept])
-        if len(kept) == len(pairs) or refit.beta_s <= 0:  # all of them, or no bandwidth there
+        if refit.beta_s <= 0:  # no bandwidth among the near sizes: the whole range's fit
             return dataclasses.replace(self, near_bytes=nbytes)
         # two sizes fit exactly: the misfit the whole range showed stays the price's error
         refit = dataclasses.replace(refit, max_error=max(refit.max_error, self.fit.max_error))
