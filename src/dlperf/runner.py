@@ -253,7 +253,11 @@ def collect(case: Case, index: int, out_dir: Path, outcome: Outcome, ranks: int,
                       error=f"repeat exceeded the timeout of {case.timeout_s:g} s "
                             f"(--timeout); the worker was stopped{outcome.stacks_said}")
     elif explained is not None:
-        record.update(status=explained[0], error=explained[1])
+        # a launcher that failed after the ranks wrote their results says so (msrun has, at the
+        # end of a repeat that trained: its teardown, not the measurement, failed)
+        done = sum(r["status"] == "ok" for r in rank_results)
+        record.update(status=explained[0], error=explained[1] + (
+            f" after {done} of {ranks} ranks' results" if done else ""))
     elif failed:
         cause = (" (it lost a peer: another rank failed first; with several nodes, see the "
                  "output of the others)" if lost_a_peer(failed[0]) else "")

@@ -21,6 +21,7 @@ import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
 from dp_check import check_native_engine
+from known_failures import msrun_failed_after_the_results
 from dlperf.launchers import launch, launchguard
 from dlperf import envs, runner
 from dlperf.launchers import mindspore as ms_launch
@@ -62,9 +63,17 @@ def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> d
     # the harness through dlperf_main in this process (its worker and ranks are still fresh
     # processes): the harness process itself is not what is checked
     dlperf_main("run", *common, "--json", str(tmp_path / "one.json"), check=True, timeout=600)
-    proc = dlperf_main("run", *common, "--devices", "2", "--warmup-steps", "auto",
-                       "--warmup-max-steps", str(VOTE_MAX_STEPS),
-                       "--json", str(tmp_path / "two.json"), check=True, timeout=600)
+    two_processes = ["run", *common, "--devices", "2", "--warmup-steps", "auto",
+                     "--warmup-max-steps", str(VOTE_MAX_STEPS), "--json", str(tmp_path / "two.json")]
+    proc = dlperf_main(*two_processes, timeout=600)
+    failed = load(tmp_path / "two.json") if proc.returncode and (tmp_path / "two.json").exists() \
+        else None
+    if framework == "mindspore" and msrun_failed_after_the_results(failed):
+        # msrun's known failure after the ranks' results (tests/known_failures.py): once more
+        print(f"msrun failed after the ranks' results; once more:\n{proc.stdout}\n"
+              f"{(failed or {}).get('stderr_tail')}")
+        proc = dlperf_main(*two_processes, timeout=600)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     check_two_ranks(two)

@@ -20,6 +20,7 @@ import pytest
 
 from dlperf.backends.tensorflow.cluster import FIRST_STEP_STALLED
 from dlperf.host.emulated import HOSTNAME
+from known_failures import MSRUN_END_FAILURE, msrun_failed_after_the_results, msrun_said_it
 from two_hosts import Run, across_two_hosts, check_across_two_hosts, skip_without_emulation
 
 # two-node jobs, a rank per emulated host; checks of behaviour, never of speed
@@ -39,23 +40,15 @@ FRAMEWORKS = {
 }
 
 
-#: what msrun says when it exits 1 at the end of a repeat both ranks trained through (twice in
-#: two whole framework phases on a 2-core Zen 3, on either node; never alone): its logs are
-#: gone with the repeat's folder, so the cause is not known yet (the result keeps the stderr
-#: tail, which the failure message shows)
-MSRUN_END_FAILURE = "Distributed job exited with exception"
-
-
 def msrun_failed_at_the_end(run: Run) -> bool:
-    """The known MindSpore failure: a crash whose error is msrun's, after the training ran,
-    on node 0 (its stored result says so) or on node 1 (node 0 stores nothing; node 1's own
-    lines, prefixed with its host's name, say so: seen once in a framework phase, 2026-11-30)."""
-    result = run.result or {}
-    if result.get("status") == "crash" and MSRUN_END_FAILURE in str(result.get("error")):
+    """The known MindSpore failure (known_failures.msrun_failed_after_the_results) on node 0
+    (its stored result says so) or on node 1 (node 0 stores nothing; node 1's own lines, prefixed
+    with its host's name, say so: seen once in a framework phase, 2026-11-30)."""
+    if msrun_failed_after_the_results(run.result):
         return True
     node_1 = f"[{HOSTNAME.format(1)}]"  # how the emulated launcher prefixes node 1's lines
     return run.returncode != 0 and any(
-        line.startswith(node_1) and MSRUN_END_FAILURE in line
+        line.startswith(node_1) and (MSRUN_END_FAILURE in line or msrun_said_it(line))
         for line in (run.stdout + run.stderr).splitlines())
 
 

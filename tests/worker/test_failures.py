@@ -282,3 +282,48 @@ def test_a_launcher_that_fails_after_every_rank_wrote_its_result_says_so(tmp_pat
         (tmp_path / f"rank{rank}.json").unlink()
     assert runner.collect(case, 0, tmp_path, outcome, 2)["error"] == (
         f"worker exited with code 1 and no result: {last}")
+
+
+#: msrun's own lines, as its logger writes them, when a process it started ended badly
+MSRUN_SAID = ("[ERROR] ME(900:1,MainProcess):2026-12-05-00:51:27.271.886 "
+              "[mindspore/parallel/cluster/process_entity/_api.py:363] ")
+
+
+@pytest.mark.parallel
+@pytest.mark.parametrize("lines, error", [
+    (["Worker process 812 exit with exception. Error code: 1."],
+     "msrun's worker process 812 exited with code 1"),
+    (["Worker process 812 exit with exception. Error code: -11."],
+     "msrun's worker process 812 died from SIGSEGV"),
+    (["Scheduler process 790 exit with exception."],
+     "msrun's scheduler process 790 exited with an error (its errors: msrun-log/scheduler.log)"),
+    (["Worker process 812 exit with exception. Error code: -6.",
+      "Scheduler process 790 exit with exception."],
+     "msrun's worker process 812 died from SIGABRT; msrun's scheduler process 790 exited with "
+     "an error (its errors: msrun-log/scheduler.log)"),
+])
+def test_msrun_names_the_process_that_failed_after_the_ranks_results(tmp_path, lines, error):
+    """msrun's "Distributed job exited with exception" says only that something failed; its
+    lines before it name the process and its exit code or signal, which the error keeps, with
+    the ranks' results written before it (its teardown, not the measurement, failed)."""
+    case = Case("mindspore", "resnet50", 2, devices=2)
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps(case.to_dict()))
+    spec = registry.launcher_for(case, python=sys.executable)(case, case_file, tmp_path)
+    last = "RuntimeError: Distributed job exited with exception. Please check logs in directory"
+    (tmp_path / "worker.log").write_text(
+        "".join(MSRUN_SAID + line + "\n" for line in lines) + last + "\n")
+    outcome = runner.Outcome(returncode=1, timed_out=False, wall_s=1.0, log_tail=last, monitor={})
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps({"rank": rank, "status": "ok"}))
+    record = runner.collect(case, 0, tmp_path, outcome, 2, spec.explain, None, spec.peer_symptoms)
+    assert (record["status"], record["error"]) == ("crash", f"{error} after 2 of 2 ranks' results")
+    (tmp_path / "rank1.json").unlink()
+    record = runner.collect(case, 0, tmp_path, outcome, 2, spec.explain, None, spec.peer_symptoms)
+    assert record["error"] == f"{error} after 1 of 2 ranks' results"
+    (tmp_path / "rank0.json").unlink()
+    record = runner.collect(case, 0, tmp_path, outcome, 2, spec.explain, None, spec.peer_symptoms)
+    assert record["error"] == error
+    (tmp_path / "worker.log").write_text(last + "\n")  # without msrun's lines: its last line
+    assert runner.collect(case, 0, tmp_path, outcome, 2, spec.explain)["error"] == (
+        f"worker exited with code 1 and no result: {last}")

@@ -38,6 +38,7 @@ import re
 import sys
 from pathlib import Path
 
+from dlperf.launchers import exits
 from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendezvous,
                                      rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
@@ -49,6 +50,10 @@ LOG_DIR = "msrun-log"  # inside the repeat's directory: scheduler.log, worker_N.
 _FAILED = re.compile(r"dlperf\.mindspore: the cluster did not form: ([^\n]*)")
 # MindSpore's scheduler, when a worker's heartbeat stopped: "... worker 1 is the first one timed out"
 _LOST = re.compile(r"worker (\d+) is the first one timed out")
+# msrun's own lines when a process it started ended badly ("Worker process 812 exit with
+# exception. Error code: 1.", "Scheduler process 790 exit with exception."), before its
+# "RuntimeError: Distributed job exited with exception"
+_EXITED = re.compile(r"(Worker|Scheduler) process (\d+) exit with exception\.(?: Error code: (-?\d+))?")
 
 
 def heartbeat_env(timeout_s: int) -> dict[str, str]:
@@ -98,10 +103,10 @@ class Msrun(MultiLauncher):
 def explain(log: str, case: Case, rdzv: Rendezvous, master: str,
             node_timeout_s: int) -> tuple[str, str] | None:
     """(status, message) when MindSpore said its cluster never formed or lost a worker, or
-    None."""
+    msrun said which of its processes failed; otherwise None."""
     found = _FAILED.search(log)
     if found is None:
-        return None
+        return exited(log)
     said = f" (MindSpore: {found.group(1).strip()[:300]})"
     lost = _LOST.search(found.group(1))
     if lost is not None:
@@ -110,3 +115,18 @@ def explain(log: str, case: Case, rdzv: Rendezvous, master: str,
                            f"(its log: {LOG_DIR}/worker_{lost.group(1)}.log){said}")
     return rendezvous_timeout(rdzv, f"the {case.nnodes} nodes never all joined at {master}{said}; "
                                     f"{START_OTHERS}")
+
+
+def exited(log: str) -> tuple[str, str] | None:
+    """(status, message) naming the processes msrun saw end badly, each with its exit code or
+    signal (the scheduler's errors, which msrun prints after them, end the stored tail)."""
+    said = []
+    for role, pid, code in dict.fromkeys(_EXITED.findall(log)):
+        what = f"msrun's {role.lower()} process {pid}"
+        if code and int(code) < 0:
+            said.append(exits.killed(what, -int(code))[1])
+        elif code:
+            said.append(f"{what} exited with code {code}")
+        else:
+            said.append(f"{what} exited with an error (its errors: {LOG_DIR}/scheduler.log)")
+    return ("crash", "; ".join(said)) if said else None
