@@ -4,6 +4,7 @@ fails twice, and the first failure is printed for the next look at its cause."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 #: msrun's last line when a process it started ended badly; dlperf's error names the process and
@@ -23,3 +24,13 @@ def msrun_failed_after_the_results(result: dict[str, Any] | None) -> bool:
 def msrun_said_it(text: str) -> bool:
     """Whether an error (or a node's line) is msrun's failure after the ranks' results."""
     return "ranks' results" in text and ("msrun's " in text or MSRUN_END_FAILURE in text)
+
+
+def kept_logs(result: dict[str, Any] | None, chars: int = 3000) -> str:
+    """The end of each log a failed repeat kept beside its results file (dlperf.runner.keep_logs:
+    msrun's scheduler.log and worker_N.log among them), for a failure's message; "" if none."""
+    folder = (result or {}).get("logs")
+    if not folder or not Path(folder).is_dir():
+        return ""
+    return "".join(f"\n--- {path.relative_to(folder)} ---\n{path.read_text(errors='replace')[-chars:]}"
+                   for path in sorted(Path(folder).rglob("*")) if path.is_file())

@@ -20,6 +20,7 @@ from dlperf import models, spec
 from dlperf.host import emulated
 from dlperf.store import Store
 from dlperf.worker.workload import PROBE_REPEATS
+from known_failures import kept_logs
 
 # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what these runs check is each
 # framework's path between hosts, which every gradient takes alike
@@ -54,14 +55,15 @@ class Run:
 
     def why(self) -> str:
         """What the run printed last, for an assertion's message, and a failed repeat's own
-        stderr tail as the result stored it (the worker's or its launcher's last words: all
-        that is left of a repeat's logs once its directory is gone: MindSpore's msrun has failed
-        at the end of a repeat that trained, on either node, without saying why here)."""
+        stderr tail as the result stored it (the worker's or its launcher's last words), then the
+        logs node 0 kept beside its results file (MindSpore's msrun has failed at the end of a
+        repeat that trained, on either node, without saying why in its last words)."""
         error = (self.result or {}).get("error")
         tail = "\n".join((self.stdout + self.stderr).strip().splitlines()[-15:])
         kept = str((self.result or {}).get("stderr_tail") or "")[-3000:]
         return (f"{self.framework} exit {self.returncode}: {error}\n{tail}"
-                + (f"\n--- the first failed repeat's stderr tail ---\n{kept}" if kept else ""))
+                + (f"\n--- the first failed repeat's stderr tail ---\n{kept}" if kept else "")
+                + kept_logs(self.result))
 
 
 def across_two_hosts(framework: str, folder: Path, *extra: str,

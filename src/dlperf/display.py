@@ -73,11 +73,19 @@ def progress(case: Case) -> Iterator[Callable[[dict[str, Any]], None]]:
         else:
             err.print(line(f"  repeat {record['repeat'] + 1}/{case.repeats}: ",
                            (record["status"], "red"), f": {record['error']}"))
+            logs_kept(record, "    ")
         bar.advance(task)
 
     with bar:
         task = bar.add_task(case.label(), total=case.repeats)
         yield on_repeat
+
+
+def logs_kept(record: dict[str, Any], indent: str) -> None:
+    """Where a failed repeat's logs were kept (:func:`dlperf.runner.keep_logs`), if they were:
+    one line, never wrapped, so the path can be copied whole."""
+    if record.get("logs"):
+        err.print(line(f"{indent}its logs: {record['logs']}"), soft_wrap=True)
 
 
 def new_table(title: str | None, columns: Sequence[tuple[str, JustifyMethod]]) -> Table:

@@ -309,12 +309,52 @@ def keep_trace(record: dict[str, Any], folder: Path | None, name: str) -> None:
     trace["path"] = str(target.resolve())
 
 
+def logs_dir(db: Path) -> Path:
+    """Where a results file keeps its failed repeats' logs: beside it."""
+    return db.parent / f"{db.stem}-logs"
+
+
+#: the most of each log file a failed repeat keeps: its end, where a failure is told
+LOG_KEEP_BYTES = 1 << 20
+
+
+def keep_logs(record: dict[str, Any], work: Path, folder: Path | None, name: str,
+              log_dir: str | None) -> None:
+    """Copy a failed repeat's logs out of its worker folder, which is deleted, into
+    ``folder/name``: the launch's whole output (``worker.log``, of which the result keeps 30
+    lines) and the launcher's own log folder (``log_dir``: msrun's scheduler and workers' logs,
+    Paddle's workerlog.N), each file's last MiB. The record then names the folder (``logs``).
+    Nothing is kept for a successful or refused repeat, or without a results file."""
+    if folder is None or record["status"] in ("ok", "unsupported"):
+        return
+    launcher_logs = work / log_dir if log_dir else None
+    found = [work / "worker.log"] + (sorted(p for p in launcher_logs.rglob("*") if p.is_file())
+                                     if launcher_logs is not None and launcher_logs.is_dir()
+                                     else [])
+    target = folder / name
+    kept = False
+    for source in found:
+        try:
+            with source.open("rb") as log:
+                log.seek(max(source.stat().st_size - LOG_KEEP_BYTES, 0))
+                tail = log.read()
+        except OSError:  # gone or unreadable: the others are still worth keeping
+            continue
+        copy = target / source.relative_to(work)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(tail)
+        kept = True
+    if kept:
+        record["logs"] = str(target.resolve())
+
+
 def run_repeat(case: Case, index: int, launcher: Launcher,
                require_quiet_s: float | None = None, trace_dir: Path | None = None,
-               trace_name: str = "") -> dict[str, Any]:
+               trace_name: str = "", log_folder: Path | None = None) -> dict[str, Any]:
     """One repeat in fresh worker processes; with ``require_quiet_s``, only once the host has
     been idle (waiting at most that long; a host that never quiets fails the case as busy).
-    A profiled repeat's trace goes to ``trace_dir``, named ``trace_name``-r<repeat>."""
+    A profiled repeat's trace goes to ``trace_dir``, named ``trace_name``-r<repeat>; a failed
+    repeat's logs to ``log_folder``, named the same (:func:`keep_logs`)."""
     if require_quiet_s is not None:
         quiet, how = hoststate.wait_for_quiet(require_quiet_s)
         if not quiet:
@@ -329,7 +369,9 @@ def run_repeat(case: Case, index: int, launcher: Launcher,
         record = collect(case, index, work, outcome, spec.ranks, spec.explain,
                          spec.facts.get("memory_limit_bytes"), spec.peer_symptoms)
         record["launch"] = {**spec.facts, **spec.observed()} if spec.observed else spec.facts
-        keep_trace(record, trace_dir, f"{trace_name or case.key()}-r{index + 1}.trace.json.gz")
+        name = f"{trace_name or case.key()}-r{index + 1}"
+        keep_trace(record, trace_dir, f"{name}.trace.json.gz")
+        keep_logs(record, work, log_folder, name, spec.facts.get("log_dir"))
         return record
 
 
@@ -398,6 +440,7 @@ def measure_repeats(case: Case, repeats: list[dict[str, Any]], launcher: Launche
     its earlier repeats took (a target interval's time budget counts it). True once the case
     needs no more (:func:`needs_no_more`)."""
     trace_dir = traces_dir(store.path) if store is not None and case.profile_steps else None
+    log_folder = logs_dir(store.path) if store is not None else None
     trace_name = f"run{run_id}-{case.key()}"
     started = time.monotonic() - elapsed_s
     ran = 0
@@ -405,7 +448,8 @@ def measure_repeats(case: Case, repeats: list[dict[str, Any]], launcher: Launche
         if count is not None and ran >= count:
             return False
         index = len(repeats)
-        record = run_repeat(case, index, launcher, require_quiet_s, trace_dir, trace_name)
+        record = run_repeat(case, index, launcher, require_quiet_s, trace_dir, trace_name,
+                            log_folder)
         repeats.append(record)
         ran += 1
         if store is not None and run_id is not None:

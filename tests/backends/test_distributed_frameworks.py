@@ -21,7 +21,7 @@ import pytest
 
 from conftest import VOTE_MAX_STEPS, check_voted_warmup, dlperf_main, load, pinned_env
 from dp_check import check_native_engine
-from known_failures import msrun_failed_after_the_results
+from known_failures import kept_logs, msrun_failed_after_the_results
 from dlperf.launchers import launch, launchguard
 from dlperf import envs, runner
 from dlperf.launchers import mindspore as ms_launch
@@ -71,7 +71,7 @@ def two_processes_with_speedup(framework: str, tmp_path: Path, *extra: str) -> d
     if framework == "mindspore" and msrun_failed_after_the_results(failed):
         # msrun's known failure after the ranks' results (tests/known_failures.py): once more
         print(f"msrun failed after the ranks' results; once more:\n{proc.stdout}\n"
-              f"{(failed or {}).get('stderr_tail')}")
+              f"{(failed or {}).get('stderr_tail')}{kept_logs(failed)}")
         proc = dlperf_main(*two_processes, timeout=600)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")

@@ -87,6 +87,10 @@ def test_timeout_stops_the_worker_and_is_recorded_with_where_it_was(tmp_path):
     assert re.search(r'File ".*dlperf/worker/lifeline\.py", line \d+ in watch', where), where
     con = sqlite3.connect(tmp_path / "t.db")
     assert con.execute("SELECT status FROM repeats").fetchall() == [("timeout",)]
+    # its whole output kept beside the results file, and the repeat's line says where
+    kept = tmp_path / "t-logs" / f"run{result['run_id']}-{result['case_key']}-r1"
+    assert result["logs"] == str(kept.resolve()) and (kept / "worker.log").is_file()
+    assert f"    its logs: {kept.resolve()}\n" in proc.stderr  # one line: the path copies whole
 
 
 def _wrapped(code: str):
@@ -327,3 +331,32 @@ def test_msrun_names_the_process_that_failed_after_the_ranks_results(tmp_path, l
     (tmp_path / "worker.log").write_text(last + "\n")  # without msrun's lines: its last line
     assert runner.collect(case, 0, tmp_path, outcome, 2, spec.explain)["error"] == (
         f"worker exited with code 1 and no result: {last}")
+
+
+@pytest.mark.parallel
+def test_a_failed_repeat_keeps_its_logs_beside_the_results_file(tmp_path):
+    """The launch's output and the launcher's own log folder outlive the repeat's worker folder,
+    each file's last MiB, beside the results file; without a results file nothing is kept."""
+    from dlperf.store import Store
+
+    def launcher(case, case_file, out_dir):
+        code = (f"import pathlib; logs = pathlib.Path({str(out_dir)!r}) / 'its-logs'; "
+                "logs.mkdir(); (logs / 'scheduler.log').write_text('x' * 1500000 + 'why'); "
+                "(logs / 'node').mkdir(); (logs / 'node' / 'worker_1.log').write_text('w1'); "
+                "print('the launcher said so', flush=True); raise SystemExit(3)")
+        return launch.Launch([sys.executable, "-c", code], facts={"log_dir": "its-logs"})
+
+    case = Case(framework="torch", model="resnet50", batch_size=2, repeats=2)
+    with Store(tmp_path / "r.db") as store:
+        result = runner.run_case(case, store=store, launcher=launcher)
+        stored = store.repeats(result["run_id"])
+    kept = tmp_path / "r-logs" / f"run{result['run_id']}-{case.key()}-r1"
+    assert result["status"] == "crash" and result["repeats_done"] == 1
+    assert result["logs"] == stored[0]["logs"] == str(kept.resolve())
+    assert "the launcher said so" in (kept / "worker.log").read_text()
+    scheduler = (kept / "its-logs" / "scheduler.log").read_text()
+    assert len(scheduler) == runner.LOG_KEEP_BYTES and scheduler.endswith("why")
+    assert (kept / "its-logs" / "node" / "worker_1.log").read_text() == "w1"
+    # without a results file: nothing kept, and the result says none
+    assert runner.run_case(case, launcher=launcher)["logs"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r-logs", "r.db"]

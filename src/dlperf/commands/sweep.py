@@ -197,6 +197,7 @@ class SweepDisplay(Observer):
         else:
             display.err.print(display.line(head, (record["status"], "red"),
                                            f": {record['error']}"))
+            display.logs_kept(record, "      ")
             # the case stops at its first failure: its other repeats will not run
             skipped = case.repeats - record["repeat"] - 1
             if skipped > 0:
