@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import uuid
 from fractions import Fraction
 from pathlib import Path
@@ -294,6 +295,13 @@ def check_stored(measured: dict, db: Path, key: Key, ops: tuple[str, ...]) -> No
             row["op"], key.ranks))
         assert row["algbw_gbs"] == pytest.approx(row["bytes"] / row["time_us"] / 1e3)
         assert row["detail"]["framework_version"]
+        # the busiest rank's process CPU per iteration, and its median in us
+        cpu = row["detail"]["cpu_s"]
+        assert len(cpu) == 3 and all(c >= 0 for c in cpu)
+        assert row["detail"]["cpu_us"] == pytest.approx(statistics.median(cpu) * 1e6)
+        assert study.cpu_us(row) == row["detail"]["cpu_us"]
+    largest = [row for row in rows if row["bytes"] == max(TINY_SIZES)]
+    assert all(sum(row["detail"]["cpu_s"]) > 0 for row in largest)  # moving it costs CPU
     for op in ops:
         model = collective_model.model_for(db, Key(**{**vars(key), "op": op}))
         assert model.run == 1 and model.sizes == tuple(TINY_SIZES)

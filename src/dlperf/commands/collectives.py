@@ -142,7 +142,8 @@ def peer(request: study.Request, launcher: launch.MultiLauncher, json_path: Path
 
 
 def show_rows(rows: list[dict[str, Any]], request: study.Request) -> None:
-    """One table per operation, as nccl-tests prints: size, elements, time, algbw, busbw."""
+    """One table per operation, as nccl-tests prints: size, elements, time, algbw, busbw; then
+    the CPU a call cost the busiest rank's process (median), and that per byte of the message."""
     ranks = request.nproc * request.nnodes
     for op in request.ops:
         title = (f"{request.framework} {request.path.name} {op}, {ranks} ranks "
@@ -151,12 +152,17 @@ def show_rows(rows: list[dict[str, Any]], request: study.Request) -> None:
                  + f": slowest rank, {request.iters} iterations")
         table = display.new_table(title, [
             ("size", "right"), ("bytes", "right"), ("count", "right"), ("time us", "right"),
-            ("p10-p90 us", "right"), ("algbw GB/s", "right"), ("busbw GB/s", "right")])
+            ("p10-p90 us", "right"), ("algbw GB/s", "right"), ("busbw GB/s", "right"),
+            ("CPU us", "right"), ("CPU ns/B", "right")])
         for row in (row for row in rows if row["op"] == op):
+            cpu = study.cpu_us(row)
             table.add_row(display.human_bytes(row["bytes"]), str(row["bytes"]),
                           str(row["bytes"] // 4), f"{row['time_us']:.1f}",
                           f"{row['time_p10_us']:.1f}-{row['time_p90_us']:.1f}",
-                          f"{row['algbw_gbs']:.3f}", f"{row['busbw_gbs']:.3f}")
+                          f"{row['algbw_gbs']:.3f}", f"{row['busbw_gbs']:.3f}",
+                          "-" if cpu is None else f"{cpu:.1f}",
+                          "-" if cpu is None or not row["bytes"]
+                          else f"{cpu * 1e3 / row['bytes']:.3f}")
         display.out.print(table)
 
 

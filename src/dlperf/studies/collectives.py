@@ -220,6 +220,20 @@ def summary(times_s: list[float], op: str, nbytes: int, ranks: int) -> dict[str,
             "busbw_gbs": algbw * bus_factor(op, ranks)}
 
 
+def cpu_summary(cpu_s: list[float] | None) -> dict[str, Any]:
+    """The busiest rank's process CPU per iteration (``cpu_s``) and its median in us
+    (``cpu_us``), kept in a row's detail; nothing for a worker that did not take it."""
+    if not cpu_s:
+        return {}
+    return {"cpu_s": cpu_s, "cpu_us": float(np.median(np.asarray(cpu_s, dtype=float))) * 1e6}
+
+
+def cpu_us(row: dict[str, Any]) -> float | None:
+    """A stored row's median CPU per iteration in us, None where it was not taken."""
+    value = (row.get("detail") or {}).get("cpu_us")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def rows(request: Request, result: dict[str, Any]) -> list[dict[str, Any]]:
     """The store's rows of a finished job (rank 0's result): one per operation and size."""
     node = bool(os.environ.get(emulated.NODE_VARIABLE))  # started by --emulate-hosts
@@ -234,6 +248,7 @@ def rows(request: Request, result: dict[str, Any]) -> list[dict[str, Any]]:
                     "nnodes": request.nnodes, "link": request.link or None,
                     "emulated": int(node), "host": result.get("host") or socket.gethostname(),
                     "op": item["op"], "bytes": int(item["bytes"]), "iters": request.iters,
-                    "warmup": request.warmup, "times": item["times_s"], "detail": detail,
+                    "warmup": request.warmup, "times": item["times_s"],
+                    "detail": {**detail, **cpu_summary(item.get("cpu_s"))},
                     **summary(item["times_s"], item["op"], int(item["bytes"]), ranks)})
     return out

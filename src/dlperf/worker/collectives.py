@@ -21,8 +21,12 @@ communicator:
 
 Per operation and size: ``warmup`` untimed runs, then ``iters`` runs each after a barrier, each
 timed on every rank; an iteration's time is the slowest rank's (nccl-tests takes the maximum over
-ranks too). Only rank 0's result carries them, and it is complete: every rank holds the combined
-times. Standard library and numpy only; valid Python 3.7.
+ranks too). Each run's CPU time is taken too: the whole process's (``time.process_time``: every
+thread, the framework's communication threads and the kernel's work for its sockets included),
+the busiest rank's per iteration. Where a rank's compute shares its cores with the collective
+(a CPU host), that CPU is work the step cannot overlap, whatever the link. Only rank 0's result
+carries them, and it is complete: every rank holds the combined figures. Standard library and
+numpy only; valid Python 3.7.
 """
 
 import importlib
@@ -88,32 +92,36 @@ def combine(comm, times, rank, size):
 
 
 def time_one(comm, op, count, iters, warmup):
-    # type: (Any, str, int, int, int) -> List[float]
+    # type: (Any, str, int, int, int) -> Tuple[List[float], List[float]]
     """``warmup`` untimed runs, then ``iters`` timed ones, each after a barrier: this rank's
-    seconds per run."""
+    seconds per run, and the CPU seconds its process spent in each."""
     once = comm.prepare(op, count)
     for _ in range(warmup):
         once()
     times = []  # type: List[float]
+    cpu = []  # type: List[float]
     for _ in range(iters):
         comm.barrier()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         once()
         times.append(time.perf_counter() - start)
-    return times
+        cpu.append(time.process_time() - start_cpu)
+    return times, cpu
 
 
 def measure(comm, spec):
     # type: (Any, Dict[str, Any]) -> List[Dict[str, Any]]
-    """Every operation at every size: its bytes, elements and the slowest rank's seconds per
-    iteration."""
+    """Every operation at every size: its bytes, elements, the slowest rank's seconds per
+    iteration and the busiest rank's CPU seconds per iteration."""
     out = []  # type: List[Dict[str, Any]]
     for op in spec["ops"]:
         for nbytes in spec["sizes"]:
             count = elements(op, int(nbytes), comm.size)
-            times = time_one(comm, op, count, int(spec["iters"]), int(spec["warmup"]))
+            times, cpu = time_one(comm, op, count, int(spec["iters"]), int(spec["warmup"]))
+            # two exchanges of the same shape (TF 1.15's sum_rows builds its graph for one)
             out.append({"op": op, "bytes": count * ELEMENT_BYTES, "elements": count,
-                        "times_s": combine(comm, times, comm.rank, comm.size)})
+                        "times_s": combine(comm, times, comm.rank, comm.size),
+                        "cpu_s": combine(comm, cpu, comm.rank, comm.size)})
     return out
 
 
