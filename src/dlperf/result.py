@@ -421,8 +421,7 @@ def aggregate(case: Case, repeats: list[dict[str, Any]], env: dict[str, Any],
         "repeats_done": len(repeats),
         "interrupted": interrupted,
         "stderr_tail": failed[0].get("stderr_tail") if failed else None,
-        # where that repeat's whole logs were kept beside the results file (runner.keep_logs)
-        "logs": failed[0].get("logs") if failed else None,
+        "logs": failed[0].get("logs") if failed else None,  # kept beside the db: keep_logs
         "env": {**env, "worker": worker},
         "environment": environment_block(case, worker),
         "ranks": ranks,
