@@ -307,6 +307,9 @@ def check_stored(measured: dict, db: Path, key: Key, ops: tuple[str, ...]) -> No
         assert model.run == 1 and model.sizes == tuple(TINY_SIZES)
         assert model.fit.alpha_s >= 0 and model.fit.beta_s >= 0
     assert [m["key"]["op"] for m in measured["models"]] == list(ops)
+    # --json: the rows as the table shows them, their CPU per iteration with them
+    assert [(r["op"], r["bytes"], r["time_us"], r["cpu_us"]) for r in measured["rows"]] == [
+        (row["op"], row["bytes"], row["time_us"], row["detail"]["cpu_us"]) for row in rows]
 
 
 @pytest.mark.spans_cores
@@ -398,3 +401,52 @@ def test_tf1_ring_across_two_emulated_hosts_of_two_processes_is_one_ring_through
     shares = [host["tx_bytes"] / messages for host in measured["emulated_hosts"]["hosts"]]
     assert len(shares) == 2 and all(1.35 < share < 1.75 for share in shares), shares
     assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)
+
+
+@pytest.mark.parallel
+def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows():
+    """docs/collectives.md's table of every CPU path's bandwidth and CPU a byte is what
+    benchmarks/collectives_cpu_table.py makes from its data folder's stored rows; each row's
+    CPU per byte is its median CPU over its bytes, its share that CPU over its median time."""
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import collectives_cpu_table as cpu_table
+
+    folder = root / "benchmarks" / "data" / "collectives-cpu-every-path-xeon-2026-12-05"
+    made = cpu_table.table(folder)
+    assert made in (root / "docs" / "collectives.md").read_text()
+    runs = json.loads((folder / "collectives.json").read_text())
+    assert len(made.splitlines()) == 2 + len(runs) == 16  # the fourteen paths
+    for rows in runs:
+        for row in rows:
+            assert row["detail"]["cpu_us"] == pytest.approx(
+                statistics.median(row["detail"]["cpu_s"]) * 1e6)
+    tf_ring = next(rows for rows in runs if rows[0]["framework"] == "tensorflow")
+    biggest = max(tf_ring, key=lambda r: r["bytes"])
+    assert cpu_table.row(tf_ring).split(" | ")[3] == (
+        f"{biggest['time_us'] / 1e3:.1f}, {biggest['detail']['cpu_us'] / 1e3:.1f}")
+    with pytest.raises(SystemExit, match="no CPU taken"):
+        cpu_table.row([{**r, "detail": {}} for r in tf_ring])
+
+
+@pytest.mark.parallel
+def test_how_the_cpu_of_an_all_reduce_grew_with_the_ring_is_its_stored_rows():
+    """The growth docs/projection.md states ("What TensorFlow's overhead is"): from 2 emulated
+    hosts of 1 process to 2 of 2, the busiest process's CPU a call grew 1.09-1.33 times in
+    torch's gloo and 2.6-6.6 times in TensorFlow's ring, where a ring's bytes a process grow
+    1.5 times (2(P-1)/P)."""
+    root = Path(__file__).resolve().parents[2]
+    folder = root / "benchmarks" / "data" / "collectives-cpu-ranks-xeon-2026-12-05"
+    runs = json.loads((folder / "collectives.json").read_text())
+    cpu = {(rows[0]["framework"], rows[0]["nproc"]): {r["bytes"]: study.cpu_us(r) for r in rows}
+           for rows in runs}
+    assert sorted(cpu) == [("tensorflow", 1), ("tensorflow", 2), ("torch", 1), ("torch", 2)]
+    growth = {fw: sorted(cpu[fw, 2][size] / cpu[fw, 1][size] for size in cpu[fw, 1])
+              for fw in ("torch", "tensorflow")}
+    assert [round(g, 2) for g in growth["torch"]] == [1.09, 1.13, 1.33]
+    assert [round(g, 2) for g in growth["tensorflow"]] == [2.64, 3.62, 6.62]
+    assert bus_factor("allreduce", 4) / bus_factor("allreduce", 2) == 1.5
+    text = " ".join((root / "docs" / "projection.md").read_text().split())
+    assert "grew 1.09-1.33 times in torch's gloo and 2.6-6.6 times in TensorFlow's ring" in text

@@ -111,13 +111,20 @@ def main(args: argparse.Namespace) -> int:
         display.warn(f"{result['status']}: {result['error']}")
         write(args.json, measured)
         return 1
-    measured["rows"] = [{name: row[name] for name in row if name not in ("times", "detail")}
-                        for row in rows]
+    measured["rows"] = [json_row(row) for row in rows]
     measured["models"] = [model_json(model) for model in fitted]
     show_rows(rows, request)
     show_fits(fitted)
     write(args.json, measured)
     return 0
+
+
+def json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored row as the table shows it, for --json: its summary and, where the worker took
+    it, its CPU per iteration (``cpu_us``, the busiest rank's median), not its raw times."""
+    out = {name: row[name] for name in row if name not in ("times", "detail")}
+    cpu = study.cpu_us(row)
+    return out if cpu is None else {**out, "cpu_us": cpu}
 
 
 def write(path: Path | None, payload: dict[str, Any]) -> None:
