@@ -75,7 +75,10 @@ def overlaps_whole_step(exchange: str, source_nodes: int) -> bool:
     return exchange in WHOLE_STEP and source_nodes > 1
 NOT_MODELLED = ("stragglers and jitter between nodes", "network congestion from other jobs",
                 "pipeline or tensor parallelism", "a parameter server's bottleneck",
-                "input pipelines that slow down as more processes read")
+                "input pipelines that slow down as more processes read",
+                "on a CPU host, the collective's own CPU on the cores the step computes on past "
+                "the shape the overhead was read at (it grows with the ranks, not as the ring's "
+                "bytes do)")
 #: in place of "a parameter server's bottleneck" for an engine whose servers are modelled
 #: (:func:`pushpull_s`): what that model still leaves out
 SERVERS_LEFT_OUT = ("a server's own summing and copying beyond what its measured push and pull "

@@ -106,12 +106,16 @@ def in_namespace(namespace: str, words: str) -> list[psutil.Process]:
 
 def start_long_run(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen, dict]:
     """A torch run across two emulated hosts with steps enough to be caught mid-window, with
-    ``env`` added to its environment; once both hosts' ranks run: the process and its record."""
+    ``env`` added to its environment; once both hosts' ranks run: the process and its record.
+    Its temporary folders are made in the test's own (TMPDIR): the harness or node the test
+    kills cannot remove its own, which were left in /tmp by every run of the suite."""
+    own_tmp = tmp_path / "tmp"
+    own_tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", "--framework", "torch",
                              *TINY_RESNET50, "--steps", "1000", "--emulate-hosts", "2",
                              "--db", str(tmp_path / "r.db"), "--json", str(tmp_path / "r.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **env})
+                            env={**os.environ, "TMPDIR": str(own_tmp), **env})
     folder = Path(env.get(STATE, emulated.state_dir()))
     drained = threading.Thread(target=proc.stdout.read, daemon=True)  # never blocks on a pipe
     drained.start()
