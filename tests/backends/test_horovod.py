@@ -188,17 +188,35 @@ def nodes_said(outputs: list[str], folder: Path) -> str:
     return "\n".join(outputs + tails)
 
 
+def outputs_of(procs: list[subprocess.Popen]) -> list[str]:
+    """Each node's output once it ends; a node still running past TIMEOUT is stopped (its
+    harness stops its ranks), so no job outlives its test to load the next ones."""
+    try:
+        return [proc.communicate(timeout=TIMEOUT)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
 def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
     horovod_python("mxnet")
     port = str(free_port())
+    # the case's own --timeout ends a hung job before the test's: each node then stores why,
+    # with its workers' Python stacks (dlperf.worker.stacks), which the failure shows
     common = ["run", "--framework", "mxnet", *TINY, "--launcher", "horovod", "--nnodes", "2",
-              "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", "120"]
+              "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", "120",
+              "--timeout", str(TIMEOUT // 2)]
     procs = [subprocess.Popen([sys.executable, "-m", "dlperf.cli", *common, "--node-rank", str(r),
                                "--db", str(isolated / f"node{r}.db"),
                                "--json", str(isolated / f"node{r}.json")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in (0, 1)]
-    outputs = [proc.communicate(timeout=TIMEOUT)[0] for proc in procs]
+    outputs = outputs_of(procs)
     assert [proc.returncode for proc in procs] == [0, 0], nodes_said(outputs, isolated)
     result = load(isolated / "node0.json")
     assert result["status"] == "ok" and [r["rank"] for r in result["ranks"]] == [0, 1]
@@ -220,12 +238,14 @@ def test_a_lonely_node_times_out_saying_who_never_came(isolated):
          "--master-port", str(free_port()), "--rdzv-timeout", "4",
          "--db", str(isolated / f"results{rank}.db"), "--json", str(isolated / f"node{rank}.json")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in said}
-    outputs = {rank: proc.communicate(timeout=TIMEOUT)[0] for rank, proc in procs.items()}
+    outputs = dict(zip(procs, outputs_of(list(procs.values()))))
     for rank in said:
         result = load(isolated / f"node{rank}.json")
         assert result["status"] == "timeout", (result, outputs[rank][-3000:])
         message = result["error"] if rank == 0 else json.dumps(result)
         assert said[rank] in message and "--rdzv-timeout" in message, message
+    # node 1's marker keeps its own launcher's last words, which node 0 never sees
+    assert "horovod_gloo: node 0's rendezvous" in load(isolated / "node1.json")["stderr_tail"]
 
 
 SLURM_SWEEP = """

@@ -237,6 +237,8 @@ def run_peer(case: Case, launcher: launch.MultiLauncher) -> dict[str, Any]:
             "case": result["case"], "status": result["status"], "error": result["error"],
             "node_rank": rdzv.node_rank, "stored_by": f"node 0 ({rdzv.master_addr})",
             "repeats_done": result["repeats_done"], "launch": result.get("launch"),
+            # this node's ranks' own last lines (a timeout's: their stacks), which node 0 never sees
+            "stderr_tail": result.get("stderr_tail"),
             # what this node's own monitor saw (its timeline, its host's state): node 0 keeps it
             # where it can read this file (emulated hosts: dlperf.launchers.emulated)
             "view": {"node_rank": rdzv.node_rank, "hostname": socket.gethostname(),
