@@ -404,17 +404,19 @@ def test_tf1_ring_across_two_emulated_hosts_of_two_processes_is_one_ring_through
 
 
 @pytest.mark.parallel
-def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows():
-    """docs/collectives.md's table of every CPU path's bandwidth and CPU a byte is what
-    benchmarks/collectives_cpu_table.py makes from its data folder's stored rows; each row's
-    CPU per byte is its median CPU over its bytes, its share that CPU over its median time."""
+@pytest.mark.parametrize("kind", ["xeon", "zen4"])
+def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows(kind):
+    """docs/collectives.md's tables of every CPU path's bandwidth and CPU a byte (a Xeon's, a
+    Zen 4's) are what benchmarks/collectives_cpu_table.py makes from their data folders' stored
+    rows; each row's CPU per byte is its median CPU over its bytes, its share that CPU over its
+    median time."""
     import sys
 
     root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root / "benchmarks"))
     import collectives_cpu_table as cpu_table
 
-    folder = root / "benchmarks" / "data" / "collectives-cpu-every-path-xeon-2026-12-05"
+    folder = root / "benchmarks" / "data" / f"collectives-cpu-every-path-{kind}-2026-12-05"
     made = cpu_table.table(folder)
     assert made in (root / "docs" / "collectives.md").read_text()
     runs = json.loads((folder / "collectives.json").read_text())
