@@ -129,21 +129,21 @@ test-envs: setup horovod
 		| sed -e 's/^\(.*\)+horovod$$/\1 --horovod/' -e 's/^\(.*\)==\(.*\)$$/\1 --version \2/' \
 		| xargs -P $(ENV_JOBS) -L 1 $(BIN)/dlperf envs install
 
-# `make test`'s preparation, things side by side where neither needs the other: the compilers
-# and Open MPI that the Horovod builds need (apt) beside dlperf's own environment (pip: one core
-# for its minute; side by side both cores were 95 % busy, where pip alone kept them 50 % busy on
-# a bare Zen 4), then lint (mypy: one core) beside the framework environments' installs, and
-# beside those the Debian packages only tests use (one apt-get after another: they share dpkg's
-# lock; mostly downloads and unpacking, which no longer hold the builds back), their lines
-# interleaved as they come (make's -O would hold an install queue's seven minutes of lines
-# until it ends).
-TEST_PACKAGES := browser slurm allocators
+# `make test`'s preparation, two things at a time where neither needs the other: the Debian
+# packages (one apt-get after another: they share dpkg's lock) beside dlperf's own environment
+# (pip: one core for its minute; side by side both cores were 95 % busy, where pip alone kept
+# them 50 % busy on a bare Zen 4; installing the packages only tests use beside the
+# environments' queue instead, the Horovod builds waiting only for the compilers, made the
+# preparation no shorter there: about 500 s against 475), then lint (mypy: one core) beside
+# the framework environments' installs, their lines interleaved as they come (make's -O would
+# hold an install queue's seven minutes of lines until it ends).
+TEST_PACKAGES := horovod browser slurm allocators
 test-packages:
 	for target in $(TEST_PACKAGES); do $(MAKE) --no-print-directory $$target || exit 1; done
 
 test-prepare:
-	$(MAKE) --no-print-directory -j2 setup horovod
-	$(MAKE) --no-print-directory -j3 lint test-envs test-packages
+	$(MAKE) --no-print-directory -j2 setup test-packages
+	$(MAKE) --no-print-directory -j2 lint test-envs
 
 # The tests in three phases, all of which always run; any failing fails `make test`:
 # 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
@@ -157,11 +157,10 @@ test-prepare:
 #    test marked `spans_cores` (a multi-process job, a rank per core) gets every CPU back while
 #    it runs, beside the other process's one-core test. Four processes, two to a core, fill the
 #    cores (98 % busy) but did not shorten the phase on a 2-core Zen 4 (1310 s against 1325, from
-#    empty test caches) and ran a test out of memory: the phase is CPU-bound;
-#    Beside it, in a pytest process of its own with every CPU, the tests marked `waits` (a
-#    timeout they must reach, a peer made late on purpose: 150 s of waiting for 47 s of CPU
-#    in one run on a 2-core Zen 4), one after another: a pinned xdist process that waits holds
-#    its core idle, where this one lends it to the phase; its report follows the phase's;
+#    empty test caches) and ran a test out of memory: the phase is CPU-bound. Nor did taking
+#    the ten tests that mostly wait (a --rdzv-timeout they must reach, a peer made late: 142 s
+#    of wall time for 52 s of CPU alone) out to a process of their own beside it: 1397 s for the
+#    other 405 against 1404 s for all 415 (empty caches, a bare 2-core Zen 4, 2026-12-05);
 # 3. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
 #    test makes itself) one at a time on every CPU.
 # First, dlperf's sources and tests are byte-compiled: where PYTHONDONTWRITEBYTECODE is set (the
@@ -176,17 +175,10 @@ PYTEST_ARGS ?=
 test: test-prepare
 	$(BIN)/python -m compileall -q src tests
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
-	waiting=$$(mktemp); \
-	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n 1 -p no:cacheprovider \
-		-m "waits and not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS) \
-		>"$$waiting" 2>&1 & lane=$$!; \
 	DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile \
-		-m "not parallel and not whole_machine and not waits" --ignore=tests/gpu $(PYTEST_ARGS); \
-		shared=$$?; \
-	wait $$lane; waits=$$?; echo "--- the tests that wait, run beside the framework phase:"; \
-	cat "$$waiting"; rm -f "$$waiting"; \
+		-m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); shared=$$?; \
 	$(BIN)/python -m pytest -q -m "whole_machine and not parallel" $(PYTEST_ARGS); whole=$$?; \
-	for code in $$parallel $$shared $$waits $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done
+	for code in $$parallel $$shared $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done
 
 # The inner loop (CONTRIBUTING): only the tests marked `parallel` (the harness, the store, the
 # reports, the statistics, the structure, the refusals: they start no framework, need no framework

@@ -9,10 +9,8 @@ that test's setup, naming the fixture. Teardown is not charged.
 
 What is slow for a reason says so: ``@pytest.mark.slow(reason="...")`` on a test, and
 ``@slow_setup("...")`` under ``@pytest.fixture`` on a shared fixture (pytest ignores marks on
-fixtures). A ``slow`` mark without a reason is an error of its own, as is a ``waits`` mark
-without one (a test that spends its time waiting on purpose, which `make test` runs beside the
-framework phase: its reason says what it waits for). pytest-timeout's 10-minute limit still
-applies to both.
+fixtures). A ``slow`` mark without a reason is an error of its own. pytest-timeout's 10-minute
+limit still applies to both.
 
 Without this a new test costs what it costs, and `make test` grows a minute at a time; with it,
 a test that outgrows its kind is a failure that names the test and what to do.
@@ -66,15 +64,10 @@ def ceiling(item: pytest.Item) -> tuple[float | None, str]:
     return (float(value) if value not in (None, "") else None), key
 
 
-#: the marks that must say why, and what their reason says
-REASONED_MARKS = {"slow": "why this test cannot be cheaper",
-                  "waits": "what it waits for, on purpose"}
-
-
-def mark_reason(item: pytest.Item, name: str = "slow") -> str | None:
-    """The reason of ``item``'s ``name`` mark (``slow``, ``waits``): None without the mark, ''
-    for a mark without a reason."""
-    mark = item.get_closest_marker(name)
+def slow_reason(item: pytest.Item) -> str | None:
+    """The reason of ``item``'s ``slow`` mark: None without the mark, '' for a mark without
+    a reason."""
+    mark = item.get_closest_marker("slow")
     if mark is None:
         return None
     reason = mark.kwargs.get("reason", mark.args[0] if mark.args else "")
@@ -90,10 +83,9 @@ def _phase(item: pytest.Item) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[_own] = 0.0
     _phase(item)
-    for name, says in REASONED_MARKS.items():
-        if mark_reason(item, name) == "":
-            pytest.fail(f'@pytest.mark.{name} needs a reason: @pytest.mark.{name}(reason="{says}")',
-                        pytrace=False)
+    if slow_reason(item) == "":
+        pytest.fail('@pytest.mark.slow needs a reason: @pytest.mark.slow(reason="why this test '
+                    'cannot be cheaper")', pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -135,7 +127,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             f"@slow_setup(\"...\") (tests/ceiling.py) under its @pytest.fixture"
             for name, seconds in over))
     spent = item.stash[_own]
-    if call.when == "call" and mark_reason(item) is None and spent > limit:
+    if call.when == "call" and slow_reason(item) is None and spent > limit:
         _fail(report, f"{item.nodeid} took {spent:.1f} s (its call and its own fixtures' "
                       f"setup), over the {limit:g} s ceiling ({key} in pyproject.toml): make it "
                       f"cheaper, or mark it @pytest.mark.slow(reason=\"...\") saying why it "

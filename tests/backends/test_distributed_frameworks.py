@@ -232,7 +232,6 @@ def test_two_oneflow_ranks_step_as_one_process_on_both_batches(compiled, tmp_pat
     check_native_engine("oneflow", pinned_env("oneflow"), tmp_path, compile=compiled)
 
 
-@pytest.mark.waits(reason="the node's --rdzv-timeout, reached on purpose: its peer never starts")
 def test_oneflow_lonely_node_times_out(tmp_path, tagged):
     # OneFlow's import is its rendezvous and has no deadline: the backend's alarm is it (a
     # 2-s alarm, as TensorFlow's and JAX's lonely nodes have: what it ends is the same import)
@@ -276,7 +275,6 @@ def test_a_oneflow_rank_ahead_of_rank_0_joins_without_oneflows_10_s_retry(tagged
     assert "LoadServer" not in outputs[1][1], outputs[1][1][-2000:]
 
 
-@pytest.mark.waits(reason="node 1's --rdzv-timeout, reached on purpose: node 0 never starts")
 def test_a_oneflow_node_whose_node_0_never_comes_says_so(tmp_path, tagged):
     """Node 1 alone: its ranks wait for node 0's control server, say so once after 5 s, and end
     at --rdzv-timeout with the message that names node 0's address."""
@@ -341,7 +339,6 @@ def test_mindspore_lost_heartbeat_names_the_worker_and_keeps_the_users_deadline(
                                             "MS_HEARTBEAT_RETRY_TIMEOUT": "30"}
 
 
-@pytest.mark.waits(reason="the node's --rdzv-timeout, reached on purpose: its peer never starts")
 def test_mindspore_lonely_node_times_out(tmp_path, tagged):
     # msrun's --cluster_time_out is --rdzv-timeout (2 s, as the other lonely nodes wait);
     # MindSpore's own words end the message
@@ -380,7 +377,6 @@ def test_two_mxnet_workers_step_as_one_process_on_both_batches(tmp_path, tagged)
     check_native_engine("mxnet", pinned_env("mxnet"), tmp_path)
 
 
-@pytest.mark.waits(reason="the node's --rdzv-timeout, reached on purpose: its peer never starts")
 def test_mxnet_lonely_node_times_out(tmp_path, tagged):
     # ps-lite waits for missing nodes forever: the backend's alarm around kv.create is the
     # deadline (2 s, as TensorFlow's and JAX's lonely nodes have), and the scheduler and server

@@ -183,7 +183,6 @@ runpy.run_module("dlperf.worker", run_name="__main__", alter_sys=True)
 LATE_RANK = rank_1_late("jax", 35)
 
 
-@pytest.mark.waits(reason="its rank 1, made 35 s late on purpose: past JAX's own 30-s Gloo wait")
 def test_a_jax_rank_late_to_its_first_step_is_waited_for(tmp_path, tagged):
     """JAX's gloo waits only 30 s for the peers of the collective that forms its context: the
     backend forms it when the processes join (jax/distributed.py), so a rank whose first step
@@ -217,7 +216,6 @@ def test_two_ranks_step_as_one_process_on_both_batches(framework, tmp_path, tagg
 STALLED_TF1_RANK = rank_1_late("tensorflow1", 600, rdzv_timeout_s=10)
 
 
-@pytest.mark.waits(reason="rank 0's --rdzv-timeout in its first all-reduce, reached on purpose")
 def test_a_tensorflow1_first_step_its_peer_never_reaches_times_out(tmp_path, tagged):
     """TF 1.15's collectives have no timeout of their own: the first step's all-reduce waits
     for every worker as the initialiser's broadcast does, and like it ends at --rdzv-timeout
@@ -267,7 +265,6 @@ def test_a_tensorflow_rank_in_a_formed_cluster_ends_at_its_launchers_sigterm(tmp
         proc.stdout
 
 
-@pytest.mark.waits(reason="each node's --rdzv-timeout, reached on purpose: its peers never start")
 def test_peers_that_never_come_time_out_cleanly(tmp_path, tagged):
     # every framework's node 0 waits for a node 1 that never starts, and a JAX node 1 for a
     # node 0 that never starts: all end as timeout after --rdzv-timeout, after one repeat of

@@ -227,7 +227,6 @@ def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
     assert not (isolated / "node1.db").exists()  # node 0 stores the case
 
 
-@pytest.mark.waits(reason="node 0's rendezvous timeout, reached on purpose: node 1 never joins")
 def test_a_lonely_node_times_out_saying_who_never_came(isolated):
     horovod_python("mxnet")
     # both lonely nodes at once, each at a port of its own: node 0 serves a rendezvous no node 1

@@ -98,7 +98,6 @@ def test_horovod_across_two_emulated_hosts(framework, tmp_path):
     assert launch["launcher"] == "horovodrun" and launch["controller"] == "gloo", launch
 
 
-@pytest.mark.waits(reason="Gloo's connection to an address no rank listens on, until it gives up")
 def test_horovod_where_host_names_resolve_to_loopback_says_why(tmp_path):
     """Horovod 0.28.1 makes its process sets' Gloo contexts without HOROVOD_GLOO_IFACE, so each
     rank advertises the address of its host name: 127.0.1.1 on a Debian host

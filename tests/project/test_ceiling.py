@@ -1,8 +1,7 @@
 """The per-test ceiling (tests/ceiling.py) on tiny inner test runs (pytester), with ceilings of
 a fraction of a second: a test that sleeps past its kind's ceiling fails naming it, the time of
 its own fixtures' setup counts and a shared fixture's does not, and what says why (a ``slow``
-mark with its reason, ``slow_setup`` on a shared fixture) passes; a ``slow`` or ``waits`` mark
-without its reason is an error."""
+mark with its reason, ``slow_setup`` on a shared fixture) passes."""
 
 from __future__ import annotations
 
@@ -59,14 +58,6 @@ def test_marked_slow_with_its_reason():
 def test_marked_slow_without_a_reason():
     pass
 
-@pytest.mark.waits(reason="its peer, made late on purpose")
-def test_marked_waits_with_its_reason():
-    pass
-
-@pytest.mark.waits
-def test_marked_waits_without_a_reason():
-    pass
-
 def test_a_shared_fixture_is_not_charged_to_the_test(declared):
     pass
 """
@@ -93,8 +84,6 @@ def test_over_the_ceiling_fails_naming_the_test_and_what_to_do(pytester):
         "test_own_fixture_counts": "failed",
         "test_marked_slow_with_its_reason": "passed",
         "test_marked_slow_without_a_reason": "error",
-        "test_marked_waits_with_its_reason": "passed",
-        "test_marked_waits_without_a_reason": "error",
         "test_a_shared_fixture_is_not_charged_to_the_test": "passed",
     }, out
     assert re.search(r"test_inner\.py::test_sleeps_past_the_ceiling took \d+\.\d s \(its call and "
@@ -103,8 +92,6 @@ def test_over_the_ceiling_fails_naming_the_test_and_what_to_do(pytester):
                      r'@pytest\.mark\.slow\(reason="\.\.\."\) saying why it cannot be', out), out
     assert "over the 0.1 s ceiling (ceiling_parallel_s in pyproject.toml)" in out
     assert '@pytest.mark.slow needs a reason: @pytest.mark.slow(reason="' in out
-    assert ('@pytest.mark.waits needs a reason: @pytest.mark.waits(reason="what it waits for, '
-            'on purpose")') in out
 
 
 def test_a_slow_shared_fixture_fails_the_setup_naming_the_fixture(pytester):
