@@ -32,6 +32,7 @@ import pytest
 
 from conftest import dlperf_main, load, pinned_env, tiny_bert_knobs, tiny_nets
 from dp_check import STEP, check_ranks_step_as_one, write_case
+from known_failures import mxnet_horovod_job_failed_in_mxnet
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 from dlperf import envs
 from dlperf.envs import horovod as horovod_env
@@ -203,28 +204,64 @@ def outputs_of(procs: list[subprocess.Popen]) -> list[str]:
                     proc.kill()
 
 
-def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
-    horovod_python("mxnet")
+def two_nodes_meet(folder: Path) -> tuple[str, list[subprocess.Popen], list[str]]:
+    """Two `dlperf run --node-rank` of the tiny MXNet job meeting at node 0's Horovod
+    rendezvous, their files in ``folder``: the port, the ended nodes and what they said. The
+    case's own --timeout ends a hung job before the test's: each node then stores why, with its
+    workers' Python stacks (dlperf.worker.stacks), which the failure shows."""
+    folder.mkdir(exist_ok=True)
     port = str(free_port())
-    # the case's own --timeout ends a hung job before the test's: each node then stores why,
-    # with its workers' Python stacks (dlperf.worker.stacks), which the failure shows
     common = ["run", "--framework", "mxnet", *TINY, "--launcher", "horovod", "--nnodes", "2",
               "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", "120",
               "--timeout", str(TIMEOUT // 2)]
     procs = [subprocess.Popen([sys.executable, "-m", "dlperf.cli", *common, "--node-rank", str(r),
-                               "--db", str(isolated / f"node{r}.db"),
-                               "--json", str(isolated / f"node{r}.json")],
+                               "--db", str(folder / f"node{r}.db"),
+                               "--json", str(folder / f"node{r}.json")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in (0, 1)]
-    outputs = outputs_of(procs)
-    assert [proc.returncode for proc in procs] == [0, 0], nodes_said(outputs, isolated)
-    result = load(isolated / "node0.json")
+    return port, procs, outputs_of(procs)
+
+
+def test_two_nodes_meet_at_node_0s_horovod_rendezvous(isolated):
+    horovod_python("mxnet")
+    folder = isolated / "first"
+    port, procs, outputs = two_nodes_meet(folder)
+    node0 = folder / "node0.json"
+    if procs[0].returncode and mxnet_horovod_job_failed_in_mxnet(
+            load(node0) if node0.exists() else None):
+        # MXNet's or Horovod's own failure, not the rendezvous (tests/known_failures.py): once
+        # more, the first failure printed for the next look at its cause
+        print(f"the job failed in MXNet or Horovod; once more:\n{nodes_said(outputs, folder)}")
+        folder = isolated / "again"
+        port, procs, outputs = two_nodes_meet(folder)
+    assert [proc.returncode for proc in procs] == [0, 0], nodes_said(outputs, folder)
+    result = load(folder / "node0.json")
     assert result["status"] == "ok" and [r["rank"] for r in result["ranks"]] == [0, 1]
     facts = result["launch"]
     assert (facts["engine"], facts["controller"], facts["nnodes"]) == ("horovod", "gloo", 2)
     assert facts["master"] == f"127.0.0.1:{port}"
     assert result["env"]["worker"]["framework"]["world_size"] == 2
-    assert not (isolated / "node1.db").exists()  # node 0 stores the case
+    assert not (folder / "node1.db").exists()  # node 0 stores the case
+
+
+@pytest.mark.parallel
+def test_only_mxnets_own_crash_or_the_jobs_own_timeout_earns_the_meeting_a_second_try():
+    # node 0's result of the one crash in over 300 jobs (2026-12-05), as stored
+    segfault = {"status": "crash", "error": "rank 0: died from SIGABRT",
+                "stderr_tail": "\nSegmentation fault: 11\n\nterminate called without an active "
+                               "exception\ndlperf.launchers.spawn: rank 0 died from SIGABRT "
+                               "(exitcode -6)"}
+    assert mxnet_horovod_job_failed_in_mxnet(segfault)
+    assert mxnet_horovod_job_failed_in_mxnet(
+        {"status": "timeout", "error": "repeat exceeded the timeout of 150 s (--timeout); the "
+                                       "worker was stopped"})
+    # the rendezvous's own failures, and any other crash, are the path's: no second try
+    assert not mxnet_horovod_job_failed_in_mxnet(
+        {"status": "timeout", "error": "rendezvous timed out after 120 s (--rdzv-timeout): node 0 "
+                                       "never answered"})
+    assert not mxnet_horovod_job_failed_in_mxnet(dict(segfault, stderr_tail="KeyError: 'rank'"))
+    assert not mxnet_horovod_job_failed_in_mxnet({"status": "ok"})
+    assert not mxnet_horovod_job_failed_in_mxnet(None)
 
 
 def test_a_lonely_node_times_out_saying_who_never_came(isolated):
