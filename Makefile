@@ -145,7 +145,7 @@ test-prepare:
 	$(MAKE) --no-print-directory -j2 setup test-packages
 	$(MAKE) --no-print-directory -j2 lint test-envs
 
-# The tests in four phases, all of which always run; any failing fails `make test`:
+# The tests in three phases, all of which always run; any failing fails `make test`:
 # 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
 #    pytest-xdist processes;
 # 2. the framework tests, TEST_JOBS units at a time (a file's tests on one process, so that its
@@ -160,42 +160,44 @@ test-prepare:
 #    empty test caches) and ran a test out of memory: the phase is CPU-bound. Nor did taking
 #    the ten tests that mostly wait (a --rdzv-timeout they must reach, a peer made late: 142 s
 #    of wall time for 52 s of CPU alone) out to a process of their own beside it: 1397 s for the
-#    other 405 against 1404 s for all 415 (empty caches, a bare 2-core Zen 4, 2026-12-05);
-# 3. the framework tests marked `horovod` (tests/horovod_phase.py: those using a <fw>+horovod
-#    environment), the same way, once Horovod's builds are done (below);
-# 4. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
+#    other 405 against 1404 s for all 415 (empty caches, a bare 2-core Zen 4, 2026-12-05).
+#    The tests marked `horovod` (tests/horovod_phase.py: those using a <fw>+horovod environment)
+#    are dealt last, and each waits for Horovod's builds (below) before its timeout starts;
+# 3. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
 #    test makes itself) one at a time on every CPU.
 # Horovod's three builds (`horovod-envs`: about 400 CPU-s of compiling from empty caches) run
 # beside phases 1 and 2 at idle CPU priority (SCHED_IDLE where `chrt --idle` may set it, else
-# nice 19): they get the cycles those phases leave (about 15 % of the framework phase's, its
-# waits on peers and timeouts) and the tests lose none to them, where before they held two
-# cores for about 350 s of the preparation; their log follows phase 2. A test that skips for
-# want of a Horovod environment while they run fails (DLPERF_TEST_HOROVOD_PENDING).
+# nice 19, which took 10 % of two busy loops beside it where SCHED_IDLE took nothing measured):
+# they get the cycles those phases leave (about 15 % of the framework phase's: its waits on peers
+# and timeouts), where before they held both cores for about 350 s of the preparation. From a
+# bare 2-core Zen 4 (2026-12-05) that took make test from 2192 s to 2018 s: the preparation
+# 500 s -> 228, the framework phase 1397 s -> 1357 for 36 tests fewer, the builds done 18 min
+# into it; the 36, as a phase of their own after it, took 139 s, 40 % of it idle (their waits
+# for a peer), which dealing them last in the framework phase fills. Their log follows phase 2;
+# a test that skips for want of a Horovod environment under `make test` fails
+# (DLPERF_TEST_BUILDS_DONE: the file the builds' exit status is written to when they end).
 # First, dlperf's sources and tests are byte-compiled: where PYTHONDONTWRITEBYTECODE is set (the
 # project's machines set it) no process writes its bytecode, so every `dlperf` process the tests
 # start compiled the harness from source again (the parallel phase: 113 s -> 97 s).
-# PYTEST_ARGS goes to all four (e.g. PYTEST_ARGS="-k report"; a phase it leaves empty passes).
+# PYTEST_ARGS goes to all three (e.g. PYTEST_ARGS="-k report"; a phase it leaves empty passes).
 # pytest-timeout fails a test that runs past 10 minutes (pyproject.toml), tests/ceiling.py one past
 # its kind's ceiling (pyproject.toml) unless marked slow with its reason, and each phase lists
 # its 60 slowest tests.
 TEST_JOBS ?= 2
 PYTEST_ARGS ?=
 AT_IDLE_PRIORITY := $(shell chrt --idle 0 true >/dev/null 2>&1 && echo chrt --idle 0 || echo nice -n 19)
-FRAMEWORK_PHASE := DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile \
-	--ignore=tests/gpu $(PYTEST_ARGS)
 test: test-prepare
 	$(BIN)/python -m compileall -q src tests
-	builds=$$(mktemp); { $(AT_IDLE_PRIORITY) $(MAKE) --no-print-directory horovod-envs >$$builds 2>&1; \
-		echo $$? >$$builds.rc; } & lane=$$!; \
+	builds=$$(mktemp); ended=$$builds.ended; { $(AT_IDLE_PRIORITY) $(MAKE) --no-print-directory \
+		horovod-envs >$$builds 2>&1; echo $$? >$$builds.rc; mv $$builds.rc $$ended; } & lane=$$!; \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
-	DLPERF_TEST_HOROVOD_PENDING=1 $(FRAMEWORK_PHASE) -m "not parallel and not whole_machine and not horovod"; \
-	shared=$$?; wait $$lane; built=$$(cat $$builds.rc); \
+	DLPERF_TEST_BUILDS_DONE=$$ended DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) \
+		--dist loadfile -m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); \
+	shared=$$?; wait $$lane; built=$$(cat $$ended); \
 	echo "--- Horovod's builds ($(AT_IDLE_PRIORITY)), beside the phases above: exit $$built"; \
-	cat $$builds; rm -f $$builds $$builds.rc; \
-	$(FRAMEWORK_PHASE) -m "horovod and not parallel and not whole_machine"; horovod=$$?; \
-	test $$built -eq 0 || horovod=1; \
+	cat $$builds; rm -f $$builds $$ended; test $$built -eq 0 || shared=1; \
 	$(BIN)/python -m pytest -q -m "whole_machine and not parallel" $(PYTEST_ARGS); whole=$$?; \
-	for code in $$parallel $$shared $$horovod $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done
+	for code in $$parallel $$shared $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done
 
 # The inner loop (CONTRIBUTING): only the tests marked `parallel` (the harness, the store, the
 # reports, the statistics, the structure, the refusals: they start no framework, need no framework

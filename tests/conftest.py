@@ -28,7 +28,7 @@ import pytest
 # tests/cpu_timeline.py: each test's wall and CPU time, where DLPERF_TEST_TIMELINE names a file
 # tests/work_units.py: how the framework phase deals its tests (a file, or a framework's tests)
 # tests/horovod_phase.py: the tests that wait for `make test`'s Horovod builds, marked `horovod`
-pytest_plugins = ("ceiling", "cpu_timeline", "work_units", "horovod_phase")
+pytest_plugins = ("ceiling", "cpu_timeline", "horovod_phase", "work_units")
 
 # pytest keeps each test module, its asserts rewritten, as bytecode in __pycache__ and reads it
 # back next time, unless writing bytecode is off (PYTHONDONTWRITEBYTECODE, which the project's

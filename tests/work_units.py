@@ -21,6 +21,12 @@ from typing import Any
 
 import pytest
 
+from horovod_phase import names_horovod
+
+#: the prefix of a unit of tests that use a Horovod environment (tests/horovod_phase.py): dealt
+#: after every other unit, as `make test` builds Horovod beside the framework phase
+HOROVOD_UNIT = "after Horovod's builds: "
+
 #: the test files that read each session fixture (tests/sweep_session.py, tests/tiny_runs.py): a
 #: session fixture is made once per xdist process, so the framework phase deals each group to one
 #: process as one unit (test_suite_layout.py checks that these are exactly the files that use them)
@@ -65,7 +71,8 @@ def unit_of_test(nodeid: str) -> str:
     """The framework phase's unit of work (what one xdist process runs in one go) a test belongs
     to: the files that share a session fixture, as one; else its framework's environment, where
     its parameters or its name say which (in DEALT_BY_ENVIRONMENT's files) or, elsewhere, its
-    file's name does (``test_env_mxnet.py``, whole); else its file."""
+    file's name does (``test_env_mxnet.py``, whole); else its file. The tests that use a
+    Horovod environment (their ids name Horovod) make units of their own, dealt last."""
     file, _, rest = nodeid.partition("::")
     for files in SESSION_FIXTURE_FILES.values():
         if file in files:
@@ -75,14 +82,15 @@ def unit_of_test(nodeid: str) -> str:
         environment = environment_named(params) or environment_named(name)
     else:
         environment = environment_named(file.rsplit("/", 1)[-1])
-    return f"environment {environment}" if environment else file
+    unit = f"environment {environment}" if environment else file
+    return f"{HOROVOD_UNIT}{unit}" if names_horovod(nodeid) else unit
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` with units of :func:`unit_of_test` in place of files: a file's tests
     on one process (its module fixtures made once), the files that share a session fixture as
     one unit (the fixture's real runs, about 40 s of sweeps for ``fixture_db``, made once
-    instead of on both processes), one framework's tests together."""
+    instead of on both processes), one framework's tests together, the Horovod units last."""
     if config.getoption("dist", None) != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -90,6 +98,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class EnvironmentScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return unit_of_test(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """The next unit for ``node``, the Horovod units after every other (they wait for
+            `make test`'s builds, which run beside the phase on the cycles its tests leave)."""
+            for scope in [s for s in self.workqueue if s.startswith(HOROVOD_UNIT)]:
+                self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
 
     return EnvironmentScheduling(config, log)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from work_units import DEALT_BY_ENVIRONMENT, SESSION_FIXTURE_FILES, unit_of_test
+from work_units import DEALT_BY_ENVIRONMENT, HOROVOD_UNIT, SESSION_FIXTURE_FILES, unit_of_test
 
 pytest_plugins = ("pytester",)
 
@@ -23,7 +23,7 @@ COLLECTIVES = "tests/projection/test_collectives.py"
 
 @pytest.mark.parametrize("nodeid, unit", [
     # a test's parameters name its framework
-    (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[tensorflow1-horovod-mpi]",
+    (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[tensorflow1-ring]",
      "environment tensorflow1"),
     (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[mxnet-kvstore]",
      "environment mxnet"),
@@ -42,7 +42,14 @@ COLLECTIVES = "tests/projection/test_collectives.py"
     ("tests/backends/test_env_oneflow.py::test_tiny_case_runs_ok[resnet50-no-compile]",
      "environment oneflow"),
     # torch and ONNX Runtime live in dlperf's own environment: their tests stay in their file
-    (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[torch-horovod]", COLLECTIVES),
+    (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[torch-gloo]", COLLECTIVES),
+    # a test that uses a Horovod environment (its id names Horovod): a unit apart, dealt last
+    (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[tensorflow1-horovod-mpi]",
+     HOROVOD_UNIT + "environment tensorflow1"),
+    (f"{COLLECTIVES}::test_each_framework_path_on_two_processes[torch-horovod]",
+     HOROVOD_UNIT + COLLECTIVES),
+    ("tests/backends/test_horovod.py::test_run_stores_horovod_facts[torch]",
+     HOROVOD_UNIT + "tests/backends/test_horovod.py"),
     ("tests/backends/test_declared_matrix.py::test_onnxruntime_matrix",
      "tests/backends/test_declared_matrix.py"),
     # none, or two, named: the file
@@ -80,9 +87,11 @@ def record(name):
         handle.write(os.environ["PYTEST_XDIST_WORKER"] + " " + name + "\\n")
 """
 INNER = {
+    # four in one unit: the largest, which xdist would deal first
+    "tests/backends/test_horovod.py": ["torch a", "torch b", "torch c", "torch d", "tensorflow1"],
     "tests/backends/test_env_mxnet.py": ["mxnet a", "mxnet b", "mxnet c"],
     "tests/backends/test_env_oneflow.py": ["oneflow a", "oneflow b"],
-    COLLECTIVES: ["mxnet-kvstore", "oneflow-cpu", "torch-gloo"],
+    COLLECTIVES: ["mxnet-kvstore", "oneflow-cpu", "torch-gloo", "mxnet-horovod", "torch-horovod"],
     "tests/launchers/test_emulated_frameworks.py": ["oneflow", "mxnet", "torch"],
     "tests/report/test_plain.py": ["plain a", "plain b"],
 }
@@ -108,16 +117,21 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch):
     for line in order.read_text().splitlines():
         worker, path, name = line.split(" ", 2)
         runs.setdefault(worker, []).append(unit_of_test(f"{path}::test_it[{name}]"))
-    assert sum(map(len, runs.values())) == 13
+    assert sum(map(len, runs.values())) == 20
     for worker, units in runs.items():
         # a unit, once left, never comes back on this process
         starts = [u for i, u in enumerate(units) if i == 0 or units[i - 1] != u]
         assert len(starts) == len(set(starts)), (worker, units)
+        # the Horovod units (their tests wait for make test's builds) after every other
+        later = [u.startswith(HOROVOD_UNIT) for u in units]
+        assert later == sorted(later), (worker, units)
     # and runs on one process only
     where = {u: {w for w, units in runs.items() if u in units} for us in runs.values() for u in us}
     assert all(len(w) == 1 for w in where.values()), where
     assert {u for us in runs.values() for u in us} == {
         "environment mxnet", "environment oneflow", COLLECTIVES,
-        "tests/launchers/test_emulated_frameworks.py", "tests/report/test_plain.py"}
+        "tests/launchers/test_emulated_frameworks.py", "tests/report/test_plain.py",
+        HOROVOD_UNIT + "tests/backends/test_horovod.py", HOROVOD_UNIT + "environment tensorflow1",
+        HOROVOD_UNIT + "environment mxnet", HOROVOD_UNIT + COLLECTIVES}
     mxnet = [u for us in runs.values() for u in us if u == "environment mxnet"]
     assert len(mxnet) == 5  # three from its file, one from each of the two others
