@@ -173,7 +173,11 @@ test-prepare:
 # bare 2-core Zen 4 (2026-12-05) that took make test from 2192 s to 2018 s: the preparation
 # 500 s -> 228, the framework phase 1397 s -> 1357 for 36 tests fewer, the builds done 18 min
 # into it; the 36, as a phase of their own after it, took 139 s, 40 % of it idle (their waits
-# for a peer), which dealing them last in the framework phase fills. Their log follows phase 2;
+# for a peer). Dealt last in the framework phase instead (one phase fewer; a test waits only
+# where the builds are late) they took the same 143 s at its end, the other tests' units having
+# ended on both processes within 18 s of each other: 2045 s in all, the same within the noise
+# of two runs. The machine is 85-100 % busy from the first test to the last framework unit, so
+# what is left to gain is CPU work removed, not cycles filled. Their log follows phase 2;
 # a test that skips for want of a Horovod environment under `make test` fails
 # (DLPERF_TEST_BUILDS_DONE: the file the builds' exit status is written to when they end).
 # First, dlperf's sources and tests are byte-compiled: where PYTHONDONTWRITEBYTECODE is set (the
