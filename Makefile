@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # dlperf's own environment, complete and hashed (`dlperf envs lock dlperf` from dlperf.in beside it)
 OWN_LOCK := src/dlperf/envs/requirements/dlperf.txt
 
-.PHONY: setup lint envs horovod horovod-envs test-envs test-packages test-prepare browser slurm allocators run run-more test test-quick clean cuda-locks fidelity gpu-check
+.PHONY: setup lint envs horovod horovod-envs version-envs test-envs test-packages test-prepare browser slurm allocators run run-more test test-quick clean cuda-locks fidelity gpu-check
 
 # PyTorch's CPU build (the lock's torch==X+cpu) is on PyTorch's own index, not on the public one.
 # The lock looks in /opt/wheels (the project's machines mirror it there; a missing directory is
@@ -116,18 +116,20 @@ horovod-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 
 # The version environments tests/envs/test_env_versions.py runs (it reads this list): their
-# first install (35 and 47 s on a bare Zen 4, pip resolving, downloading and byte-compiling) is
-# install work, done in the queue below, so a test's time no longer depends on whether the
-# environment was already there.
+# first install (34 and 41 s on a bare Zen 4, pip resolving, downloading and byte-compiling) is
+# install work, not a test's: `make test` does it beside its first phases, before Horovod's
+# builds (below; a test that needs one first waits on its install lock, and its idle core is
+# what the install then runs on), so a test's time no longer depends on whether the environment
+# was already there.
 TEST_VERSION_ENVS ?= jax==0.9.2 tensorflow==2.20.0
-
-# `make test`'s environments before its first test: the plain ones and the version
-# environments, two at a time. Horovod's builds are not among them: `make test` compiles them
-# beside its first phases (below).
-test-envs: setup
-	printf '%s\n' $(TEST_ENVS) $(TEST_VERSION_ENVS) \
-		| sed -e 's/^\(.*\)==\(.*\)$$/\1 --version \2/' \
+version-envs: setup
+	printf '%s\n' $(TEST_VERSION_ENVS) | sed -e 's/^\(.*\)==\(.*\)$$/\1 --version \2/' \
 		| xargs -P $(ENV_JOBS) -L 1 $(BIN)/dlperf envs install
+
+# `make test`'s environments before its first test: the plain ones, two at a time. The version
+# environments and Horovod's builds are not among them: `make test` installs them beside its
+# first phases (below).
+test-envs: envs
 
 # `make test`'s preparation, two things at a time where neither needs the other: the Debian
 # packages (one apt-get after another: they share dpkg's lock) beside dlperf's own environment
@@ -165,8 +167,9 @@ test-prepare:
 #    are dealt last, and each waits for Horovod's builds (below) before its timeout starts;
 # 3. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
 #    test makes itself) one at a time on every CPU.
-# Horovod's three builds (`horovod-envs`: about 400 CPU-s of compiling from empty caches) run
-# beside phases 1 and 2 at idle CPU priority (SCHED_IDLE where `chrt --idle` may set it, else
+# Horovod's three builds (`horovod-envs`: about 400 CPU-s of compiling from empty caches), after
+# the version environments (`version-envs`, 75 s of pip), run beside phases 1 and 2 at idle CPU
+# priority (SCHED_IDLE where `chrt --idle` may set it, else
 # nice 19, which took 10 % of two busy loops beside it where SCHED_IDLE took nothing measured):
 # they get the cycles those phases leave (about 15 % of the framework phase's: its waits on peers
 # and timeouts), where before they held both cores for about 350 s of the preparation. From a
@@ -193,12 +196,12 @@ AT_IDLE_PRIORITY := $(shell chrt --idle 0 true >/dev/null 2>&1 && echo chrt --id
 test: test-prepare
 	$(BIN)/python -m compileall -q src tests
 	builds=$$(mktemp); ended=$$builds.ended; { $(AT_IDLE_PRIORITY) $(MAKE) --no-print-directory \
-		horovod-envs >$$builds 2>&1; echo $$? >$$builds.rc; mv $$builds.rc $$ended; } & lane=$$!; \
+		version-envs horovod-envs >$$builds 2>&1; echo $$? >$$builds.rc; mv $$builds.rc $$ended; } & lane=$$!; \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	DLPERF_TEST_BUILDS_DONE=$$ended DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) \
 		--dist loadfile -m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); \
 	shared=$$?; wait $$lane; built=$$(cat $$ended); \
-	echo "--- Horovod's builds ($(AT_IDLE_PRIORITY)), beside the phases above: exit $$built"; \
+	echo "--- the version environments and Horovod's builds ($(AT_IDLE_PRIORITY)), beside the phases above: exit $$built"; \
 	cat $$builds; rm -f $$builds $$ended; test $$built -eq 0 || shared=1; \
 	$(BIN)/python -m pytest -q -m "whole_machine and not parallel" $(PYTEST_ARGS); whole=$$?; \
 	for code in $$parallel $$shared $$whole; do test $$code -eq 0 -o $$code -eq 5 || exit 1; done

@@ -3,8 +3,9 @@
 `make test` compiles Horovod's three environments (about 400 CPU-s from an empty cache) at idle
 CPU priority beside its parallel and framework phases, on the cycles their tests leave, instead
 of before any test. The tests that use a ``<fw>+horovod`` environment are dealt last in the
-framework phase (tests/work_units.py), each framework's apart from its other tests, and each
-waits, before its timeout starts, until `make test` says the builds have ended
+framework phase while the builds are under way (tests/work_units.py), each framework's apart
+from its other tests, and each waits, before its timeout starts, until `make test` says the
+builds have ended
 (``DLPERF_TEST_BUILDS_DONE`` names the file it then writes, holding their exit status).
 
 Which tests those are is read from the test's id, the one place that already says it: every
@@ -42,6 +43,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if names_horovod(item.nodeid):
             item.add_marker(MARK)
+
+
+def builds_pending() -> bool:
+    """Whether `make test`'s Horovod builds are under way (this is a run of it, and their end
+    has not been written yet)."""
+    done = os.environ.get(BUILDS_DONE)
+    return bool(done) and not Path(done).exists()
 
 
 def wait_for_the_builds(done: Path, poll_s: float = 1.0, longest_s: float = LONGEST_WAIT_S

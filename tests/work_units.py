@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from horovod_phase import names_horovod
+from horovod_phase import builds_pending, names_horovod
 
 #: the prefix of a unit of tests that use a Horovod environment (tests/horovod_phase.py): dealt
-#: after every other unit, as `make test` builds Horovod beside the framework phase
+#: after every other unit while `make test`'s Horovod builds, beside the phase, are under way
 HOROVOD_UNIT = "after Horovod's builds: "
 
 #: the test files that read each session fixture (tests/sweep_session.py, tests/tiny_runs.py): a
@@ -90,7 +90,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` with units of :func:`unit_of_test` in place of files: a file's tests
     on one process (its module fixtures made once), the files that share a session fixture as
     one unit (the fixture's real runs, about 40 s of sweeps for ``fixture_db``, made once
-    instead of on both processes), one framework's tests together, the Horovod units last."""
+    instead of on both processes), one framework's tests together, the Horovod units last
+    while their builds are under way."""
     if config.getoption("dist", None) != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -100,10 +101,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return unit_of_test(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
-            """The next unit for ``node``, the Horovod units after every other (they wait for
-            `make test`'s builds, which run beside the phase on the cycles its tests leave)."""
-            for scope in [s for s in self.workqueue if s.startswith(HOROVOD_UNIT)]:
-                self.workqueue.move_to_end(scope)
+            """The next unit for ``node``: while `make test`'s Horovod builds are under way
+            (beside the phase, on the cycles its tests leave), the Horovod units after every
+            other, as their tests would wait for the builds; once they have ended, in turn."""
+            if builds_pending():
+                for scope in [s for s in self.workqueue if s.startswith(HOROVOD_UNIT)]:
+                    self.workqueue.move_to_end(scope)
             super()._assign_work_unit(node)
 
     return EnvironmentScheduling(config, log)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from horovod_phase import BUILDS_DONE
 from work_units import DEALT_BY_ENVIRONMENT, HOROVOD_UNIT, SESSION_FIXTURE_FILES, unit_of_test
 
 pytest_plugins = ("pytester",)
@@ -87,8 +88,9 @@ def record(name):
         handle.write(os.environ["PYTEST_XDIST_WORKER"] + " " + name + "\\n")
 """
 INNER = {
-    # four in one unit: the largest, which xdist would deal first
-    "tests/backends/test_horovod.py": ["torch a", "torch b", "torch c", "torch d", "tensorflow1"],
+    # six in one unit: the largest, which xdist deals first
+    "tests/backends/test_horovod.py": ["torch a", "torch b", "torch c", "torch d", "torch e",
+                                       "torch f", "tensorflow1"],
     "tests/backends/test_env_mxnet.py": ["mxnet a", "mxnet b", "mxnet c"],
     "tests/backends/test_env_oneflow.py": ["oneflow a", "oneflow b"],
     COLLECTIVES: ["mxnet-kvstore", "oneflow-cpu", "torch-gloo", "mxnet-horovod", "torch-horovod"],
@@ -97,7 +99,10 @@ INNER = {
 }
 
 
-def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch):
+@pytest.mark.parametrize("builds", ["under way", "ended"])
+def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch, builds):
+    """Each unit in one go on one process; while `make test`'s Horovod builds are under way
+    the Horovod units after every other, once they have ended in turn (the largest first)."""
     for path, names in INNER.items():
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
         body = INNER_TEST + "import pytest\n@pytest.mark.parametrize('name', %r)\n" % names
@@ -106,6 +111,10 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch):
     (pytester.path / "pytest.ini").write_text("[pytest]\n")
     order = tmp_path / "order"
     monkeypatch.setenv("ORDER_FILE", str(order))
+    ended = tmp_path / "builds.ended"
+    if builds == "ended":
+        ended.write_text("0\n")
+    monkeypatch.setenv(BUILDS_DONE, str(ended))
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # not an xdist worker
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
@@ -117,14 +126,17 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch):
     for line in order.read_text().splitlines():
         worker, path, name = line.split(" ", 2)
         runs.setdefault(worker, []).append(unit_of_test(f"{path}::test_it[{name}]"))
-    assert sum(map(len, runs.values())) == 20
+    assert sum(map(len, runs.values())) == 22
     for worker, units in runs.items():
         # a unit, once left, never comes back on this process
         starts = [u for i, u in enumerate(units) if i == 0 or units[i - 1] != u]
         assert len(starts) == len(set(starts)), (worker, units)
-        # the Horovod units (their tests wait for make test's builds) after every other
-        later = [u.startswith(HOROVOD_UNIT) for u in units]
-        assert later == sorted(later), (worker, units)
+        if builds == "under way":  # the Horovod units (their tests would wait) after every other
+            later = [u.startswith(HOROVOD_UNIT) for u in units]
+            assert later == sorted(later), (worker, units)
+    if builds == "ended":  # in turn: the largest unit, test_horovod.py's six, dealt first
+        assert HOROVOD_UNIT + "tests/backends/test_horovod.py" in [
+            units[0] for units in runs.values()], runs
     # and runs on one process only
     where = {u: {w for w, units in runs.items() if u in units} for us in runs.values() for u in us}
     assert all(len(w) == 1 for w in where.values()), where
