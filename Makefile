@@ -179,8 +179,9 @@ test-prepare:
 # for a peer). Dealt last in the framework phase instead (one phase fewer; a test waits only
 # where the builds are late) they took the same 143 s at its end, the other tests' units having
 # ended on both processes within 18 s of each other: 2045 s in all, the same within the noise
-# of two runs. The machine is 85-100 % busy from the first test to the last framework unit, so
-# what is left to gain is CPU work removed, not cycles filled. Their log follows phase 2;
+# of two runs (2000 s with the version environments in the same lane first: the preparation
+# 230 s -> 184). The machine is 85-100 % busy from the first test to the last framework unit,
+# so what is left to gain is CPU work removed, not cycles filled. Their log follows phase 2;
 # a test that skips for want of a Horovod environment under `make test` fails
 # (DLPERF_TEST_BUILDS_DONE: the file the builds' exit status is written to when they end).
 # First, dlperf's sources and tests are byte-compiled: where PYTHONDONTWRITEBYTECODE is set (the
