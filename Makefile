@@ -169,8 +169,8 @@ test-prepare:
 #    test makes itself) one at a time on every CPU.
 # Horovod's three builds (`horovod-envs`: about 400 CPU-s of compiling from empty caches), after
 # the version environments (`version-envs`, 75 s of pip), run beside phases 1 and 2 at idle CPU
-# priority (SCHED_IDLE where `chrt --idle` may set it, else
-# nice 19, which took 10 % of two busy loops beside it where SCHED_IDLE took nothing measured):
+# priority (SCHED_IDLE where `chrt --idle` may set it, else nice 19, which took 10 % of two
+# busy loops beside it where SCHED_IDLE took nothing measured):
 # they get the cycles those phases leave (about 15 % of the framework phase's: its waits on peers
 # and timeouts), where before they held both cores for about 350 s of the preparation. From a
 # bare 2-core Zen 4 (2026-12-05) that took make test from 2192 s to 2018 s: the preparation

@@ -5,8 +5,8 @@ CPU priority beside its parallel and framework phases, on the cycles their tests
 of before any test. The tests that use a ``<fw>+horovod`` environment are dealt last in the
 framework phase while the builds are under way (tests/work_units.py), each framework's apart
 from its other tests, and each waits, before its timeout starts, until `make test` says the
-builds have ended
-(``DLPERF_TEST_BUILDS_DONE`` names the file it then writes, holding their exit status).
+builds have ended (``DLPERF_TEST_BUILDS_DONE`` names the file it then writes, holding their
+exit status).
 
 Which tests those are is read from the test's id, the one place that already says it: every
 one names Horovod as a word (``test_horovod.py``, ``test_env_horovod.py``,

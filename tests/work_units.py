@@ -72,7 +72,8 @@ def unit_of_test(nodeid: str) -> str:
     to: the files that share a session fixture, as one; else its framework's environment, where
     its parameters or its name say which (in DEALT_BY_ENVIRONMENT's files) or, elsewhere, its
     file's name does (``test_env_mxnet.py``, whole); else its file. The tests that use a
-    Horovod environment (their ids name Horovod) make units of their own, dealt last."""
+    Horovod environment (their ids name Horovod) make units of their own, dealt last while
+    `make test`'s builds are under way."""
     file, _, rest = nodeid.partition("::")
     for files in SESSION_FIXTURE_FILES.values():
         if file in files:
