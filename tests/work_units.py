@@ -24,7 +24,8 @@ import pytest
 from horovod_phase import builds_pending, names_horovod
 
 #: the prefix of a unit of tests that use a Horovod environment (tests/horovod_phase.py): dealt
-#: after every other unit while `make test`'s Horovod builds, beside the phase, are under way
+#: after every other unit while `make test`'s Horovod builds, beside the phase, are under way,
+#: and next once they have ended (:func:`horovod_units_first`)
 HOROVOD_UNIT = "after Horovod's builds: "
 
 #: the test files that read each session fixture (tests/sweep_session.py, tests/tiny_runs.py): a
@@ -87,12 +88,22 @@ def unit_of_test(nodeid: str) -> str:
     return f"{HOROVOD_UNIT}{unit}" if names_horovod(nodeid) else unit
 
 
+def horovod_units_first(builds_pending: bool, horovod_elsewhere: bool) -> bool:
+    """Whether a process's next unit is a Horovod one, where any is left: not while `make test`'s
+    Horovod builds are under way (beside the phase, on the cycles its tests leave: their tests
+    would wait for them), nor while the other process has one (their tests spend about half
+    their time waiting for a peer, so one beside a unit of busy tests, not two together); else
+    yes, before the rest. Held back while the builds ran, they would otherwise all come last:
+    the framework phase's tail (133-143 s, the cores about 56 % busy)."""
+    return not builds_pending and not horovod_elsewhere
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` with units of :func:`unit_of_test` in place of files: a file's tests
     on one process (its module fixtures made once), the files that share a session fixture as
     one unit (the fixture's real runs, about 40 s of sweeps for ``fixture_db``, made once
     instead of on both processes), one framework's tests together, the Horovod units last
-    while their builds are under way."""
+    while their builds are under way and first once they have ended, one process at a time."""
     if config.getoption("dist", None) != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -102,12 +113,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return unit_of_test(nodeid)
 
         def _assign_work_unit(self, node: Any) -> None:
-            """The next unit for ``node``: while `make test`'s Horovod builds are under way
-            (beside the phase, on the cycles its tests leave), the Horovod units after every
-            other, as their tests would wait for the builds; once they have ended, in turn."""
-            if builds_pending():
-                for scope in [s for s in self.workqueue if s.startswith(HOROVOD_UNIT)]:
-                    self.workqueue.move_to_end(scope)
+            """The next unit for ``node``, the Horovod units placed first or last
+            (:func:`horovod_units_first`)."""
+            elsewhere = any(scope.startswith(HOROVOD_UNIT) and not all(work.values())
+                            for other, units in self.assigned_work.items() if other is not node
+                            for scope, work in units.items())
+            first = horovod_units_first(builds_pending(), elsewhere)
+            horovod = [s for s in self.workqueue if s.startswith(HOROVOD_UNIT)]
+            for scope in (horovod[::-1] if first else horovod):  # their own order kept
+                self.workqueue.move_to_end(scope, last=not first)
             super()._assign_work_unit(node)
 
     return EnvironmentScheduling(config, log)

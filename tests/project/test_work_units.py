@@ -82,10 +82,16 @@ def test_every_file_dealt_by_environment_exists():
 # an inner suite laid out as the real one: each test writes which xdist process ran it
 INNER_TEST = """
 import os
+import time
 
 def record(name):
     with open(os.environ["ORDER_FILE"], "a") as handle:
         handle.write(os.environ["PYTEST_XDIST_WORKER"] + " " + name + "\\n")
+    if os.environ.get("BUILDS_END_AT") == name:  # the builds end as this test runs
+        with open(os.environ["BUILDS_FILE"] + ".tmp", "w") as handle:
+            handle.write("0\\n")
+        os.replace(os.environ["BUILDS_FILE"] + ".tmp", os.environ["BUILDS_FILE"])
+    time.sleep(float(os.environ.get("TEST_SECONDS", "0")))
 """
 INNER = {
     # six in one unit: the largest, which xdist deals first
@@ -99,10 +105,12 @@ INNER = {
 }
 
 
-@pytest.mark.parametrize("builds", ["under way", "ended"])
+@pytest.mark.parametrize("builds", ["under way", "ended", "ending"])
 def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch, builds):
     """Each unit in one go on one process; while `make test`'s Horovod builds are under way
-    the Horovod units after every other, once they have ended in turn (the largest first)."""
+    the Horovod units after every other; once they have ended, next, on one process while the
+    other runs the rest (ended from the start: the largest, test_horovod.py, first; ending as
+    the first unit runs: a Horovod unit begins before the last of the others)."""
     for path, names in INNER.items():
         (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
         body = INNER_TEST + "import pytest\n@pytest.mark.parametrize('name', %r)\n" % names
@@ -115,6 +123,10 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch, 
     if builds == "ended":
         ended.write_text("0\n")
     monkeypatch.setenv(BUILDS_DONE, str(ended))
+    if builds == "ending":  # the largest unit other than Horovod's is mxnet's; 0.2 s a test
+        monkeypatch.setenv("BUILDS_END_AT", "tests/backends/test_env_mxnet.py mxnet a")
+        monkeypatch.setenv("BUILDS_FILE", str(ended))
+        monkeypatch.setenv("TEST_SECONDS", "0.2")
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # not an xdist worker
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
@@ -123,9 +135,11 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch, 
                                            "-n", "2", "--dist", "loadfile", "tests")
     assert result.ret == 0, result.stdout.str()
     runs: dict[str, list[str]] = {}
+    in_time: list[str] = []  # every test's unit, in the order they ran
     for line in order.read_text().splitlines():
         worker, path, name = line.split(" ", 2)
         runs.setdefault(worker, []).append(unit_of_test(f"{path}::test_it[{name}]"))
+        in_time.append(runs[worker][-1])
     assert sum(map(len, runs.values())) == 22
     for worker, units in runs.items():
         # a unit, once left, never comes back on this process
@@ -134,9 +148,15 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch, 
         if builds == "under way":  # the Horovod units (their tests would wait) after every other
             later = [u.startswith(HOROVOD_UNIT) for u in units]
             assert later == sorted(later), (worker, units)
-    if builds == "ended":  # in turn: the largest unit, test_horovod.py's six, dealt first
+    horovod = [u.startswith(HOROVOD_UNIT) for u in in_time]
+    if builds == "ended":  # next: the largest Horovod unit, test_horovod.py's six, dealt first
         assert HOROVOD_UNIT + "tests/backends/test_horovod.py" in [
             units[0] for units in runs.values()], runs
+    if builds == "ending":  # not the tail: one began before the other tests' last
+        assert horovod.index(True) < len(horovod) - 1 - horovod[::-1].index(False), in_time
+    if builds == "ended":  # beside it, the other process's first unit is not Horovod's
+        assert sorted(units[0].startswith(HOROVOD_UNIT) for units in runs.values()) == [
+            False, True], runs
     # and runs on one process only
     where = {u: {w for w, units in runs.items() if u in units} for us in runs.values() for u in us}
     assert all(len(w) == 1 for w in where.values()), where
