@@ -117,11 +117,10 @@ horovod-envs: setup horovod
 
 # The version environments tests/envs/test_env_versions.py runs (it reads this list): their
 # first install (34 and 41 s on a bare Zen 4, pip resolving, downloading and byte-compiling) is
-# install work, not a test's: `make test` does it beside its first phases, after Horovod's
-# builds (below). Its tests' fixture installs them the same way (a no-op once they are there;
-# one installing waits on the other's lock), so whichever comes first does it. Before the builds
-# (3f4503b) they took 195 and 216 s at idle priority and held the builds back to the framework
-# phase's last minutes.
+# install work, not a test's: `make test` does it beside its first phases, before Horovod's
+# builds (below; a test that needs one first waits on its install lock, and its idle core is
+# what the install then runs on), so a test's time no longer depends on whether the environment
+# was already there.
 TEST_VERSION_ENVS ?= jax==0.9.2 tensorflow==2.20.0
 version-envs: setup
 	printf '%s\n' $(TEST_VERSION_ENVS) | sed -e 's/^\(.*\)==\(.*\)$$/\1 --version \2/' \
@@ -170,7 +169,7 @@ test-prepare:
 #    before its timeout starts;
 # 3. those marked `whole_machine` (readings of the host's idle CPU or timing, a neighbour a
 #    test makes itself) one at a time on every CPU.
-# Horovod's three builds (`horovod-envs`: about 400 CPU-s of compiling from empty caches), then
+# Horovod's three builds (`horovod-envs`: about 400 CPU-s of compiling from empty caches), after
 # the version environments (`version-envs`, 75 s of pip), run beside phases 1 and 2 at idle CPU
 # priority (SCHED_IDLE where `chrt --idle` may set it, else nice 19, which took 10 % of two
 # busy loops beside it where SCHED_IDLE took nothing measured):
@@ -183,14 +182,15 @@ test-prepare:
 # where the builds are late) they took the same 143 s at its end, the other tests' units having
 # ended on both processes within 18 s of each other: 2045 s in all, the same within the noise
 # of two runs (2000 s with the version environments in the same lane first: the preparation
-# 230 s -> 184, but the builds ended in the phase's last minutes, and the Horovod units, held
-# back to the queue's end while they built, stayed there). The machine is 85-100 % busy from the
-# first test to the last framework unit but for that tail, so what is left to gain is CPU work
-# removed, not cycles filled: the parallel phase beside lint and the environments' installs took
-# 272 s against about 266 s one after the other (a diagnostic, 2026-12-05). The lane's log
-# follows phase 2; a test that skips for want of a Horovod environment under `make test` fails
-# (DLPERF_TEST_BUILDS_DONE: the file the builds' exit status is written to when they end, before
-# the version environments, whose failure rewrites it).
+# 230 s -> 184, the builds ending in the phase's last minutes). The machine is 85-100 % busy from
+# the first test to the last framework unit, so what is left to gain is CPU work removed, not
+# cycles filled. Two rearrangements measured no gain (2026-12-05, the same Zen 4): the builds
+# first in the lane and the version environments left to their tests' fixture, 2144 s (the
+# installs' 74 CPU-s in the CPU-bound framework phase, the builds still ending 22 min into it);
+# the parallel phase beside lint and the environments' installs, 272 s against about 266 s one
+# after the other (a diagnostic). Their log follows phase 2;
+# a test that skips for want of a Horovod environment under `make test` fails
+# (DLPERF_TEST_BUILDS_DONE: the file the builds' exit status is written to when they end).
 # First, dlperf's sources and tests are byte-compiled: where PYTHONDONTWRITEBYTECODE is set (the
 # project's machines set it) no process writes its bytecode, so every `dlperf` process the tests
 # start compiled the harness from source again (the parallel phase: 113 s -> 97 s).
@@ -204,8 +204,7 @@ AT_IDLE_PRIORITY := $(shell chrt --idle 0 true >/dev/null 2>&1 && echo chrt --id
 test: test-prepare
 	$(BIN)/python -m compileall -q src tests
 	builds=$$(mktemp); ended=$$builds.ended; { $(AT_IDLE_PRIORITY) $(MAKE) --no-print-directory \
-		horovod-envs >$$builds 2>&1; echo $$? >$$builds.rc; mv $$builds.rc $$ended; \
-		$(AT_IDLE_PRIORITY) $(MAKE) --no-print-directory version-envs >>$$builds 2>&1 || echo 1 >$$ended; } & lane=$$!; \
+		version-envs horovod-envs >$$builds 2>&1; echo $$? >$$builds.rc; mv $$builds.rc $$ended; } & lane=$$!; \
 	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	DLPERF_TEST_BUILDS_DONE=$$ended DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) \
 		--dist loadfile -m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); \
