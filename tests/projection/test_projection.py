@@ -476,6 +476,13 @@ def test_a_target_below_the_start_is_refused():
     (["--intra", "fast@1us"], "--intra: 'fast' is not a link rate"),
     (["--intra", "10gbit@soon"], "--intra: 'soon' is not a latency"),
     (["--nnodes", "0"], "--nnodes"),
+    # a link that does not parse is named before the default measured --intra is looked up
+    (["--intra", "measured", "--inter", "10xbit"], "--inter: '10xbit' is not a link rate"),
+    (["--intra", "measured", "--inter", "measured:fast"], "--inter: 'fast' is not a link rate"),
+    # a published study's links are its hardware's, never this machine's models
+    (["--intra", "measured"], "--published: give the study's links as --intra RATE@LATENCY"),
+    (["--intra", "400gbit@2us", "--inter", "measured:1gbit"],
+     "--published: give the study's links as --intra RATE@LATENCY"),
 ])
 def test_bad_input_is_one_line(args, words, tmp_path):
     proc = dlperf_main("project", "--published", "dlperf-report-v1/resnet50-fp32", "--inter",
@@ -494,6 +501,17 @@ def test_a_missing_collective_model_names_the_command(tmp_path):
     assert "no collective model of torch gloo allreduce on one host" in proc.stderr
     assert "dlperf collectives --framework torch --path gloo --ops allreduce --nproc 2" \
         in proc.stderr
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_link_that_does_not_parse_is_named_before_a_missing_model(tmp_path):
+    """--intra defaults to the measured model, missing here: the bad --inter is what is said."""
+    (tmp_path / "one.json").write_text(json.dumps(ONE_DEVICE))
+    proc = dlperf_main("project", str(tmp_path / "one.json"), "--nnodes", "2", "--inter",
+                       "100gbit@soon", "--db", str(tmp_path / "r.db"))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "dlperf project: error: --inter: 'soon' is not a latency; write NUMBER followed by ns, "
+        "us, ms or s, e.g. 5us"], proc.stderr
     assert not (tmp_path / "r.db").exists()
 
 

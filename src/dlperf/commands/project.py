@@ -140,6 +140,24 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None,
     return projection.link_of_model(model)
 
 
+def check_link_syntax(spec: str | None, flag: str) -> None:
+    """A link that does not parse is refused before any stored model is looked up, so that the
+    refusal names it whatever else is missing (``--intra`` defaults to a measured model)."""
+    if spec is None:
+        return
+    word, _, link = spec.partition(":")
+    if word.strip() != MEASURED:
+        projection.given_link(spec, flag)
+    elif link:
+        from dlperf.host import emulated
+
+        emulated.normalize_rate(link, flag)
+
+
+def is_measured(spec: str | None) -> bool:
+    return spec is not None and spec.partition(":")[0].strip() == MEASURED
+
+
 def link_spec(spec: str | None, flag: str, db: str, framework: str,
               wire: Wire = RING_WIRE, message_bytes: float | None = None) -> Link | None:
     """``--intra``/``--inter``: a measured model of ``framework``'s path, or a given rate, which
@@ -466,6 +484,8 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     packing = packing_of(args, case, device)
     messages = messages_of(packing, gradient, case, "RESULT")
     message = packing.message_bytes(gradient)
+    check_link_syntax(args.intra, "--intra")
+    check_link_syntax(args.inter, "--inter")
     intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire, message)
     assert intra is not None
     inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire, message)
@@ -543,11 +563,14 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
         table = reference.table(args.published)
     except reference.ReferenceFileError as error:
         raise UsageError(f"--published: {error}") from None
-    intra = link_spec(args.intra, "--intra", args.db, "torch")
-    inter = link_spec(args.inter, "--inter", args.db, "torch")
-    if intra is None or inter is None or MEASURED in (args.intra, args.inter):
+    check_link_syntax(args.intra, "--intra")
+    check_link_syntax(args.inter, "--inter")
+    if any(spec is None or is_measured(spec) for spec in (args.intra, args.inter)):
         raise UsageError("--published: give the study's links as --intra RATE@LATENCY and "
                          "--inter RATE@LATENCY (its hardware, not this machine's)")
+    intra = link_spec(args.intra, "--intra", args.db, "torch")
+    inter = link_spec(args.inter, "--inter", args.db, "torch")
+    assert intra is not None and inter is not None
     values = [v for v in table.values() if v.quantity == "throughput" and v.value]
     if not values:
         kinds = sorted({v.quantity for v in table.values()})
