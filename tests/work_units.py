@@ -88,14 +88,14 @@ def unit_of_test(nodeid: str) -> str:
     return f"{HOROVOD_UNIT}{unit}" if names_horovod(nodeid) else unit
 
 
-def horovod_units_first(builds_pending: bool, horovod_elsewhere: bool) -> bool:
+def horovod_units_first(pending: bool, horovod_elsewhere: bool) -> bool:
     """Whether a process's next unit is a Horovod one, where any is left: not while `make test`'s
-    Horovod builds are under way (beside the phase, on the cycles its tests leave: their tests
-    would wait for them), nor while the other process has one (their tests spend about half
-    their time waiting for a peer, so one beside a unit of busy tests, not two together); else
+    Horovod builds are under way (``pending``; beside the phase, on the cycles its tests leave:
+    their tests would wait for them), nor while the other process has one (their tests spend
+    about half their time waiting for a peer, so one beside a unit of busy tests, not two); else
     yes, before the rest. Held back while the builds ran, they would otherwise all come last:
     the framework phase's tail (133-143 s, the cores about 56 % busy)."""
-    return not builds_pending and not horovod_elsewhere
+    return not pending and not horovod_elsewhere
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

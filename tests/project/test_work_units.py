@@ -152,11 +152,11 @@ def test_two_processes_run_each_unit_in_one_go(pytester, tmp_path, monkeypatch, 
     if builds == "ended":  # next: the largest Horovod unit, test_horovod.py's six, dealt first
         assert HOROVOD_UNIT + "tests/backends/test_horovod.py" in [
             units[0] for units in runs.values()], runs
-    if builds == "ending":  # not the tail: one began before the other tests' last
-        assert horovod.index(True) < len(horovod) - 1 - horovod[::-1].index(False), in_time
-    if builds == "ended":  # beside it, the other process's first unit is not Horovod's
+        # beside it, the other process's first unit is not Horovod's
         assert sorted(units[0].startswith(HOROVOD_UNIT) for units in runs.values()) == [
             False, True], runs
+    if builds == "ending":  # not the tail: one began before the other tests' last
+        assert horovod.index(True) < len(horovod) - 1 - horovod[::-1].index(False), in_time
     # and runs on one process only
     where = {u: {w for w, units in runs.items() if u in units} for us in runs.values() for u in us}
     assert all(len(w) == 1 for w in where.values()), where

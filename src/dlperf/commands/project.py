@@ -140,22 +140,25 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None,
     return projection.link_of_model(model)
 
 
-def check_link_syntax(spec: str | None, flag: str) -> None:
-    """A link that does not parse is refused before any stored model is looked up, so that the
-    refusal names it whatever else is missing (``--intra`` defaults to a measured model)."""
-    if spec is None:
-        return
-    word, _, link = spec.partition(":")
-    if word.strip() != MEASURED:
-        projection.given_link(spec, flag)
-    elif link:
-        from dlperf.host import emulated
-
-        emulated.normalize_rate(link, flag)
-
-
 def is_measured(spec: str | None) -> bool:
+    """Whether a link is ``measured`` or ``measured:LINK`` (a stored model, not a rate)."""
     return spec is not None and spec.partition(":")[0].strip() == MEASURED
+
+
+def check_links(args: argparse.Namespace) -> None:
+    """``--intra`` and ``--inter`` that do not parse are refused before any stored model is
+    looked up, so that the refusal names them whatever else is missing (``--intra`` defaults
+    to a measured model)."""
+    from dlperf.host import emulated
+
+    for given, flag in ((args.intra, "--intra"), (args.inter, "--inter")):
+        if given is None:
+            continue
+        rate = given.partition(":")[2]
+        if not is_measured(given):
+            projection.given_link(given, flag)
+        elif rate:
+            emulated.normalize_rate(rate, flag)
 
 
 def link_spec(spec: str | None, flag: str, db: str, framework: str,
@@ -164,8 +167,8 @@ def link_spec(spec: str | None, flag: str, db: str, framework: str,
     carries the engine's bytes on the wire (``wire``: its declaration)."""
     if spec is None:
         return None
-    word, _, link = spec.partition(":")
-    if word.strip() == MEASURED:
+    link = spec.partition(":")[2]
+    if is_measured(spec):
         from dlperf.host import emulated
 
         return measured_link(db, framework, flag == "--inter",
@@ -484,8 +487,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     packing = packing_of(args, case, device)
     messages = messages_of(packing, gradient, case, "RESULT")
     message = packing.message_bytes(gradient)
-    check_link_syntax(args.intra, "--intra")
-    check_link_syntax(args.inter, "--inter")
+    check_links(args)
     intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire, message)
     assert intra is not None
     inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire, message)
@@ -563,9 +565,8 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
         table = reference.table(args.published)
     except reference.ReferenceFileError as error:
         raise UsageError(f"--published: {error}") from None
-    check_link_syntax(args.intra, "--intra")
-    check_link_syntax(args.inter, "--inter")
-    if any(spec is None or is_measured(spec) for spec in (args.intra, args.inter)):
+    check_links(args)
+    if any(given is None or is_measured(given) for given in (args.intra, args.inter)):
         raise UsageError("--published: give the study's links as --intra RATE@LATENCY and "
                          "--inter RATE@LATENCY (its hardware, not this machine's)")
     intra = link_spec(args.intra, "--intra", args.db, "torch")
