@@ -31,7 +31,7 @@ def main():
             "latencies_s", "params", "peak_device_bytes")}
         info = result.get("info") or {}
         keep["info"] = {key: info.get(key) for key in (
-            "precision", "task", "compile", "compile_mode", "device", "cast_dtype")
+            "precision", "task", "compile", "compile_mode", "device", "cast_dtype", "onnx")
             if key in info}
         keep["case"] = {key: case[key] for key in ("model", "task", "precision", "compile")}
         out.append(keep)

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import dlperf_main
 from image_folders import coloured_image_folder
+from dlperf.backends.onnxruntime.export import FP16_RECIPE
 from dlperf.studies import accuracy
 from dlperf.worker import accuracy as worker
 
@@ -188,6 +189,20 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     assert again["training"]["weights_path"] == str(weights)
     fp32 = [c for c in again["cells"] if c["precision"] == "fp32"][0]
     assert fp32["top1"] == cells[("torch", "fp32")]["top1"]  # same weights, same answers
+    # ONNX Runtime's fp16 is its fp32 export (cached above) converted: the same network, whose
+    # answers move by a sample or two at most
+    half = tmp_path / "half.json"
+    dlperf("--model", "googlenet", "--epochs", "1", "--precisions", "fp16", "--frameworks",
+           "onnxruntime", "--json", half, cache=cache, check=0, in_process=True,
+           timeout=TIMEOUT_S)
+    row = json.loads(half.read_text())["rows"][0]
+    assert (row["framework"], row["precision"], row["status"]) == ("onnxruntime", "fp16", "ok")
+    assert row["fp32_top1"] == rows[("onnxruntime", "int8")]["fp32_top1"]
+    assert abs(row["diff_top1"]) <= 0.5 and row["changed_top1"] <= 5, row
+    engine = json.loads(half.read_text())["results"][0]["cells"]
+    engine = [c for c in engine if c["precision"] == "fp16"][0]["engine"]
+    assert engine["export"]["cached"] is True and engine["fp16"]["cached"] is False
+    assert engine["fp16"]["converter"].startswith(FP16_RECIPE)
 
 
 def test_image_folder_with_user_weights(tmp_path):

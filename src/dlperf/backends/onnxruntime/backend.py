@@ -1,8 +1,9 @@
 """ONNX Runtime backend (inference only): ``build(case) -> Workload``.
 
 The model is the torch backend's own network for the case (so the parameter count is the
-catalogue's), exported once with ``torch.onnx`` to a cached file with a dynamic batch axis; int8
-is onnxruntime's static QDQ quantization of that export, calibrated on held-out data. The session
+catalogue's), exported once with ``torch.onnx`` to a cached file with a dynamic batch axis; fp16
+is that export converted by onnxruntime's float16 converter, int8 onnxruntime's static QDQ
+quantization of it, calibrated on held-out data. The session
 uses the best execution provider present (TensorRT, then CUDA, then CPU) unless ``device`` says
 ``cpu``. Everything one-off (export, quantization, session creation, graph optimisation) happens
 here, outside the timed window; the first ``run`` is timed apart by the loop as usual.
@@ -152,7 +153,9 @@ def _feeds(names, args):
 
 def onnx_file(view, model, args):
     # type: (CaseView, Any, Tuple[Any, ...]) -> Tuple[str, Dict[str, Any]]
-    """The cached ONNX file for this case's precision (made if missing) and how it was made."""
+    """The cached ONNX file for this case's precision (made if missing) and how it was made:
+    fp32 the export; fp16 and int8 made from it (converted, quantized); bf16 (no converter
+    makes it) the export of the network cast to bfloat16."""
     import torch
 
     from dlperf.backends.torch.inference import held_out_batches
@@ -160,36 +163,43 @@ def onnx_file(view, model, args):
     precision = view.precision
     identity = {"model": view.name, "knobs": view.knobs, "seed": view.seed,
                 "torch": torch.__version__, "recipe": export.EXPORT_VERSION,
-                "dtype": CAST_PRECISIONS.get(precision, "float32")}
+                "dtype": "bfloat16" if precision == "bf16" else "float32"}
     example = export.export_inputs(args)
 
-    def make_float(path):
+    def make_exported(path):
         # type: (str) -> Dict[str, Any]
-        if precision in CAST_PRECISIONS:
+        if precision == "bf16":
             return export.export(cast_network(model, example, CAST_PRECISIONS[precision]),
                                  example, path)
         return export.export(model, example, path)
 
-    float_path = export.artefact_path("fp32" if precision == "int8" else precision, identity)
+    exported_path = export.artefact_path("bf16" if precision == "bf16" else "fp32", identity)
     try:
-        hit, facts = export.cached(float_path, make_float)
+        hit, facts = export.cached(exported_path, make_exported)
     except UnsupportedError:
         raise
     except Exception as error:
         raise UnsupportedError("torch.onnx could not export %s: %s: %s"
                                % (view.name, type(error).__name__,
                                   str(error).strip().splitlines()[0][:300]))
-    facts = dict(facts, cached=hit, path=float_path)
+    facts = dict(facts, cached=hit, path=exported_path)
+    names = facts["input_names"]
+    if precision == "fp16":
+        half_identity = dict(identity, dtype="float16", converter=export.FP16_RECIPE)
+        half_path = export.artefact_path("fp16", half_identity)
+        hit16, facts16 = export.cached(half_path,
+                                       lambda path: export.convert_fp16(exported_path, path))
+        return half_path, {"export": facts, "fp16": dict(facts16, cached=hit16, path=half_path),
+                           "input_names": names}
     if precision != "int8":
-        return float_path, facts
+        return exported_path, facts
 
     calibration = held_out_batches((args, {}), view.seed)
-    names = facts["input_names"]
     batches = [_feeds(names, batch) for batch in calibration]
     int8_identity = dict(identity, calibration="held-out synthetic, %d batches" % len(batches))
     int8_path = export.artefact_path("int8", int8_identity)
-    hit8, facts8 = export.cached(int8_path, lambda path: export.quantize_int8(float_path, path,
-                                                                             batches))
+    hit8, facts8 = export.cached(int8_path, lambda path: export.quantize_int8(exported_path,
+                                                                             path, batches))
     facts8 = dict(facts8, cached=hit8, path=int8_path, input_names=names,
                   calibration_data="held-out synthetic samples (data seed + %d), never the timed "
                                    "batch" % _offset())
