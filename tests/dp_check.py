@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conftest import CUT_RESNET50
+from conftest import CUT_RESNET50, SITE
 from dlperf import models
 from dlperf.spec import Case
 
@@ -129,7 +129,9 @@ def check_native_engine(framework: str, python: str, tmp_path: Path,
     the same options, the default mode: a compiled step computes the same step)."""
     case = write_case(tmp_path / f"{framework}.json", framework, devices=2, compile=compile,
                       options=options)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    # dlperf's sources, and the tests' sitecustomize (tests/conftest.py: XLA's quicker compile)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SITE), str(ROOT / "src")]),
+           "OMP_NUM_THREADS": "1"}
     proc = run_native_ranks(case, tmp_path / framework, tmp_path, env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     check_ranks_step_as_one(tmp_path / framework, python, framework, tmp_path, env, options)
