@@ -53,14 +53,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # with it: 340 s against 387 s (`make test`'s framework phase on those files alone). A
     # persistent JAX compilation cache (JAX_COMPILATION_CACHE_DIR) is not used: it saved 13 s
     # of 194, and a compile it wrote under `capacity`'s 1 GiB cap gave NaN losses where the
-    # same probe without it trains. A user's own XLA_FLAGS wins.
-    os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
-    # And in JAX's and TensorFlow 2's processes (tests/site/sitecustomize.py: TensorFlow 1.15's
-    # XLA aborts on a flag it does not know), XLA's elemental emitters instead of its newer
-    # fusion emitters: the same HLO, the same losses to the last bit, a third less compile
-    # (JAX ResNet-50's step 2.8 -> 1.8 s; the JAX tests of test_env_jax_paddle.py and
-    # test_distributed_tf_jax.py 109 -> 75 CPU-s, 2026-12-06, a 2-core Zen 4).
-    os.environ.setdefault(NEWER_XLA, "--xla_cpu_use_fusion_emitters=false")
+    # same probe without it trains. A user's own XLA_FLAGS wins, whole.
+    if "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = "--xla_backend_optimization_level=0"
+        # And in JAX's and TensorFlow 2's processes (tests/site/sitecustomize.py: TensorFlow
+        # 1.15's XLA aborts on a flag it does not know), XLA's elemental emitters instead of
+        # its newer fusion emitters: the same HLO, the same losses to the last bit, a third
+        # less compile (JAX ResNet-50's step 2.8 -> 1.8 s; the JAX tests of
+        # test_env_jax_paddle.py and test_distributed_tf_jax.py 121 -> 80 CPU-s, 2026-12-06,
+        # a 2-core Zen 4, alone).
+        os.environ.setdefault(NEWER_XLA, "--xla_cpu_use_fusion_emitters=false")
     path = os.environ.get("PYTHONPATH", "")
     if str(SITE) not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SITE), path]))
