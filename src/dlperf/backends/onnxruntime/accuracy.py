@@ -51,11 +51,7 @@ def onnx_model(trained, precision, data, request, facts):
                               lambda path: export.export(trained.model, (example,), path))
     facts["export"] = dict(made, cached=hit)
     if precision == "fp16":
-        half_identity = dict(identity, dtype="float16", converter=export.FP16_RECIPE)
-        half_path = export.artefact_path("fp16", half_identity)
-        hit16, made16 = export.cached(half_path,
-                                      lambda path: export.convert_fp16(float_path, path))
-        facts["fp16"] = dict(made16, cached=hit16)
+        half_path, facts["fp16"] = export.fp16_file(float_path, identity)
         return half_path
     if precision != "int8":
         return float_path

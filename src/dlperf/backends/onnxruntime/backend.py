@@ -185,11 +185,8 @@ def onnx_file(view, model, args):
     facts = dict(facts, cached=hit, path=exported_path)
     names = facts["input_names"]
     if precision == "fp16":
-        half_identity = dict(identity, dtype="float16", converter=export.FP16_RECIPE)
-        half_path = export.artefact_path("fp16", half_identity)
-        hit16, facts16 = export.cached(half_path,
-                                       lambda path: export.convert_fp16(exported_path, path))
-        return half_path, {"export": facts, "fp16": dict(facts16, cached=hit16, path=half_path),
+        half_path, facts16 = export.fp16_file(exported_path, identity)
+        return half_path, {"export": facts, "fp16": dict(facts16, path=half_path),
                            "input_names": names}
     if precision != "int8":
         return exported_path, facts

@@ -118,6 +118,15 @@ def convert_fp16(fp32_path, out_path):
             "input_names": [value.name for value in half.graph.input]}
 
 
+def fp16_file(fp32_path, identity):
+    # type: (str, Dict[str, Any]) -> Tuple[str, Dict[str, Any]]
+    """The cached fp16 conversion of ``fp32_path`` (made if missing; ``identity`` is the fp32
+    file's), and how it was made, ``cached`` saying whether it already was."""
+    path = artefact_path("fp16", dict(identity, dtype="float16", converter=FP16_RECIPE))
+    hit, facts = cached(path, lambda out: convert_fp16(fp32_path, out))
+    return path, dict(facts, cached=hit)
+
+
 class _Reader(object):
     """onnxruntime's CalibrationDataReader protocol over a list of feeds."""
 
