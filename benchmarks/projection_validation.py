@@ -51,15 +51,17 @@ validated (it would be its own answer).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
-import subprocess
+import signal
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from dlperf import projection, scaling, spec
+from dlperf import cli, projection, scaling, spec
 from dlperf.host import emulated
 from dlperf.projection_error import median_abs
 from dlperf.worker.collectives import bus_factor
@@ -298,6 +300,25 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
     return project_from(db, start, target, unshaped, shaped, next(iter(candidates), None))
 
 
+def dlperf_project(argv: list[str]) -> tuple[int, str]:
+    """`dlperf project ARGV` as the command line runs it (``dlperf.cli.main``), in this
+    process: its exit code and what it wrote to stderr (stdout is dropped: the projection is
+    read from its ``--json``). A table makes 8-40 projections; a fresh interpreter for each paid
+    a third of a second of imports every time, most of the table's CPU time. The signal handlers
+    ``main`` installs are put back after."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+            code = cli.main(["project", *argv])
+    except SystemExit as stop:  # argparse refusing a flag
+        code = stop.code if isinstance(stop.code, int) else 2
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    return code, stderr.getvalue()
+
+
 def project_from(db: Path, start: dict[str, Any], target: dict[str, Any],
                  unshaped: dict[str, Any], shaped: list[dict[str, Any]],
                  window: dict[str, Any] | None) -> dict[str, Any]:
@@ -311,19 +332,17 @@ def project_from(db: Path, start: dict[str, Any], target: dict[str, Any],
                else ["--overlap-from", str(unshaped["run_id"])])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.json"
-        base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
-                str(db), "--devices-per-node", str(case.get("devices") or 1),
-                "--nnodes", str(case["nnodes"]),
+        base = [str(start["run_id"]), "--db", str(db), "--devices-per-node",
+                str(case.get("devices") or 1), "--nnodes", str(case["nnodes"]),
                 "--intra", "1000gbit", *sources, "--no-store", "--json", str(out)]
         base += ["--launcher", engine]  # its packing: the engine's declaration
-        proc = subprocess.run([*base, "--inter", f"measured:{link}"], capture_output=True,
-                              text=True)
+        code, stderr = dlperf_project([*base, "--inter", f"measured:{link}"])
         how = f"measured model over {link}"
-        if proc.returncode == 2 and "no collective model" in proc.stderr:
+        if code == 2 and "no collective model" in stderr:
             rate, how = links_of(target, unshaped, shaped)
-            proc = subprocess.run([*base, "--inter", rate], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
+            code, stderr = dlperf_project([*base, "--inter", rate])
+        if code != 0:
+            raise SystemExit(f"dlperf project failed for {target['label']}: {stderr}")
         made = json.loads(out.read_text())
     row = validated(target, made, engine, link, how)
     row["window_from"] = window["case"]["link"] if window is not None else "unshaped"
@@ -341,13 +360,12 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
                str(source["run_id"])] if fit is not None else []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.json"
-        base = [sys.executable, "-m", "dlperf.cli", "project", str(start["run_id"]), "--db",
-                str(db), "--devices-per-node", str(case["devices"]), "--nnodes", "1",
-                "--overlap-from", str(source["run_id"]), *fitting, "--no-store", "--json",
-                str(out)]
-        proc = subprocess.run([*base, "--intra", "measured"], capture_output=True, text=True)
+        base = [str(start["run_id"]), "--db", str(db), "--devices-per-node",
+                str(case["devices"]), "--nnodes", "1", "--overlap-from", str(source["run_id"]),
+                *fitting, "--no-store", "--json", str(out)]
+        code, stderr = dlperf_project([*base, "--intra", "measured"])
         how = "its stored all-reduce model"
-        if proc.returncode == 2 and "no collective model" in proc.stderr:
+        if code == 2 and "no collective model" in stderr:
             path = scaling.allreduce_bus_bandwidth(source)
             if path is None:
                 raise SystemExit(f"{source['label']}: no all-reduce probe and no stored model")
@@ -358,10 +376,9 @@ def project_one_host(db: Path, start: dict[str, Any], target: dict[str, Any],
             # exchange moves them (a parameter server's takes d times a message a link where
             # a ring's takes 2(d-1)/d: the same probe time either way)
             line = path * wire_share(source) * exchange_share(source, int(case["devices"]), 1)
-            proc = subprocess.run([*base, "--intra", f"{line * 8 / 1e6:.0f}mbit@0us"],
-                                  capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"dlperf project failed for {target['label']}: {proc.stderr}")
+            code, stderr = dlperf_project([*base, "--intra", f"{line * 8 / 1e6:.0f}mbit@0us"])
+        if code != 0:
+            raise SystemExit(f"dlperf project failed for {target['label']}: {stderr}")
         made = json.loads(out.read_text())
     row = validated(target, made, "native", "one host", how)
     row["overhead_from"] = sorted(r["case"]["batch_size"] for r in (fit, source)
