@@ -311,8 +311,12 @@ def dlperf_project(argv: list[str]) -> tuple[int, str]:
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
             code = cli.main(["project", *argv])
-    except SystemExit as stop:  # argparse refusing a flag
-        code = stop.code if isinstance(stop.code, int) else 2
+    except SystemExit as stop:  # argparse refusing a flag: the status a process exits with
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:  # a message: the interpreter prints it and exits 1
+            code = 1
+            stderr.write(f"{stop.code}\n")
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
