@@ -135,7 +135,8 @@ EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
     "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s, "
     "torch's, OneFlow's, TensorFlow's and JAX's at 500 Mbit/s and 250 Mbit/s too, TensorFlow's "
-    "at 2 Gbit/s, 750 Mbit/s and 350 Mbit/s (ResNet-50; the window from another rate, the "
+    "at 2 Gbit/s, 750 Mbit/s and 350 Mbit/s, six engines at 5 Gbit/s, 1.5 Gbit/s and 400 Mbit/s "
+    "(ResNet-50; the window from another rate, the "
     "overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
@@ -157,7 +158,9 @@ EMULATED_HOSTS = Check(
     "priced from the sizes near them (2026-12-04, late night; MindSpore's of 2026-12-02, whose "
     "collectives were not kept, as made then); TensorFlow's at 2 Gbit/s, 750 Mbit/s and "
     "350 Mbit/s, its all-reduce measured up to 128 MiB, after that rule was committed (a Xeon, "
-    "2026-12-04, late night)",
+    "2026-12-04, late night); and out of sample, the model frozen before the runs: torch "
+    "DDP's, TensorFlow's, Paddle's, JAX's, OneFlow's and MindSpore's at 5 Gbit/s, 1.5 Gbit/s "
+    "and 400 Mbit/s, rates no sweep had measured (AMD EPYC Zen 4, 2026-12-06)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -238,7 +241,19 @@ EMULATED_HOSTS = Check(
      ("JAX 250 Mbit/s 12-04 Xeon near rates", 0.023),
      ("TensorFlow 2 Gbit/s 12-04 Xeon sizes", -0.043),
      ("TensorFlow 750 Mbit/s 12-04 Xeon sizes", 0.034),
-     ("TensorFlow 350 Mbit/s 12-04 Xeon sizes", -0.020)),
+     ("TensorFlow 350 Mbit/s 12-04 Xeon sizes", -0.020),
+     ("torch DDP 5 Gbit/s 12-06 unseen", 0.014), ("torch DDP 1.5 Gbit/s 12-06 unseen", 0.065),
+     ("torch DDP 400 Mbit/s 12-06 unseen", -0.022),
+     ("TensorFlow 5 Gbit/s 12-06 unseen", 0.034), ("TensorFlow 1.5 Gbit/s 12-06 unseen", -0.011),
+     ("TensorFlow 400 Mbit/s 12-06 unseen", 0.025),
+     ("Paddle 5 Gbit/s 12-06 unseen", -0.022), ("Paddle 1.5 Gbit/s 12-06 unseen", 0.005),
+     ("Paddle 400 Mbit/s 12-06 unseen", 0.036),
+     ("JAX 5 Gbit/s 12-06 unseen", -0.062), ("JAX 1.5 Gbit/s 12-06 unseen", -0.003),
+     ("JAX 400 Mbit/s 12-06 unseen", 0.015),
+     ("OneFlow 5 Gbit/s 12-06 unseen", 0.006), ("OneFlow 1.5 Gbit/s 12-06 unseen", 0.109),
+     ("OneFlow 400 Mbit/s 12-06 unseen", 0.194),
+     ("MindSpore 5 Gbit/s 12-06 unseen", 0.050), ("MindSpore 1.5 Gbit/s 12-06 unseen", 0.080),
+     ("MindSpore 400 Mbit/s 12-06 unseen", -0.021)),
     start_devices=1)
 
 PUBLISHED = Check(

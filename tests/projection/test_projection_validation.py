@@ -262,6 +262,19 @@ def test_the_window_from_a_near_rate_is_made_again_from_its_stored_results(tmp_p
 
 
 @pytest.mark.parallel
+def test_the_check_out_of_sample_is_made_again_from_its_stored_results(tmp_path):
+    # six engines at three rates no sweep had measured, the model frozen before the runs (both
+    # sweeps' files committed before they ran)
+    rates = ("5gbit", "1500mbit", "400mbit")
+    made_again("link-rates-unseen-zen4-2026-12-06", "link-rates-unseen",
+               {(fw, link) for fw in ("torch", "tensorflow", "paddle") for link in rates}, "2.2%",
+               tmp_path)
+    made_again("link-rates-unseen-more-zen4-2026-12-06", "link-rates-unseen-more",
+               {(fw, link) for fw in ("jax", "oneflow", "mindspore") for link in rates}, "5.0%",
+               tmp_path)
+
+
+@pytest.mark.parallel
 def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp_path):
     # every stored 2-host probe (one buffer of the whole gradient) against its link's
     # collectives: the table and medians docs/projection.md quotes
@@ -271,7 +284,7 @@ def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp
     assert proc.returncode == 0, proc.stderr
     kept = ROOT / "benchmarks" / "data" / "link-rates-tf-sizes-xeon-2026-12-04" / "probe-pricing.md"
     assert out.read_text() == kept.read_text()
-    assert "| every size | 34 | 11.5% |" in proc.stdout and "| near | 34 | 8.3% |" in proc.stdout
+    assert "| every size | 52 | 10.7% |" in proc.stdout and "| near | 52 | 6.4% |" in proc.stdout
 
 
 @pytest.mark.parallel
