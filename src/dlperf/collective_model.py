@@ -20,6 +20,13 @@ TensorFlow's one pack of the whole gradient), a projection prices them with the 
 measured sizes within :data:`NEAR_FACTOR` of it (docs/projection.md, "The sizes a message is
 priced from").
 
+The fit prices each size at its calls' median; how well those calls pin it is their own spread
+(:meth:`Model.calls_at`): a seeded bootstrap 95 % interval of the median, as every measured
+figure's (:func:`dlperf.stats.bootstrap_ci`). A path whose calls scatter (OneFlow's all-reduce
+over a shaped link took 0.64-1.35 times its median at one size, call to call, where gloo's took
+1.00-1.06) is priced no more surely than that, and a projection carries it (docs/projection.md,
+"How surely a link is priced").
+
 :func:`newest_matching` is what a projection calls (any rank count of the framework's default
 path); it raises :class:`NoModel`, naming the command that measures the missing key.
 """
@@ -34,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlperf import stats
 from dlperf.errors import UsageError
 from dlperf.store import DEFAULT_DB, Store
 from dlperf.worker.collectives import bus_factor
@@ -126,6 +134,25 @@ def fit(sizes: Sequence[float], times: Sequence[float]) -> Fit:
 
 
 @dataclasses.dataclass(frozen=True)
+class CallSpread:
+    """The 95 % interval of one size's median call, relative to that median (``low`` <= 0 <=
+    ``high``): how far the price read there may be off, by the calls alone."""
+
+    nbytes: int
+    calls: int
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    def text(self) -> str:
+        return (f"its {self.calls} calls at {self.nbytes / 2**20:.3g} MiB put their median within "
+                f"{self.low:+.1%}/{self.high:+.1%} (95 %)")
+
+
+@dataclasses.dataclass(frozen=True)
 class Model:
     """A key's fit over its newest stored run, and where that run was measured."""
 
@@ -141,6 +168,7 @@ class Model:
     split: bool = False  # fitted over a parameter server's split keys alone (fitted_rows)
     times: tuple[float, ...] = ()  # the median seconds at each size, as fitted
     near_bytes: float | None = None  # fitted over the sizes near a message of this size (near)
+    calls: tuple[tuple[float, ...], ...] = ()  # each size's calls, seconds, as measured
 
     @property
     def factor(self) -> float:
@@ -161,6 +189,16 @@ class Model:
         """The fitted time of one operation on an ``nbytes`` message."""
         return self.fit.seconds(nbytes)
 
+    def _near(self, nbytes: float) -> list[int]:
+        """The indices of the measured sizes within :data:`NEAR_FACTOR` of ``nbytes``; the two
+        nearest it (on a log scale) where fewer lie that close."""
+        kept = [i for i, size in enumerate(self.sizes)
+                if nbytes / NEAR_FACTOR <= size <= nbytes * NEAR_FACTOR]
+        if len(kept) < 2:
+            kept = sorted(sorted(range(len(self.sizes)),
+                                 key=lambda i: abs(math.log(self.sizes[i] / nbytes)))[:2])
+        return kept
+
     def near(self, nbytes: float) -> Model:
         """The model refitted over the measured sizes within :data:`NEAR_FACTOR` of an
         ``nbytes`` message, for an engine whose messages all have that size; the two sizes
@@ -169,20 +207,36 @@ class Model:
         bandwidth (their times do not grow with size)."""
         if not self.times or nbytes <= 0:
             return self
-        pairs = list(zip(self.sizes, self.times))
-        kept = [(size, t) for size, t in pairs if nbytes / NEAR_FACTOR <= size
-                <= nbytes * NEAR_FACTOR]
-        if len(kept) < 2:
-            kept = sorted(sorted(pairs, key=lambda pair: abs(math.log(pair[0] / nbytes)))[:2])
-        if len(kept) == len(pairs):
+        kept = self._near(nbytes)
+        if len(kept) == len(self.sizes):
             return dataclasses.replace(self, near_bytes=nbytes)
-        refit = fit([s for s, _ in kept], [t for _, t in kept])
+        refit = fit([self.sizes[i] for i in kept], [self.times[i] for i in kept])
         if refit.beta_s <= 0:  # no bandwidth among the near sizes: the whole range's fit
             return dataclasses.replace(self, near_bytes=nbytes)
         # two sizes fit exactly: the misfit the whole range showed stays the price's error
         refit = dataclasses.replace(refit, max_error=max(refit.max_error, self.fit.max_error))
-        return dataclasses.replace(self, fit=refit, sizes=tuple(s for s, _ in kept),
-                                   times=tuple(t for _, t in kept), near_bytes=nbytes)
+        calls = tuple(self.calls[i] for i in kept) if self.calls else ()
+        return dataclasses.replace(self, fit=refit, sizes=tuple(self.sizes[i] for i in kept),
+                                   times=tuple(self.times[i] for i in kept), calls=calls,
+                                   near_bytes=nbytes)
+
+    def calls_at(self, nbytes: float) -> CallSpread | None:
+        """How surely the calls price an ``nbytes`` transfer: of the measured sizes near it
+        (:meth:`_near`), the one whose median's 95 % interval is widest, relative to that
+        median; None where no size holds two calls or more (a model built by hand, or one
+        call a size)."""
+        if not self.calls or nbytes <= 0:
+            return None
+        found = []
+        for i in self._near(nbytes):
+            calls = self.calls[i]
+            interval = stats.bootstrap_ci(calls)
+            median = float(np.median(np.asarray(calls, dtype=float))) if calls else 0.0
+            if interval is None or median <= 0:
+                continue
+            found.append(CallSpread(self.sizes[i], len(calls), interval[0] / median - 1,
+                                    interval[1] / median - 1))
+        return max(found, key=lambda spread: spread.high - spread.low, default=None)
 
     def beyond(self, nbytes: float) -> bool:
         """Whether an ``nbytes`` message is past :data:`BEYOND_FACTOR` times the largest size
@@ -221,7 +275,8 @@ def _model(key: Key, rows: list[dict]) -> Model:
                  emulated=bool(first["emulated"]), device=first["device"],
                  measured_at=first["created_at"],
                  framework_version=first["detail"].get("framework_version"), split=split,
-                 times=tuple(row["time_us"] / 1e6 for row in rows))
+                 times=tuple(row["time_us"] / 1e6 for row in rows),
+                 calls=tuple(tuple(float(t) for t in row.get("times") or ()) for row in rows))
 
 
 def key_of(row: dict) -> Key:

@@ -24,8 +24,9 @@ plus the part of the gradient all-reduce the backward pass does not hide:
   per-step coordination): a share of the step, from the same results, or, from results at two
   batch sizes, a fixed time per step plus a share (:func:`overhead_fit`).
 
-Every projected figure carries an interval: the 1-device measurement's, the links' fit error and
-the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
+Every projected figure carries an interval: the 1-device measurement's, the links' fit error (or,
+where wider, the 95 % interval of their measured calls' median at the sizes that price the step's
+transfer) and the overlap's range, propagated by evaluating the model at their ends (the model is monotone in
 each). The throughput has a second one, that interval widened by the model's own error as its
 validation measured it (:mod:`dlperf.projection_error`). What the model leaves out is listed
 with every projection (:func:`not_modelled`).
@@ -109,6 +110,18 @@ class Link:
     error: float = 0.0
     message_bytes: float | None = None  # the message size a measured model was fitted near
     beyond: bool = False  # that message is past the sizes measured (the fit extrapolated)
+    # a measured model's calls at the sizes that price the step's transfer: the 95 % interval
+    # of their median, relative to it (collective_model.CallSpread), and its words; 0 and ""
+    # where given or not known
+    calls_low: float = 0.0
+    calls_high: float = 0.0
+    calls_text: str = ""
+
+    @property
+    def ends(self) -> tuple[float, float]:
+        """The factors the link's price is multiplied by at the interval's fast and slow ends:
+        its fit's misfit either side, or its calls' interval where that reaches further."""
+        return (min(1 - self.error, 1 + self.calls_low), max(1 + self.error, 1 + self.calls_high))
 
     def describe(self) -> str:
         return (f"{self.bandwidth * 8 / 1e9:.3g} Gbit/s, {self.latency * 1e6:.3g} us per hop "
@@ -144,13 +157,15 @@ def carrying(link: Link, share: float, what: str) -> Link:
                                source=f"{link.source}, carrying {what}")
 
 
-def link_of_model(model: Any) -> Link:
+def link_of_model(model: Any, transfer_bytes: float | None = None) -> Link:
     """A measured :class:`dlperf.collective_model.Model` as the link the model prices with: an
     all-reduce on n ranks as a ring's (its bus bandwidth, its latency spread over the ring's
     2(n-1) hops); a parameter server's push and pull as :func:`pushpull_s`'s at the measured
     shape (d processes on each of N nodes: on one node the server's d x m each way, B = d / beta;
     across nodes each NIC's 2d(N-1)/N x m, B = 2d(N-1)/N / beta; the round trip's two
-    latencies, alpha / 2 each), so that the model gives back the measured time there."""
+    latencies, alpha / 2 each), so that the model gives back the measured time there.
+    ``transfer_bytes``: what one step moves as a unit (a message of one size, else the whole
+    gradient), where the measured calls' spread is read (:meth:`Model.calls_at`)."""
     key, fit = model.key, model.fit
     if key.op not in ("allreduce", "pushpull") or key.ranks < 2:
         raise UsageError(f"collective model {key.describe()}: an all-reduce, or a parameter "
@@ -164,11 +179,15 @@ def link_of_model(model: Any) -> Link:
         source += (f", fitted over {model.sizes_text()} for its {near / 2**20:.3g} MiB "
                    f"messages")
     beyond = near is not None and model.beyond(near)
+    spread = model.calls_at(transfer_bytes) if transfer_bytes else None
+    calls = {} if spread is None else {"calls_low": spread.low, "calls_high": spread.high,
+                                       "calls_text": spread.text()}
     if key.op == "pushpull":
         share = link_bytes(PARAMETER_SERVER, key.nproc, key.nnodes)
-        return Link(share / fit.beta_s, fit.alpha_s / 2, source, fit.max_error, near, beyond)
+        return Link(share / fit.beta_s, fit.alpha_s / 2, source, fit.max_error, near, beyond,
+                    **calls)
     return Link(model.factor / fit.beta_s, fit.alpha_s / (2 * (key.ranks - 1)), source,
-                fit.max_error, near, beyond)
+                fit.max_error, near, beyond, **calls)
 
 
 def ring_allreduce_s(nbytes: float, ranks: int, link: Link) -> float:
@@ -425,8 +444,8 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     """The model at ``shape``: the measured step at the start plus the exposed part of the
     all-reduce the target adds over the start's own (step(start) + (1 - overlap) x (allreduce(
     target) - allreduce(start))). Its interval: the fast end at the fast ends of every input
-    (the shorter measured step, the links' fit error in their favour, the larger overlap), the
-    slow end at the slow ones."""
+    (the shorter measured step, the links' fit error or their calls' interval in their favour,
+    the larger overlap), the slow end at the slow ones."""
     if shape.nodes > 1 and inputs.inter is None:
         raise UsageError("--inter: a target of several nodes needs the link between nodes "
                          "(measured or RATE@LATENCY)")
@@ -440,8 +459,10 @@ def project(inputs: Inputs, shape: Shape) -> Point:
                         inputs.intra, inputs.inter, inputs.exchange)
             - allreduce_s(inputs.gradient_bytes, inputs.messages, start.per_node, start.nodes,
                           inputs.intra, inputs.inter, inputs.exchange))
-    error = max(inputs.intra.error, inputs.inter.error if inputs.inter else 0.0)
-    comm_span = Span(comm, comm * max(1 - error, 0.0), comm * (1 + error))
+    links = [inputs.intra] + ([inputs.inter] if inputs.inter else [])
+    fast = min(link.ends[0] for link in links)
+    slow = max(link.ends[1] for link in links)
+    comm_span = Span(comm, comm * max(fast, 0.0), comm * slow)
     c = inputs.compute_s
     if shape.devices > start.devices:  # more processes than the start: their overhead too
         c = inputs.overlap.with_overhead(c)

@@ -928,3 +928,84 @@ def test_a_projection_prices_its_engines_messages_from_the_sizes_near_them(frame
         assert beyond[0].endswith("--intra: its 97.5 MiB messages are past 2x the largest size "
                                   "measured: their price extrapolates the fit; measure up to "
                                   "them with `dlperf collectives --sizes`")
+
+
+def scattered_rows(framework: str = "torch", path: str = "gloo") -> list[dict]:
+    """A ring's all-reduce of 1-32 MiB on one exact line (1 ms + 10 ns a byte), each size's
+    five calls at that line but for one call of 16 and 32 MiB that took half as long again (as
+    OneFlow's calls over a shaped link scatter, call to call)."""
+    rows = []
+    for nbytes in [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]:
+        t = 1e-3 + nbytes * 1e-8
+        calls = [t] * 4 + [1.5 * t if nbytes >= 16 * MIB else t]
+        rows.append({"framework": framework, "path": path, "env": "", "device": "cpu",
+                     "nproc": 2, "nnodes": 1, "link": None, "emulated": 0, "host": "h",
+                     "op": "allreduce", "bytes": nbytes, "iters": 5, "warmup": 1,
+                     "times": calls, "detail": {"framework_version": "x"},
+                     **study.summary(calls, "allreduce", nbytes, 2)})
+    return rows
+
+
+def test_a_price_is_as_sure_as_its_calls_at_the_sizes_near_the_transfer(tmp_path):
+    from dlperf import collective_model as cm
+    from dlperf.store import Store
+
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add_collectives(scattered_rows())
+    model = cm.model_for(db, cm.Key("torch", "gloo", "allreduce", 2))
+    assert model.fit.max_error == pytest.approx(0.0, abs=1e-9)  # the medians lie on the line
+    assert model.calls[-1] == (model.times[-1],) * 4 + (1.5 * model.times[-1],)
+    # five calls: a resampled median is the slow call's in 5.8 % of draws (three or more of
+    # five), more than the 2.5 % tail, so the 95 % interval of the median runs from the four
+    # equal calls to the slow one: 0 to +50 %
+    spread = model.calls_at(25 * MIB)  # 8-32 MiB lie within 4x; 16 and 32 MiB scatter alike
+    assert spread is not None and spread.calls == 5 and spread.nbytes in (16 * MIB, 32 * MIB)
+    assert (spread.low, spread.high) == (pytest.approx(0.0), pytest.approx(0.5))
+    assert spread.half_width == pytest.approx(0.25)
+    assert spread.text().endswith("5 calls at 32 MiB put their median within +0.0%/+50.0% "
+                                  "(95 %)") or spread.text().endswith("16 MiB put their median "
+                                                                      "within +0.0%/+50.0% (95 %)")
+    # the small sizes' calls agree: a price read there is sure (0 either side)
+    small = model.calls_at(2 * MIB)
+    assert small is not None and (small.low, small.high) == (0.0, 0.0)
+    # near() keeps each size's calls beside it
+    assert model.near(25 * MIB).calls == model.calls[3:]
+    # one call a size, or a model built by hand: nothing to read
+    assert dataclasses.replace(model, calls=()).calls_at(25 * MIB) is None
+    # the link a projection prices with reaches as far as the calls do, and its fit's misfit
+    # where that is wider
+    link = projection.link_of_model(model.near(25 * MIB), 25 * MIB)
+    assert link.ends == (pytest.approx(1.0), pytest.approx(1.5))
+    assert dataclasses.replace(link, error=0.6).ends == (pytest.approx(0.4), pytest.approx(1.6))
+    assert projection.link_of_model(model).ends == (pytest.approx(1.0),  # the fit's alone
+                                                     pytest.approx(1.0))
+
+
+def test_a_projection_carries_its_links_uncertain_price_and_says_so(tmp_path):
+    from dlperf.store import Store
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        run = store.start_run("k", ONE_DEVICE["label"], ONE_DEVICE["case"], {})
+        store.finish_run(run, json.loads(json.dumps(ONE_DEVICE)))
+        store.add_collectives(scattered_rows())
+    out = tmp_path / "p.json"
+    proc = dlperf_main("project", str(run), "--db", str(db), "--devices-per-node", "2",
+                       "--intra", "measured", "--no-store", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(out.read_text())
+    (point,) = made["points"]
+    # torch DDP's four 25 MiB buckets (the last one smaller) on the line: 4 x 1 ms + 10 ns a
+    # byte; its slow end the calls' +50 %, its fast end the line (no call was faster)
+    comm = point["allreduce_s"]
+    gradient = 25557032 * 4
+    assert comm["value"] == pytest.approx(4e-3 + gradient * 1e-8)
+    assert (comm["low"], comm["high"]) == (pytest.approx(comm["value"]),
+                                           pytest.approx(1.5 * comm["value"]))
+    link = made["model"]["intra"]
+    assert (link["calls_low"], link["calls_high"]) == (pytest.approx(0.0), pytest.approx(0.5))
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "uncertain" in line]
+    assert said == ["! --intra: price uncertain: its 5 calls at 32 MiB put their median within "
+                    "+0.0%/+50.0% (95 %), which the interval carries; more calls (`dlperf "
+                    "collectives --iters`) narrow it"]

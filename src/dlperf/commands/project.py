@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from dlperf import collective_model, display, models, outputs, projection, scaling, spec
+from dlperf import collective_model, display, models, outputs, projection, scaling, spec, stats
 from dlperf.backends.horovod import PACKING as HOROVOD_PACKING
 from dlperf.commands import HELP
 from dlperf.commands.compare import resolve
@@ -108,13 +108,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 # ------------------------------------------------------------------------------------------------
 
 def measured_link(db: str, framework: str, inter: bool, link: str | None,
-                  message_bytes: float | None = None) -> Link:
+                  message_bytes: float | None = None,
+                  transfer_bytes: float | None = None) -> Link:
     """The newest stored all-reduce model of ``framework``'s default collective path (a
     parameter server's push and pull where that path has no all-reduce: MXNet's kvstore), on one
     host (``inter`` False) or across nodes over ``link``; one line naming the command when
     none. ``message_bytes``: the size of each of the step's messages, where the engine's
     packing makes them one size: the model is then fitted over the measured sizes near it
-    (:meth:`dlperf.collective_model.Model.near`)."""
+    (:meth:`dlperf.collective_model.Model.near`). ``transfer_bytes``: what a step moves as
+    one transfer (that message, else the whole gradient), where its calls' spread is read."""
     from dlperf.studies import collectives as study
 
     found_path = study.path_named(framework, None)
@@ -137,7 +139,7 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None,
                          f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY") from None
     if message_bytes is not None and op == "allreduce":
         model = model.near(message_bytes)
-    return projection.link_of_model(model)
+    return projection.link_of_model(model, transfer_bytes or message_bytes)
 
 
 def is_measured(spec: str | None) -> bool:
@@ -162,7 +164,8 @@ def check_links(args: argparse.Namespace) -> None:
 
 
 def link_spec(spec: str | None, flag: str, db: str, framework: str,
-              wire: Wire = RING_WIRE, message_bytes: float | None = None) -> Link | None:
+              wire: Wire = RING_WIRE, message_bytes: float | None = None,
+              transfer_bytes: float | None = None) -> Link | None:
     """``--intra``/``--inter``: a measured model of ``framework``'s path, or a given rate, which
     carries the engine's bytes on the wire (``wire``: its declaration)."""
     if spec is None:
@@ -173,7 +176,7 @@ def link_spec(spec: str | None, flag: str, db: str, framework: str,
 
         return measured_link(db, framework, flag == "--inter",
                              emulated.normalize_rate(link, flag) or None if link else None,
-                             message_bytes)
+                             message_bytes, transfer_bytes)
     return projection.carrying(projection.given_link(spec, flag), wire.share,
                                wire.describe())
 
@@ -488,9 +491,10 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     messages = messages_of(packing, gradient, case, "RESULT")
     message = packing.message_bytes(gradient)
     check_links(args)
-    intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire, message)
+    transfer = message if message is not None else gradient  # what a step moves as one
+    intra = link_spec(args.intra, "--intra", args.db, case["framework"], wire, message, transfer)
     assert intra is not None
-    inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire, message)
+    inter = link_spec(args.inter, "--inter", args.db, case["framework"], wire, message, transfer)
     if any(s.nodes > 1 for s in shapes) and inter is None:
         raise UsageError("--inter: targets of several nodes need the link between nodes "
                          "(measured[:LINK] or RATE@LATENCY)")
@@ -511,6 +515,9 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
                             f"{collective_model.BEYOND_FACTOR:g}x the largest size measured: "
                             f"their price extrapolates the fit; measure up to them with "
                             f"`dlperf collectives --sizes`")
+        if link is not None and (link.calls_high - link.calls_low) / 2 > stats.CV_WARN:
+            warnings.append(f"{name}: price uncertain: {link.calls_text}, which the interval "
+                            f"carries; more calls (`dlperf collectives --iters`) narrow it")
     cv = (result.get("throughput") or {}).get("cv")
     measured = f"the start's result ({start.nodes} x {start.per_node})"  # 1 device or a node
     if cv is not None and cv > 0.05:
