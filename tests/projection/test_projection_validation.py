@@ -382,3 +382,31 @@ def test_the_window_rules_table_is_made_again_for_a_folder(tmp_path):
     assert refused.returncode == 2 and refused.stderr.startswith("window_rules.py: error:")
     assert len(refused.stderr.strip().splitlines()) == 1
 
+
+
+@pytest.mark.parallel
+def test_oneflows_calls_over_a_shaped_link_are_made_again_from_the_stored_folder(tmp_path):
+    # each call as a multiple of the rate's time, its median's interval over 20 calls and over
+    # the first 5: the table docs/projection.md ("How surely a link is priced") quotes
+    folder = ROOT / "benchmarks" / "data" / "oneflow-calls-zen4-2026-12-06"
+    out = tmp_path / "c.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "call_spread.py"),
+                           str(folder), "--markdown", str(out)], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == (folder / "calls.md").read_text()
+    rows = {(r[0], r[1], r[2]): r for r in
+            (line.strip("| ").split(" | ") for line in out.read_text().splitlines()[2:])}
+    assert len(rows) == 6
+    for (framework, _, _), row in rows.items():
+        multiples = [float(m) for m in row[4].split()]
+        assert len(multiples) == 20
+        if framework == "torch":  # gloo: the rate's time and TCP's overhead, on 5 % of a CPU
+            assert max(multiples) < 1.15 and float(row[8]) < 0.1
+        else:  # OneFlow: three durations half the rate's time apart, a whole CPU busy
+            modes = {round(2 * m) / 2 for m in multiples}
+            assert modes == {1.0, 1.5, 2.0} and float(row[8]) > 0.9, row
+    missing = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "call_spread.py"),
+                              str(tmp_path)], capture_output=True, text=True, cwd=ROOT)
+    assert missing.returncode == 2
+    assert missing.stderr == f"call_spread.py: error: FOLDER: {tmp_path} holds no collectives.json\n"
