@@ -358,6 +358,9 @@ class Overlap:
     the two results' 95 % intervals; the fit itself where they have none). ``whole_step``: an
     exchange that overlaps the whole step (:data:`WHOLE_STEP`), whose window is the target's
     own step with its overhead (``window_s`` then shows its source's, in seconds).
+    ``overhead_range``: the overhead read at the ends of its source's step's 95 % interval,
+    where that source is one result (at the start's batch or, carried by :func:`at_batch`, as
+    both readings): a noisy multi-process result bounds the overhead no better than that.
     """
 
     value: float | None  # None: not measured, the interval spans 0..1
@@ -369,6 +372,8 @@ class Overlap:
     overhead_fits: tuple[Overhead, Overhead] | None = None
     window_ends: tuple[float, float] | None = None  # (least, most) window its sources allow
     whole_step: bool = False  # the window is the target's whole step (:data:`WHOLE_STEP`)
+    # (least, most) overhead share at its source's step's 95 % interval ends (one batch size)
+    overhead_range: tuple[float, float] | None = None
 
     def exposed(self, comm_s: float) -> tuple[float, float, float]:
         """(least, middle, most) seconds of an all-reduce of ``comm_s`` left exposed: the most
@@ -385,8 +390,8 @@ class Overlap:
     def overhead_ends(self) -> tuple[float, float, float]:
         """(low, value, high) of the overhead's share of the start's step."""
         readings = sorted((self.overhead, self.overhead if self.overhead_fixed is None
-                           else self.overhead_fixed))
-        return readings[0], self.overhead, readings[1]
+                           else self.overhead_fixed, *(self.overhead_range or ())))
+        return readings[0], self.overhead, readings[-1]
 
     def with_overhead(self, compute: Span) -> Span:
         """The start's step with the multi-process overhead added: a share (its two readings
@@ -513,10 +518,23 @@ def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source
     def hidden(step: float, comm: float) -> float:
         return min(max(comm - (step - compute_s), 0.0), max(comm, 0.0))
 
+    def beyond(step: float) -> float:  # the overhead at a step: what the whole all-reduce
+        return max(step - compute_s - comm_s, 0.0)  # does not explain
+
     window = share * comm_s
     return Overlap(share, source, overhead, window_s=window,
                    window_ends=_ends(window, hidden(step_high, comm_low),
-                                     hidden(step_low, comm_high)))
+                                     hidden(step_low, comm_high)),
+                   overhead_range=_share_range((beyond(step_low), beyond(step_high)),
+                                               compute_s))
+
+
+def _share_range(seconds: tuple[float, float], compute_s: float) -> tuple[float, float] | None:
+    """An overhead's (least, most) seconds as shares of the 1-device step; None without a
+    step to share or where the two agree (no interval)."""
+    if compute_s <= 0 or seconds[0] == seconds[1]:
+        return None
+    return seconds[0] / compute_s, seconds[1] / compute_s
 
 
 def _ends(window_s: float, least: float, most: float) -> tuple[float, float] | None:
@@ -569,10 +587,13 @@ def whole_step_from(overhead: Seen) -> Overlap:
     o_s = overhead_under_whole_step(overhead)
     whole = overhead.compute_s + o_s
     share = min(whole / overhead.comm_s, 1.0) if overhead.comm_s > 0 else 1.0
+    low, high = overhead.step_span or (overhead.step_s, overhead.step_s)
+    ends = (overhead_under_whole_step(overhead, low), overhead_under_whole_step(overhead, high))
     return Overlap(share, f"window: the whole step (a parameter server's); overhead: "
                           f"{overhead.source}",
                    o_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
-                   window_s=whole, whole_step=True)
+                   window_s=whole, whole_step=True,
+                   overhead_range=_share_range(ends, overhead.compute_s))
 
 
 def window_from(window: Seen, overhead: Seen, whole_step: bool = False) -> Overlap:
@@ -599,9 +620,11 @@ def window_from(window: Seen, overhead: Seen, whole_step: bool = False) -> Overl
     most = kept(overhead.excess_ends[1] + window.comm_ends[1] - window.excess_ends[0])
     overhead_s = max(overhead.excess_s - max(overhead.comm_s - window_s, 0.0), 0.0)
     share = min(window_s / window.comm_s, 1.0) if window.comm_s > 0 else 1.0
+    seen = overhead_seen_s(overhead, window_s)
     return Overlap(share, f"window: {window.source}; overhead: {overhead.source}",
                    overhead_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
-                   window_s=window_s, window_ends=_ends(window_s, least, most))
+                   window_s=window_s, window_ends=_ends(window_s, least, most),
+                   overhead_range=_share_range((seen[0], seen[2]), overhead.compute_s))
 
 
 def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> Overlap:
@@ -613,8 +636,11 @@ def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> 
     if overlap.value is None or own_compute_s <= 0 or start_compute_s <= 0 or \
             own_compute_s == start_compute_s:
         return overlap
-    return dataclasses.replace(overlap, overhead_fixed=overlap.overhead * own_compute_s
-                               / start_compute_s)
+    ratio = own_compute_s / start_compute_s
+    found = overlap.overhead_range
+    return dataclasses.replace(overlap, overhead_fixed=overlap.overhead * ratio,
+                               overhead_range=None if found is None else
+                               (min(found[0], found[0] * ratio), max(found[1], found[1] * ratio)))
 
 
 def overhead_seen_s(seen: Seen, window_s: float) -> tuple[float, float, float]:
@@ -739,7 +765,9 @@ class Projection:
                                   "overhead_fixed": i.overlap.overhead_fixed,
                                   "overhead_s": i.overlap.overhead_s,
                                   "overhead_ends": [vars(f) for f in i.overlap.overhead_fits]
-                                  if i.overlap.overhead_fits else None},
+                                  if i.overlap.overhead_fits else None,
+                                  "overhead_range": list(i.overlap.overhead_range)
+                                  if i.overlap.overhead_range else None},
                       "exchange": i.exchange,
                       "not_modelled": list(not_modelled(i.exchange))},
             "points": [{"nodes": p.shape.nodes, "devices_per_node": p.shape.per_node,

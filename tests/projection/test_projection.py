@@ -342,14 +342,19 @@ def test_the_window_carries_its_sources_spread_into_the_interval():
     made = projection.window_from(long, short)
     assert made.window_s == pytest.approx(0.32)
     assert made.window_ends == pytest.approx((0.15, 2 / 3 * 0.62))
+    # the overhead: the unshaped step's excess, its all-reduce hidden, 0.12 s (24 % of the
+    # 1-device step), and at its step's interval ends 0.10 and 0.14 s (20 % and 28 %)
+    assert made.overhead == pytest.approx(0.24)
+    assert made.overhead_range == pytest.approx((0.20, 0.28))
+    assert made.overhead_ends == pytest.approx((0.20, 0.24, 0.28))
     # a 0.5 s all-reduce at the target: 0.18 s exposed at the window, 0.35 s at its least,
-    # 0.0867 s at its most; the step's interval is the overhead's plus these
+    # 0.0867 s at its most; the step's interval is the overhead's ends plus these
     slow = Link(25_000_000 / 0.5, 0.0, "given")
     at = Inputs(Span(0.5, 0.5, 0.5), 8, 25_000_000, 1, "one", slow, None, made)
     step = projection.project(at, Shape(2, 1)).step_s
     assert step.value == pytest.approx(0.62 + 0.18)
-    assert step.low == pytest.approx(0.62 + 0.5 - 2 / 3 * 0.62)
-    assert step.high == pytest.approx(0.62 + 0.35)
+    assert step.low == pytest.approx(0.60 + 0.5 - 2 / 3 * 0.62)
+    assert step.high == pytest.approx(0.64 + 0.35)
     # without intervals the window has no ends, and the step none from it
     assert projection.window_from(projection.Seen(1.1, 0.5, 0.8, "shaped"),
                                   projection.Seen(0.62, 0.5, 0.1, "unshaped")).window_ends is None
@@ -360,6 +365,12 @@ def test_the_window_carries_its_sources_spread_into_the_interval():
     assert one.window_s == pytest.approx(0.01)
     assert one.window_ends == pytest.approx((0.0, 0.02))
     assert one.exposed(0.03) == pytest.approx((0.01, 0.02, 0.03))
+    # its overhead, what the whole all-reduce does not explain: none at 0.11 s, 0.0 at its
+    # fast end, 0.12 - 0.10 - 0.02 = 0 at its slow end; a slower step's slow end shows one
+    assert one.overhead == 0.0 and one.overhead_range is None
+    slower = projection.overlap_from(0.13, 0.10, 0.02, "x", (0.125, 0.15))
+    assert slower.overhead == pytest.approx(0.1)  # 0.13 - 0.10 - 0.02 = 0.01 s of 0.10
+    assert slower.overhead_range == pytest.approx((0.05, 0.3))
     text = projection.Projection("x", {}, at, []).model_text()
     assert "window 320 ms" in text and "150-413.3 ms at its sources' interval ends" in text
 
@@ -372,6 +383,9 @@ def test_an_overhead_from_another_batch_spans_its_share_and_fixed_readings():
     assert carried.overhead == 0.5 and carried.overhead_fixed == pytest.approx(0.25)
     assert carried.window_s == 0.0
     assert projection.at_batch(seen, 0.2, 0.2) is seen  # the same batch: one reading
+    # its source's spread, 40-60 %, carried as both readings: 20-60 % of the start's step
+    ranged = dataclasses.replace(seen, overhead_range=(0.4, 0.6))
+    assert projection.at_batch(ranged, 0.1, 0.2).overhead_ends == pytest.approx((0.2, 0.5, 0.6))
     point = projection.project(inputs(carried, Span(0.2, 0.2, 0.2)), Shape(2, 1))
     # the 20 ms all-reduce exposed: 0.2 x 1.5 + 0.02 (value), 0.2 x 1.25 + 0.02 (fast end)
     assert point.step_s.value == pytest.approx(0.32)
@@ -396,7 +410,7 @@ def test_a_stored_projection_gains_the_window_and_keeps_the_old_fields():
     overlap = made.to_dict()["model"]["overlap"]
     assert overlap == {"value": 0.4, "source": "run 3", "overhead": 0.1, "window_s": 0.008,
                        "whole_step": False, "window_ends": None, "overhead_fixed": 0.05,
-                       "overhead_s": None, "overhead_ends": None}
+                       "overhead_s": None, "overhead_ends": None, "overhead_range": None}
     assert "window 8 ms (40% of its all-reduce)" in made.model_text()
     assert "+5.0% read as a fixed time per step" in made.model_text()
 
@@ -1009,3 +1023,49 @@ def test_a_projection_carries_its_links_uncertain_price_and_says_so(tmp_path):
     assert said == ["! --intra: price uncertain: its 5 calls at 32 MiB put their median within "
                     "+0.0%/+50.0% (95 %), which the interval carries; more calls (`dlperf "
                     "collectives --iters`) narrow it"]
+
+
+def test_a_noisy_overhead_source_widens_the_interval_and_is_said(tmp_path):
+    """A 2-process result whose repeats spread bounds the overhead read from it no better: the
+    overhead at its step's 95 % interval ends, in the interval and said in one line."""
+    from dlperf.store import Store
+
+    db = tmp_path / "r.db"
+    ids = {}
+    with Store(db) as store:
+        for devices, step, ci in ((1, 0.25, None), (2, 0.45, (0.40, 0.55))):
+            result = json.loads(json.dumps(ONE_DEVICE))
+            result["case"].update(batch_size=4, devices=devices)
+            result["global_batch"] = 4 * devices
+            result["label"] = f"torch resnet50 train bs4 fp32 {devices}d"
+            samples = 4 * devices
+            result["throughput"] = {"median": samples / step, "n": 3, "cv": 0.01}
+            if ci:  # a step of 0.40-0.55 s: its throughput's interval, the slow end first
+                result["throughput"]["ci95"] = [samples / ci[1], samples / ci[0]]
+                result["ranks"] = [{"rank": r, "allreduce_s": [0.1] * 3} for r in (0, 1)]
+            run = store.start_run(f"k{devices}", result["label"], result["case"], {})
+            store.finish_run(run, result)
+            ids[devices] = str(run)
+    out = tmp_path / "p.json"
+    proc = dlperf_main("project", ids[1], "--db", str(db), "--devices-per-node", "2",
+                       "--intra", "10gbit", "--overlap-from", ids[2], "--no-store",
+                       "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(out.read_text())
+    overlap = made["model"]["overlap"]
+    # the excess past its whole all-reduce (its ranks' 0.1 s probe) over the 0.25 s 1-device
+    # step: 0.4 at the median step, 0.2 and 0.8 at its interval's ends; the window 0 (the
+    # excess is more than the all-reduce), so the target's all-reduce (ResNet-50's 102 MB at
+    # 10 Gbit/s, 2 ranks) is exposed whole
+    share = [(step - 0.25 - 0.1) / 0.25 for step in (0.40, 0.45, 0.55)]
+    comm = 4 * 25557032 / (10e9 / 8)
+    assert overlap["overhead"] == pytest.approx(share[1])
+    assert overlap["overhead_range"] == pytest.approx([share[0], share[2]])
+    (point,) = made["points"]
+    assert point["step_s"]["low"] == pytest.approx(0.25 * (1 + share[0]) + comm)
+    assert point["step_s"]["high"] == pytest.approx(0.25 * (1 + share[2]) + comm)
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "overhead" in line
+            and line.startswith("!")]
+    assert said == [f"! multi-process overhead uncertain: {share[1]:.1%} of the step, "
+                    f"{share[0]:.1%}-{share[2]:.1%} at its source's 95 % interval ends (a noisy "
+                    f"multi-process result), which the interval carries"]

@@ -527,6 +527,11 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     if overlap.value is None:
         warnings.append(f"overlap not measured ({overlap.source}): the interval spans no "
                         f"overlap to full overlap")
+    spread = overlap.overhead_range
+    if spread is not None and spread[1] - spread[0] > 2 * stats.CV_WARN:
+        warnings.append(f"multi-process overhead uncertain: {overlap.overhead:.1%} of the step, "
+                        f"{spread[0]:.1%}-{spread[1]:.1%} at its source's 95 % interval ends (a "
+                        f"noisy multi-process result), which the interval carries")
     points = [projection.project(inputs, s) for s in shapes]
     beyond = [p for p in points if p.model_error.beyond]
     if beyond:
