@@ -148,7 +148,9 @@ class CallSpread:
         return (self.high - self.low) / 2
 
     def text(self) -> str:
-        return (f"its {self.calls} calls at {self.nbytes / 2**20:.3g} MiB put their median within "
+        size = (f"{self.nbytes / 2**20:.3g} MiB" if self.nbytes >= 2**20
+                else f"{self.nbytes / 2**10:.3g} KiB")
+        return (f"its {self.calls} calls at {size} put their median within "
                 f"{self.low:+.1%}/{self.high:+.1%} (95 %)")
 
 

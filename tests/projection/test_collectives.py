@@ -252,6 +252,37 @@ def test_a_missing_model_names_the_command_that_measures_it(tmp_path):
 
 
 @pytest.mark.parallel
+def test_calls_that_scatter_at_the_largest_sizes_are_shown_and_said(tmp_path):
+    """The calls' spread beside each model: at 32 and 64 KiB (within 4x of the largest) one
+    call of three took twice the others, so a resampled median is the slow one's in 7.4 % of
+    draws (two or three of three) and its 95 % interval runs 0 to +100 %; the line a
+    measurement prints says so. Calls that agree say nothing."""
+    from dlperf.commands.collectives import calls_warning
+
+    rows = constructed_rows("allreduce", 50e-6, 1e-9)
+    for row in rows:
+        if row["bytes"] >= 32 * KIB:
+            t = row["times"][0]
+            row.update(times=[t, t, 2 * t], **study.summary([t, t, 2 * t], "allreduce",
+                                                            row["bytes"], 2))
+    db = tmp_path / "c.db"
+    with Store(db) as store:
+        store.add_collectives(rows)
+        store.add_collectives(constructed_rows("allreduce", 50e-6, 1e-9, link="1gbit",
+                                               nnodes=2, nproc=1, emulated=1))
+    scattered, steady = (collective_model.model_for(db, Key("torch", "gloo", "allreduce", 2)),
+                         collective_model.model_for(db, Key("torch", "gloo", "allreduce", 1, 2,
+                                                            "1gbit")))
+    assert calls_warning(scattered) == ("allreduce: calls spread: its 3 calls at 32 KiB put "
+                                        "their median within +0.0%/+100.0% (95 %); a projection "
+                                        "priced here carries it, and more calls (--iters) "
+                                        "narrow it") or "at 64 KiB" in calls_warning(scattered)
+    assert calls_warning(steady) is None
+    shown = dlperf_main("collectives", "--show", "--db", str(db), check=True).stdout
+    assert "+0.0%/+100.0%" in shown and "+0.0%/+0.0%" in shown
+
+
+@pytest.mark.parallel
 def test_a_damaged_row_is_one_line(tmp_path):
     db = tmp_path / "c.db"
     with Store(db) as store:
@@ -307,6 +338,10 @@ def check_stored(measured: dict, db: Path, key: Key, ops: tuple[str, ...]) -> No
         assert model.run == 1 and model.sizes == tuple(TINY_SIZES)
         assert model.fit.alpha_s >= 0 and model.fit.beta_s >= 0
     assert [m["key"]["op"] for m in measured["models"]] == list(ops)
+    for made in measured["models"]:  # how surely the largest sizes' calls pin their median
+        spread = made["calls_at_largest"]
+        assert spread["calls"] == 3 and spread["nbytes"] in TINY_SIZES
+        assert spread["low"] <= 0 <= spread["high"]
     # --json: the rows as the table shows them, their CPU per iteration with them
     assert [(r["op"], r["bytes"], r["time_us"], r["cpu_us"]) for r in measured["rows"]] == [
         (row["op"], row["bytes"], row["time_us"], row["detail"]["cpu_us"]) for row in rows]

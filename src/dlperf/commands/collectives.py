@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from dlperf import collective_model, display, outputs, session
+from dlperf import collective_model, display, outputs, session, stats
 from dlperf.commands import HELP
 from dlperf.commands._flags import (add_db_argument, add_emulation_arguments,
                                     add_environment_arguments, add_rendezvous_arguments,
@@ -187,18 +187,39 @@ def fit_line(model: collective_model.Model) -> str:
                if model.key.op == "pushpull" and model.split else ""))
 
 
+def largest_calls(model: collective_model.Model) -> collective_model.CallSpread | None:
+    """How surely the calls at the largest sizes (those a large transfer is priced from) pin
+    their median (:meth:`dlperf.collective_model.Model.calls_at`)."""
+    return model.calls_at(max(model.sizes)) if model.sizes else None
+
+
+def calls_warning(model: collective_model.Model) -> str | None:
+    """One line where the calls at the largest sizes leave their median open by more than the
+    noisy-result threshold either side; None where they agree."""
+    spread = largest_calls(model)
+    if spread is None or spread.half_width <= stats.CV_WARN:
+        return None
+    return (f"{model.key.op}: calls spread: {spread.text()}; a projection priced here carries "
+            f"it, and more calls (--iters) narrow it")
+
+
 def show_fits(models: list[collective_model.Model]) -> None:
     for model in models:
         display.out.print(fit_line(model), soft_wrap=True)
+        warning = calls_warning(model)
+        if warning:
+            display.warn(warning)
 
 
 def model_json(model: collective_model.Model) -> dict[str, Any]:
+    spread = largest_calls(model)
     return {"key": vars(model.key), "run": model.run, "alpha_us": model.alpha_us,
             "beta_s_per_byte": model.fit.beta_s, "busbw_gbs": model.busbw_gbs,
             "bus_factor": model.factor, "median_error": model.fit.median_error,
             "max_error": model.fit.max_error, "sizes": list(model.sizes), "host": model.host,
             "emulated": model.emulated, "device": model.device,
-            "framework_version": model.framework_version, "measured_at": model.measured_at}
+            "framework_version": model.framework_version, "measured_at": model.measured_at,
+            "calls_at_largest": vars(spread) if spread else None}
 
 
 def show_models(db: str) -> int:
@@ -214,15 +235,17 @@ def show_models(db: str) -> int:
         ("framework", "left"), ("path", "left"), ("op", "left"), ("ranks", "right"),
         ("link", "left"), ("env", "left"), ("run", "right"), ("sizes", "left"),
         ("alpha us", "right"), ("busbw GB/s", "right"), ("error med/max", "right"),
-        ("host", "left"), ("measured", "left")])
+        ("largest sizes' median, 95 %", "right"), ("host", "left"), ("measured", "left")])
     for model in found:
         key = model.key
+        spread = largest_calls(model)
         table.add_row(key.framework, key.path, key.op, f"{key.nproc}x{key.nnodes}",
                       key.link or "-", key.env or "-", str(model.run),
                       f"{display.human_bytes(model.sizes[0])}-"
                       f"{display.human_bytes(model.sizes[-1])}",
                       f"{model.alpha_us:.1f}", display.number(model.busbw_gbs, 3),
                       f"{model.fit.median_error:.1%}/{model.fit.max_error:.1%}",
+                      "-" if spread is None else f"{spread.low:+.1%}/{spread.high:+.1%}",
                       model.host + (" (emulated)" if model.emulated else ""),
                       model.measured_at)
     display.out.print(table)
