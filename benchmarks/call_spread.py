@@ -72,9 +72,7 @@ def main() -> int:
              "|---|---|---:|---:|---|---:|---:|---:|---:|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     text = "\n".join(lines)
-    print(text)
-    if args.markdown:
-        outputs.write_text("--markdown", args.markdown, text + "\n")
+    outputs.show_markdown(text, args.markdown)
     return 0
 
 

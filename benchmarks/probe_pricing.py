@@ -89,9 +89,7 @@ def main() -> int:
         errors = [prices[index] / probe - 1 for *_, probe, prices in found]
         lines.append(f"| {name} | {len(errors)} | {median_abs(errors):.1%} |")
     text = "\n".join(lines)
-    print(text)
-    if args.markdown:
-        outputs.write_text("--markdown", args.markdown, text + "\n")
+    outputs.show_markdown(text, args.markdown)
     return 0
 
 

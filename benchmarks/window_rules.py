@@ -99,9 +99,7 @@ def main() -> int:
                      f"{sum(abs(e) > 0.10 for e in errors)} | "
                      f"{max(abs(e) for e in errors):.1%} |")
     text = "\n".join(lines)
-    print(text)
-    if args.markdown:
-        outputs.write_text("--markdown", args.markdown, text + "\n")
+    outputs.show_markdown(text, args.markdown)
     return 0
 
 

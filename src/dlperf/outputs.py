@@ -97,6 +97,14 @@ def write_text(flag: str, path: Path, text: str) -> None:
         raise UsageError(f"{flag}: cannot write {path} ({error.strerror or error})") from None
 
 
+def show_markdown(text: str, path: Path | None, flag: str = "--markdown") -> None:
+    """A table printed, and written to ``path`` (``flag``'s file) where one is given, ending in
+    a newline: what the benchmarks' table scripts give back."""
+    print(text)
+    if path:
+        write_text(flag, path, text + "\n")
+
+
 def write_json(path: Path, payload: Any, flag: str = "--json", **options: Any) -> None:
     """Strict JSON (no NaN: :func:`dlperf.numbers.dumps`), indented, written as
     :func:`write_text` writes; a failure is one line naming ``flag``."""

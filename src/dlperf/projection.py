@@ -110,12 +110,16 @@ class Link:
     error: float = 0.0
     message_bytes: float | None = None  # the message size a measured model was fitted near
     beyond: bool = False  # that message is past the sizes measured (the fit extrapolated)
-    # a measured model's calls at the sizes that price the step's transfer: the 95 % interval
-    # of their median, relative to it (collective_model.CallSpread), and its words; 0 and ""
-    # where given or not known
+    # a measured model's calls where a step's transfer is priced: their median's 95 % interval
+    # relative to it and its words (collective_model.CallSpread); 0 and "" where not known
     calls_low: float = 0.0
     calls_high: float = 0.0
     calls_text: str = ""
+
+    @property
+    def calls_half_width(self) -> float:
+        """Half its calls' interval (:attr:`collective_model.CallSpread.half_width`)."""
+        return (self.calls_high - self.calls_low) / 2
 
     @property
     def ends(self) -> tuple[float, float]:
@@ -506,11 +510,12 @@ def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source
     :func:`whole_step_from` that result."""
     if comm_s <= 0:
         return Overlap(None, f"{source}: the model's all-reduce there is 0 s")
+    seen = Seen(measured_step_s, compute_s, comm_s, source, step_span, comm_span)
     if whole_step:
-        return whole_step_from(Seen(measured_step_s, compute_s, comm_s, source, step_span,
-                                    comm_span))
+        return whole_step_from(seen)
     exposed = measured_step_s - compute_s
-    overhead = max(exposed - comm_s, 0.0) / compute_s if compute_s > 0 else 0.0
+    least, most_likely, most = overhead_seen_s(seen, 0.0)  # as if none of it hid
+    overhead = most_likely / compute_s if compute_s > 0 else 0.0
     share = min(max(1 - exposed / comm_s, 0.0), 1.0)
     step_low, step_high = step_span or (measured_step_s, measured_step_s)
     comm_low, comm_high = comm_span or (comm_s, comm_s)
@@ -518,15 +523,11 @@ def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source
     def hidden(step: float, comm: float) -> float:
         return min(max(comm - (step - compute_s), 0.0), max(comm, 0.0))
 
-    def beyond(step: float) -> float:  # the overhead at a step: what the whole all-reduce
-        return max(step - compute_s - comm_s, 0.0)  # does not explain
-
     window = share * comm_s
     return Overlap(share, source, overhead, window_s=window,
                    window_ends=_ends(window, hidden(step_high, comm_low),
                                      hidden(step_low, comm_high)),
-                   overhead_range=_share_range((beyond(step_low), beyond(step_high)),
-                                               compute_s))
+                   overhead_range=_share_range((least, most), compute_s))
 
 
 def _share_range(seconds: tuple[float, float], compute_s: float) -> tuple[float, float] | None:
@@ -618,13 +619,12 @@ def window_from(window: Seen, overhead: Seen, whole_step: bool = False) -> Overl
     # 1-device step is in both excesses at one batch, so its own spread cancels)
     least = kept(overhead.excess_ends[0] + window.comm_ends[0] - window.excess_ends[1])
     most = kept(overhead.excess_ends[1] + window.comm_ends[1] - window.excess_ends[0])
-    overhead_s = max(overhead.excess_s - max(overhead.comm_s - window_s, 0.0), 0.0)
+    fastest, overhead_s, slowest = overhead_seen_s(overhead, window_s)
     share = min(window_s / window.comm_s, 1.0) if window.comm_s > 0 else 1.0
-    seen = overhead_seen_s(overhead, window_s)
     return Overlap(share, f"window: {window.source}; overhead: {overhead.source}",
                    overhead_s / overhead.compute_s if overhead.compute_s > 0 else 0.0,
                    window_s=window_s, window_ends=_ends(window_s, least, most),
-                   overhead_range=_share_range((seen[0], seen[2]), overhead.compute_s))
+                   overhead_range=_share_range((fastest, slowest), overhead.compute_s))
 
 
 def at_batch(overlap: Overlap, own_compute_s: float, start_compute_s: float) -> Overlap:

@@ -861,18 +861,24 @@ def test_a_per_tensor_engine_on_a_model_that_counts_no_tensors_is_refused(tmp_pa
 MIB = 2 ** 20
 
 
+SIZES_1_32_MIB = [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]
+
+
+def allreduce_row(framework: str, path: str, nbytes: int, calls: list[float], **key) -> dict:
+    """One stored size of a 2-process all-reduce on one host: its calls and their summary."""
+    return {"framework": framework, "path": path, "env": "", "device": "cpu", "nproc": 2,
+            "nnodes": 1, "link": None, "emulated": 0, "host": "h", "op": "allreduce",
+            "bytes": nbytes, "iters": len(calls), "warmup": 1, "times": calls,
+            "detail": {"framework_version": "x"},
+            **study.summary(calls, "allreduce", nbytes, 2), **key}
+
+
 def bent_rows(framework: str = "torch", path: str = "gloo", **key) -> list[dict]:
     """A ring's all-reduce of 1-32 MiB whose bytes cost 8 ns under 8 MiB and 12 ns from there
     (the small sizes ride a shaped link's burst), 1 ms of latency each."""
-    rows = []
-    for nbytes in [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]:
-        t = 1e-3 + nbytes * (0.8e-8 if nbytes < 8 * MIB else 1.2e-8)
-        rows.append({"framework": framework, "path": path, "env": "", "device": "cpu",
-                     "nproc": 2, "nnodes": 1, "link": None, "emulated": 0, "host": "h",
-                     "op": "allreduce", "bytes": nbytes, "iters": 3, "warmup": 1,
-                     "times": [t] * 3, "detail": {"framework_version": "x"},
-                     **study.summary([t] * 3, "allreduce", nbytes, 2), **key})
-    return rows
+    return [allreduce_row(framework, path, nbytes,
+                          [1e-3 + nbytes * (0.8e-8 if nbytes < 8 * MIB else 1.2e-8)] * 3, **key)
+            for nbytes in SIZES_1_32_MIB]
 
 
 def test_a_message_of_one_size_is_priced_from_the_sizes_near_it(tmp_path):
@@ -949,14 +955,10 @@ def scattered_rows(framework: str = "torch", path: str = "gloo") -> list[dict]:
     five calls at that line but for one call of 16 and 32 MiB that took half as long again (as
     OneFlow's calls over a shaped link scatter, call to call)."""
     rows = []
-    for nbytes in [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]:
+    for nbytes in SIZES_1_32_MIB:
         t = 1e-3 + nbytes * 1e-8
-        calls = [t] * 4 + [1.5 * t if nbytes >= 16 * MIB else t]
-        rows.append({"framework": framework, "path": path, "env": "", "device": "cpu",
-                     "nproc": 2, "nnodes": 1, "link": None, "emulated": 0, "host": "h",
-                     "op": "allreduce", "bytes": nbytes, "iters": 5, "warmup": 1,
-                     "times": calls, "detail": {"framework_version": "x"},
-                     **study.summary(calls, "allreduce", nbytes, 2)})
+        rows.append(allreduce_row(framework, path, nbytes,
+                                  [t] * 4 + [1.5 * t if nbytes >= 16 * MIB else t]))
     return rows
 
 

@@ -515,7 +515,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
                             f"{collective_model.BEYOND_FACTOR:g}x the largest size measured: "
                             f"their price extrapolates the fit; measure up to them with "
                             f"`dlperf collectives --sizes`")
-        if link is not None and (link.calls_high - link.calls_low) / 2 > stats.CV_WARN:
+        if link is not None and link.calls_half_width > stats.CV_WARN:
             warnings.append(f"{name}: price uncertain: {link.calls_text}, which the interval "
                             f"carries; more calls (`dlperf collectives --iters`) narrow it")
     cv = (result.get("throughput") or {}).get("cv")
