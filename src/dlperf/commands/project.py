@@ -649,7 +649,8 @@ def show(made: projection.Projection) -> None:
     display.out.print(table)
     display.out.print(f"model: {made.model_text()}", soft_wrap=True, highlight=False)
     display.out.print("intervals: the inputs' spread (the start's 95 % interval, the links' fit "
-                      "error, the overlap's range); 'with model error' widens the samples/s "
+                      "error or their calls' interval, the overlap's and the overhead's range); "
+                      "'with model error' widens the samples/s "
                       "interval by the model's own error as validated:", soft_wrap=True,
                       highlight=False)
     for check in dict.fromkeys(p.model_error.check for p in made.points):
