@@ -69,3 +69,26 @@ def test_too_few_repeats_for_the_test_is_inconclusive_and_exits_0(tmp_path):
     assert data["counts"]["inconclusive"] == 1 and data["cases"][0]["verdict"] == "inconclusive"
     proc = dlperf_main("compare", base, cand, "--fail-on-regression", "--test", "welch")
     assert proc.returncode == 1 and "1 regression(s) beyond 5%" in proc.stdout
+
+
+def test_a_ratios_interval_is_shown_to_the_decimals_at_which_its_ends_differ():
+    from dlperf.report import ratios
+    # two decimals where they tell the ends apart; more where they do not (amp-bf16 at 0.11x
+    # fp32 on a CPU without bf16 read 0.11-0.11), two significant digits below 0.1, at most four
+    assert ratios.decimals_apart(0.85, 0.97) == 2
+    assert ratios.decimals_apart(0.1086, 0.1123) == 3
+    assert ratios.decimals_apart(0.0915, 0.0949) == 3
+    assert ratios.decimals_apart(0.00915, 0.00949) == 4
+    assert ratios.decimals_apart(1.00001, 1.00002) == ratios.MOST_DECIMALS == 4
+    assert [ratios.ratio_text(v) for v in (1.234, 0.1, 0.0916, 0.00123)] == \
+        ["1.23", "0.10", "0.092", "0.0012"]
+    # a pair whose interval lies within 0.105-0.115: the ratio and both ends at three decimals
+    fp32 = result("fp32", [15.9, 16.0, 16.1, 16.0, 15.95])
+    bf16 = result("amp-bf16", [1.75, 1.76, 1.77, 1.76, 1.755])
+    compared = ratios.between(fp32, bf16)
+    assert compared is not None and compared.ci is not None
+    low, high = compared.ci
+    assert 0.105 <= low < high < 0.115
+    shown = f"{compared.ratio:.3f}"
+    assert compared.cell().startswith(f"{shown}× ({low:.3f}–{high:.3f}) slower, "), compared.cell()
+    assert f"is {shown}× fp32 (95 % CI {low:.3f}–{high:.3f}; " in compared.sentence()

@@ -27,7 +27,7 @@ from PIL import Image
 from scipy import stats as scipy_stats
 
 from conftest import CUT_RESNET50_FLAGS, dlperf, dlperf_main
-from dlperf.report.ratios import ratio_text
+from dlperf.report.ratios import decimals_of, ratio_text
 
 # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what is checked is what the
 # report says of the stored results, whatever the network's depth
@@ -228,19 +228,22 @@ def test_the_quick_report_answers_amp_bf16_against_fp32_with_its_interval_and_wh
     (row,) = summary["rows"]
     ratio, p, verdict = welch(fp32, bf16)
     cell = row[-1]
-    shown = ratio_text(ratio)  # two decimals; two digits below 0.1 (amp-bf16 without bf16)
+    low, high = interval(cell)
+    # shown to the decimals its interval's ends need to differ (at least two; two significant
+    # digits below 0.1: amp-bf16 on a CPU without bf16), the ratio rounded as its ends are
+    decimals = len(cell.split("(", 1)[1].split("–", 1)[0].split(".", 1)[1])
+    assert decimals >= max(2, decimals_of(ratio)) and low < high, cell
+    shown = ratio_text(ratio, decimals)
     assert cell.startswith(f"{shown}× (") and cell.endswith(f") {verdict}, Welch's t "
                                                               f"p = {p:.2g}"), cell
-    low, high = interval(cell)
-    # the interval contains the ratio as shown: both are rounded alike
-    assert low <= float(shown) <= high and low < high
+    assert low <= float(shown) <= high
     assert not any("speedup" in header for table in page.tables for header in table["headers"])
     assert "speedup" not in " ".join(page.muted).lower()
     # the reason in words, under the summary: the ratio, its interval and test, then what the
     # profiles say, with the CPU's bf16 units from the stored flags
     (answer,) = page.answers
-    assert answer.startswith(f"amp-bf16 is {shown}× fp32 (95 % CI {ratio_text(low)}–"
-                             f"{ratio_text(high)}; "
+    assert answer.startswith(f"amp-bf16 is {shown}× fp32 (95 % CI {ratio_text(low, decimals)}–"
+                             f"{ratio_text(high, decimals)}; "
                              f"Welch's t p = {p:.2g}: {verdict}): "), answer
     assert reason_of(fp32, bf16) in answer, answer
     flags = set(bf16["env"]["cpu"]["flags"])

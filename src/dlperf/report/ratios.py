@@ -7,6 +7,7 @@ framework, mode, version) and in nothing else, as a ratio of their median throug
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,10 +37,31 @@ def _repeats(result: ResultLike) -> list[float]:
     return list(throughput.repeats) if throughput else []
 
 
-def ratio_text(value: float) -> str:
-    """A ratio as shown: two decimals, or two significant digits below 0.1, where two decimals
+#: the most decimals an interval's ends get to read apart (:func:`decimals_apart`)
+MOST_DECIMALS = 4
+
+
+def decimals_of(value: float) -> int:
+    """Two decimals, or as many as two significant digits need below 0.1, where two decimals
     would show an interval of 0.0915-0.0949 as 0.09-0.09 (amp-bf16 on a CPU without bf16)."""
-    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.2g}"
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.1:
+        return 2
+    return 1 - math.floor(math.log10(abs(value)))
+
+
+def decimals_apart(low: float, high: float) -> int:
+    """The fewest decimals, from what each end needs (:func:`decimals_of`) up to MOST_DECIMALS,
+    at which an interval's two ends read differently: two decimals showed amp-bf16's 0.1086-0.1123
+    against fp32 on a CPU without bf16 as 0.11-0.11, an interval that says nothing."""
+    decimals = max(decimals_of(low), decimals_of(high))
+    while decimals < MOST_DECIMALS and f"{low:.{decimals}f}" == f"{high:.{decimals}f}":
+        decimals += 1
+    return decimals
+
+
+def ratio_text(value: float, decimals: int | None = None) -> str:
+    """A ratio as shown: ``decimals`` of them, by default :func:`decimals_of` its value."""
+    return f"{value:.{decimals_of(value) if decimals is None else decimals}f}"
 
 
 @dataclass
@@ -58,6 +80,12 @@ class Ratio:
         assert self.compared.ratio is not None
         return self.compared.ratio
 
+    @property
+    def decimals(self) -> int:
+        """What the ratio and its interval are shown to: as many decimals as the interval's
+        ends need to read apart, so that the ratio is rounded as its ends are."""
+        return decimals_of(self.ratio) if self.ci is None else decimals_apart(*self.ci)
+
     def interval(self) -> str:
         if self.ci is None:
             return "no interval: fewer than 2 repeats a side"
@@ -66,7 +94,7 @@ class Ratio:
     def _bounds(self) -> str:
         """``0.85–0.97``: the interval's ends as ratios are shown."""
         assert self.ci is not None
-        return f"{ratio_text(self.ci[0])}–{ratio_text(self.ci[1])}"
+        return f"{ratio_text(self.ci[0], self.decimals)}–{ratio_text(self.ci[1], self.decimals)}"
 
     def test(self) -> str:
         test = self.compared.test
@@ -77,14 +105,15 @@ class Ratio:
     def cell(self) -> str:
         """The summary's cell: ``0.91× (0.85–0.97) slower, Welch's t p = 0.003``."""
         low_high = "" if self.ci is None else f" ({self._bounds()})"
-        return f"{ratio_text(self.ratio)}×{low_high} {self.compared.verdict}, {self.test()}"
+        return (f"{ratio_text(self.ratio, self.decimals)}×{low_high} {self.compared.verdict}, "
+                f"{self.test()}")
 
     def sentence(self) -> str:
         """``amp-bf16 is 0.91× fp32 (95 % CI ...; Welch's t p = ...: slower): convolution
         took N ms/step more ...``, each reason with the numbers it rests on."""
         base, cand = varies.names(self.baseline, self.candidate)
-        text = (f"{cand} is {ratio_text(self.ratio)}× {base} ({self.interval()}; {self.test()}: "
-                f"{self.compared.verdict})")
+        text = (f"{cand} is {ratio_text(self.ratio, self.decimals)}× {base} ({self.interval()}; "
+                f"{self.test()}: {self.compared.verdict})")
         if self.reasons:
             text += ": " + "; ".join(self.reasons)
         if self.caveats:
