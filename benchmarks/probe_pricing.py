@@ -69,10 +69,10 @@ def cases() -> list[tuple[str, str, str, float, tuple[float, float, float]]]:
     return found
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         outputs.check_writable("--markdown", args.markdown)
     except UsageError as error:

@@ -426,7 +426,7 @@ def one_host_rows(db: Path, found: list[dict[str, Any]]) -> list[dict[str, Any]]
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     given = parser.add_mutually_exclusive_group(required=True)
     given.add_argument("--db", type=Path)
@@ -443,7 +443,7 @@ def main() -> int:
                              "exposed; docs/projection.md)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sweep = args.sweep or ("projection-one-host" if args.one_host else "link-rates")
     with tempfile.TemporaryDirectory() as tmp:
         if args.results is not None:

@@ -65,11 +65,11 @@ def window_cell(row: dict) -> str:
     return f"{row['error'] * 100:+.1f} % ({row['window_from']})"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folders", nargs="+", help="only these data folders")
     parser.add_argument("--markdown", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         outputs.check_writable("--markdown", args.markdown)
     except UsageError as error:

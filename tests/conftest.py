@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import time
 import traceback
 import uuid
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -256,20 +258,45 @@ def _still_running(signum: int, frame: object) -> None:
 def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | None = None,
                 env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`dlperf ARGS` through `dlperf.cli.main(argv)` in this process, the way `python -m
-    dlperf.cli` runs it: in ``cwd`` with ``env`` added to the environment, stdout and stderr
-    captured, SystemExit turned into the exit code, anything uncaught printed as a traceback with
-    exit 1, a fresh interpreter's warning filters (a warning is a line on stderr); the signal
-    handlers main installs are put back after. For bad input that must stop at validation, and
-    for a fixture that runs the harness many times (tests/history: its workers are still fresh
-    processes): it saves the ~0.5-3 s of imports a fresh interpreter pays per call. A call still
-    going after ``timeout`` s got past validation: exit -1. tests/commands/test_fuzz_cli.py
-    checks that real processes answer exactly the same."""
+    dlperf.cli` runs it (:func:`main_in_process`). For bad input that must stop at validation,
+    and for a fixture that runs the harness many times (tests/history: its workers are still
+    fresh processes): it saves the ~0.5-3 s of imports a fresh interpreter pays per call.
+    tests/commands/test_fuzz_cli.py checks that real processes answer exactly the same."""
     from dlperf import cli
 
+    return main_in_process(cli.main, "dlperf", args, timeout=timeout, check=check, cwd=cwd,
+                           env=env)
+
+
+def script_main(script: str, *args: str, timeout: int = 300, check: bool = False,
+                cwd: Path | None = None, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/SCRIPT.py ARGS`` through the script's ``main(argv)`` in this process
+    (:func:`main_in_process`): a test that remakes a committed table from stored results asks
+    the script for an answer, not for a fresh interpreter, whose imports (scipy.stats alone
+    about 2 s on an AVX2-only EPYC) were most of such a test's time. A script's real process
+    is still run where the process is what is checked (a pool of processes, which a fork of
+    this one must not start; a refusal that names the script's own file)."""
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if benchmarks not in sys.path:
+        sys.path.insert(0, benchmarks)
+    module = importlib.import_module(script)
+    return main_in_process(module.main, f"benchmarks/{script}.py", args, timeout=timeout,
+                           check=check, cwd=cwd, env=env)
+
+
+def main_in_process(main: Callable[[list[str]], object], name: str, args: tuple[str, ...],
+                    timeout: int = 60, check: bool = False, cwd: Path | None = None,
+                    env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``main(args)`` as an interpreter running the command ``name`` would run it: in ``cwd``
+    with ``env`` added to the environment, stdout and stderr captured, SystemExit turned into
+    the exit code, anything uncaught printed as a traceback with exit 1, a fresh interpreter's
+    warning filters (a warning is a line on stderr); the signal handlers main installs are put
+    back after. A call still going after ``timeout`` s: exit -1."""
     out, err = io.StringIO(), io.StringIO()
     handlers = {signum: signal.getsignal(signum)
                 for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
-    saved = {name: os.environ.get(name) for name in env or {}}
+    saved = {var: os.environ.get(var) for var in env or {}}
     os.environ.update(env or {})
     # pytest-timeout's per-test limit is the same interval timer: saved, and given back after
     outer = signal.getitimer(signal.ITIMER_REAL)[0]
@@ -286,7 +313,7 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
             warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
             warnings.showwarning = _print_warning  # put back as it was when the block ends
             try:
-                code = _exit_status(cli.main(list(args)), err)
+                code = _exit_status(main(list(args)), err)
             except SystemExit as stop:
                 code = _exit_status(stop.code, err)
             except _StillRunning:
@@ -301,14 +328,14 @@ def dlperf_main(*args: str, timeout: int = 60, check: bool = False, cwd: Path | 
             signal.signal(signum, handler)
         if outer > 0:
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
-        for name, value in saved.items():
+        for var, value in saved.items():
             if value is None:
-                os.environ.pop(name, None)
+                os.environ.pop(var, None)
             else:
-                os.environ[name] = value
-    proc = subprocess.CompletedProcess(["dlperf", *args], code, out.getvalue(), err.getvalue())
+                os.environ[var] = value
+    proc = subprocess.CompletedProcess([name, *args], code, out.getvalue(), err.getvalue())
     if check and proc.returncode != 0:
-        raise AssertionError(f"dlperf {' '.join(args)} exited {proc.returncode}:\n"
+        raise AssertionError(f"{name} {' '.join(args)} exited {proc.returncode}:\n"
                              f"{proc.stdout}\n{proc.stderr}")
     return proc
 

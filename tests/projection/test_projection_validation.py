@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dlperf, dlperf_main
+from conftest import dlperf, dlperf_main, script_main
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -288,8 +288,7 @@ def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp
     # every stored 2-host probe (one buffer of the whole gradient) against its link's
     # collectives: the table and medians docs/projection.md quotes
     out = tmp_path / "p.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "probe_pricing.py"),
-                           "--markdown", str(out)], capture_output=True, text=True, cwd=ROOT)
+    proc = script_main("probe_pricing", "--markdown", str(out), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     kept = ROOT / "benchmarks" / "data" / "link-rates-tf-sizes-xeon-2026-12-04" / "probe-pricing.md"
     assert out.read_text() == kept.read_text()
@@ -311,9 +310,8 @@ def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str
     validation.md holds, for ``cases`` (framework, link), and their median |error|."""
     where = ROOT / "benchmarks" / "data" / folder
     md = tmp_path / "v.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
-                           "--results", str(where / "results.json"), "--sweep", sweep,
-                           "--markdown", str(md)], capture_output=True, text=True, cwd=ROOT)
+    proc = script_main("projection_validation", "--results", str(where / "results.json"),
+                       "--sweep", sweep, "--markdown", str(md), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     made, kept = table_rows(md.read_text()), table_rows((where / "validation.md").read_text())
     assert set(made) == set(kept) == cases
@@ -342,10 +340,8 @@ def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(
     # 1-process results stored beside it gives the figures its validation.md holds
     folder = ROOT / "benchmarks" / "data" / folder
     md = tmp_path / "v.md"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "projection_validation.py"),
-                           "--results", str(folder / "results.json"), "--one-host",
-                           "--sweep", sweep, "--markdown", str(md)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = script_main("projection_validation", "--results", str(folder / "results.json"),
+                       "--one-host", "--sweep", sweep, "--markdown", str(md), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     made, kept = table_rows(md.read_text()), table_rows((folder / "validation.md").read_text())
     assert set(made) == set(kept) and len(kept) == frameworks
@@ -362,9 +358,7 @@ def test_stored_results_that_are_not_a_list_of_results_are_refused(tmp_path):
     bad = tmp_path / "bad.json"
     for text in ("{}", "[1, 2]", "not json"):
         bad.write_text(text)
-        proc = subprocess.run([sys.executable,
-                               str(ROOT / "benchmarks" / "projection_validation.py"),
-                               "--results", str(bad)], capture_output=True, text=True, cwd=ROOT)
+        proc = script_main("projection_validation", "--results", str(bad), cwd=ROOT)
         assert proc.returncode == 2 and proc.stderr.startswith(f"--results: {bad}: not a JSON"), \
             proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -377,8 +371,7 @@ def test_the_window_rules_table_is_made_again_for_a_folder(tmp_path):
     folder = "link-rates-oneflow-xeon-2026-12-04"
     script = ROOT / "benchmarks" / "window_rules.py"
     md = tmp_path / "rules.md"
-    proc = subprocess.run([sys.executable, str(script), "--folders", folder, "--markdown",
-                           str(md)], capture_output=True, text=True, cwd=ROOT)
+    proc = script_main("window_rules", "--folders", folder, "--markdown", str(md), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     kept = (ROOT / "benchmarks" / "data" / "link-rates-window-xeon-2026-12-04"
             / "window-rules.md").read_text()

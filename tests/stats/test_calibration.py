@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CUT_RESNET50_FLAGS, pinned_env, tiny_bert_knobs
+from conftest import CUT_RESNET50_FLAGS, pinned_env, script_main, tiny_bert_knobs
 from dlperf.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +106,15 @@ BEFORE_POOLS = ["--framework", "torch", "--model", "resnet50", "--image-size", "
 
 
 def script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The script in a process of its own: for its pool of processes (`--jobs 2`)."""
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
                           timeout=300, env={**os.environ, **env} if env else None)
+
+
+def answer(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The script's answer from its `main` in this process (conftest.script_main: no fresh
+    interpreter's imports); never with a pool of processes (`--jobs 1` where it would judge)."""
+    return script_main("calibration", *args, env=env)
 
 
 @pytest.mark.parallel
@@ -176,7 +183,7 @@ def test_pools_of_a_store_are_judged_apart_and_summed_up(tmp_path):
     assert proc.returncode == 0, proc.stderr
     # the draws shared by two processes or made by one: the same rates, to the last digit
     alone = tmp_path / "alone.json"
-    one = script("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "30",
+    one = answer("judge", "--db", str(db), "--repeats", "2", "3", "--draws", "30",
                  "--json", str(alone), "--jobs", "1")
     assert one.returncode == 0 and one.stdout == proc.stdout, one.stderr
     assert json.loads(alone.read_text()) == json.loads(out.read_text())
@@ -208,8 +215,8 @@ def test_pools_of_a_store_are_judged_apart_and_summed_up(tmp_path):
                     "| dlperf gate --remeasure (pairs) |", "not judged at 3 repeats a side"):
         assert heading in text
     # --pool judges that pool alone
-    proc = script("judge", "--db", str(db), "--repeats", "2", "--draws", "10",
-                  "--pool", "torch-bert")
+    proc = answer("judge", "--db", str(db), "--repeats", "2", "--draws", "10",
+                  "--pool", "torch-bert", "--jobs", "1")
     assert proc.returncode == 0 and "### pool torch-bert" in proc.stdout
     assert "### pool torch-resnet50" not in proc.stdout
 
@@ -223,8 +230,8 @@ def test_a_database_collected_before_the_pools_is_the_resnet50_pool(tmp_path):
     planted = [9.0, 9.5, 9.2, 9.7]
     store_pools(db, {"torch-resnet50": {0.0: [10.0, 11.0, 12.0, 13.0], 0.05: planted}})
     assert calibration.pools(db) == ([10.0, 11.0, 12.0, 13.0], {0.05: planted})
-    proc = script("judge", "--db", str(db), "--repeats", "2", "--draws", "10",
-                  "--pool", "torch-resnet50")
+    proc = answer("judge", "--db", str(db), "--repeats", "2", "--draws", "10",
+                  "--pool", "torch-resnet50", "--jobs", "1")
     assert proc.returncode == 0 and proc.stderr == ""
     assert "4 unplanted repeats; planted: 5%: 4" in proc.stdout
 
@@ -240,7 +247,7 @@ def test_a_database_collected_before_the_pools_is_the_resnet50_pool(tmp_path):
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_stored(args, line, tmp_path):
     db = tmp_path / "cal.db"
-    proc = script(*args, "--db", str(db))
+    proc = answer(*args, "--db", str(db))
     assert proc.returncode == 2 and line in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not db.exists()
 
@@ -248,7 +255,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_stored(args, line, tmp_path):
 @pytest.mark.parallel
 def test_a_pool_without_its_environment_is_left_out_in_one_line(tmp_path):
     db = tmp_path / "cal.db"
-    proc = script("collect", "--db", str(db), "--pool", "paddle-resnet50", "--cycles", "1",
+    proc = answer("collect", "--db", str(db), "--pool", "paddle-resnet50", "--cycles", "1",
                   env={"DLPERF_ENVS": str(tmp_path / "no-envs")})
     assert proc.returncode == 1 and not db.exists()
     assert proc.stderr.splitlines() == [
