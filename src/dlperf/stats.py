@@ -31,6 +31,21 @@ def median_or_none(values: Sequence[float] | None) -> float | None:
     return statistics.median(values) if values else None
 
 
+def row_medians(resamples: np.ndarray) -> np.ndarray:
+    """Each row's median, equal to ``np.median(resamples, axis=1)`` to the last bit: a sort of
+    each row then its middle (the mean of its two middles for an even width). The bootstraps
+    take medians of thousands of short rows, where numpy's partition per row was 2-4x slower
+    (`dlperf ab`, `gate` and the calibration's thousands of draws). Rows holding a NaN go to
+    numpy, whose NaN the sort would misplace."""
+    if resamples.ndim != 2 or resamples.shape[1] == 0 or not np.isfinite(resamples).all():
+        return np.median(resamples, axis=1)
+    ordered = np.sort(resamples, axis=1)
+    middle = resamples.shape[1] // 2
+    if resamples.shape[1] % 2:
+        return ordered[:, middle]
+    return np.mean(ordered[:, middle - 1:middle + 1], axis=1)
+
+
 def bootstrap_ci(values: Sequence[float] | np.ndarray, seed: int = 0, level: float = 0.95,
                  n_resamples: int = BOOTSTRAP_SAMPLES) -> tuple[float, float] | None:
     """Percentile bootstrap interval of the median; None when there is nothing to resample."""
@@ -39,7 +54,7 @@ def bootstrap_ci(values: Sequence[float] | np.ndarray, seed: int = 0, level: flo
         return None
     rng = np.random.default_rng(seed)
     resamples = rng.choice(data, size=(n_resamples, data.size), replace=True)
-    medians = np.median(resamples, axis=1)
+    medians = row_medians(resamples)
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(medians, [tail, 100.0 - tail])
     return float(low), float(high)
@@ -56,8 +71,8 @@ def ratio_ci(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] 
     if a.size < 2 or b.size < 2 or not np.all(a > 0):
         return None
     rng = np.random.default_rng(seed)
-    ratios = np.median(rng.choice(b, size=(n_resamples, b.size)), axis=1) / np.median(
-        rng.choice(a, size=(n_resamples, a.size)), axis=1)
+    ratios = row_medians(rng.choice(b, size=(n_resamples, b.size))) / row_medians(
+        rng.choice(a, size=(n_resamples, a.size)))
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     return float(low), float(high)

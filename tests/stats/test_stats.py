@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from dlperf import stats
@@ -39,6 +40,27 @@ def test_bootstrap_is_seeded_and_degenerate_inputs_are_honest():
     assert one["median"] == 5.0 and one["cv"] is None and one["ci95"] is None
     empty = stats.summarize([])
     assert empty["median"] is None and empty["n"] == 0
+
+
+def test_row_medians_are_numpys_to_the_last_bit():
+    rng = np.random.default_rng(11)
+    for width in range(1, 9):
+        rows = rng.lognormal(3.0, 0.5, size=(500, width))
+        assert np.array_equal(stats.row_medians(rows), np.median(rows, axis=1)), width
+    # by hand: odd rows their middle, even rows the mean of their two middles
+    assert stats.row_medians(np.array([[3.0, 1.0, 2.0], [9.0, 7.0, 8.0]])).tolist() == [2.0, 8.0]
+    assert stats.row_medians(np.array([[4.0, 1.0, 2.0, 3.0]])).tolist() == [2.5]
+    # a NaN goes to numpy (its median is NaN), and so does a row of nothing
+    with_nan = np.array([[1.0, np.nan, 2.0], [1.0, 2.0, 3.0]])
+    assert np.array_equal(stats.row_medians(with_nan), np.median(with_nan, axis=1),
+                          equal_nan=True)
+    # the intervals made with it are the ones numpy's medians made (seeded alike)
+    values = [100.0, 103.0, 99.0, 101.0, 98.0, 104.0]
+    generator = np.random.default_rng(0)
+    by_numpy = np.median(generator.choice(np.asarray(values), size=(stats.BOOTSTRAP_SAMPLES, 6)),
+                         axis=1)
+    assert stats.bootstrap_ci(values, seed=0) == tuple(
+        float(v) for v in np.percentile(by_numpy, [2.5, 97.5]))
 
 
 def test_half_drift_and_warnings():

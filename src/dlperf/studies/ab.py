@@ -28,7 +28,8 @@ import numpy as np
 
 from dlperf.errors import UsageError
 from dlperf.result import device_of, throughput_median
-from dlperf.stats import DEFAULT_ALPHA, PAIRED_TEST, median_or_none, repeats_needed, unreachable
+from dlperf.stats import (DEFAULT_ALPHA, PAIRED_TEST, median_or_none, repeats_needed, row_medians,
+                          unreachable)
 
 MEASURING = ("run", "external")
 OWNED_FLAGS = ("--repeats", "--db", "--json")
@@ -164,7 +165,7 @@ def ratio_ci(a: np.ndarray, b: np.ndarray, seed: int = 0, level: float = 0.95,
         return None
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.size, size=(n_resamples, a.size))
-    ratios = np.median(b[idx], axis=1) / np.median(a[idx], axis=1)
+    ratios = row_medians(b[idx]) / row_medians(a[idx])
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(ratios, [tail, 100.0 - tail])
     return float(low), float(high)
