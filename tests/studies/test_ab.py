@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import own_lock
+from conftest import dlperf_main, own_lock
 from dlperf.studies import ab
 from dlperf.errors import UsageError
 
@@ -140,11 +140,11 @@ def external_side(rate: float) -> list[str]:
 @pytest.mark.parametrize("b_rate, verdict", [(100.0, "same"), (120.0, "faster")])
 def test_auto_pairs_stop_once_the_verdict_is_settled(b_rate, verdict, tmp_path: Path):
     out = tmp_path / "ab.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "dlperf.cli", "ab", "--pairs", "auto", "--json", str(out),
-         "--", *external_side(100.0), "--", *external_side(b_rate)],
-        capture_output=True, text=True, timeout=600,
-        env={**os.environ, **own_lock("ab-auto")})  # never holding up a measuring test
+    # `dlperf ab` in this process (its measuring commands are still fresh processes), on a
+    # measurement lock of its own: never holding up a measuring test
+    proc = dlperf_main("ab", "--pairs", "auto", "--json", str(out),
+                       "--", *external_side(100.0), "--", *external_side(b_rate),
+                       timeout=600, env=own_lock("ab-auto"))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["verdict"] == verdict
