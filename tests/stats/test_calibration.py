@@ -6,7 +6,6 @@ interleaves them and judge runs end to end."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,10 +104,10 @@ BEFORE_POOLS = ["--framework", "torch", "--model", "resnet50", "--image-size", "
                 "--threads-per-process", "1"]
 
 
-def script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def script(*args: str) -> subprocess.CompletedProcess[str]:
     """The script in a process of its own: for its pool of processes (`--jobs 2`)."""
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env} if env else None)
+                          timeout=300)
 
 
 def answer(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -94,7 +94,8 @@ class Ratio:
     def _bounds(self) -> str:
         """``0.85–0.97``: the interval's ends as ratios are shown."""
         assert self.ci is not None
-        return f"{ratio_text(self.ci[0], self.decimals)}–{ratio_text(self.ci[1], self.decimals)}"
+        decimals = self.decimals
+        return f"{ratio_text(self.ci[0], decimals)}–{ratio_text(self.ci[1], decimals)}"
 
     def test(self) -> str:
         test = self.compared.test
