@@ -108,12 +108,14 @@ def share_cpus_among_workers() -> None:
     one thread each on a 2-core host, where both would otherwise spin on both cores) and never
     wait for each other's lock. A ``spans_cores`` test gets every CPU back while it runs
     (:func:`pytest_runtest_protocol`); tests that need the whole machine are marked
-    ``whole_machine`` and run after, one at a time, unpinned."""
+    ``whole_machine`` and run after, one at a time, unpinned. A worker xdist starts in place of
+    one that died (gw2, gw3, ... of two) takes the slice of the one it replaces, not an empty
+    one (which ``sched_setaffinity`` refuses: every later test of the run then errored)."""
     from dlperf.worker.placement import share
 
     global _HOST_CPUS
-    index = int(os.environ["PYTEST_XDIST_WORKER"].lstrip("gw"))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ["PYTEST_XDIST_WORKER"].lstrip("gw")) % workers
     _HOST_CPUS = frozenset(os.sched_getaffinity(0))
     os.sched_setaffinity(0, share(sorted(_HOST_CPUS), workers, index))
     os.environ.update(own_lock(f"gw{index}"))
