@@ -364,7 +364,7 @@ class Overlap:
     own step with its overhead (``window_s`` then shows its source's, in seconds).
     ``overhead_range``: the overhead read at the ends of its source's step's 95 % interval,
     where that source is one result (at the start's batch or, carried by :func:`at_batch`, as
-    both readings): a noisy multi-process result bounds the overhead no better than that.
+    both readings): all of that step's spread lands on the overhead, a steady result's too.
     """
 
     value: float | None  # None: not measured, the interval spans 0..1
