@@ -163,3 +163,24 @@ def test_a_damaged_file(tmp_path):
     refused("external", "--name", "x", *RATE, "--repeats", "1", "--db", str(damaged), "--",
             sys.executable, SCRIPT, says="malformed")
     assert fingerprint(damaged) == before
+
+
+def test_a_row_read_again_is_its_own_object_and_a_changed_row_is_checked_again(copy):
+    """A process checks a stored text once (store._SOUND) and parses it on every read: each
+    read is an object of its own, so one reader's changes never reach the next; and a row
+    whose text changed under it, even to one that differs only past the checks' first look,
+    is checked again and refused."""
+    from dlperf.store import Store, StoreError
+
+    with Store(copy, readonly=True) as store:
+        first, again = (store.decode(next(store.runs("id = 1"))) for _ in range(2))
+    assert first == again and first is not again
+    first["throughput"]["median"] = -1.0
+    with Store(copy, readonly=True) as store:
+        assert store.decode(next(store.runs("id = 1")))["throughput"]["median"] > 0
+    # the same row damaged deep inside a list of numbers: the throughput's repeats
+    edit(copy, "UPDATE runs SET result_json = json_set(result_json, "
+               "'$.throughput.repeats[0]', 'fast') WHERE id=1")
+    with Store(copy, readonly=True) as store:
+        with pytest.raises(StoreError, match="run 1 has a malformed result_json"):
+            store.decode(next(store.runs("id = 1")))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,16 +49,28 @@ def parse_json(data: bytes) -> Any:
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
-    """Why ``value`` nests deeper than any result (walked without recursion), or None."""
+    """Why ``value`` nests deeper than any result (walked without recursion), or None. Only the
+    containers are walked: a long list of numbers (a timeline's column, a window's step times)
+    is looked at once, by the types it holds, where a walk of each number was most of reading
+    a stored result."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if depth > limit:
             return f"nested too deeply (more than {limit} levels)"
         if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
+            children: Any = item.values()
         elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
+            children = item
+        else:
+            continue
+        if not children:
+            continue
+        if depth == limit:  # a child of it, whatever it is, is one level past the limit
+            return f"nested too deeply (more than {limit} levels)"
+        if any(issubclass(kind, (dict, list)) for kind in set(map(type, children))):
+            stack.extend((child, depth + 1) for child in children
+                         if isinstance(child, (dict, list)))
     return None
 
 
@@ -106,8 +119,25 @@ def amount(value: Any) -> str | None:
 def numbers(value: Any) -> str | None:
     if not isinstance(value, list):
         return "must be a list of numbers"
+    if _plain_numbers(value):
+        return None
     bad = next((v for v in value if v is not None and number(v)), None)
     return None if bad is None else f"must hold finite numbers (not {_brief(bad)})"
+
+
+def _plain_numbers(values: list[Any]) -> bool:
+    """True where every one of ``values`` is an int or a float (not a bool) within
+    ±MAX_NUMBER, or None: what :func:`number` says of each, at the speed of builtins (the
+    checks of long lists were most of reading a stored result). False says only "look at each"."""
+    kinds = set(map(type, values))
+    if not kinds <= {float, int, type(None)}:
+        return False
+    present = [v for v in values if v is not None] if type(None) in kinds else values
+    try:  # a NaN or infinity fails isfinite; an int past a float's range raises
+        return all(map(math.isfinite, present)) and \
+            max(map(abs, present), default=0) <= MAX_NUMBER
+    except OverflowError:
+        return False
 
 
 def number_or_null(value: Any) -> str | None:
