@@ -4,8 +4,7 @@ ResNet-101/152, VGG-16/19, GoogLeNet and AlexNet: parameter counts equal the tor
 reference counts and the modules the torch backend builds; FLOPs equal torch's own
 FlopCounterMode over the real modules (on the meta device: shapes, no arithmetic); the smallest
 image size the catalogue accepts is the smallest the real network runs on (its shape checks, on
-the meta device too). Real modules, no
-mocks.
+the meta device too). Real modules, no mocks.
 """
 
 import math

@@ -22,12 +22,6 @@ from dlperf.worker.support import RING_WIRE, Packing, Wire, device_kind, packing
 MEASURED = "measured"
 
 
-#: why a multi-process overhead's reading can span widely from a steady result: it is what is
-#: left of a step time, and the step's spread is all of its spread (the warning once blamed a
-#: noisy result, also where the result's CV was 2 %)
-OVERHEAD_SPREAD_WHY = ("it is that step less the compute and the exchange: all of the step's "
-                       "spread lands on it")
-
 def node_counts(text: str) -> list[int]:
     try:
         counts = [int(word) for word in text.split(",") if word.strip()]
@@ -535,9 +529,13 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
                         f"overlap to full overlap")
     spread = overlap.overhead_range
     if spread is not None and spread[1] - spread[0] > 2 * stats.CV_WARN:
+        # why a steady result can leave it wide: the overhead is what is left of a step time,
+        # so the step's whole spread is its spread (this once blamed a noisy result, also where
+        # the result's CV was 2 %)
         warnings.append(f"multi-process overhead uncertain: {overlap.overhead:.1%} of the step, "
-                        f"{spread[0]:.1%}-{spread[1]:.1%} at its source's 95 % interval ends ("
-                        f"{OVERHEAD_SPREAD_WHY}), which the interval carries")
+                        f"{spread[0]:.1%}-{spread[1]:.1%} at its source's 95 % interval ends (it "
+                        f"is that step less the compute and the exchange: all of the step's "
+                        f"spread lands on it), which the interval carries")
     points = [projection.project(inputs, s) for s in shapes]
     beyond = [p for p in points if p.model_error.beyond]
     if beyond:
