@@ -153,12 +153,6 @@ def overhead_text(overlap: dict[str, Any], batches: list[int] | None = None) -> 
     return text + at
 
 
-def rate_of(result: dict[str, Any]) -> int | None:
-    """The shaped link's rate of a 2-host result in bits/s, None where unshaped."""
-    link = result["case"].get("link")
-    return emulated.parse_rate(link, "link") if link else None
-
-
 def sent_bytes(result: dict[str, Any]) -> float:
     """The gradient all-reduce's bytes over each host's link in a ring (nccl-tests' bus
     bytes)."""
@@ -192,7 +186,8 @@ def wire_s(result: dict[str, Any], bits: float) -> float:
 #: how the validation chooses the shaped result the overlap window is read from (``--window-from``;
 #: docs/projection.md, "Which rate the window is read from"): of the engine's shaped results at
 #: other rates than the target's, the fastest whose step shows part of its all-reduce exposed
-#: (:func:`shows_exposed`; a source that hid the whole of it bounds the window from below only),
+#: (:func:`dlperf.scaling.shows_exposed`, the rule `dlperf project` follows where no
+#: source is named; a source that hid the whole of it bounds the window from below only),
 #: else the slowest (the default: a window is read as the all-reduce less what the step shows of
 #: it, so the shorter the source's all-reduce, the fewer seconds its error is); the slowest (its
 #: all-reduce the longest, the most exposed: the rule until 2026-12-04), the nearest in rate
@@ -201,33 +196,19 @@ WINDOW_RULES = ("exposed", "slowest", "nearest", "fastest")
 DEFAULT_WINDOW_RULE = "exposed"
 
 
-def shows_exposed(overlap: dict[str, Any]) -> bool:
-    """Whether the result a window was read from (``overlap`` as stored) shows part of its
-    all-reduce exposed beyond its step's noise: even the most its 95 % intervals allow the
-    window to hide is less than its all-reduce. A source that hid the whole of it bounds the
-    window from below only."""
-    share, window = overlap.get("value"), overlap.get("window_s")
-    if share is None or window is None:
-        return False
-    if window <= 0 or share <= 0:
-        return True
-    most = (overlap.get("window_ends") or (window, window))[1]
-    return most < window / share
-
-
 def window_candidates(target: dict[str, Any], shaped: list[dict[str, Any]],
                       rule: str = DEFAULT_WINDOW_RULE) -> list[dict[str, Any]]:
     """The same engine's shaped results at other rates than ``target``'s, in the order ``rule``
     (:data:`WINDOW_RULES`) tries them: the first is the source, but under "exposed", which goes
     from the fastest and takes the first whose window leaves part of its all-reduce exposed."""
-    others = [r for r in shaped if rate_of(r) != rate_of(target)]
-    fastest_first = sorted(others, key=lambda r: -(rate_of(r) or 0))
+    others = [r for r in shaped if scaling.link_bits(r) != scaling.link_bits(target)]
+    fastest_first = sorted(others, key=lambda r: -(scaling.link_bits(r) or 0))
     if rule in ("fastest", "exposed"):
         return fastest_first
     if rule == "nearest":
-        own = rate_of(target) or 1
+        own = scaling.link_bits(target) or 1
         return sorted(fastest_first,
-                      key=lambda r: round(abs(math.log((rate_of(r) or 1) / own)), 6))
+                      key=lambda r: round(abs(math.log((scaling.link_bits(r) or 1) / own)), 6))
     return fastest_first[::-1]
 
 
@@ -237,9 +218,9 @@ def serial_source(target: dict[str, Any], shaped: list[dict[str, Any]],
     probe, the one whose wire time is nearest the path's: there the path's share in series with
     the wire changes the all-reduce most (over a much slower wire it is lost in the wire's
     own error)."""
-    others = [r for r in shaped if rate_of(r) != rate_of(target)
+    others = [r for r in shaped if scaling.link_bits(r) != scaling.link_bits(target)
               and scaling.allreduce_seconds(r) is not None]
-    return min(others, key=lambda r: abs(math.log(wire_s(r, rate_of(r) or 1) / path_s)),
+    return min(others, key=lambda r: abs(math.log(wire_s(r, scaling.link_bits(r) or 1) / path_s)),
                default=None)
 
 
@@ -248,7 +229,7 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
     """The ``--inter`` of a target without a measured model over its link: the wire and the
     unshaped result's path together, the path's serial share from another rate's result; and
     how, in words."""
-    bits = rate_of(target) or 0
+    bits = scaling.link_bits(target) or 0
     wire = wire_s(target, bits)
     path = scaling.allreduce_seconds(unshaped)
     if path is None:
@@ -258,7 +239,7 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
     serial = 0.0
     if source is not None:
         probed = scaling.allreduce_seconds(source) or 0.0
-        serial = projection.serial_share(probed, wire_s(source, rate_of(source) or 1), path)
+        serial = projection.serial_share(probed, wire_s(source, scaling.link_bits(source) or 1), path)
     seconds = projection.path_and_wire_s(wire, path, serial)
     # the combined time as a rate of its bytes on the wire: `dlperf project` puts the engine's
     # share of a ring's bytes on a link given as a rate, as its exchange moves them (a
@@ -294,7 +275,7 @@ def project(db: Path, start: dict[str, Any], target: dict[str, Any], unshaped: d
     if rule == "exposed" and candidates:
         for window in candidates:
             row = project_from(db, start, target, unshaped, shaped, window)
-            if shows_exposed(row["overlap"]):
+            if scaling.shows_exposed(row["overlap"]):
                 return row
         return row  # none exposed: the slowest's, tried last
     return project_from(db, start, target, unshaped, shaped, next(iter(candidates), None))

@@ -12,6 +12,17 @@ always the framework's own (``launcher`` native): a Horovod result, at 1 process
 over the same 1-device native result as the native ones, so both engines' rows compare.
 
 Without such a baseline the speedup is None with a note saying so; never 1.0 or 0.
+
+And which multi-device results a projection reads its overlap window and its overhead from
+(:func:`shows_exposed` and below). A window is read as a source's all-reduce less what its step
+shows of it, so a source whose step hid its whole all-reduce bounds the window from below only,
+and the longer the source's all-reduce, the more seconds a few per cent of its error is
+(docs/projection.md, "Which rate the window is read from"). The validation's error is published
+for one rule, written here once: of the configuration's results over a shaped link, the fastest
+whose step shows part of its all-reduce past the window, else the slowest; the overhead from an
+unshaped result of the same shape and batch, whose all-reduce is short. `dlperf project` follows
+it where no source is named; benchmarks/projection_validation.py leaves out the target's own
+rate (its check is out of sample).
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Sequence, TypeVar
 
 from dlperf.result import device_kind_name
 from dlperf.results.codec import read_result
@@ -242,3 +253,54 @@ def wire_share(result: ResultLike) -> float | None:
     """The median of :func:`wire_shares`; None without any."""
     shares = wire_shares(result)
     return statistics.median(shares) if shares else None
+
+
+# ------------------------------------------------------------------------------------------------
+# where a projection's overlap window is read from
+# ------------------------------------------------------------------------------------------------
+
+#: a stored result: what the rule is given is what it gives back
+R = TypeVar("R", bound=Mapping[str, Any])
+
+
+def link_bits(result: Mapping[str, Any]) -> int | None:
+    """The shaped link of a multi-process result in bits/s; None where it has none (one host's
+    own loopback, or emulated hosts whose bridge was not shaped)."""
+    from dlperf.host import emulated
+
+    link = result["case"].get("link")
+    return emulated.parse_rate(link, "link") if link else None
+
+
+def shows_exposed(overlap: Mapping[str, Any]) -> bool:
+    """Whether the result a window was read from (``overlap``: a projection's, as stored or as
+    :class:`dlperf.projection.Overlap`'s fields) shows part of its all-reduce exposed beyond its
+    step's noise: even the most its 95 % intervals allow the window to hide is less than its
+    all-reduce. A source that hid the whole of it bounds the window from below only."""
+    share, window = overlap.get("value"), overlap.get("window_s")
+    if share is None or window is None:
+        return False
+    if window <= 0 or share <= 0:
+        return True
+    most = (overlap.get("window_ends") or (window, window))[1]
+    return bool(most < window / share)
+
+
+def shaped_fastest_first(found: Sequence[R]) -> list[R]:
+    """The results over a shaped link, the fastest link first, the newer first at one rate
+    (``found`` oldest first): the order the rule tries them in."""
+    shaped = [(i, r) for i, r in enumerate(found) if link_bits(r) is not None]
+    shaped.sort(key=lambda pair: (-(link_bits(pair[1]) or 0), -pair[0]))
+    return [r for _, r in shaped]
+
+
+def overhead_partner(found: Sequence[R], window: Mapping[str, Any]) -> R | None:
+    """The newest unshaped result of ``window``'s shape (nodes and devices a node) and batch
+    (:func:`config`; ``found`` oldest first): its all-reduce short, its excess
+    the overhead; None where there is none."""
+    def shape(result: Mapping[str, Any]) -> tuple[int, int]:
+        return int(result["case"].get("nnodes") or 1), int(result["case"].get("devices") or 1)
+
+    same = [r for r in found if link_bits(r) is None and shape(r) == shape(window)
+            and config(r) == config(window)]
+    return same[-1] if same else None

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import dlperf, dlperf_main, script_main
+from dlperf import scaling
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -64,7 +65,7 @@ def test_each_window_rule_tries_the_other_rates_in_its_order(rule, target, order
     ({"value": 0.0, "window_s": 0.0, "window_ends": None}, True),  # none of it hidden
     ({"value": None, "window_s": None}, False)])  # no window read
 def test_a_source_shows_its_all_reduce_exposed_only_beyond_its_steps_noise(overlap, exposed):
-    assert pv.shows_exposed(overlap) is exposed
+    assert scaling.shows_exposed(overlap) is exposed
 
 
 @pytest.mark.parallel

@@ -12,14 +12,13 @@ from typing import Any
 from dlperf import collective_model, display, models, outputs, projection, scaling, spec, stats
 from dlperf.backends.horovod import PACKING as HOROVOD_PACKING
 from dlperf.commands import HELP
+from dlperf.commands._links import MEASURED, check_links, is_measured, link_spec, measured_link
 from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
 from dlperf.projection_error import engine_named, median_abs
 from dlperf.store import DEFAULT_DB, Store
-from dlperf.worker.support import RING_WIRE, Packing, Wire, device_kind, packing_mode
-
-MEASURED = "measured"
+from dlperf.worker.support import Packing, Wire, device_kind, packing_mode
 
 
 def node_counts(text: str) -> list[int]:
@@ -67,10 +66,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                              "100gbit@5us; needed for targets of several nodes")
     parser.add_argument("--overlap-from", metavar="RESULT",
                         help="a multi-process result of the same configuration whose step "
-                             "shows the overlap and the multi-process overhead (default: the "
-                             "newest in --db; none: the interval spans 0-100 %%); it may be "
-                             "at another batch size where --db holds that batch's 1-device "
-                             "result")
+                             "shows the overlap and the multi-process overhead (default: as "
+                             "the validation reads them from --db: the fastest link whose step "
+                             "shows part of its all-reduce, the overhead from an unshaped "
+                             "result; none there: the interval spans 0-100 %%); it may be at "
+                             "another batch size where --db holds that batch's 1-device result")
     parser.add_argument("--overhead-from", metavar="RESULT", action="append", default=[],
                         help="with --overlap-from: a multi-process result of the same "
                              "configuration and batch whose all-reduce is short (unshaped, or "
@@ -101,84 +101,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser.add_argument("--no-store", action="store_true", help="show, do not store")
     parser.add_argument("--json", type=Path, help="also write the projection(s) as JSON")
     return parser
-
-
-# ------------------------------------------------------------------------------------------------
-# links
-# ------------------------------------------------------------------------------------------------
-
-def measured_link(db: str, framework: str, inter: bool, link: str | None,
-                  message_bytes: float | None = None,
-                  transfer_bytes: float | None = None) -> Link:
-    """The newest stored all-reduce model of ``framework``'s default collective path (a
-    parameter server's push and pull where that path has no all-reduce: MXNet's kvstore), on one
-    host (``inter`` False) or across nodes over ``link``; one line naming the command when
-    none. ``message_bytes``: the size of each of the step's messages, where the engine's
-    packing makes them one size: the model is then fitted over the measured sizes near it
-    (:meth:`dlperf.collective_model.Model.near`). ``transfer_bytes``: what a step moves as
-    one transfer (that message, else the whole gradient), where its calls' spread is read."""
-    from dlperf.studies import collectives as study
-
-    found_path = study.path_named(framework, None)
-    path = found_path.name
-    op = "allreduce" if "allreduce" in found_path.ops else "pushpull"
-    key = collective_model.Key(framework, path, op, 2 if not inter else 1,
-                               2 if inter else 1, link if inter else None)
-
-    def wanted(found: collective_model.Key) -> bool:
-        return ((found.framework, found.path, found.op) == (framework, path, op)
-                and (found.nnodes > 1) == inter and found.ranks >= 2
-                and (not inter or found.link == link))
-
-    try:
-        model = collective_model.newest_matching(db, wanted, key)
-    except collective_model.NoModel:
-        flag = "--inter" if inter else "--intra"
-        raise UsageError(f"{flag}: no collective model of {framework} {path} {op} "
-                         f"{'across nodes' + (f' over {link}' if link else '') if inter else 'on one host'} "
-                         f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY") from None
-    if message_bytes is not None and op == "allreduce":
-        model = model.near(message_bytes)
-    return projection.link_of_model(model, transfer_bytes or message_bytes)
-
-
-def is_measured(spec: str | None) -> bool:
-    """Whether a link is ``measured`` or ``measured:LINK`` (a stored model, not a rate)."""
-    return spec is not None and spec.partition(":")[0].strip() == MEASURED
-
-
-def check_links(args: argparse.Namespace) -> None:
-    """``--intra`` and ``--inter`` that do not parse are refused before any stored model is
-    looked up, so that the refusal names them whatever else is missing (``--intra`` defaults
-    to a measured model)."""
-    from dlperf.host import emulated
-
-    for given, flag in ((args.intra, "--intra"), (args.inter, "--inter")):
-        if given is None:
-            continue
-        rate = given.partition(":")[2]
-        if not is_measured(given):
-            projection.given_link(given, flag)
-        elif rate:
-            emulated.normalize_rate(rate, flag)
-
-
-def link_spec(spec: str | None, flag: str, db: str, framework: str,
-              wire: Wire = RING_WIRE, message_bytes: float | None = None,
-              transfer_bytes: float | None = None) -> Link | None:
-    """``--intra``/``--inter``: a measured model of ``framework``'s path, or a given rate, which
-    carries the engine's bytes on the wire (``wire``: its declaration)."""
-    if spec is None:
-        return None
-    link = spec.partition(":")[2]
-    if is_measured(spec):
-        from dlperf.host import emulated
-
-        return measured_link(db, framework, flag == "--inter",
-                             emulated.normalize_rate(link, flag) or None if link else None,
-                             message_bytes, transfer_bytes)
-    return projection.carrying(projection.given_link(spec, flag), wire.share,
-                               wire.describe())
 
 
 #: how far a multi-host result's own bytes on the wire may be from the engine's declaration
@@ -351,16 +273,29 @@ def _step_span(other: dict[str, Any]) -> tuple[float, float] | None:
     return samples / float(max(ci)), samples / float(min(ci))
 
 
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """An overlap as read from stored results, and from which: the window's result and what it
+    shows, and the overhead's result where the two were read apart (None: the window's alone,
+    its excess first read as an exposed all-reduce)."""
+
+    overlap: Overlap
+    window: dict[str, Any] | None = None
+    seen: projection.Seen | None = None
+    overhead: dict[str, Any] | None = None
+
+
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
                gradient: int, messages: int, intra: Link, inter: Link | None,
-               start: Shape, exchange: str = projection.RING) -> Overlap:
+               start: Shape, exchange: str = projection.RING) -> tuple[Overlap, list[str]]:
     """The overlap window and the multi-process overhead, from results of the configuration on
-    more devices than the start: ``--overlap-from`` (else the newest in --db) alone gives both
-    (its excess first read as an exposed all-reduce); with ``--overhead-from`` (a result whose
-    all-reduce is short: unshaped, or fewer devices) that one gives the overhead and
-    ``--overlap-from`` (whose all-reduce is long enough to be exposed) the window. Measured at
-    another batch size than the start's, the window scales with the 1-device step and the
-    overhead's two readings (a share of the step, a fixed time) bound the interval. With two
+    more devices than the start, and what the projection says of them: ``--overlap-from``
+    alone gives both (its excess first read as an exposed all-reduce); with ``--overhead-from``
+    (a result whose all-reduce is short: unshaped, or fewer devices) that one gives the overhead
+    and ``--overlap-from`` (whose all-reduce is long enough to be exposed) the window; neither
+    named, the results the validated rule chooses (:func:`chosen`). Measured at another batch
+    size than the start's, the window scales with the 1-device step and the overhead's two
+    readings (a share of the step, a fixed time) bound the interval. With two
     ``--overhead-from`` at two batch sizes the overhead is fitted through them as a fixed time
     plus a share (:func:`dlperf.projection.fitted`), the window read from ``--overlap-from``
     alone."""
@@ -370,39 +305,122 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     if args.overhead_from and not args.overlap_from:
         raise UsageError("--overhead-from: name the window's result with --overlap-from too "
                          "(one whose all-reduce is long enough to be exposed)")
-    if args.overlap_from:
-        other = _named(args.overlap_from, "--overlap-from", args.db, result, start)
-    else:
-        found = [r for r in multi_results(args.db, result)
-                 if scaling.total_devices(r["case"]) > start.devices]
-        if not found:
-            more = ("multi-process result" if start.devices == 1 else
-                    f"result on more devices than the start's {start.nodes} x {start.per_node}")
-            return Overlap(None, f"no {more} of this configuration in {args.db}")
-        other = found[-1]
     links = (gradient, messages, intra, inter, start, exchange)
-    whole = projection.overlaps_whole_step(exchange, int(other["case"].get("nnodes") or 1))
-    window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
-    if window is None:
-        return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
-                             f"nodes is known")
+    if not args.overlap_from:
+        read, why = chosen(args.db, result, compute_s, links)
+        if read.overlap.value is None or why is None:
+            return read.overlap, []
+        named = dataclasses.replace(read.overlap, source=f"{read.overlap.source}; chosen as "
+                                                         f"{why}")
+        return named, window_warnings(args, read, links, args.db, result, compute_s)
+    other = _named(args.overlap_from, "--overlap-from", args.db, result, start)
     if len(args.overhead_from) == 2:
-        return _fitted(args, result, compute_s, window, links)
-    if not args.overhead_from:
+        window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
+        if window is None:
+            return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
+                                 f"nodes is known"), []
+        return _fitted(args, result, compute_s, window, links), []
+    short = None
+    if args.overhead_from:
+        short = _named(args.overhead_from[0], "--overhead-from", args.db, result, start)
+        if short["case"].get("batch_size") != other["case"].get("batch_size"):
+            raise UsageError(f"--overhead-from: {short.get('label')} is at another batch size "
+                             f"than --overlap-from's {other.get('label')}; name two of the "
+                             f"same batch")
+    read = read_overlap(args.db, result, compute_s, other, short, links)
+    return read.overlap, window_warnings(args, read, links, args.db, result, compute_s)
+
+
+def read_overlap(db: str, result: dict[str, Any], compute_s: float, other: dict[str, Any],
+                 short: dict[str, Any] | None, links: tuple[Any, ...]) -> Read:
+    """The overlap read from ``other`` (the window's result) alone, or with ``short`` (the
+    overhead's: :func:`dlperf.projection.window_from`)."""
+    whole = projection.overlaps_whole_step(links[5], int(other["case"].get("nnodes") or 1))
+    window = seen_in(other, "--overlap-from", db, result, compute_s, *links)
+    if window is None:
+        return Read(Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
+                                  f"nodes is known"))
+    if short is None:
         made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
                                        window.source, window.step_span,
                                        window.comm_span, whole)
-        return projection.at_batch(made, window.compute_s, compute_s)
-    short = _named(args.overhead_from[0], "--overhead-from", args.db, result, start)
-    if short["case"].get("batch_size") != other["case"].get("batch_size"):
-        raise UsageError(f"--overhead-from: {short.get('label')} is at another batch size than "
-                         f"--overlap-from's {other.get('label')}; name two of the same batch")
-    overhead = seen_in(short, "--overhead-from", args.db, result, compute_s, *links)
+        return Read(projection.at_batch(made, window.compute_s, compute_s), other, window)
+    overhead = seen_in(short, "--overhead-from", db, result, compute_s, *links)
     if overhead is None:
         raise UsageError(f"--overhead-from: {short.get('label')} spans nodes and neither has "
                          f"an all-reduce probe nor is the link between nodes given (--inter)")
-    return projection.at_batch(projection.window_from(window, overhead, whole),
-                               window.compute_s, compute_s)
+    return Read(projection.at_batch(projection.window_from(window, overhead, whole),
+                                    window.compute_s, compute_s), other, window, short)
+
+
+def chosen(db: str, result: dict[str, Any], compute_s: float,
+           links: tuple[Any, ...]) -> tuple[Read, str | None]:
+    """With no source named, the rule the validation's error is published for
+    (:func:`dlperf.scaling.shows_exposed` and below): of the configuration's results on more
+    devices than the start over a shaped link, the fastest whose step shows part of its
+    all-reduce past the window, else the slowest, each with its overhead from an unshaped
+    result of its shape and batch; with none over a shaped link, the newest alone. And why, in
+    words (None: no result)."""
+    start = links[4]
+    found = [r for r in multi_results(db, result)
+             if scaling.total_devices(r["case"]) > start.devices]
+    if not found:
+        more = ("multi-process result" if start.devices == 1 else
+                f"result on more devices than the start's {start.nodes} x {start.per_node}")
+        return Read(Overlap(None, f"no {more} of this configuration in {db}")), None
+    tried = scaling.shaped_fastest_first(found)
+    if not tried:
+        return (read_overlap(db, result, compute_s, found[-1], None, links),
+                "the newest: none was run over a shaped link")
+    for other in tried:
+        partner = scaling.overhead_partner(found, other)
+        read = read_overlap(db, result, compute_s, other, partner, links)
+        if scaling.shows_exposed(vars(read.overlap)):
+            return read, ("the fastest link whose step shows part of its all-reduce past the "
+                          "window (docs/projection.md)")
+    return read, "the slowest link: none showed its all-reduce past the window"
+
+
+def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...], db: str,
+                    result: dict[str, Any], compute_s: float) -> list[str]:
+    """What the projection says of where its window was read from: a result read alone whose
+    all-reduce is shorter than a target's (past it, one step cannot tell a hidden all-reduce
+    from an overhead: the window is the least that explains the step, the projection the
+    slow end of what that result allows), or two whose window's source hid its whole
+    all-reduce within its noise (the window is then a lower bound); each with the stored
+    results the rule would read it from instead, or the run that would show it."""
+    o, seen = read.overlap, read.seen
+    if o.value is None or o.whole_step or seen is None or read.window is None:
+        return []
+    gradient, messages, intra, inter, start, exchange = links
+    at_start = projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
+                                      inter, exchange)
+    longest = max(projection.allreduce_s(gradient, messages, s.per_node, s.nodes, intra, inter,
+                                         exchange) - at_start
+                  for s in projection.targets(args.devices_per_node, args.nnodes))
+    run = f"run {read.window.get('run_id')}"
+    if read.overhead is None and seen.comm_s < longest:
+        said = (f"overlap window read from one result, {run}, whose all-reduce "
+                f"({seen.comm_s * 1e3:.4g} ms) is shorter than the targets' (up to "
+                f"{longest * 1e3:.4g} ms): past it one step cannot tell a hidden all-reduce from "
+                f"an overhead, so the window is the least that explains that step and those "
+                f"targets the slow end of what it allows")
+    elif read.overhead is not None and not scaling.shows_exposed(vars(o)):
+        said = (f"the overlap window's result, {run}, hid its whole all-reduce "
+                f"({seen.comm_s * 1e3:.4g} ms) within its step's noise: the window "
+                f"({(o.window_s or 0) * 1e3:.4g} ms) is the least it allows")
+    else:
+        return []
+    better, _ = chosen(db, result, compute_s, links)
+    if better.overhead is not None and better.window is not None and \
+            scaling.shows_exposed(vars(better.overlap)) and \
+            (better.window.get("run_id"), better.overhead.get("run_id")) != \
+            (read.window.get("run_id"), (read.overhead or {}).get("run_id")):
+        return [f"{said}; --overlap-from {better.window.get('run_id')} --overhead-from "
+                f"{better.overhead.get('run_id')} reads it where it shows (docs/projection.md)"]
+    return [f"{said}; a result of this configuration over a slower link shows it (`dlperf run "
+            f"... --emulate-hosts 2 --link RATE`), named with --overlap-from beside this one's "
+            f"--overhead-from"]
 
 
 def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
@@ -503,12 +521,12 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     start = Shape(int(case.get("devices") or 1), 1)
     samples = batch * start.devices  # the start's step, from its whole job's throughput
     compute = Span(samples / median, samples / high, samples / low)
-    overlap = overlap_of(args, result, compute.value, gradient, messages, intra, inter, start,
-                         wire.exchange)
+    overlap, said = overlap_of(args, result, compute.value, gradient, messages, intra, inter,
+                               start, wire.exchange)
     engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(wire.exchange), intra,
                     inter, overlap, start, engine, wire.exchange)
-    warnings = wire_warnings(args.db, result, wire)
+    warnings = wire_warnings(args.db, result, wire) + said
     for name, link in (("--intra", intra), ("--inter", inter)):
         if link is not None and link.beyond and link.message_bytes is not None:
             warnings.append(f"{name}: its {link.message_bytes / 2**20:.3g} MiB messages are past "
