@@ -136,8 +136,9 @@ EMULATED_HOSTS = Check(
     "and 100 Mbit/s, and MXNet's at 5 Gbit/s, 2.5 Gbit/s, 500 Mbit/s, 300 Mbit/s and 200 Mbit/s, "
     "torch's, OneFlow's, TensorFlow's and JAX's at 500 Mbit/s and 250 Mbit/s too, TensorFlow's "
     "at 2 Gbit/s, 750 Mbit/s and 350 Mbit/s, six engines at 5 Gbit/s, 1.5 Gbit/s and 400 Mbit/s, "
-    "torch DDP's and OneFlow's at 3 Gbit/s, 1.2 Gbit/s, 800 Mbit/s and 600 Mbit/s (ResNet-50; the window from another rate, the "
-    "overhead unshaped)", 2, 2,
+    "torch DDP's and OneFlow's at 3 Gbit/s, 1.2 Gbit/s, 800 Mbit/s and 600 Mbit/s, TensorFlow's, "
+    "JAX's and Paddle's at 1.2 Gbit/s and 600 Mbit/s (ResNet-50; the window from another rate, "
+    "the overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
     "after its step was fixed, MindSpore's over its all-reduce measured on each link; OneFlow's "
@@ -164,7 +165,8 @@ EMULATED_HOSTS = Check(
     "and OneFlow's at 3 Gbit/s and 800 Mbit/s, their links measured with 20 calls a size, the "
     "model frozen after a link's price began carrying its calls (the same Zen 4, 2026-12-06); "
     "and the two again on a CPU kind no check had run on, at 1.2 Gbit/s and 600 Mbit/s (an "
-    "AVX2-only AMD EPYC, family 23, 2026-12-06)",
+    "AVX2-only AMD EPYC, family 23, 2026-12-06), then TensorFlow's, JAX's and Paddle's there "
+    "(the same EPYC, 2026-12-06, evening)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -261,7 +263,12 @@ EMULATED_HOSTS = Check(
      ("torch DDP 3 Gbit/s 12-06 calls", -0.176), ("torch DDP 800 Mbit/s 12-06 calls", -0.116),
      ("OneFlow 3 Gbit/s 12-06 calls", 0.004), ("OneFlow 800 Mbit/s 12-06 calls", 0.109),
      ("torch DDP 1.2 Gbit/s 12-06 AVX2", 0.086), ("torch DDP 600 Mbit/s 12-06 AVX2", -0.065),
-     ("OneFlow 1.2 Gbit/s 12-06 AVX2", 0.059), ("OneFlow 600 Mbit/s 12-06 AVX2", 0.126)),
+     ("OneFlow 1.2 Gbit/s 12-06 AVX2", 0.059), ("OneFlow 600 Mbit/s 12-06 AVX2", 0.126),
+     ("TensorFlow 1.2 Gbit/s 12-06 AVX2 more", 0.022),
+     ("TensorFlow 600 Mbit/s 12-06 AVX2 more", 0.006),
+     ("JAX 1.2 Gbit/s 12-06 AVX2 more", 0.002), ("JAX 600 Mbit/s 12-06 AVX2 more", -0.002),
+     ("Paddle 1.2 Gbit/s 12-06 AVX2 more", -0.007),
+     ("Paddle 600 Mbit/s 12-06 AVX2 more", 0.005)),
     start_devices=1)
 
 PUBLISHED = Check(

@@ -292,6 +292,10 @@ def test_the_check_on_another_cpu_kind_is_made_again(tmp_path):
     made_again("link-rates-avx2-epyc-2026-12-06", "link-rates-avx2",
                {(fw, link) for fw in ("torch", "oneflow") for link in ("1200mbit", "600mbit")},
                "7.5%", tmp_path)
+    # then TensorFlow, JAX and Paddle there, the model frozen at 5d53062
+    made_again("link-rates-avx2-more-epyc-2026-12-06", "link-rates-avx2-more",
+               {(fw, link) for fw in ("tensorflow", "jax", "paddle")
+                for link in ("1200mbit", "600mbit")}, "0.6%", tmp_path)
 
 
 @pytest.mark.parallel
@@ -303,7 +307,7 @@ def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp
     assert proc.returncode == 0, proc.stderr
     kept = ROOT / "benchmarks" / "data" / "link-rates-tf-sizes-xeon-2026-12-04" / "probe-pricing.md"
     assert out.read_text() == kept.read_text()
-    assert "| every size | 60 | 10.4% |" in proc.stdout and "| near | 60 | 6.0% |" in proc.stdout
+    assert "| every size | 66 | 9.5% |" in proc.stdout and "| near | 66 | 5.7% |" in proc.stdout
 
 
 @pytest.mark.parallel
