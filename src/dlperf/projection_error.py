@@ -100,7 +100,8 @@ ONE_HOST = Check(
     "repeats interleaved; and JAX after its step was fixed, 2026-12-02), and 2-core AMD EPYC "
     "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix), and the "
     "Zen 4 again, 2026-12-04 (interleaved, after the window fix; a noisy host), and a 2-core "
-    "Intel Xeon with AMX, 2026-12-04 (interleaved; a quiet host)",
+    "Intel Xeon with AMX, 2026-12-04 (interleaved; a quiet host), and a 2-core AVX2-only AMD "
+    "EPYC (family 23), 2026-12-06 (interleaved; a quiet host)",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -128,7 +129,10 @@ ONE_HOST = Check(
      ("oneflow Zen 4 again", -0.130),
      ("torch Xeon", -0.023), ("tensorflow Xeon", -0.061), ("tensorflow1 Xeon", -0.020),
      ("jax Xeon", -0.023), ("paddle Xeon", 0.006), ("mxnet Xeon", 0.015),
-     ("oneflow Xeon", 0.006), ("mindspore Xeon", -0.004)),
+     ("oneflow Xeon", 0.006), ("mindspore Xeon", -0.004),
+     ("torch AVX2", 0.067), ("tensorflow AVX2", -0.022), ("tensorflow1 AVX2", 0.040),
+     ("jax AVX2", -0.025), ("paddle AVX2", 0.000), ("mxnet AVX2", 0.048),
+     ("oneflow AVX2", -0.001), ("mindspore AVX2", 0.013)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(

@@ -73,7 +73,8 @@ def test_the_one_host_check_is_the_docs_table():
             ("Zen 5 fixed", "The one-host sweep for TF 1.15 and MXNet alone, after that fix",
              2),
             ("Zen 4 again", "The same sweep on the Zen 4 again", 7),
-            ("Xeon", "The same sweep on a 2-core Intel Xeon", 8)):
+            ("Xeon", "The same sweep on a 2-core Intel Xeon", 8),
+            ("AVX2", "The same sweep on the AVX2-only EPYC", 8)):
         text = section(title, "Median |error|")
         rows = re.findall(r"^\| (\w+) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| " + SIGNED,
                           text, re.M)
@@ -311,7 +312,7 @@ def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     assert point["throughput_with_model_error"] == {"value": wide.value, "low": wide.low,
                                                     "high": wide.high}
     assert point["model_error"]["check"] == "one-host"
-    assert point["model_error"]["cases"] == len(projection_error.ONE_HOST.errors) == 57
+    assert point["model_error"]["cases"] == len(projection_error.ONE_HOST.errors) == 65
     assert point["model_error"]["beyond_validated"] is False
 
 

@@ -348,7 +348,9 @@ def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str
     # the Zen 4 again after the window fix (MindSpore's 2-process batch 8 failed: 7)
     ("one-host-zen4-2026-12-04", "projection-one-host", 7),
     # a quiet Xeon with AMX (median CV 2.4 %)
-    ("one-host-xeon-2026-12-04", "projection-one-host", 8)])
+    ("one-host-xeon-2026-12-04", "projection-one-host", 8),
+    # the AVX2-only EPYC, quiet too (median CV 2.0 %)
+    ("one-host-avx2-epyc-2026-12-06", "projection-one-host", 8)])
 def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(
         folder, sweep, frameworks, tmp_path):
     # the one-host check as committed: each framework's 2-process case projected again from the
