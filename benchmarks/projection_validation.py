@@ -220,8 +220,8 @@ def serial_source(target: dict[str, Any], shaped: list[dict[str, Any]],
     own error)."""
     others = [r for r in shaped if scaling.link_bits(r) != scaling.link_bits(target)
               and scaling.allreduce_seconds(r) is not None]
-    return min(others, key=lambda r: abs(math.log(wire_s(r, scaling.link_bits(r) or 1) / path_s)),
-               default=None)
+    return min(others, default=None,
+               key=lambda r: abs(math.log(wire_s(r, scaling.link_bits(r) or 1) / path_s)))
 
 
 def links_of(target: dict[str, Any], unshaped: dict[str, Any],
@@ -239,7 +239,8 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
     serial = 0.0
     if source is not None:
         probed = scaling.allreduce_seconds(source) or 0.0
-        serial = projection.serial_share(probed, wire_s(source, scaling.link_bits(source) or 1), path)
+        serial = projection.serial_share(
+            probed, wire_s(source, scaling.link_bits(source) or 1), path)
     seconds = projection.path_and_wire_s(wire, path, serial)
     # the combined time as a rate of its bytes on the wire: `dlperf project` puts the engine's
     # share of a ring's bytes on a link given as a rate, as its exchange moves them (a

@@ -312,7 +312,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
             return read.overlap, []
         named = dataclasses.replace(read.overlap, source=f"{read.overlap.source}; chosen as "
                                                          f"{why}")
-        return named, window_warnings(args, read, links, args.db, result, compute_s)
+        return named, window_warnings(args, read, links, result, compute_s, read)
     other = _named(args.overlap_from, "--overlap-from", args.db, result, start)
     if len(args.overhead_from) == 2:
         window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
@@ -328,7 +328,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
                              f"than --overlap-from's {other.get('label')}; name two of the "
                              f"same batch")
     read = read_overlap(args.db, result, compute_s, other, short, links)
-    return read.overlap, window_warnings(args, read, links, args.db, result, compute_s)
+    return read.overlap, window_warnings(args, read, links, result, compute_s)
 
 
 def read_overlap(db: str, result: dict[str, Any], compute_s: float, other: dict[str, Any],
@@ -381,14 +381,16 @@ def chosen(db: str, result: dict[str, Any], compute_s: float,
     return read, "the slowest link: none showed its all-reduce past the window"
 
 
-def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...], db: str,
-                    result: dict[str, Any], compute_s: float) -> list[str]:
+def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...],
+                    result: dict[str, Any], compute_s: float,
+                    better: Read | None = None) -> list[str]:
     """What the projection says of where its window was read from: a result read alone whose
     all-reduce is shorter than a target's (past it, one step cannot tell a hidden all-reduce
     from an overhead: the window is the least that explains the step, the projection the
     slow end of what that result allows), or two whose window's source hid its whole
     all-reduce within its noise (the window is then a lower bound); each with the stored
-    results the rule would read it from instead, or the run that would show it."""
+    results the rule would read it from instead (``better``: its choice, where the rule already
+    made it; else made here), or the run that would show it."""
     o, seen = read.overlap, read.seen
     if o.value is None or o.whole_step or seen is None or read.window is None:
         return []
@@ -411,7 +413,8 @@ def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...]
                 f"({(o.window_s or 0) * 1e3:.4g} ms) is the least it allows")
     else:
         return []
-    better, _ = chosen(db, result, compute_s, links)
+    if better is None:  # the rule's choice, where the source was named
+        better, _ = chosen(args.db, result, compute_s, links)
     if better.overhead is not None and better.window is not None and \
             scaling.shows_exposed(vars(better.overlap)) and \
             (better.window.get("run_id"), better.overhead.get("run_id")) != \
