@@ -367,6 +367,7 @@ OTHER_PATHS = [
     ("torch", "horovod-mpi", ("allreduce",)),
     ("jax", "gloo", ("allreduce", "allgather", "reducescatter")),
     ("paddle", "gloo", ("allreduce", "allgather", "broadcast")),
+    ("caffe2", "gloo", ("allreduce", "allgather", "broadcast")),
     ("tensorflow", "ring", ("allreduce", "allgather")),
     ("tensorflow1", "ring", ("allreduce",)),
     ("tensorflow1", "horovod", ("allreduce", "allgather", "broadcast")),

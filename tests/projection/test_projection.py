@@ -203,7 +203,7 @@ DOCUMENTED_PACKINGS = {
     "TensorFlow `MultiWorkerMirroredStrategy`": ("tensorflow", False),
     "TensorFlow 1.15": ("tensorflow1", False), "JAX `shard_map`": ("jax", True),
     "MXNet kvstore": ("mxnet", False), "OneFlow eager": ("oneflow", False),
-    "Horovod": ("horovod", False),
+    "Caffe2 `data_parallel_model`": ("caffe2", False), "Horovod": ("horovod", False),
 }
 
 

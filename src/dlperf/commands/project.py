@@ -317,8 +317,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     if len(args.overhead_from) == 2:
         window = seen_in(other, "--overlap-from", args.db, result, compute_s, *links)
         if window is None:
-            return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
-                                 f"nodes is known"), []
+            return unpriced(other), []
         return _fitted(args, result, compute_s, window, links), []
     short = None
     if args.overhead_from:
@@ -331,6 +330,13 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     return read.overlap, window_warnings(args, read, links, result, compute_s)
 
 
+def unpriced(other: dict[str, Any]) -> Overlap:
+    """No overlap: ``other`` ran across nodes and the link between them is neither probed nor
+    given, so its all-reduce cannot be priced."""
+    return Overlap(None, f"run {other.get('run_id')} spans nodes and no link between nodes is "
+                         f"known")
+
+
 def read_overlap(db: str, result: dict[str, Any], compute_s: float, other: dict[str, Any],
                  short: dict[str, Any] | None, links: tuple[Any, ...]) -> Read:
     """The overlap read from ``other`` (the window's result) alone, or with ``short`` (the
@@ -338,8 +344,7 @@ def read_overlap(db: str, result: dict[str, Any], compute_s: float, other: dict[
     whole = projection.overlaps_whole_step(links[5], int(other["case"].get("nnodes") or 1))
     window = seen_in(other, "--overlap-from", db, result, compute_s, *links)
     if window is None:
-        return Read(Overlap(None, f"run {other.get('run_id')} spans nodes and no link between "
-                                  f"nodes is known"))
+        return Read(unpriced(other))
     if short is None:
         made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
                                        window.source, window.step_span,

@@ -9,7 +9,7 @@ it when none is given), part of the case's identity and recorded in the result; 
 
 from dlperf.backends.common import CPU_TF32
 from dlperf.backends.contract import Backend
-from dlperf.worker.support import Option, Support
+from dlperf.worker.support import Option, Packing, Support
 
 # Caffe2 1.8.1's IDEEP update of conv1 was wrong without optimizeForMKLDNN(training_mode=True)
 # (backend.py says how it was found), so every ideep training run applies it: training has no
@@ -73,6 +73,11 @@ SUPPORT = Caffe2Support(
     task_modes={"train": (False,)},
     # data_parallel_model over processes (dlperf.launchers.caffe2), Gloo all-reduce; training only
     distributed=("cpu", "cuda"),
+    # Parallelize's _AllReduceBlobsDistributed: one Gloo Allreduce operator per gradient blob
+    # (up to max_concurrent_distributed_ops, 16, in flight on cloned common worlds)
+    packing={kind: Packing("data_parallel_model.Parallelize over Gloo: one Allreduce operator per "
+                           "gradient blob (max_concurrent_distributed_ops default 16 at once)",
+                           tensors=1) for kind in ("cpu", "cuda")},
     options={"engine": Option(("ideep", "cpu"), (
         "ideep: every operator on Caffe2's IDEEP device (MKL-DNN), the default where the wheel "
         "has it (workspace.C.use_mkldnn); cpu: Caffe2's own CPU operators (im2col + MKL GEMM), "
