@@ -28,7 +28,7 @@ ENGINE_PREFIXES = (
     ("tensorflow 1.15", "tensorflow1"), ("tensorflow1", "tensorflow1"),
     ("tensorflow 2.x", "tensorflow"), ("tensorflow", "tensorflow"), ("pytorch", "torch"),
     ("torch", "torch"), ("paddlepaddle", "paddle"), ("paddle", "paddle"), ("jax", "jax"),
-    ("mxnet", "mxnet"), ("oneflow", "oneflow"), ("mindspore", "mindspore"))
+    ("mxnet", "mxnet"), ("oneflow", "oneflow"), ("mindspore", "mindspore"), ("caffe2", "caffe2"))
 
 
 def engine_named(name: str) -> str | None:
@@ -101,7 +101,7 @@ ONE_HOST = Check(
     "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix), and the "
     "Zen 4 again, 2026-12-04 (interleaved, after the window fix; a noisy host), and a 2-core "
     "Intel Xeon with AMX, 2026-12-04 (interleaved; a quiet host), and a 2-core AVX2-only AMD "
-    "EPYC (family 23), 2026-12-06 (interleaved; a quiet host)",
+    "EPYC (family 23), 2026-12-06 (interleaved; a quiet host), and Caffe2's there, 2026-12-07",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -132,7 +132,7 @@ ONE_HOST = Check(
      ("oneflow Xeon", 0.006), ("mindspore Xeon", -0.004),
      ("torch AVX2", 0.067), ("tensorflow AVX2", -0.022), ("tensorflow1 AVX2", 0.040),
      ("jax AVX2", -0.025), ("paddle AVX2", 0.000), ("mxnet AVX2", 0.048),
-     ("oneflow AVX2", -0.001), ("mindspore AVX2", 0.013)),
+     ("oneflow AVX2", -0.001), ("mindspore AVX2", 0.013), ("caffe2 AVX2", 0.001)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(
@@ -141,7 +141,9 @@ EMULATED_HOSTS = Check(
     "torch's, OneFlow's, TensorFlow's and JAX's at 500 Mbit/s and 250 Mbit/s too, TensorFlow's "
     "at 2 Gbit/s, 750 Mbit/s and 350 Mbit/s, six engines at 5 Gbit/s, 1.5 Gbit/s and 400 Mbit/s, "
     "torch DDP's and OneFlow's at 3 Gbit/s, 1.2 Gbit/s, 800 Mbit/s and 600 Mbit/s, TensorFlow's, "
-    "JAX's and Paddle's at 1.2 Gbit/s and 600 Mbit/s (ResNet-50; the window from another rate, "
+    "JAX's and Paddle's, then TF 1.15's, MindSpore's, MXNet's and Caffe2's, at 1.2 Gbit/s and "
+    "600 Mbit/s "
+    "(ResNet-50; the window from another rate, "
     "the overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
     "pinned to its thread's CPU) and 2026-12-02 (interleaved; and the six other engines, JAX's "
@@ -170,7 +172,8 @@ EMULATED_HOSTS = Check(
     "model frozen after a link's price began carrying its calls (the same Zen 4, 2026-12-06); "
     "and the two again on a CPU kind no check had run on, at 1.2 Gbit/s and 600 Mbit/s (an "
     "AVX2-only AMD EPYC, family 23, 2026-12-06), then TensorFlow's, JAX's and Paddle's there "
-    "(the same EPYC, 2026-12-06, evening)",
+    "(the same EPYC, 2026-12-06, evening), then TF 1.15's, MindSpore's and MXNet's there, "
+    "and Caffe2's, its first (the same EPYC, 2026-12-07)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -272,7 +275,14 @@ EMULATED_HOSTS = Check(
      ("TensorFlow 600 Mbit/s 12-06 AVX2 more", 0.006),
      ("JAX 1.2 Gbit/s 12-06 AVX2 more", 0.002), ("JAX 600 Mbit/s 12-06 AVX2 more", -0.002),
      ("Paddle 1.2 Gbit/s 12-06 AVX2 more", -0.007),
-     ("Paddle 600 Mbit/s 12-06 AVX2 more", 0.005)),
+     ("Paddle 600 Mbit/s 12-06 AVX2 more", 0.005),
+     ("TensorFlow 1.15 1.2 Gbit/s 12-07 AVX2 last", 0.120),
+     ("TensorFlow 1.15 600 Mbit/s 12-07 AVX2 last", 0.042),
+     ("MindSpore 1.2 Gbit/s 12-07 AVX2 last", 0.069),
+     ("MindSpore 600 Mbit/s 12-07 AVX2 last", 0.038),
+     ("MXNet 1.2 Gbit/s 12-07 AVX2 last", 0.057), ("MXNet 600 Mbit/s 12-07 AVX2 last", 0.173),
+     ("Caffe2 1.2 Gbit/s 12-07 AVX2 Caffe2", 0.005),
+     ("Caffe2 600 Mbit/s 12-07 AVX2 Caffe2", -0.195)),
     start_devices=1)
 
 PUBLISHED = Check(

@@ -296,6 +296,13 @@ def test_the_check_on_another_cpu_kind_is_made_again(tmp_path):
     made_again("link-rates-avx2-more-epyc-2026-12-06", "link-rates-avx2-more",
                {(fw, link) for fw in ("tensorflow", "jax", "paddle")
                 for link in ("1200mbit", "600mbit")}, "0.6%", tmp_path)
+    # and TensorFlow 1.15, MindSpore and MXNet, the model frozen at 3e549e8
+    made_again("link-rates-avx2-last-epyc-2026-12-07", "link-rates-avx2-last",
+               {(fw, link) for fw in ("tensorflow1", "mindspore", "mxnet")
+                for link in ("1200mbit", "600mbit")}, "6.3%", tmp_path)
+    # and Caffe2 there, its first, the model frozen at cb71c57
+    made_again("link-rates-avx2-caffe2-epyc-2026-12-07", "link-rates-avx2-caffe2",
+               {("caffe2", link) for link in ("1200mbit", "600mbit")}, "10.0%", tmp_path)
 
 
 @pytest.mark.parallel
@@ -307,7 +314,7 @@ def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp
     assert proc.returncode == 0, proc.stderr
     kept = ROOT / "benchmarks" / "data" / "link-rates-tf-sizes-xeon-2026-12-04" / "probe-pricing.md"
     assert out.read_text() == kept.read_text()
-    assert "| every size | 66 | 9.5% |" in proc.stdout and "| near | 66 | 5.7% |" in proc.stdout
+    assert "| every size | 72 | 9.5% |" in proc.stdout and "| near | 72 | 5.4% |" in proc.stdout
 
 
 @pytest.mark.parallel
@@ -350,7 +357,8 @@ def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str
     # a quiet Xeon with AMX (median CV 2.4 %)
     ("one-host-xeon-2026-12-04", "projection-one-host", 8),
     # the AVX2-only EPYC, quiet too (median CV 2.0 %)
-    ("one-host-avx2-epyc-2026-12-06", "projection-one-host", 8)])
+    ("one-host-avx2-epyc-2026-12-06", "projection-one-host", 8),
+    ("one-host-caffe2-avx2-epyc-2026-12-07", "projection-one-host-caffe2", 1)])
 def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(
         folder, sweep, frameworks, tmp_path):
     # the one-host check as committed: each framework's 2-process case projected again from the
