@@ -239,7 +239,7 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
     serial = 0.0
     if source is not None:
         probed = scaling.allreduce_seconds(source) or 0.0
-        serial = projection.serial_share(
+        serial = scaling.serial_share(
             probed, wire_s(source, scaling.link_bits(source) or 1), path)
     seconds = projection.path_and_wire_s(wire, path, serial)
     # the combined time as a rate of its bytes on the wire: `dlperf project` puts the engine's

@@ -525,9 +525,15 @@ def overlap_from(measured_step_s: float, compute_s: float, comm_s: float, source
 
     window = share * comm_s
     return Overlap(share, source, overhead, window_s=window,
-                   window_ends=_ends(window, hidden(step_high, comm_low),
-                                     hidden(step_low, comm_high)),
+                   window_ends=_ends(window, hidden(step_high, comm_low), lower_bound_only(
+                       hidden(step_low, comm_high), comm_s, BACKWARD_SHARE * compute_s)),
                    overhead_range=_share_range((least, most), compute_s))
+
+
+def lower_bound_only(most: float, comm_s: float, bound: float) -> float:
+    """A window's most, or the backward pass (``bound``) where its source's whole all-reduce
+    (``comm_s``) could hide within its step's noise: then that step bounds it from below only."""
+    return max(most, bound) if most >= comm_s else most
 
 
 def _share_range(seconds: tuple[float, float], compute_s: float) -> tuple[float, float] | None:
@@ -618,7 +624,9 @@ def window_from(window: Seen, overhead: Seen, whole_step: bool = False) -> Overl
     # its ends: the two steps and the long one's all-reduce at their intervals' ends (the
     # 1-device step is in both excesses at one batch, so its own spread cancels)
     least = kept(overhead.excess_ends[0] + window.comm_ends[0] - window.excess_ends[1])
-    most = kept(overhead.excess_ends[1] + window.comm_ends[1] - window.excess_ends[0])
+    most = lower_bound_only(
+        kept(overhead.excess_ends[1] + window.comm_ends[1] - window.excess_ends[0]),
+        window.comm_s, bound)
     fastest, overhead_s, slowest = overhead_seen_s(overhead, window_s)
     share = min(window_s / window.comm_s, 1.0) if window.comm_s > 0 else 1.0
     return Overlap(share, f"window: {window.source}; overhead: {overhead.source}",
@@ -690,14 +698,6 @@ def path_and_wire_s(wire_s: float, path_s: float, serial: float) -> float:
     not overlap it, never less than the path alone. ``serial`` 0: the slower of the two (a
     pipelined ring); 1: the two in series (1/B = 1/B_wire + 1/B_path)."""
     return max(path_s, wire_s + serial * path_s)
-
-
-def serial_share(measured_s: float, wire_s: float, path_s: float) -> float:
-    """The share of the path's time an all-reduce measured over a wire shows in series with
-    it: (measured - wire) / path, within [0, 1]."""
-    if path_s <= 0:
-        return 0.0
-    return min(max((measured_s - wire_s) / path_s, 0.0), 1.0)
 
 
 @dataclass

@@ -304,3 +304,11 @@ def overhead_partner(found: Sequence[R], window: Mapping[str, Any]) -> R | None:
     same = [r for r in found if link_bits(r) is None and shape(r) == shape(window)
             and config(r) == config(window)]
     return same[-1] if same else None
+
+
+def serial_share(measured_s: float, wire_s: float, path_s: float) -> float:
+    """The share of the path's time an all-reduce measured over a wire shows in series with
+    it: (measured - wire) / path, within [0, 1]."""
+    if path_s <= 0:
+        return 0.0
+    return min(max((measured_s - wire_s) / path_s, 0.0), 1.0)

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from conftest import dlperf_main
-from dlperf import models, projection
+from dlperf import models, projection, scaling
 from dlperf.errors import UsageError
 from dlperf.projection import Inputs, Link, Overlap, Shape, Span
 from dlperf.studies import collectives as study
@@ -360,11 +360,15 @@ def test_the_window_carries_its_sources_spread_into_the_interval():
                                   projection.Seen(0.62, 0.5, 0.1, "unshaped")).window_ends is None
     # one result alone: 0.11 s step (0.105-0.12) of a 0.10 s 1-device step, its all-reduce
     # 0.02 s (0.015-0.025): hidden 0.01 s, at least 0 (0.015 - 0.02), at most 0.02 (0.025 -
-    # 0.005)
+    # 0.005), its whole all-reduce: the step bounds the window from below only, so the most
+    # is the backward pass, 2/3 x 0.10 s (a 0.03 s all-reduce then hides whole)
     one = projection.overlap_from(0.11, 0.10, 0.02, "x", (0.105, 0.12), (0.015, 0.025))
     assert one.window_s == pytest.approx(0.01)
-    assert one.window_ends == pytest.approx((0.0, 0.02))
-    assert one.exposed(0.03) == pytest.approx((0.01, 0.02, 0.03))
+    assert one.window_ends == pytest.approx((0.0, 2 / 3 * 0.10))
+    assert one.exposed(0.03) == pytest.approx((0.0, 0.02, 0.03))
+    # one whose step shows part of it at every end keeps its most: 0.125-0.15 s
+    shown = projection.overlap_from(0.13, 0.10, 0.04, "x", (0.125, 0.15))
+    assert shown.window_ends == pytest.approx((0.0, 0.015))
     # its overhead, what the whole all-reduce does not explain: none at 0.11 s, 0.0 at its
     # fast end, 0.12 - 0.10 - 0.02 = 0 at its slow end; a slower step's slow end shows one
     assert one.overhead == 0.0 and one.overhead_range is None
@@ -399,9 +403,9 @@ def test_the_path_and_the_wire_together():
     assert projection.path_and_wire_s(0.855, 0.372, 0.0) == pytest.approx(0.855)  # slower
     assert projection.path_and_wire_s(0.0855, 0.097, 0.05) == pytest.approx(0.097)  # path
     # measured 0.42 s over a 0.0855 s wire with a 0.372 s path: (0.42 - 0.0855) / 0.372
-    assert projection.serial_share(0.42, 0.0855, 0.372) == pytest.approx(0.3345 / 0.372)
-    assert projection.serial_share(0.08, 0.0855, 0.097) == 0.0  # faster than the wire
-    assert projection.serial_share(2.0, 0.0855, 0.372) == 1.0
+    assert scaling.serial_share(0.42, 0.0855, 0.372) == pytest.approx(0.3345 / 0.372)
+    assert scaling.serial_share(0.08, 0.0855, 0.097) == 0.0  # faster than the wire
+    assert scaling.serial_share(2.0, 0.0855, 0.372) == 1.0
 
 
 def test_a_stored_projection_gains_the_window_and_keeps_the_old_fields():

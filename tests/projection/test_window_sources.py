@@ -112,8 +112,15 @@ def test_a_window_source_that_hid_its_whole_all_reduce_is_said(db):
     made, said = projected(db, "--overlap-from", UNSHAPED, "--overhead-from", UNSHAPED)
     assert not scaling.shows_exposed(made["model"]["overlap"])
     assert "! the overlap window's result, run 1, hid its whole all-reduce (95.1 ms) within " \
-           "its step's noise: the window (95.1 ms) is the least it allows; --overlap-from 2 " \
+           "its step's noise: the window (95.1 ms) is the least it allows, the interval's " \
+           "fast end a window as long as the backward pass; --overlap-from 2 " \
            "--overhead-from 1 reads it where it shows" in said
+    # a lower bound only: the window's most is the backward pass (2/3 of the 1-process step,
+    # stretched by the overhead as the step is), past its all-reduce
+    ends = made["model"]["overlap"]["window_ends"]
+    assert ends[1] > 0.0951 and ends[1] == pytest.approx(
+        2 / 3 * made["model"]["compute_s"]["value"] * (1 + made["model"]["overlap"]["overhead"]),
+        rel=0.05)
 
 
 def test_with_no_shaped_result_shown_the_slowest_is_read_and_a_slower_link_asked_for(tmp_path):

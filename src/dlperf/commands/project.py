@@ -393,7 +393,8 @@ def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...]
     all-reduce is shorter than a target's (past it, one step cannot tell a hidden all-reduce
     from an overhead: the window is the least that explains the step, the projection the
     slow end of what that result allows), or two whose window's source hid its whole
-    all-reduce within its noise (the window is then a lower bound); each with the stored
+    all-reduce within its noise (the window is then a lower bound, its most the backward pass:
+    :func:`dlperf.projection.lower_bound_only`); each with the stored
     results the rule would read it from instead (``better``: its choice, where the rule already
     made it; else made here), or the run that would show it."""
     o, seen = read.overlap, read.seen
@@ -415,7 +416,8 @@ def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...]
     elif read.overhead is not None and not scaling.shows_exposed(vars(o)):
         said = (f"the overlap window's result, {run}, hid its whole all-reduce "
                 f"({seen.comm_s * 1e3:.4g} ms) within its step's noise: the window "
-                f"({(o.window_s or 0) * 1e3:.4g} ms) is the least it allows")
+                f"({(o.window_s or 0) * 1e3:.4g} ms) is the least it allows, the interval's "
+                f"fast end a window as long as the backward pass")
     else:
         return []
     if better is None:  # the rule's choice, where the source was named
