@@ -24,7 +24,9 @@ PATHS = (
                    "data_parallel_model.Parallelize trains with; started by dlperf's spawn"),
 )
 
-WORLD_BLOB = "dlperf_collectives_world"
+#: the common world this path makes; the worker's own Collectives clone it, as they clone
+#: Parallelize's in training
+CREATED_BLOB = "dlperf_collectives_world"
 
 
 def join(path, case):
@@ -33,7 +35,8 @@ def join(path, case):
 
 
 class GlooWorld(object):
-    """A Gloo common world of every rank, made from the launcher's variables."""
+    """A Gloo common world of every rank, made from the launcher's variables; its nets run
+    through the training path's :class:`.distribute.Collectives` (created once, run per call)."""
 
     def __init__(self):
         # type: () -> None
@@ -44,30 +47,20 @@ class GlooWorld(object):
         settings = distribute.rendezvous()
         if settings is None:
             raise RuntimeError("Caffe2's collectives need 2 or more ranks")
-        self.rank, self.size = distribute.rank(), distribute.world_size()
-        self._core, self._workspace = core, workspace
         extra = {"interface": settings["interface"]} if "interface" in settings else {}
         workspace.RunOperatorOnce(core.CreateOperator(
-            "CreateCommonWorld", [settings["kv_handler"]], [WORLD_BLOB],
-            size=self.size, rank=self.rank, engine="GLOO", transport=settings["transport"],
-            timeout_ms=distribute.timeout_s() * 1000, **extra))
-        self._nets = {}  # type: Dict[str, str]
-
-    def _net(self, name, build):
-        # type: (str, Callable[[Any], None]) -> Callable[[], None]
-        """A net of ``build``'s operators, created once; a function that runs it."""
-        if name not in self._nets:
-            net = self._core.Net("dlperf_collectives_" + name)
-            build(net)
-            self._workspace.CreateNet(net)
-            self._nets[name] = net.Proto().name
-        created = self._nets[name]
-        run = self._workspace.RunNet
-        return lambda: run(created)
+            "CreateCommonWorld", [settings["kv_handler"]], [CREATED_BLOB],
+            size=distribute.world_size(), rank=distribute.rank(), engine="GLOO",
+            transport=settings["transport"], timeout_ms=distribute.timeout_s() * 1000, **extra))
+        self._job = distribute.Collectives(CREATED_BLOB, 0)
+        self.rank, self.size = self._job.rank, self._job.world
+        self._workspace = workspace
 
     def prepare(self, op, elements):
         # type: (str, int) -> Callable[[], None]
         import numpy as np
+
+        from dlperf.backends.caffe2.distribute import WORLD_BLOB
 
         name = "%s_%d" % (op, elements)
         whole, shard = name + "_whole", name + "_shard"
@@ -80,21 +73,24 @@ class GlooWorld(object):
             "broadcast": lambda net: net.Broadcast([WORLD_BLOB, whole], whole, root=0,
                                                    engine="GLOO"),
         }
-        return self._net(name, builds[op])  # a CPU operator has finished when its net returns
+        build, run = builds[op], self._job._run
+        return lambda: run(name, build)  # a CPU operator has finished when its net returns
 
     def barrier(self):
         # type: () -> None
-        self._net("barrier", lambda net: net.Barrier([WORLD_BLOB], [], engine="GLOO"))()
+        self._job.barrier()
 
     def sum_rows(self, rows):
         # type: (Any) -> Any
         import numpy as np
 
+        from dlperf.backends.caffe2.distribute import WORLD_BLOB
+
         # float32: Caffe2's Gloo Allreduce sums float and float16 only
         values = np.ascontiguousarray(rows, dtype=np.float32)
         name = "sum_%s" % "x".join(str(n) for n in values.shape)
         self._workspace.FeedBlob(name, values)
-        self._net(name, lambda net: net.Allreduce([WORLD_BLOB, name], name, engine="GLOO"))()
+        self._job._run(name, lambda net: net.Allreduce([WORLD_BLOB, name], name, engine="GLOO"))
         return self._workspace.FetchBlob(name).astype(np.float64)
 
     def facts(self):
