@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from dlperf import envs, models
-from conftest import CUT_RESNET50_FLAGS, dlperf_main, pinned_env, tiny_nets
+from conftest import dlperf_main, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -97,10 +97,6 @@ def test_both_models_have_the_catalogue_parameter_count(framework):
 
 
 TINY = tiny_nets(bert_layers=1)
-# the training cases' ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50: every
-# operator of the whole one, as the declared matrix runs it; JAX's compile of the whole network
-# was most of its case's time), the whole network's parameter count checked above
-TRAINED = {**TINY, "resnet50": [*TINY["resnet50"], *CUT_RESNET50_FLAGS]}
 CASES = [
     ("jax", "resnet50", ["--compile"]),
     ("jax", "bert-base", ["--compile", "--precision", "amp-bf16"]),
@@ -117,7 +113,7 @@ CASES = [
 def test_tiny_training_case_runs_ok(framework, model, extra, tmp_path):
     # through dlperf's main in this process: the worker is still a fresh process
     out = tmp_path / "result.json"
-    proc = dlperf_main("run", "--framework", framework, *TRAINED[model], *extra,
+    proc = dlperf_main("run", "--framework", framework, *TINY[model], *extra,
                        "--warmup-steps", "1", "--steps", "2", "--repeats", "1",
                        "--db", str(tmp_path / "r.db"), "--json", str(out), timeout=MAIN_TIMEOUT)
     result = json.loads(out.read_text())

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dlperf import envs, models
-from conftest import CUT_RESNET50_FLAGS, dlperf, dlperf_main, pinned_env, tiny_nets
+from conftest import dlperf, dlperf_main, pinned_env, tiny_nets
 from declared import covers
 from refusal import declared_refusal
 from measured import check_measured
@@ -89,10 +89,8 @@ print("PARAMS=" + json.dumps(out))
 
 
 TINY = {
-    # cut to a bottleneck a stage (conftest's CUT_RESNET50): every operator of the whole
-    # network, whose parameter count is checked above
     "resnet50": ["--model", "resnet50", "--image-size", "32", "--num-classes", "10",
-                 "--batch-size", "2", *CUT_RESNET50_FLAGS],
+                 "--batch-size", "2"],
     # a 1-layer BERT, narrow (tests/conftest.py's tiny_nets: hidden 64, a small vocabulary):
     # every part (embeddings, attention, heads, tied decoder, AdamW + clipping) in a few
     # seconds (at BERT-Base's width, 768, the amp-bf16 XLA case took ~4 s longer on 2 cores)
