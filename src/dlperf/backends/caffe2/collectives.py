@@ -66,15 +66,17 @@ class GlooWorld(object):
         whole, shard = name + "_whole", name + "_shard"
         self._workspace.FeedBlob(whole, np.ones(elements, dtype=np.float32))
         self._workspace.FeedBlob(shard, np.ones(elements // self.size, dtype=np.float32))
+        job = self._job
+        if op == "allreduce":  # the training path's own in-place sum of a gradient blob
+            return lambda: job.allreduce(whole)  # a CPU operator has finished when it returns
         builds = {
-            "allreduce": lambda net: net.Allreduce([WORLD_BLOB, whole], whole, engine="GLOO"),
             "allgather": lambda net: net.Allgather([WORLD_BLOB, shard], name + "_gathered",
                                                    engine="GLOO"),
             "broadcast": lambda net: net.Broadcast([WORLD_BLOB, whole], whole, root=0,
                                                    engine="GLOO"),
         }
-        build, run = builds[op], self._job._run
-        return lambda: run(name, build)  # a CPU operator has finished when its net returns
+        build = builds[op]
+        return lambda: job.run(name, build)
 
     def barrier(self):
         # type: () -> None
@@ -84,13 +86,11 @@ class GlooWorld(object):
         # type: (Any) -> Any
         import numpy as np
 
-        from dlperf.backends.caffe2.distribute import WORLD_BLOB
-
         # float32: Caffe2's Gloo Allreduce sums float and float16 only
         values = np.ascontiguousarray(rows, dtype=np.float32)
         name = "sum_%s" % "x".join(str(n) for n in values.shape)
         self._workspace.FeedBlob(name, values)
-        self._job._run(name, lambda net: net.Allreduce([WORLD_BLOB, name], name, engine="GLOO"))
+        self._job.allreduce(name)
         return self._workspace.FetchBlob(name).astype(np.float64)
 
     def facts(self):

@@ -141,7 +141,7 @@ class Collectives(object):
         workspace.RunNetOnce(net)
         self._nets = {}  # type: Dict[str, str]
 
-    def _run(self, name, build):
+    def run(self, name, build):
         # type: (str, Callable[[Any], None]) -> None
         """Create net ``name`` once (``build(net)`` adds its operators), then run it."""
         from caffe2.python import core, workspace
@@ -155,7 +155,14 @@ class Collectives(object):
 
     def barrier(self):
         # type: () -> None
-        self._run("barrier", lambda net: net.Barrier([WORLD_BLOB], [], engine="GLOO"))
+        self.run("barrier", lambda net: net.Barrier([WORLD_BLOB], [], engine="GLOO"))
+
+    def allreduce(self, blob):
+        # type: (str) -> None
+        """Sum ``blob`` over the shards, in place (a float32 or float16 blob: Caffe2's Gloo
+        Allreduce sums those only), with a net of its own created on the first call."""
+        self.run("allreduce_" + blob, lambda net: net.Allreduce([WORLD_BLOB, blob], blob,
+                                                                engine="GLOO"))
 
     def all_gather(self, vector):
         # type: (Any) -> Any
@@ -165,8 +172,8 @@ class Collectives(object):
         values = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
         name = "gather_%d" % values.size  # one net per length: Allgather keeps its output size
         workspace.FeedBlob(name + "_in", values)
-        self._run(name, lambda net: net.Allgather([WORLD_BLOB, name + "_in"], name + "_out",
-                                                   engine="GLOO"))
+        self.run(name, lambda net: net.Allgather([WORLD_BLOB, name + "_in"], name + "_out",
+                                                  engine="GLOO"))
         return workspace.FetchBlob(name + "_out").reshape(self.world, -1)
 
     def gather_ints(self, value):
@@ -178,10 +185,7 @@ class Collectives(object):
         from caffe2.python import workspace
 
         workspace.FeedBlob("dlperf_probe", np.zeros(self.params, dtype=np.float32))
-        return median_seconds(
-            lambda: self._run("probe", lambda net: net.Allreduce(
-                [WORLD_BLOB, "dlperf_probe"], "dlperf_probe", engine="GLOO")),
-            lambda: None)
+        return median_seconds(lambda: self.allreduce("dlperf_probe"), lambda: None)
 
 
 def info():
