@@ -154,9 +154,7 @@ def drift_p(step_times: Sequence[float] | None, halves: Sequence[Sequence[float]
         return None
     if np.ptp(first) == 0 and np.ptp(second) == 0:
         return None
-    from scipy import stats as scipy_stats  # imported here: a result is folded without it
-
-    p = float(scipy_stats.ttest_ind(first, second, equal_var=False).pvalue)
+    p = welch_p(first, second)
     return p if np.isfinite(p) else None
 
 
@@ -318,6 +316,35 @@ def unreachable(test: str, n: int, m: int, alpha: float = DEFAULT_ALPHA, sides: 
             f"({floor}needs {needed} a side)")
 
 
+def welch_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray,
+            alternative: str = "two-sided") -> float:
+    """Welch's unequal-variance t-test p-value that ``first`` and ``second`` differ
+    (``alternative="less"``: that ``first`` is the lower; ``"greater"``: the higher): the
+    statistic and Welch-Satterthwaite degrees of freedom of scipy.stats.ttest_ind(equal_var=False),
+    the tail from Student's t (scipy.special.stdtr, which ttest_ind's own p-value calls). The
+    same p to rounding (tests/stats/test_stats.py draws both), without ttest_ind's 2.5 ms a call of
+    input checks (a calibration's thousands of draws paid them) or scipy.stats' 1.8 s import. NaN
+    where the statistic is undefined (fewer than 2 values a side, no variance on either)."""
+    from scipy.special import stdtr  # here: a result is folded without it
+
+    a = np.asarray(first, dtype=float)
+    b = np.asarray(second, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return math.nan
+    va, vb = float(np.var(a, ddof=1)) / a.size, float(np.var(b, ddof=1)) / b.size
+    if not va + vb > 0:
+        return math.nan
+    t = (float(np.mean(a)) - float(np.mean(b))) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    if alternative == "less":
+        return float(stdtr(df, t))
+    if alternative == "greater":
+        return float(stdtr(df, -t))
+    if alternative != "two-sided":
+        raise ValueError(f"alternative: {alternative!r} is not one of two-sided, less, greater")
+    return float(2.0 * stdtr(df, -abs(t)))
+
+
 def shift_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.ndarray, test: str,
             alternative: str = "two-sided") -> tuple[float | None, str | None]:
     """The p-value of Mann-Whitney U or Welch's t (one of :data:`TESTS`) that ``first`` and
@@ -329,12 +356,12 @@ def shift_p(first: Sequence[float] | np.ndarray, second: Sequence[float] | np.nd
         raise ValueError(f"test: {test!r} is not one of {', '.join(TESTS)}")
     a = np.asarray(first, dtype=float)
     b = np.asarray(second, dtype=float)
-    from scipy import stats as scipy_stats  # here: 0.3 s of imports that every `dlperf` command paid
-
     if test == "welch":
         if np.var(a, ddof=1) == 0 and np.var(b, ddof=1) == 0:
             return None, "no variance on either side: Welch's t is undefined"
-        p = float(scipy_stats.ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue)
+        p = welch_p(a, b, alternative)
         return (p, None) if math.isfinite(p) else (None, "Welch's t is undefined for these values")
+    from scipy import stats as scipy_stats  # here: 1.8 s of imports that every `dlperf` command paid
+
     p = float(scipy_stats.mannwhitneyu(a, b, alternative=alternative).pvalue)
     return (p, None) if math.isfinite(p) else (None, "the test is undefined for these values")

@@ -122,3 +122,32 @@ def test_which_repeats_can_reach_alpha_at_all():
         "1 and 3 repeats cannot reach p < 0.05 with Welch's t (needs 2 a side)")
     with pytest.raises(ValueError, match="test: 'ttest' is not one of"):
         stats.reaches("ttest", 3, 3)
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred")  # scipy on the constant side
+def test_welch_p_is_scipys_ttest_ind_to_rounding():
+    """stats.welch_p against scipy.stats.ttest_ind(equal_var=False) on drawn samples: sizes 2 to
+    30, unequal spreads, one side without variance, ties, a side of one value repeated, each
+    alternative; both undefined (NaN) where a side has fewer than 2 values or neither varies."""
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(7)
+    samples = []
+    for _ in range(200):
+        n, m = rng.integers(2, 31, size=2)
+        a = 100 + rng.normal(0, rng.uniform(0.01, 5), n)
+        b = 100 * rng.uniform(0.9, 1.1) + rng.normal(0, rng.uniform(0.01, 5), m)
+        samples.append((a, b))
+    samples += [([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]), ([5.0, 5.0, 6.0, 6.0], [5.0, 6.0]),
+                ([2.0, 2.0], [1.0, 1.5, 1.0, 1.5])]
+    for a, b in samples:
+        for alternative in ("two-sided", "less", "greater"):
+            want = scipy_stats.ttest_ind(a, b, equal_var=False, alternative=alternative).pvalue
+            assert stats.welch_p(a, b, alternative) == pytest.approx(want, rel=1e-9, abs=1e-15)
+    assert math.isnan(stats.welch_p([1.0], [1.0, 2.0]))
+    assert math.isnan(stats.welch_p([3.0, 3.0], [3.0, 3.0, 3.0]))
+    with pytest.raises(ValueError, match="alternative: 'up' is not one of"):
+        stats.welch_p([1.0, 2.0], [3.0, 4.0], "up")
+    # shift_p's Welch is this p; drift_p's the two-sided one over a window's halves
+    assert stats.shift_p([1.0, 2.0, 3.0], [2.0, 4.0, 5.0], "welch", "less") == (
+        stats.welch_p([1.0, 2.0, 3.0], [2.0, 4.0, 5.0], "less"), None)
