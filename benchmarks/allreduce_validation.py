@@ -2,7 +2,7 @@
 measured: each engine's collective (MXNet's push and pull) on 2 emulated hosts of 2 processes,
 projected from the same path measured on 2 hosts of 1 process (the link between the nodes) and
 on 1 node of 2 (the link inside a node), size by size; and what each host's link carried, against
-the multiple of the message the model puts on it (dlperf.projection.link_bytes times the
+the multiple of the message the model puts on it (dlperf.projection.links.link_bytes times the
 engine's declared wire share).
 
 The emulated-hosts check of the whole step (projection_validation.py) has one process a host,
@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from dlperf import collective_model as cm
-from dlperf import projection, spec
+from dlperf import spec
+from dlperf.projection.links import PARAMETER_SERVER, Link, allreduce_s, link_bytes, link_of_model
 from dlperf.studies import collectives as paths
 
 
@@ -79,7 +80,7 @@ def link_share(run: dict[str, Any]) -> float:
     return statistics.mean(host["tx_bytes"] for host in hosts) / messages
 
 
-def hierarchical_s(nbytes: float, intra: projection.Link, inter: projection.Link,
+def hierarchical_s(nbytes: float, intra: Link, inter: Link,
                    per_node: int, nodes: int) -> float:
     """The model before 2026-12-04: a ring inside each node, then each process's 1/d shard
     between the nodes, 2(N-1)/N of the message through each NIC."""
@@ -109,17 +110,17 @@ def check(runs: list[dict[str, Any]]) -> list[Row]:
         wire = spec.wire_of(framework, paths.path_named(framework, path).launcher, "cpu")
         target = shapes["2x2"]
         per_node, nodes = target["nproc"], target["nnodes"]
-        intra = projection.link_of_model(model_of(inside))
-        inter = projection.link_of_model(model_of(shapes["2x1"]))
+        intra = link_of_model(model_of(inside))
+        inter = link_of_model(model_of(shapes["2x1"]))
         sizes = []
         for row in sorted(target["rows"], key=lambda r: r["bytes"]):
             m = row["bytes"]
-            flat = projection.allreduce_s(m, 1, per_node, nodes, intra, inter, wire.exchange)
-            before = (flat if wire.exchange == projection.PARAMETER_SERVER
+            flat = allreduce_s(m, 1, per_node, nodes, intra, inter, wire.exchange)
+            before = (flat if wire.exchange == PARAMETER_SERVER
                       else hierarchical_s(m, intra, inter, per_node, nodes))
             sizes.append((m, row["time_us"] / 1e6, flat, before))
-        model_share = projection.link_bytes(wire.exchange, per_node, nodes)
-        hierarchical_share = (model_share if wire.exchange == projection.PARAMETER_SERVER
+        model_share = link_bytes(wire.exchange, per_node, nodes)
+        hierarchical_share = (model_share if wire.exchange == PARAMETER_SERVER
                               else 2 * (nodes - 1) / nodes)  # the NIC's, before
         rows.append(Row(f"{framework} {path}", link, link_share(shapes["2x1"]),
                         link_share(target), model_share * wire.share,

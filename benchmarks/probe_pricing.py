@@ -22,7 +22,7 @@ from pathlib import Path
 from dlperf import collective_model as cm
 from dlperf import outputs, scaling
 from dlperf.errors import UsageError
-from dlperf.projection_error import median_abs
+from dlperf.projection.error import median_abs
 from dlperf.result import read_result
 from dlperf.store import Store
 

@@ -39,8 +39,8 @@ alone; a folder without that file falls back to the wire and path, or the probe.
 
 The links between the hosts: the framework's measured all-reduce model over that link where
 `dlperf collectives --emulate-hosts 2 --link RATE` stored one in the same database, else the
-wire and the framework's own path together (dlperf.projection.path_and_wire_s): the wire is the
-gradient's bytes at the shaped rate's TCP payload share (dlperf.host.emulated.PAYLOAD_SHARE),
+wire and the framework's own path together (dlperf.projection.links.path_and_wire_s): the wire is
+the gradient's bytes at the shaped rate's TCP payload share (dlperf.host.emulated.PAYLOAD_SHARE),
 the path the unshaped result's all-reduce probe (a framework whose ring moves 2 Gbit/s gains
 nothing from a 10 Gbit/s link), and the share of the path in series with the wire read from
 the probe of the shaped result at another rate whose wire time is nearest the path's (where
@@ -61,9 +61,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from dlperf import cli, projection, scaling, spec
+from dlperf import cli, scaling, spec
 from dlperf.host import emulated
-from dlperf.projection_error import median_abs
+from dlperf.projection.error import median_abs
+from dlperf.projection.links import RING, link_bytes, path_and_wire_s
 from dlperf.worker.collectives import bus_factor
 from dlperf.store import Store
 
@@ -173,8 +174,8 @@ def exchange_share(result: dict[str, Any], devices: int, nodes: int) -> float:
     ring; for a parameter server, d on one node against the ring's 2(d-1)/d)."""
     case = result["case"]
     exchange = spec.wire_of(case["framework"], case.get("launcher"), "cpu").exchange
-    return (projection.link_bytes(exchange, devices, nodes)
-            / projection.link_bytes(projection.RING, devices, nodes))
+    return (link_bytes(exchange, devices, nodes)
+            / link_bytes(RING, devices, nodes))
 
 
 def wire_s(result: dict[str, Any], bits: float) -> float:
@@ -241,7 +242,7 @@ def links_of(target: dict[str, Any], unshaped: dict[str, Any],
         probed = scaling.allreduce_seconds(source) or 0.0
         serial = scaling.serial_share(
             probed, wire_s(source, scaling.link_bits(source) or 1), path)
-    seconds = projection.path_and_wire_s(wire, path, serial)
+    seconds = path_and_wire_s(wire, path, serial)
     # the combined time as a rate of its bytes on the wire: `dlperf project` puts the engine's
     # share of a ring's bytes on a link given as a rate, as its exchange moves them (a
     # parameter server's, one worker a host: a ring's bytes on each link)

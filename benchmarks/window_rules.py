@@ -22,7 +22,7 @@ from projection_validation import WINDOW_RULES
 
 from dlperf import outputs
 from dlperf.errors import UsageError
-from dlperf.projection_error import median_abs
+from dlperf.projection.error import median_abs
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data"

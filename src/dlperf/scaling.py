@@ -223,7 +223,7 @@ def wire_shares(result: ResultLike) -> list[float]:
     are counted, so their headers are taken off (:data:`dlperf.host.emulated.PAYLOAD_SHARE`).
     Empty where the result is not of that kind or lacks what it needs."""
     from dlperf.host import emulated
-    from dlperf.projection import gradient_bytes
+    from dlperf.projection.links import gradient_bytes
     from dlperf.worker.collectives import bus_factor
 
     typed = read_result(result)
@@ -274,16 +274,20 @@ def link_bits(result: Mapping[str, Any]) -> int | None:
 
 def shows_exposed(overlap: Mapping[str, Any]) -> bool:
     """Whether the result a window was read from (``overlap``: a projection's, as stored or as
-    :class:`dlperf.projection.Overlap`'s fields) shows part of its all-reduce exposed beyond its
-    step's noise: even the most its 95 % intervals allow the window to hide is less than its
-    all-reduce. A source that hid the whole of it bounds the window from below only."""
+    :class:`dlperf.projection.overlap.Overlap`'s fields) shows part of its all-reduce exposed
+    beyond its step's noise: it did not hide the whole of it
+    (:func:`dlperf.projection.overlap.hid_whole`, the criterion's one statement), asked with the
+    most window its 95 % intervals allow and its all-reduce as stored, the window over the share
+    of it that hid. A window or a share of 0 hid none of it; no window read shows nothing."""
+    from dlperf.projection.overlap import hid_whole
+
     share, window = overlap.get("value"), overlap.get("window_s")
     if share is None or window is None:
         return False
     if window <= 0 or share <= 0:
         return True
     most = (overlap.get("window_ends") or (window, window))[1]
-    return bool(most < window / share)
+    return not hid_whole(most, window / share)
 
 
 def shaped_fastest_first(found: Sequence[R]) -> list[R]:

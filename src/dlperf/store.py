@@ -666,7 +666,7 @@ class Store:
     # -- projections: `dlperf project`, never mixed with measured runs -----------------------
 
     def add_projection(self, projection: dict[str, Any]) -> int:
-        """Store one projection (:meth:`dlperf.projection.Projection.to_dict`); its id."""
+        """Store one projection (:meth:`dlperf.projection.model.Projection.to_dict`); its id."""
         source = projection.get("source") or {}
         with self.db:
             cursor = self.db.execute(

@@ -65,8 +65,8 @@ NOT_AREAS = {"project", "gpu", "fixtures"}
 
 
 def test_tests_are_laid_out_as_the_sources_are():
-    """Every test file is in a folder named for what it tests: an area of src/dlperf (a package,
-    or a module such as stats.py or projection.py) or one of NOT_AREAS; none at the top level,
+    """Every test file is in a folder named for what it tests: an area of src/dlperf (a package
+    such as projection/, or a module such as stats.py) or one of NOT_AREAS; none at the top level,
     where only the shared helpers live."""
     src = TESTS.parent / "src" / "dlperf"
     areas = {p.name for p in src.iterdir() if p.is_dir() and (p / "__init__.py").exists()}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlperf import projection
+from dlperf.projection.links import PARAMETER_SERVER, RING, link_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -39,13 +39,13 @@ def test_the_table_is_made_again_from_the_folder(rows):
 def test_every_link_carries_what_the_model_puts_on_it_not_what_a_hierarchical_one_did(rows):
     for row in rows:
         assert row.share_2 == pytest.approx(row.model_share, rel=0.05), row.engine
-        exchange = projection.PARAMETER_SERVER if "kvstore" in row.engine else projection.RING
-        at_2x1 = projection.link_bytes(exchange, 1, 2) / projection.link_bytes(exchange, 2, 2)
+        exchange = PARAMETER_SERVER if "kvstore" in row.engine else RING
+        at_2x1 = link_bytes(exchange, 1, 2) / link_bytes(exchange, 2, 2)
         assert row.share_1 == pytest.approx(row.model_share * at_2x1, rel=0.07), row.engine
         if "kvstore" not in row.engine:  # a ring: 1.5 x its share, hierarchical 1.0 x
             assert abs(row.share_2 / row.hierarchical_share - 1) > 0.4, row.engine
-    assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)
-    assert projection.link_bytes(projection.PARAMETER_SERVER, 2, 2) == pytest.approx(2.0)
+    assert link_bytes(RING, 2, 2) == pytest.approx(1.5)
+    assert link_bytes(PARAMETER_SERVER, 2, 2) == pytest.approx(2.0)
 
 
 def test_the_readme_figures_are_the_recomputed_ones(rows):

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from conftest import TAG, assert_nothing_left, dlperf, dlperf_main, load
-from dlperf import collective_model, projection, spec
+from dlperf import collective_model, spec
 from dlperf.commands.collectives import fit_line
 from dlperf.collective_model import Key, NoModel
 from dlperf.errors import UsageError
+from dlperf.projection.links import RING, link_bytes
 from dlperf.spec import frameworks
 from dlperf.store import Store
 from dlperf.studies import collectives as study
@@ -436,7 +437,7 @@ def test_tf1_ring_across_two_emulated_hosts_of_two_processes_is_one_ring_through
     messages = sum(sizes) * (3 + 1)  # TINY's 3 timed iterations and 1 warm-up of each
     shares = [host["tx_bytes"] / messages for host in measured["emulated_hosts"]["hosts"]]
     assert len(shares) == 2 and all(1.35 < share < 1.75 for share in shares), shares
-    assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)
+    assert link_bytes(RING, 2, 2) == pytest.approx(1.5)
 
 
 @pytest.mark.parallel

@@ -10,9 +10,18 @@ import sqlite3
 import pytest
 
 from conftest import dlperf_main
-from dlperf import models, projection, scaling
+from dlperf import models, scaling
 from dlperf.errors import UsageError
-from dlperf.projection import Inputs, Link, Overlap, Shape, Span
+from dlperf.projection.links import (MIB, PARAMETER_SERVER, RING, Link, allreduce_s,
+                                     flat_ring_allreduce_s, gradient_bytes, link_bytes,
+                                     link_of_model, path_and_wire_s, pushpull_s,
+                                     ring_allreduce_s)
+from dlperf.projection.model import (SERVERS_LEFT_OUT, Inputs, Point, Projection, Shape,
+                                     not_modelled, project)
+from dlperf.projection.overlap import (BACKWARD_SHARE, Overhead, Overlap, Seen, at_batch,
+                                       fitted, overhead_fit, overhead_under_whole_step,
+                                       overlap_from, overlaps_whole_step, window_from)
+from dlperf.projection.span import Span
 from dlperf.studies import collectives as study
 from dlperf.worker.support import Packing
 
@@ -24,11 +33,11 @@ LINK = Link(10 * GBIT, 0.0, "given")  # 10 Gbit/s, no latency: the hand calculat
 
 def test_a_ring_all_reduce_sends_2_n_minus_1_over_n_of_the_message():
     # 100 MB over 4 ranks at 10 Gbit/s: 2*3/4 * 100e6 / 1.25e9 = 0.12 s
-    assert projection.ring_allreduce_s(100e6, 4, LINK) == pytest.approx(0.12)
+    assert ring_allreduce_s(100e6, 4, LINK) == pytest.approx(0.12)
     # 2 ranks: the whole message once; latency 2(n-1) hops
     slow = Link(10 * GBIT, 1e-3, "given")
-    assert projection.ring_allreduce_s(100e6, 2, slow) == pytest.approx(0.08 + 0.002)
-    assert projection.ring_allreduce_s(100e6, 1, slow) == 0.0
+    assert ring_allreduce_s(100e6, 2, slow) == pytest.approx(0.08 + 0.002)
+    assert ring_allreduce_s(100e6, 1, slow) == 0.0
 
 
 def test_across_nodes_one_ring_runs_through_every_process_at_its_slowest_hop():
@@ -36,32 +45,32 @@ def test_across_nodes_one_ring_runs_through_every_process_at_its_slowest_hop():
     # 8 per node x 4 nodes, 100 MB: one ring of 32; every edge, the node's one edge out over
     # its NIC too, carries 2 * 31/32 * 100e6, at the NIC's 1.25e9: 0.155 s, and 62 steps of the
     # slower hop's 5 us (a hierarchical all-reduce's NIC would carry 2 * 3/4: 0.12 s)
-    assert projection.flat_ring_allreduce_s(100e6, 8, 4, intra, inter) == pytest.approx(
+    assert flat_ring_allreduce_s(100e6, 8, 4, intra, inter) == pytest.approx(
         2 * 31 * 5e-6 + 0.155)
     # one process a node: the ring is the nodes', all of it over the NICs
-    assert projection.flat_ring_allreduce_s(100e6, 1, 4, intra, inter) == pytest.approx(
+    assert flat_ring_allreduce_s(100e6, 1, 4, intra, inter) == pytest.approx(
         2 * 3 * 5e-6 + 2 * 3 / 4 * 100e6 / (10 * GBIT))
     # a node's own link slower than its NIC sets the pace instead
     slow = Link(1 * GBIT, 0.0, "given")
-    assert projection.flat_ring_allreduce_s(100e6, 2, 2, slow, inter) == pytest.approx(
+    assert flat_ring_allreduce_s(100e6, 2, 2, slow, inter) == pytest.approx(
         2 * 3 * 5e-6 + 1.5 * 100e6 / GBIT)
     # 2 nodes of 2, as the emulated hosts' counters measured it: 1.5 messages a NIC
-    assert projection.link_bytes(projection.RING, 2, 2) == pytest.approx(1.5)
-    assert projection.link_bytes(projection.RING, 1, 2) == pytest.approx(1.0)
+    assert link_bytes(RING, 2, 2) == pytest.approx(1.5)
+    assert link_bytes(RING, 1, 2) == pytest.approx(1.0)
 
 
 def test_each_all_reduce_pays_its_latency_and_the_bytes_cost_the_same_however_cut():
     lat = Link(10 * GBIT, 1e-3, "given")
-    one = projection.allreduce_s(60e6, 1, 2, 1, lat, None)
-    three = projection.allreduce_s(60e6, 3, 2, 1, lat, None)
+    one = allreduce_s(60e6, 1, 2, 1, lat, None)
+    three = allreduce_s(60e6, 3, 2, 1, lat, None)
     # 2 ranks: 2 hops of 1 ms each per all-reduce, and 60 MB over 1.25 GB/s once in all
     assert one == pytest.approx(2e-3 + 60e6 / 1.25e9)
     assert three - one == pytest.approx(2 * 2 * 1e-3)  # two more all-reduces, 2 hops each
     # across 2 nodes of 4: each all-reduce pays the ring's 2 * 7 steps of its slower hop
     inter = Link(1 * GBIT, 1e-2, "given")
-    two = projection.allreduce_s(60e6, 2, 4, 2, lat, inter)
-    assert two == pytest.approx(2 * projection.flat_ring_allreduce_s(30e6, 4, 2, lat, inter))
-    assert projection.allreduce_s(60e6, 2, 4, 2, lat, inter) - projection.allreduce_s(
+    two = allreduce_s(60e6, 2, 4, 2, lat, inter)
+    assert two == pytest.approx(2 * flat_ring_allreduce_s(30e6, 4, 2, lat, inter))
+    assert allreduce_s(60e6, 2, 4, 2, lat, inter) - allreduce_s(
         60e6, 1, 4, 2, lat, inter) == pytest.approx(2 * 7 * 1e-2)
 
 
@@ -70,38 +79,38 @@ def test_a_parameter_server_carries_each_workers_bytes_through_the_nodes_nic():
     # 2 nodes of 1 worker, 100 MB: each NIC carries its push of the other server's half and
     # its server's reply to the other worker, 2 * 1 * 1/2 * 100e6 / 1.25e9 = 0.08 s (a ring's
     # bytes), plus the push's and the pull's latency
-    assert projection.pushpull_s(100e6, 1, 2, intra, inter) == pytest.approx(0.08 + 2e-3)
-    assert projection.ring_allreduce_s(100e6, 2, Link(10 * GBIT, 0.0, "g")) == pytest.approx(0.08)
+    assert pushpull_s(100e6, 1, 2, intra, inter) == pytest.approx(0.08 + 2e-3)
+    assert ring_allreduce_s(100e6, 2, Link(10 * GBIT, 0.0, "g")) == pytest.approx(0.08)
     # 4 workers on each of 4 nodes: 2 * 4 * 3/4 * 100e6 / 1.25e9 = 0.48 s a NIC, where the
     # ring's edge out of the node carries 2 * 15/16 * 100e6 / 1.25e9 = 0.15 s
-    assert projection.pushpull_s(100e6, 4, 4, intra, inter) == pytest.approx(0.48 + 2e-3)
+    assert pushpull_s(100e6, 4, 4, intra, inter) == pytest.approx(0.48 + 2e-3)
     # one node of 4 workers: its server takes 4 x 100 MB each way over the node's link,
     # 4 * 100e6 / 12.5e9 = 0.032 s, where a ring's 2 * 3/4 * 100e6 / 12.5e9 = 0.012 s
-    assert projection.pushpull_s(100e6, 4, 1, intra, None) == pytest.approx(0.032)
-    assert projection.pushpull_s(100e6, 1, 1, intra, None) == 0.0  # one worker: nothing
+    assert pushpull_s(100e6, 4, 1, intra, None) == pytest.approx(0.032)
+    assert pushpull_s(100e6, 1, 1, intra, None) == 0.0  # one worker: nothing
     # the server's own node's share over its link is slower than its NIC: it sets the time
     slow_inside = Link(0.1 * GBIT, 0.0, "given")
-    assert projection.pushpull_s(100e6, 2, 2, slow_inside, inter) == pytest.approx(
+    assert pushpull_s(100e6, 2, 2, slow_inside, inter) == pytest.approx(
         2 * 100e6 / 2 / (0.1 * GBIT))
     # what each link carries, in messages: a ring's 2(n-1)/n, a server's d on one node and
     # 2d(N-1)/N a NIC across nodes; the ratio turns a probe's ring-counted bus bandwidth into
     # the server's link at that shape (the same probe time either way)
-    ring, ps = projection.RING, projection.PARAMETER_SERVER
-    assert projection.link_bytes(ring, 4, 1) == pytest.approx(1.5)
-    assert projection.link_bytes(ring, 4, 4) == pytest.approx(2 * 15 / 16)
-    assert projection.link_bytes(ps, 4, 1) == 4.0
-    assert projection.link_bytes(ps, 4, 4) == pytest.approx(6.0)
-    assert projection.link_bytes(ps, 1, 2) == projection.link_bytes(ring, 1, 2) == 1.0
+    ring, ps = RING, PARAMETER_SERVER
+    assert link_bytes(ring, 4, 1) == pytest.approx(1.5)
+    assert link_bytes(ring, 4, 4) == pytest.approx(2 * 15 / 16)
+    assert link_bytes(ps, 4, 1) == 4.0
+    assert link_bytes(ps, 4, 4) == pytest.approx(6.0)
+    assert link_bytes(ps, 1, 2) == link_bytes(ring, 1, 2) == 1.0
     probe_bw = 1e9  # a ring's 2(2-1)/2 x 100 MB in 0.1 s on 2 processes of one node
-    as_server = Link(probe_bw * projection.link_bytes(ps, 2, 1) / projection.link_bytes(
+    as_server = Link(probe_bw * link_bytes(ps, 2, 1) / link_bytes(
         ring, 2, 1), 0.0, "probe")
-    assert projection.pushpull_s(100e6, 2, 1, as_server, None) == pytest.approx(0.1)
+    assert pushpull_s(100e6, 2, 1, as_server, None) == pytest.approx(0.1)
     # a step's keys are pipelined: one round trip's latencies for the step however many keys,
     # the bytes as one (a ring's all-reduces each pay theirs)
     for keys in (1, 161):
-        assert projection.allreduce_s(100e6, keys, 1, 2, intra, inter,
-                                      projection.PARAMETER_SERVER) == pytest.approx(0.08 + 2e-3)
-    assert projection.allreduce_s(100e6, 2, 2, 1, inter, None) == pytest.approx(
+        assert allreduce_s(100e6, keys, 1, 2, intra, inter,
+                           PARAMETER_SERVER) == pytest.approx(0.08 + 2e-3)
+    assert allreduce_s(100e6, 2, 2, 1, inter, None) == pytest.approx(
         0.08 + 2 * 2 * 1e-3)
 
 
@@ -112,42 +121,42 @@ def test_a_measured_push_and_pull_becomes_the_servers_link():
     fit = cm.Fit(alpha_s=2e-4, beta_s=1 / 1e8, median_error=0.01, max_error=0.04)
     across = cm.Model(cm.Key("mxnet", "kvstore", "pushpull", 1, 2, "1gbit"), 1, fit,
                       (1024, 2048), "vm", False, "cpu", "now", None)
-    link = projection.link_of_model(across)
+    link = link_of_model(across)
     assert link.bandwidth == pytest.approx(1e8)  # 2 * 1 * (2-1)/2 / beta
     assert link.latency == pytest.approx(1e-4) and link.error == 0.04  # alpha over push + pull
     fast = Link(1000 * GBIT, 0.0, "given")
-    assert projection.pushpull_s(32e6, 1, 2, fast, link) == pytest.approx(2e-4 + 32e6 / 1e8)
+    assert pushpull_s(32e6, 1, 2, fast, link) == pytest.approx(2e-4 + 32e6 / 1e8)
     inside = cm.Model(cm.Key("mxnet", "kvstore", "pushpull", 2), 1, fit, (1024, 2048), "vm",
                       False, "cpu", "now", None)
-    link = projection.link_of_model(inside)
+    link = link_of_model(inside)
     assert link.bandwidth == pytest.approx(2e8)  # its server takes both workers' bytes
-    assert projection.pushpull_s(32e6, 2, 1, link, None) == pytest.approx(2e-4 + 32e6 / 1e8)
+    assert pushpull_s(32e6, 2, 1, link, None) == pytest.approx(2e-4 + 32e6 / 1e8)
     broadcast = cm.Model(cm.Key("mxnet", "kvstore", "broadcast", 2), 1, fit, (1024, 2048),
                          "vm", False, "cpu", "now", None)
     with pytest.raises(UsageError, match="parameter server's push and pull"):
-        projection.link_of_model(broadcast)
+        link_of_model(broadcast)
 
 
 def test_mxnet_declares_its_parameter_server_and_its_projection_says_so():
     from dlperf import spec
 
     wire = spec.wire_of("mxnet", "native", "cpu")
-    assert wire.exchange == projection.PARAMETER_SERVER and wire.share == 1.0
-    assert spec.wire_of("mxnet", "horovod", "cpu").exchange == projection.RING
-    assert spec.wire_of("torch", "native", "cpu").exchange == projection.RING
+    assert wire.exchange == PARAMETER_SERVER and wire.share == 1.0
+    assert spec.wire_of("mxnet", "horovod", "cpu").exchange == RING
+    assert spec.wire_of("torch", "native", "cpu").exchange == RING
     made = dataclasses.replace(inputs(Overlap(0.0, "run 3", 0.0, window_s=0.0)),
                                exchange=wire.exchange)
-    ps = projection.Projection("x", {}, made, [])
+    ps = Projection("x", {}, made, [])
     assert "through a parameter server on each node" in ps.model_text()
     stored = ps.to_dict()["model"]
     assert stored["exchange"] == "parameter-server"
     assert "a parameter server's bottleneck" not in stored["not_modelled"]
-    assert projection.SERVERS_LEFT_OUT in stored["not_modelled"]
-    assert "a parameter server's bottleneck" in projection.not_modelled(projection.RING)
+    assert SERVERS_LEFT_OUT in stored["not_modelled"]
+    assert "a parameter server's bottleneck" in not_modelled(RING)
 
 
 def test_a_packing_counts_the_all_reduces_of_a_step():
-    mib = projection.MIB
+    mib = MIB
     ddp = Packing("DDP", bucket_bytes=25 * mib)
     # 60 MiB in 25 MiB buckets: two full ones and a 10 MiB rest
     assert ddp.messages(60 * mib, None) == 3 and ddp.messages(25 * mib, None) == 1
@@ -244,9 +253,9 @@ def test_the_documented_packings_are_the_declared_ones():
 
 
 def test_gradient_bytes_follow_the_precision():
-    assert projection.gradient_bytes(1000, "fp32") == 4000
-    assert projection.gradient_bytes(1000, "amp-bf16") == 4000  # autocast keeps fp32 gradients
-    assert projection.gradient_bytes(1000, "bf16") == 2000
+    assert gradient_bytes(1000, "fp32") == 4000
+    assert gradient_bytes(1000, "amp-bf16") == 4000  # autocast keeps fp32 gradients
+    assert gradient_bytes(1000, "bf16") == 2000
 
 
 def inputs(overlap: Overlap, compute: Span = Span(0.1, 0.1, 0.1)) -> Inputs:
@@ -255,91 +264,91 @@ def inputs(overlap: Overlap, compute: Span = Span(0.1, 0.1, 0.1)) -> Inputs:
 
 
 def test_the_overlap_hides_its_share_and_the_interval_spans_its_range():
-    none = projection.project(inputs(Overlap(0.0, "given")), Shape(2, 1))
+    none = project(inputs(Overlap(0.0, "given")), Shape(2, 1))
     assert none.allreduce_s.value == pytest.approx(0.02)
     assert none.step_s.value == pytest.approx(0.12)
     assert none.throughput.value == pytest.approx(16 / 0.12)
     assert none.speedup.value == pytest.approx(2 * 0.1 / 0.12)
     assert none.efficiency.value == pytest.approx(0.1 / 0.12)
-    half = projection.project(inputs(Overlap(0.5, "given")), Shape(2, 1))
+    half = project(inputs(Overlap(0.5, "given")), Shape(2, 1))
     assert half.step_s.value == pytest.approx(0.11)
-    unknown = projection.project(inputs(Overlap(None, "not measured")), Shape(2, 1))
+    unknown = project(inputs(Overlap(None, "not measured")), Shape(2, 1))
     assert (unknown.step_s.low, unknown.step_s.high) == (pytest.approx(0.1),
                                                          pytest.approx(0.12))
     # the 1-device measurement's interval carries through
-    spread = projection.project(inputs(Overlap(0.0, "given"), Span(0.1, 0.09, 0.11)),
-                                Shape(2, 1))
+    spread = project(inputs(Overlap(0.0, "given"), Span(0.1, 0.09, 0.11)),
+                     Shape(2, 1))
     assert spread.step_s.low == pytest.approx(0.11) and spread.step_s.high == pytest.approx(0.13)
 
 
 def test_the_overlap_a_multi_process_result_shows():
     # 1 device 0.10 s, 2 processes 0.11 s, the model's all-reduce there 0.02 s: half hidden
-    found = projection.overlap_from(0.11, 0.10, 0.02, "run 7")
+    found = overlap_from(0.11, 0.10, 0.02, "run 7")
     assert found.value == pytest.approx(0.5) and found.source == "run 7"
     assert found.overhead == 0.0
     # 0.20 s: the whole all-reduce exposed (overlap 0) and 0.08 s beyond it, 80 % of the step
-    slow = projection.overlap_from(0.20, 0.10, 0.02, "x")
+    slow = overlap_from(0.20, 0.10, 0.02, "x")
     assert slow.value == 0.0 and slow.overhead == pytest.approx(0.8)
-    assert projection.overlap_from(0.09, 0.10, 0.02, "x").value == 1.0
+    assert overlap_from(0.09, 0.10, 0.02, "x").value == 1.0
 
 
 def test_the_multi_process_overhead_scales_every_multi_process_target():
     # 10 % overhead on the 0.1 s step: 0.11 s of compute, then the 0.02 s all-reduce exposed
-    point = projection.project(inputs(Overlap(0.0, "given", overhead=0.1)), Shape(2, 1))
+    point = project(inputs(Overlap(0.0, "given", overhead=0.1)), Shape(2, 1))
     assert point.step_s.value == pytest.approx(0.13)
     assert point.throughput.value == pytest.approx(16 / 0.13)
     # the start's own shape gains nothing: it is what was measured
-    same = projection.project(inputs(Overlap(0.0, "given", overhead=0.1)), Shape(1, 1))
+    same = project(inputs(Overlap(0.0, "given", overhead=0.1)), Shape(1, 1))
     assert same.step_s.value == pytest.approx(0.1)
 
 
 def test_the_overlap_window_hides_its_seconds_of_any_all_reduce():
     # a 15 ms window: of the 20 ms all-reduce 5 ms is exposed, 0.1 + 0.005 s a step
-    point = projection.project(inputs(Overlap(0.75, "given", window_s=0.015)), Shape(2, 1))
+    point = project(inputs(Overlap(0.75, "given", window_s=0.015)), Shape(2, 1))
     assert point.step_s.value == pytest.approx(0.105)
     # a window longer than the all-reduce hides all of it; the share 0.75 does not apply
-    whole = projection.project(inputs(Overlap(0.75, "given", window_s=0.05)), Shape(2, 1))
+    whole = project(inputs(Overlap(0.75, "given", window_s=0.05)), Shape(2, 1))
     assert whole.step_s.value == pytest.approx(0.1)
     # one result alone: the hidden part of its own all-reduce is the window (0.11 s step of a
     # 0.10 s 1-device step with 0.02 s all-reduce: 0.01 s hidden)
-    assert projection.overlap_from(0.11, 0.10, 0.02, "x").window_s == pytest.approx(0.01)
+    assert overlap_from(0.11, 0.10, 0.02, "x").window_s == pytest.approx(0.01)
 
 
 def test_the_window_from_a_long_all_reduce_and_the_overhead_from_a_short_one():
     # 1-device step 0.5 s; unshaped: step 0.62 s, all-reduce 0.1 s; shaped: step 1.1 s,
     # all-reduce 0.8 s. H = 0.12 + 0.8 - 0.6 = 0.32 s (>= 0.1: the short one is hidden, so
     # its whole 0.12 s excess is overhead: 24 % of the step)
-    short = projection.Seen(0.62, 0.5, 0.1, "unshaped")
-    made = projection.window_from(projection.Seen(1.1, 0.5, 0.8, "shaped"), short)
+    short = Seen(0.62, 0.5, 0.1, "unshaped")
+    made = window_from(Seen(1.1, 0.5, 0.8, "shaped"), short)
     assert made.window_s == pytest.approx(0.32)
     assert made.overhead == pytest.approx(0.24)
     assert made.value == pytest.approx(0.32 / 0.8)
     assert "window: shaped" in made.source and "overhead: unshaped" in made.source
     # a window past the backward pass, 2/3 of the step as the overhead stretches it
     # (2/3 x 0.62 = 0.4133 s), is cut to it: shaped step 0.9 s would say 0.52 s
-    capped = projection.window_from(projection.Seen(0.9, 0.5, 0.8, "shaped"), short)
+    capped = window_from(Seen(0.9, 0.5, 0.8, "shaped"), short)
     assert capped.window_s == pytest.approx(2 / 3 * 0.62)
     assert capped.overhead == pytest.approx(0.24)
     # a window shorter than the short one's all-reduce exposes the rest of it: unshaped
     # all-reduce 0.3 s, H = 0.12 + 0.8 - 0.75 = 0.17 s; 0.13 s of it exposed, more than the
     # 0.12 s excess: no overhead
-    exposed = projection.window_from(projection.Seen(1.25, 0.5, 0.8, "shaped"),
-                                     projection.Seen(0.62, 0.5, 0.3, "unshaped"))
+    exposed = window_from(Seen(1.25, 0.5, 0.8, "shaped"),
+                          Seen(0.62, 0.5, 0.3, "unshaped"))
     assert exposed.window_s == pytest.approx(0.17) and exposed.overhead == 0.0
     # the target: 0.5 x 1.24 + max(0, A - 0.32) with the 2-rank 10 Gbit/s link's 20 ms
     # all-reduce hidden; 0.4 s of all-reduce exposes 0.08 s
     slow = Link(25_000_000 / 0.4, 0.0, "given")
     at = Inputs(Span(0.5, 0.5, 0.5), 8, 25_000_000, 1, "one", slow, None, made)
-    assert projection.project(at, Shape(2, 1)).step_s.value == pytest.approx(0.62 + 0.08)
+    assert project(at, Shape(2, 1)).step_s.value == pytest.approx(0.62 + 0.08)
 
 
 def test_the_window_carries_its_sources_spread_into_the_interval():
     # the same two results as above with intervals: unshaped step 0.60-0.64 s, shaped step
     # 1.05-1.15 s and its all-reduce probe 0.7-0.9 s. Least window: 0.10 + 0.7 - 0.65 = 0.15 s;
     # most: 0.14 + 0.9 - 0.55 = 0.49 s, cut to the backward pass (2/3 x 0.62 = 0.4133 s)
-    short = projection.Seen(0.62, 0.5, 0.1, "unshaped", (0.60, 0.64))
-    long = projection.Seen(1.1, 0.5, 0.8, "shaped", (1.05, 1.15), (0.7, 0.9))
-    made = projection.window_from(long, short)
+    short = Seen(0.62, 0.5, 0.1, "unshaped", (0.60, 0.64))
+    long = Seen(1.1, 0.5, 0.8, "shaped", (1.05, 1.15), (0.7, 0.9))
+    made = window_from(long, short)
     assert made.window_s == pytest.approx(0.32)
     assert made.window_ends == pytest.approx((0.15, 2 / 3 * 0.62))
     # the overhead: the unshaped step's excess, its all-reduce hidden, 0.12 s (24 % of the
@@ -351,31 +360,31 @@ def test_the_window_carries_its_sources_spread_into_the_interval():
     # 0.0867 s at its most; the step's interval is the overhead's ends plus these
     slow = Link(25_000_000 / 0.5, 0.0, "given")
     at = Inputs(Span(0.5, 0.5, 0.5), 8, 25_000_000, 1, "one", slow, None, made)
-    step = projection.project(at, Shape(2, 1)).step_s
+    step = project(at, Shape(2, 1)).step_s
     assert step.value == pytest.approx(0.62 + 0.18)
     assert step.low == pytest.approx(0.60 + 0.5 - 2 / 3 * 0.62)
     assert step.high == pytest.approx(0.64 + 0.35)
     # without intervals the window has no ends, and the step none from it
-    assert projection.window_from(projection.Seen(1.1, 0.5, 0.8, "shaped"),
-                                  projection.Seen(0.62, 0.5, 0.1, "unshaped")).window_ends is None
+    assert window_from(Seen(1.1, 0.5, 0.8, "shaped"),
+                       Seen(0.62, 0.5, 0.1, "unshaped")).window_ends is None
     # one result alone: 0.11 s step (0.105-0.12) of a 0.10 s 1-device step, its all-reduce
     # 0.02 s (0.015-0.025): hidden 0.01 s, at least 0 (0.015 - 0.02), at most 0.02 (0.025 -
     # 0.005), its whole all-reduce: the step bounds the window from below only, so the most
     # is the backward pass, 2/3 x 0.10 s (a 0.03 s all-reduce then hides whole)
-    one = projection.overlap_from(0.11, 0.10, 0.02, "x", (0.105, 0.12), (0.015, 0.025))
+    one = overlap_from(0.11, 0.10, 0.02, "x", (0.105, 0.12), (0.015, 0.025))
     assert one.window_s == pytest.approx(0.01)
     assert one.window_ends == pytest.approx((0.0, 2 / 3 * 0.10))
     assert one.exposed(0.03) == pytest.approx((0.0, 0.02, 0.03))
     # one whose step shows part of it at every end keeps its most: 0.125-0.15 s
-    shown = projection.overlap_from(0.13, 0.10, 0.04, "x", (0.125, 0.15))
+    shown = overlap_from(0.13, 0.10, 0.04, "x", (0.125, 0.15))
     assert shown.window_ends == pytest.approx((0.0, 0.015))
     # its overhead, what the whole all-reduce does not explain: none at 0.11 s, 0.0 at its
     # fast end, 0.12 - 0.10 - 0.02 = 0 at its slow end; a slower step's slow end shows one
     assert one.overhead == 0.0 and one.overhead_range is None
-    slower = projection.overlap_from(0.13, 0.10, 0.02, "x", (0.125, 0.15))
+    slower = overlap_from(0.13, 0.10, 0.02, "x", (0.125, 0.15))
     assert slower.overhead == pytest.approx(0.1)  # 0.13 - 0.10 - 0.02 = 0.01 s of 0.10
     assert slower.overhead_range == pytest.approx((0.05, 0.3))
-    text = projection.Projection("x", {}, at, []).model_text()
+    text = Projection("x", {}, at, []).model_text()
     assert "window 320 ms" in text and "150-413.3 ms at its sources' interval ends" in text
 
 
@@ -383,14 +392,14 @@ def test_an_overhead_from_another_batch_spans_its_share_and_fixed_readings():
     # measured at a 0.1 s 1-device step as 50 % (0.05 s); the start's step is 0.2 s: as a
     # share 0.1 s, as a fixed time 0.05 s = 25 % of it; the window is kept in seconds
     seen = Overlap(0.0, "x", overhead=0.5, window_s=0.0)
-    carried = projection.at_batch(seen, 0.1, 0.2)
+    carried = at_batch(seen, 0.1, 0.2)
     assert carried.overhead == 0.5 and carried.overhead_fixed == pytest.approx(0.25)
     assert carried.window_s == 0.0
-    assert projection.at_batch(seen, 0.2, 0.2) is seen  # the same batch: one reading
+    assert at_batch(seen, 0.2, 0.2) is seen  # the same batch: one reading
     # its source's spread, 40-60 %, carried as both readings: 20-60 % of the start's step
     ranged = dataclasses.replace(seen, overhead_range=(0.4, 0.6))
-    assert projection.at_batch(ranged, 0.1, 0.2).overhead_ends == pytest.approx((0.2, 0.5, 0.6))
-    point = projection.project(inputs(carried, Span(0.2, 0.2, 0.2)), Shape(2, 1))
+    assert at_batch(ranged, 0.1, 0.2).overhead_ends == pytest.approx((0.2, 0.5, 0.6))
+    point = project(inputs(carried, Span(0.2, 0.2, 0.2)), Shape(2, 1))
     # the 20 ms all-reduce exposed: 0.2 x 1.5 + 0.02 (value), 0.2 x 1.25 + 0.02 (fast end)
     assert point.step_s.value == pytest.approx(0.32)
     assert (point.step_s.low, point.step_s.high) == (pytest.approx(0.27), pytest.approx(0.32))
@@ -398,10 +407,10 @@ def test_an_overhead_from_another_batch_spans_its_share_and_fixed_readings():
 
 def test_the_path_and_the_wire_together():
     # wire 0.855 s, path 0.372 s: 90 % of the path in series adds 0.3348 s
-    assert projection.path_and_wire_s(0.855, 0.372, 0.9) == pytest.approx(1.1898)
-    assert projection.path_and_wire_s(0.855, 0.372, 1.0) == pytest.approx(0.855 + 0.372)
-    assert projection.path_and_wire_s(0.855, 0.372, 0.0) == pytest.approx(0.855)  # slower
-    assert projection.path_and_wire_s(0.0855, 0.097, 0.05) == pytest.approx(0.097)  # path
+    assert path_and_wire_s(0.855, 0.372, 0.9) == pytest.approx(1.1898)
+    assert path_and_wire_s(0.855, 0.372, 1.0) == pytest.approx(0.855 + 0.372)
+    assert path_and_wire_s(0.855, 0.372, 0.0) == pytest.approx(0.855)  # slower
+    assert path_and_wire_s(0.0855, 0.097, 0.05) == pytest.approx(0.097)  # path
     # measured 0.42 s over a 0.0855 s wire with a 0.372 s path: (0.42 - 0.0855) / 0.372
     assert scaling.serial_share(0.42, 0.0855, 0.372) == pytest.approx(0.3345 / 0.372)
     assert scaling.serial_share(0.08, 0.0855, 0.097) == 0.0  # faster than the wire
@@ -409,8 +418,8 @@ def test_the_path_and_the_wire_together():
 
 
 def test_a_stored_projection_gains_the_window_and_keeps_the_old_fields():
-    made = projection.Projection("x", {}, inputs(Overlap(0.4, "run 3", 0.1, window_s=0.008,
-                                                         overhead_fixed=0.05)), [])
+    made = Projection("x", {}, inputs(Overlap(0.4, "run 3", 0.1, window_s=0.008,
+                                              overhead_fixed=0.05)), [])
     overlap = made.to_dict()["model"]["overlap"]
     assert overlap == {"value": 0.4, "source": "run 3", "overhead": 0.1, "window_s": 0.008,
                        "whole_step": False, "window_ends": None, "overhead_fixed": 0.05,
@@ -426,10 +435,10 @@ def test_a_parameter_servers_step_across_nodes_is_the_longer_of_compute_and_exch
     slow = Link(1e8, 0.0, "given")
     whole = Overlap(1.0, "x", 0.0, window_s=0.3, whole_step=True)
 
-    def at(link: Link) -> projection.Point:
+    def at(link: Link) -> Point:
         made = Inputs(Span(0.3, 0.3, 0.3), 8, 100_000_000, 161, "keys", LINK, link, whole,
-                      exchange=projection.PARAMETER_SERVER)
-        return projection.project(made, Shape(1, 2))
+                      exchange=PARAMETER_SERVER)
+        return project(made, Shape(1, 2))
 
     point = at(slow)
     assert point.allreduce_s.value == pytest.approx(1.0)
@@ -441,11 +450,11 @@ def test_a_parameter_servers_step_across_nodes_is_the_longer_of_compute_and_exch
     fast = at(Link(1e9, 0.0, "given"))
     assert fast.step_s.value == pytest.approx(0.3) and fast.step_s.high == pytest.approx(0.3)
     # the same overlap read as a ring's window of 0.3 s exposes 1.0 - 0.3 = 0.7 s beyond 0.3 s
-    ring = projection.project(Inputs(Span(0.3, 0.3, 0.3), 8, 100_000_000, 161, "keys", LINK,
-                                     slow, dataclasses.replace(whole, whole_step=False),
-                                     exchange=projection.PARAMETER_SERVER), Shape(1, 2))
+    ring = project(Inputs(Span(0.3, 0.3, 0.3), 8, 100_000_000, 161, "keys", LINK,
+                          slow, dataclasses.replace(whole, whole_step=False),
+                          exchange=PARAMETER_SERVER), Shape(1, 2))
     assert ring.step_s.value == pytest.approx(1.0)
-    assert "window the whole step" in projection.Projection(
+    assert "window the whole step" in Projection(
         "x", {}, Inputs(Span(0.3, 0.3, 0.3), 8, 1, 1, "one", LINK, slow, whole), []).model_text()
 
 
@@ -453,22 +462,22 @@ def test_a_whole_step_window_reads_only_the_overhead():
     # the short result's step (0.54 s) is longer than its exchange (0.275 s): all of its excess
     # over the 1-device step (0.31 s) is overhead, 0.23 s = 74 % of the step, whatever the long
     # result shows (no window is read from it)
-    short = projection.Seen(0.54, 0.31, 0.275, "unshaped")
-    long = projection.Seen(9.9, 0.31, 8.6, "100mbit")
-    made = projection.window_from(long, short, whole_step=True)
+    short = Seen(0.54, 0.31, 0.275, "unshaped")
+    long = Seen(9.9, 0.31, 8.6, "100mbit")
+    made = window_from(long, short, whole_step=True)
     assert made.whole_step and made.overhead == pytest.approx(0.23 / 0.31)
     assert made.window_s == pytest.approx(0.54) and made.value == 1.0
     # a step no longer than its exchange is the exchange's: no overhead can be read from it
-    assert projection.overhead_under_whole_step(projection.Seen(1.0, 0.3, 1.2, "x")) == 0.0
-    one = projection.overlap_from(1.0, 0.3, 1.2, "x", whole_step=True)
+    assert overhead_under_whole_step(Seen(1.0, 0.3, 1.2, "x")) == 0.0
+    one = overlap_from(1.0, 0.3, 1.2, "x", whole_step=True)
     assert one.whole_step and one.overhead == 0.0
     # read as a ring's, the same two give a window kept within the backward pass instead
-    ring = projection.window_from(long, short)
-    assert not ring.whole_step and ring.window_s <= projection.BACKWARD_SHARE * 0.54
+    ring = window_from(long, short)
+    assert not ring.whole_step and ring.window_s <= BACKWARD_SHARE * 0.54
     # only a parameter server's exchange, and only read across nodes
-    assert projection.overlaps_whole_step(projection.PARAMETER_SERVER, 2)
-    assert not projection.overlaps_whole_step(projection.PARAMETER_SERVER, 1)
-    assert not projection.overlaps_whole_step(projection.RING, 2)
+    assert overlaps_whole_step(PARAMETER_SERVER, 2)
+    assert not overlaps_whole_step(PARAMETER_SERVER, 1)
+    assert not overlaps_whole_step(RING, 2)
 
 
 def test_a_measured_model_becomes_a_rings_link():
@@ -477,7 +486,7 @@ def test_a_measured_model_becomes_a_rings_link():
     key = cm.Key("torch", "gloo", "allreduce", 2)
     fit = cm.Fit(alpha_s=1e-4, beta_s=1 / 1e9, median_error=0.01, max_error=0.05)
     model = cm.Model(key, 1, fit, (1024, 2048), "vm", False, "cpu", "now", None)
-    link = projection.link_of_model(model)
+    link = link_of_model(model)
     assert link.bandwidth == pytest.approx(1e9)  # factor 2(n-1)/n = 1 at 2 ranks
     assert link.latency == pytest.approx(1e-4 / 2)  # alpha over the ring's 2(n-1) hops
     assert link.error == 0.05
@@ -487,7 +496,7 @@ def test_a_target_below_the_start_is_refused():
     start = Inputs(Span(0.1, 0.1, 0.1), 8, 1, 1, "one", LINK, LINK, Overlap(0, "x"),
                    Shape(4, 1))
     with pytest.raises(UsageError, match="below what was measured"):
-        projection.project(start, Shape(2, 1))
+        project(start, Shape(2, 1))
 
 
 @pytest.mark.parametrize("args, words", [
@@ -598,21 +607,21 @@ ONE_DEVICE = {
 def test_the_overhead_fitted_at_two_batch_sizes_as_a_fixed_time_and_a_share():
     # 0.07 s of overhead where the 1-device step is 0.1 s, 0.10 s where it is 0.25 s: the share
     # (0.10 - 0.07) / (0.25 - 0.1) = 0.2, the fixed part 0.07 - 0.2 x 0.1 = 0.05 s
-    fit = projection.overhead_fit([(0.1, 0.07), (0.25, 0.1)])
+    fit = overhead_fit([(0.1, 0.07), (0.25, 0.1)])
     assert (fit.fixed_s, fit.share) == (pytest.approx(0.05), pytest.approx(0.2))
     assert fit.at(0.4) == pytest.approx(0.13)
     # a fixed cost alone (JAX's ~1.7 s per 2-process step): no share
-    jax = projection.overhead_fit([(0.07, 1.7), (0.14, 1.7)])
+    jax = overhead_fit([(0.07, 1.7), (0.14, 1.7)])
     assert (jax.fixed_s, jax.share) == (pytest.approx(1.7), pytest.approx(0.0, abs=1e-12))
 
 
 def test_a_negative_part_of_the_fit_is_clamped_and_the_other_refitted():
     # less overhead at the larger step: share < 0, so 0, the fixed part the mean
-    shrinking = projection.overhead_fit([(0.1, 0.1), (0.25, 0.07)])
+    shrinking = overhead_fit([(0.1, 0.1), (0.25, 0.07)])
     assert (shrinking.fixed_s, shrinking.share) == (pytest.approx(0.085), 0.0)
     # overhead growing faster than the step: fixed < 0, so 0, the share through the origin
     # by least squares: (0.1 x 0.01 + 0.25 x 0.1) / (0.1^2 + 0.25^2) = 0.026 / 0.0725
-    growing = projection.overhead_fit([(0.1, 0.01), (0.25, 0.1)])
+    growing = overhead_fit([(0.1, 0.01), (0.25, 0.1)])
     assert (growing.fixed_s, growing.share) == (0.0, pytest.approx(0.026 / 0.0725))
 
 
@@ -620,9 +629,9 @@ def test_the_fitted_overhead_and_its_interval_from_the_two_results_own_intervals
     # each result: 0.1 s of all-reduce, none hidden (window 0); batch 2's step 0.27 s
     # (0.26-0.29) over its 0.1 s 1-device step: 0.07 s of overhead (0.06-0.09); batch 4's
     # 0.45 s (0.44-0.47) over 0.25 s: 0.10 s (0.09-0.12)
-    small = projection.Seen(0.27, 0.1, 0.1, "b2", (0.26, 0.29))
-    large = projection.Seen(0.45, 0.25, 0.1, "b4", (0.44, 0.47))
-    made = projection.fitted(Overlap(0.0, "b4", 1.0, window_s=0.0), (small, large), 0.4)
+    small = Seen(0.27, 0.1, 0.1, "b2", (0.26, 0.29))
+    large = Seen(0.45, 0.25, 0.1, "b4", (0.44, 0.47))
+    made = fitted(Overlap(0.0, "b4", 1.0, window_s=0.0), (small, large), 0.4)
     assert (made.overhead_s, made.overhead) == (pytest.approx(0.05), pytest.approx(0.2))
     assert made.overhead_fixed is None and made.window_s == 0.0
     assert "overhead fitted: b2 and b4" in made.source
@@ -639,25 +648,25 @@ def test_the_fitted_overhead_and_its_interval_from_the_two_results_own_intervals
     assert (with_it.value, with_it.low, with_it.high) == (
         pytest.approx(0.53), pytest.approx(0.47), pytest.approx(0.608))
     # then the target's 20 ms all-reduce, exposed whole (window 0)
-    point = projection.project(inputs(made, Span(0.4, 0.38, 0.42)), Shape(2, 1))
+    point = project(inputs(made, Span(0.4, 0.38, 0.42)), Shape(2, 1))
     assert point.step_s.value == pytest.approx(0.55)
     # without the results' intervals the ends are the fit itself
-    bare = projection.fitted(Overlap(0.0, "b4", 1.0, window_s=0.0),
-                             (projection.Seen(0.27, 0.1, 0.1, "b2"),
-                              projection.Seen(0.45, 0.25, 0.1, "b4")), 0.4)
+    bare = fitted(Overlap(0.0, "b4", 1.0, window_s=0.0),
+                  (Seen(0.27, 0.1, 0.1, "b2"),
+                   Seen(0.45, 0.25, 0.1, "b4")), 0.4)
     assert bare.overhead_fits is not None
     assert all(f.at(0.4) == pytest.approx(0.13) for f in bare.overhead_fits)
     # a window leaves only the all-reduce past it exposed: 0.04 s more overhead each
-    windowed = projection.fitted(Overlap(0.4, "b4", 1.0, window_s=0.04), (small, large), 0.4)
+    windowed = fitted(Overlap(0.4, "b4", 1.0, window_s=0.04), (small, large), 0.4)
     assert (windowed.overhead_s, windowed.overhead) == (pytest.approx(0.09),
                                                         pytest.approx(0.2))
 
 
 def test_a_stored_projection_gains_the_fitted_overhead():
-    fits = (projection.Overhead(0.09, 0.0), projection.Overhead(0.02, 0.4))
-    made = projection.Projection("x", {}, inputs(Overlap(0.0, "b4", 0.2, window_s=0.0,
-                                                         overhead_s=0.05,
-                                                         overhead_fits=fits)), [])
+    fits = (Overhead(0.09, 0.0), Overhead(0.02, 0.4))
+    made = Projection("x", {}, inputs(Overlap(0.0, "b4", 0.2, window_s=0.0,
+                                              overhead_s=0.05,
+                                              overhead_fits=fits)), [])
     overlap = made.to_dict()["model"]["overlap"]
     assert overlap["overhead"] == 0.2 and overlap["overhead_s"] == 0.05
     assert overlap["overhead_ends"] == [{"fixed_s": 0.09, "share": 0.0},
@@ -666,7 +675,7 @@ def test_a_stored_projection_gains_the_fitted_overhead():
     assert "overhead 50 ms per step + 20.0% of the step (fitted at two batch sizes)" in \
         made.model_text()
     # one without a fit stores them empty
-    old = projection.Projection("x", {}, inputs(Overlap(0.4, "run 3", 0.1)), []).to_dict()
+    old = Projection("x", {}, inputs(Overlap(0.4, "run 3", 0.1)), []).to_dict()
     assert old["model"]["overlap"]["overhead_s"] is None
     assert old["model"]["overlap"]["overhead_ends"] is None
 
@@ -824,7 +833,7 @@ def test_the_engine_s_declared_packing_counts_the_all_reduces(framework, launche
     if (framework, launcher) == ("mxnet", "native"):
         # ps-lite's server on the one node: the keys' pushes and pulls pipelined, one round
         # trip (2 latencies) for the step, and the server takes the 4 workers' whole gradients
-        # each way (dlperf.projection.pushpull_s)
+        # each way (dlperf.projection.links.pushpull_s)
         assert made["model"]["exchange"] == "parameter-server"
         assert (f"in {count} push(es) and pull(s) through a parameter server on each node a "
                 f"step: {says}") in made["model"]["text"]
@@ -860,9 +869,6 @@ def test_a_per_tensor_engine_on_a_model_that_counts_no_tensors_is_refused(tmp_pa
                         "--devices-per-node", "4", "--intra", "10gbit@100us", "--bucket-mb",
                         "25", "--no-store")
     assert given.returncode == 0, given.stderr
-
-
-MIB = 2 ** 20
 
 
 SIZES_1_32_MIB = [MIB, 2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]
@@ -995,10 +1001,10 @@ def test_a_price_is_as_sure_as_its_calls_at_the_sizes_near_the_transfer(tmp_path
     assert dataclasses.replace(model, calls=()).calls_at(25 * MIB) is None
     # the link a projection prices with reaches as far as the calls do, and its fit's misfit
     # where that is wider
-    link = projection.link_of_model(model.near(25 * MIB), 25 * MIB)
+    link = link_of_model(model.near(25 * MIB), 25 * MIB)
     assert link.ends == (pytest.approx(1.0), pytest.approx(1.5))
     assert dataclasses.replace(link, error=0.6).ends == (pytest.approx(0.4), pytest.approx(1.6))
-    assert projection.link_of_model(model).ends == (pytest.approx(1.0),  # the fit's alone
+    assert link_of_model(model).ends == (pytest.approx(1.0),  # the fit's alone
                                                      pytest.approx(1.0))
 
 

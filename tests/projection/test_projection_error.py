@@ -1,4 +1,4 @@
-"""The model's own error (dlperf.projection_error): each validation's declared errors traced to
+"""The model's own error (dlperf.projection.error): each validation's declared errors traced to
 where they were published (the docs' tables) or recomputed (the published checks), the check a
 start and target take, and the interval it widens, against hand calculations."""
 
@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from conftest import dlperf_main
-from dlperf import projection, projection_error
-from dlperf.projection import Inputs, Link, Overlap, Shape, Span
-from dlperf.projection_error import Check, ModelError
+from dlperf.projection.error import (CHECKS, EMULATED_HOSTS, EMULATED_HOSTS_FROM_NODE, ONE_HOST,
+                                     PUBLISHED, PUBLISHED_FROM_NODE, Check, ModelError,
+                                     engine_named, for_target, median_abs)
+from dlperf.projection.links import Link
+from dlperf.projection.model import Inputs, Projection, Shape, project
+from dlperf.projection.overlap import Overlap
+from dlperf.projection.span import Span
 
 pytestmark = pytest.mark.parallel
 
@@ -81,7 +85,7 @@ def test_the_one_host_check_is_the_docs_table():
                           text, re.M)
         assert len(rows) == frameworks, (machine, rows)
         declared.update((f"{name} {machine}", percent(e)) for name, e in rows)
-    assert declared == dict(projection_error.ONE_HOST.errors)
+    assert declared == dict(ONE_HOST.errors)
 
 
 def test_the_emulated_hosts_check_is_the_docs_table():
@@ -138,7 +142,7 @@ def test_the_emulated_hosts_check_is_the_docs_table():
     assert len(changed) == 4
     sized = {case: e for case, e in message_sizes_changed().items() if case in docs}
     assert len(sized) == 13
-    assert docs | made_again | changed | sized == dict(projection_error.EMULATED_HOSTS.errors)
+    assert docs | made_again | changed | sized == dict(EMULATED_HOSTS.errors)
 
 
 def window_rule_changed() -> dict[str, float]:
@@ -179,7 +183,7 @@ def test_the_emulated_hosts_from_node_check_is_the_docs_table():
     rows = [row for title, count in (("**From a node of 2 processes", 9),
                                      ("**From a node, Paddle and JAX", 6))
             for row in found_rows(title, count)]
-    check = projection_error.EMULATED_HOSTS_FROM_NODE
+    check = EMULATED_HOSTS_FROM_NODE
     made_again = {case: e for case, e in whole_step_errors().items() if case.count(" ") == 2}
     assert len(made_again) == 3  # MXNet's, by the whole-step model since
     docs = {f"{engine} {link}": percent(e) for engine, link, e in rows}
@@ -202,7 +206,7 @@ def computed_errors(check: Check, tmp_path: Path) -> dict[str, float]:
             for r in json.loads(out.read_text())}
 
 
-PUBLISHED_CHECKS = [projection_error.PUBLISHED, projection_error.PUBLISHED_FROM_NODE]
+PUBLISHED_CHECKS = [PUBLISHED, PUBLISHED_FROM_NODE]
 
 
 @pytest.mark.parametrize("check", PUBLISHED_CHECKS, ids=lambda c: c.name)
@@ -219,7 +223,7 @@ def test_a_published_check_is_what_the_command_computes(check, tmp_path):
         assert error == pytest.approx(declared[case], abs=0.0005), case
     assert min(computed.values()) == pytest.approx(check.under, abs=0.0005)
     assert max(computed.values()) == pytest.approx(check.over, abs=0.0005)
-    assert projection_error.median_abs(list(computed.values())) == pytest.approx(
+    assert median_abs(list(computed.values())) == pytest.approx(
         check.median_abs, abs=0.0005)
 
 
@@ -245,12 +249,12 @@ def test_the_docs_table_is_the_declared_checks():
                    percent(median)) for name, cases, nodes, devices, under, over, median in rows}
     assert docs == {c.name: (len(c.errors), c.nodes, c.devices, round(c.under, 4),
                              round(c.over, 4), percent(f"{c.median_abs:.1%}".rstrip("%")))
-                    for c in projection_error.CHECKS}
+                    for c in CHECKS}
 
 
 def test_a_target_takes_the_nearest_check_that_reaches_it():
     def check(nodes: int, devices: int) -> tuple[str, bool]:
-        found = projection_error.for_target(nodes, devices, start_nodes=1, start_devices=1)
+        found = for_target(nodes, devices, start_nodes=1, start_devices=1)
         return found.check.name, found.beyond
 
     assert check(1, 2) == ("one-host", False)
@@ -263,8 +267,8 @@ def test_a_target_takes_the_nearest_check_that_reaches_it():
 
 def test_a_start_of_a_whole_node_takes_the_checks_from_a_node_where_they_reach():
     def check(start: Shape, target: Shape) -> tuple[str, bool]:
-        found = projection_error.for_target(target.nodes, target.devices,
-                                            start_nodes=start.nodes, start_devices=start.devices)
+        found = for_target(target.nodes, target.devices,
+                           start_nodes=start.nodes, start_devices=start.devices)
         return found.check.name, found.beyond
 
     node_of_8, node_of_2 = Shape(8, 1), Shape(2, 1)
@@ -297,26 +301,26 @@ def test_the_interval_widens_by_the_largest_errors_either_way():
     above = Check("y", "", 1, 2, "", "", (("a", 0.02), ("b", 0.04)), start_devices=1)
     assert ModelError(above, False).widen(100.0, 120.0) == (100.0 / 1.04, 120.0)
     # of an even count, the median is the mean of the middle two
-    assert projection_error.median_abs([0.01, -0.02, 0.04, -0.08]) == pytest.approx(0.03)
+    assert median_abs([0.01, -0.02, 0.04, -0.08]) == pytest.approx(0.03)
 
 
 def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     link = Link(10 * 1e9 / 8, 0.0, "given")
     made = Inputs(Span(0.1, 0.095, 0.105), 8, 100 * 10**6, 4, "25 MiB buckets", link, link,
                   Overlap(0.5, "run 2", window_s=0.01))
-    near, far = (projection.project(made, Shape(2, 1)), projection.project(made, Shape(8, 16)))
-    assert near.model_error.check is projection_error.ONE_HOST and not near.model_error.beyond
-    assert far.model_error.check is projection_error.PUBLISHED and far.model_error.beyond
+    near, far = (project(made, Shape(2, 1)), project(made, Shape(8, 16)))
+    assert near.model_error.check is ONE_HOST and not near.model_error.beyond
+    assert far.model_error.check is PUBLISHED and far.model_error.beyond
     wide = near.throughput_with_model_error
     assert wide.value == near.throughput.value
-    assert wide.low == pytest.approx(near.throughput.low / (1 + projection_error.ONE_HOST.over))
-    assert wide.high == pytest.approx(near.throughput.high / (1 + projection_error.ONE_HOST.under))
-    (point,) = projection.Projection("x", {}, made, [near]).to_dict()["points"]
+    assert wide.low == pytest.approx(near.throughput.low / (1 + ONE_HOST.over))
+    assert wide.high == pytest.approx(near.throughput.high / (1 + ONE_HOST.under))
+    (point,) = Projection("x", {}, made, [near]).to_dict()["points"]
     assert point["throughput"]["low"] == near.throughput.low  # the inputs' spread, as before
     assert point["throughput_with_model_error"] == {"value": wide.value, "low": wide.low,
                                                     "high": wide.high}
     assert point["model_error"]["check"] == "one-host"
-    assert point["model_error"]["cases"] == len(projection_error.ONE_HOST.errors) == 66
+    assert point["model_error"]["cases"] == len(ONE_HOST.errors) == 66
     assert point["model_error"]["beyond_validated"] is False
 
 
@@ -326,14 +330,14 @@ def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():
     link = Link(100 * 1e9 / 8, 5e-6, "given")
     made = Inputs(Span(0.4, 0.39, 0.41), 32, 100 * 10**6, 4, "25 MiB buckets", link, link,
                   Overlap(None, "not stated"), Shape(8, 1))
-    near, far = (projection.project(made, Shape(8, 2)), projection.project(made, Shape(8, 8)))
-    check = projection_error.PUBLISHED_FROM_NODE
+    near, far = (project(made, Shape(8, 2)), project(made, Shape(8, 8)))
+    check = PUBLISHED_FROM_NODE
     assert near.model_error.check is check and not near.model_error.beyond
-    assert far.model_error.check is projection_error.PUBLISHED and far.model_error.beyond
+    assert far.model_error.check is PUBLISHED and far.model_error.beyond
     wide = near.throughput_with_model_error
     assert wide.low == pytest.approx(near.throughput.low / 1.124)
     assert wide.high == pytest.approx(near.throughput.high / 0.982)
-    (point,) = projection.Projection("x", {}, made, [near]).to_dict()["points"]
+    (point,) = Projection("x", {}, made, [near]).to_dict()["points"]
     assert point["model_error"]["check"] == "published-from-node"
     assert point["model_error"]["cases"] == 16
     assert point["model_error"]["beyond_validated"] is False
@@ -349,8 +353,8 @@ def test_the_published_table_in_the_docs_is_the_declared_checks():
                 for shape, e in zip(("1x8", "2x8", "4x8"), errors[:3])}
     from_node = {f"{fw} {shape}": percent(e) for fw, *errors in rows
                  for shape, e in zip(("2x8", "4x8"), errors[3:])}
-    assert from_gpu == dict(projection_error.PUBLISHED.errors)
-    assert from_node == dict(projection_error.PUBLISHED_FROM_NODE.errors)
+    assert from_gpu == dict(PUBLISHED.errors)
+    assert from_node == dict(PUBLISHED_FROM_NODE.errors)
 
 
 def test_every_case_of_every_check_names_its_engine():
@@ -359,10 +363,10 @@ def test_every_case_of_every_check_names_its_engine():
     from dlperf import spec
 
     engines = set(spec.frameworks()) | {"horovod"}
-    for check in projection_error.CHECKS:
+    for check in CHECKS:
         for case, _ in check.errors:
-            assert projection_error.engine_named(case) in engines, (check.name, case)
-    named = projection_error.engine_named
+            assert engine_named(case) in engines, (check.name, case)
+    named = engine_named
     assert [named(n) for n in ("torch DDP 1 Gbit/s 11-29", "TensorFlow 1.15 10 Gbit/s 12-02",
                                "TensorFlow 10 Gbit/s 12-01", "NGC TensorFlow 1.x 2x8",
                                "TensorFlow 2.x 4x8", "NGC PyTorch 1x8", "PaddlePaddle 2x8",
@@ -378,10 +382,10 @@ def test_an_engine_with_cases_of_its_own_takes_their_errors():
     before its whole-step overlap); OneFlow's from its
     20; an engine with fewer than 3 cases in the check (Caffe2: none) from the whole check, as
     before."""
-    check = projection_error.EMULATED_HOSTS
+    check = EMULATED_HOSTS
 
     def found(engine):
-        return projection_error.for_target(2, 2, start_nodes=1, start_devices=1, engine=engine)
+        return for_target(2, 2, start_nodes=1, start_devices=1, engine=engine)
 
     torch = found("torch").check
     assert torch.name == "emulated-hosts (torch)" and len(torch.errors) == 23
@@ -392,7 +396,7 @@ def test_an_engine_with_cases_of_its_own_takes_their_errors():
     assert found("caffe2").check is check and found(None).check is check
     assert (check.under, check.over) == (-0.195, 0.416)  # Caffe2's own since 2026-12-07
     # past every check's shapes: the widest check, its engine's own cases where it has them
-    far = projection_error.for_target(8, 64, start_nodes=1, start_devices=1, engine="torch")
+    far = for_target(8, 64, start_nodes=1, start_devices=1, engine="torch")
     assert far.beyond and far.check.name == "published (torch)"
     assert [case for case, _ in far.check.errors] == [
         "NGC PyTorch 1x8", "NGC PyTorch 2x8", "NGC PyTorch 4x8", "PyTorch 1x8", "PyTorch 2x8",

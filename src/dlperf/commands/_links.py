@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from dlperf import collective_model, projection
+from dlperf import collective_model
 from dlperf.errors import UsageError
-from dlperf.projection import Link
+from dlperf.projection.links import Link, carrying, given_link, link_of_model
 from dlperf.worker.support import RING_WIRE, Wire
 
 MEASURED = "measured"
@@ -45,7 +45,7 @@ def measured_link(db: str, framework: str, inter: bool, link: str | None,
                          f"in {db}: measure it with `{key.command(db)}`, or give RATE@LATENCY") from None
     if message_bytes is not None and op == "allreduce":
         model = model.near(message_bytes)
-    return projection.link_of_model(model, transfer_bytes or message_bytes)
+    return link_of_model(model, transfer_bytes or message_bytes)
 
 
 def is_measured(spec: str | None) -> bool:
@@ -64,7 +64,7 @@ def check_links(args: argparse.Namespace) -> None:
             continue
         rate = given.partition(":")[2]
         if not is_measured(given):
-            projection.given_link(given, flag)
+            given_link(given, flag)
         elif rate:
             emulated.normalize_rate(rate, flag)
 
@@ -83,5 +83,5 @@ def link_spec(spec: str | None, flag: str, db: str, framework: str,
         return measured_link(db, framework, flag == "--inter",
                              emulated.normalize_rate(link, flag) or None if link else None,
                              message_bytes, transfer_bytes)
-    return projection.carrying(projection.given_link(spec, flag), wire.share,
-                               wire.describe())
+    return carrying(given_link(spec, flag), wire.share,
+                    wire.describe())

@@ -1,6 +1,6 @@
 """``dlperf project``: a measured 1-device result projected to N devices and nodes
-(:mod:`dlperf.projection`), or a published 1-GPU figure projected to the study's own shapes and
-set beside the published ones (``--published TABLE``)."""
+(:mod:`dlperf.projection.model`), or a published 1-GPU figure projected to the study's own
+shapes and set beside the published ones (``--published TABLE``)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,19 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from dlperf import collective_model, display, models, outputs, projection, scaling, spec, stats
+from dlperf import collective_model, display, models, outputs, scaling, spec, stats
 from dlperf.backends.horovod import PACKING as HOROVOD_PACKING
 from dlperf.commands import HELP
 from dlperf.commands._links import MEASURED, check_links, is_measured, link_spec, measured_link
 from dlperf.commands.compare import resolve
 from dlperf.errors import UsageError
-from dlperf.projection import Inputs, Link, Overlap, Shape, Span
-from dlperf.projection_error import engine_named, median_abs
+from dlperf.projection.error import engine_named, median_abs
+from dlperf.projection.links import DDP_BUCKET_BYTES, MIB, RING, Link, allreduce_s, gradient_bytes
+from dlperf.projection.model import (Inputs, Point, Projection, Shape, not_modelled, project,
+                                     spread_of, targets)
+from dlperf.projection.overlap import (Overlap, Seen, at_batch, fitted, overlap_from,
+                                       overlaps_whole_step, window_from)
+from dlperf.projection.span import Span
 from dlperf.store import DEFAULT_DB, Store
 from dlperf.worker.support import Packing, Wire, device_kind, packing_mode
 
@@ -196,7 +201,7 @@ def _named(spec: str, flag: str, db: str, result: dict[str, Any],
 
 def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
             compute_s: float, gradient: int, messages: int, intra: Link, inter: Link | None,
-            start: Shape, exchange: str = projection.RING) -> projection.Seen | None:
+            start: Shape, exchange: str = RING) -> Seen | None:
     """What ``other`` shows: its step, its own 1-device step (the start's, at the same batch)
     and the all-reduce it adds over the start's, priced as the targets are where that can be
     done: with measured links, the framework's measured models of ``other``'s own links (the
@@ -213,27 +218,27 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     span = _step_span(other)
     own = own_links(other, db, str(result["case"]["framework"]), intra, inter)
     if own is not None:
-        comm = (projection.allreduce_s(gradient, messages, per_node, nodes, *own, exchange)
-                - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                                         inter, exchange))
+        comm = (allreduce_s(gradient, messages, per_node, nodes, *own, exchange)
+                - allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
+                              inter, exchange))
         where = own[1] if nodes > 1 and own[1] is not None else own[0]
-        return projection.Seen(step, compute_s, comm,
-                               f"{source} (priced by {where.source.split(', run ')[0]})", span)
+        return Seen(step, compute_s, comm,
+                    f"{source} (priced by {where.source.split(', run ')[0]})", span)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
-        at_start = projection.allreduce_s(gradient, 1, start.per_node, start.nodes, intra,
-                                          inter, exchange)
+        at_start = allreduce_s(gradient, 1, start.per_node, start.nodes, intra,
+                               inter, exchange)
         interval = scaling.allreduce_interval(other)
-        return projection.Seen(step, compute_s, probed - at_start,
-                               f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span,
-                               None if interval is None else
-                               (interval[0] - at_start, interval[1] - at_start))
+        return Seen(step, compute_s, probed - at_start,
+                    f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span,
+                    None if interval is None else
+                    (interval[0] - at_start, interval[1] - at_start))
     if nodes > 1 and inter is None:
         return None
-    comm = (projection.allreduce_s(gradient, messages, per_node, nodes, intra, inter, exchange)
-            - projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                                     inter, exchange))
-    return projection.Seen(step, compute_s, comm, source, span)
+    comm = (allreduce_s(gradient, messages, per_node, nodes, intra, inter, exchange)
+            - allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
+                          inter, exchange))
+    return Seen(step, compute_s, comm, source, span)
 
 
 def own_links(other: dict[str, Any], db: str, framework: str, intra: Link,
@@ -281,13 +286,13 @@ class Read:
 
     overlap: Overlap
     window: dict[str, Any] | None = None
-    seen: projection.Seen | None = None
+    seen: Seen | None = None
     overhead: dict[str, Any] | None = None
 
 
 def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
                gradient: int, messages: int, intra: Link, inter: Link | None,
-               start: Shape, exchange: str = projection.RING) -> tuple[Overlap, list[str]]:
+               start: Shape, exchange: str = RING) -> tuple[Overlap, list[str]]:
     """The overlap window and the multi-process overhead, from results of the configuration on
     more devices than the start, and what the projection says of them: ``--overlap-from``
     alone gives both (its excess first read as an exposed all-reduce); with ``--overhead-from``
@@ -297,7 +302,7 @@ def overlap_of(args: argparse.Namespace, result: dict[str, Any], compute_s: floa
     size than the start's, the window scales with the 1-device step and the overhead's two
     readings (a share of the step, a fixed time) bound the interval. With two
     ``--overhead-from`` at two batch sizes the overhead is fitted through them as a fixed time
-    plus a share (:func:`dlperf.projection.fitted`), the window read from ``--overlap-from``
+    plus a share (:func:`dlperf.projection.overlap.fitted`), the window read from ``--overlap-from``
     alone."""
     if len(args.overhead_from) > 2:
         raise UsageError(f"--overhead-from: given {len(args.overhead_from)} times; give one "
@@ -340,22 +345,22 @@ def unpriced(other: dict[str, Any]) -> Overlap:
 def read_overlap(db: str, result: dict[str, Any], compute_s: float, other: dict[str, Any],
                  short: dict[str, Any] | None, links: tuple[Any, ...]) -> Read:
     """The overlap read from ``other`` (the window's result) alone, or with ``short`` (the
-    overhead's: :func:`dlperf.projection.window_from`)."""
-    whole = projection.overlaps_whole_step(links[5], int(other["case"].get("nnodes") or 1))
+    overhead's: :func:`dlperf.projection.overlap.window_from`)."""
+    whole = overlaps_whole_step(links[5], int(other["case"].get("nnodes") or 1))
     window = seen_in(other, "--overlap-from", db, result, compute_s, *links)
     if window is None:
         return Read(unpriced(other))
     if short is None:
-        made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
-                                       window.source, window.step_span,
-                                       window.comm_span, whole)
-        return Read(projection.at_batch(made, window.compute_s, compute_s), other, window)
+        made = overlap_from(window.step_s, window.compute_s, window.comm_s,
+                            window.source, window.step_span,
+                            window.comm_span, whole)
+        return Read(at_batch(made, window.compute_s, compute_s), other, window)
     overhead = seen_in(short, "--overhead-from", db, result, compute_s, *links)
     if overhead is None:
         raise UsageError(f"--overhead-from: {short.get('label')} spans nodes and neither has "
                          f"an all-reduce probe nor is the link between nodes given (--inter)")
-    return Read(projection.at_batch(projection.window_from(window, overhead, whole),
-                                    window.compute_s, compute_s), other, window, short)
+    return Read(at_batch(window_from(window, overhead, whole),
+                         window.compute_s, compute_s), other, window, short)
 
 
 def chosen(db: str, result: dict[str, Any], compute_s: float,
@@ -394,18 +399,18 @@ def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...]
     from an overhead: the window is the least that explains the step, the projection the
     slow end of what that result allows), or two whose window's source hid its whole
     all-reduce within its noise (the window is then a lower bound, its most the backward pass:
-    :func:`dlperf.projection.lower_bound_only`); each with the stored
+    :func:`dlperf.projection.overlap.lower_bound_only`); each with the stored
     results the rule would read it from instead (``better``: its choice, where the rule already
     made it; else made here), or the run that would show it."""
     o, seen = read.overlap, read.seen
     if o.value is None or o.whole_step or seen is None or read.window is None:
         return []
     gradient, messages, intra, inter, start, exchange = links
-    at_start = projection.allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                                      inter, exchange)
-    longest = max(projection.allreduce_s(gradient, messages, s.per_node, s.nodes, intra, inter,
-                                         exchange) - at_start
-                  for s in projection.targets(args.devices_per_node, args.nnodes))
+    at_start = allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
+                           inter, exchange)
+    longest = max(allreduce_s(gradient, messages, s.per_node, s.nodes, intra, inter,
+                              exchange) - at_start
+                  for s in targets(args.devices_per_node, args.nnodes))
     run = f"run {read.window.get('run_id')}"
     if read.overhead is None and seen.comm_s < longest:
         said = (f"overlap window read from one result, {run}, whose all-reduce "
@@ -434,7 +439,7 @@ def window_warnings(args: argparse.Namespace, read: Read, links: tuple[Any, ...]
 
 
 def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
-            window: projection.Seen, links: tuple[Any, ...]) -> Overlap:
+            window: Seen, links: tuple[Any, ...]) -> Overlap:
     """The window from ``window`` (--overlap-from) alone, the overhead fitted through the two
     ``--overhead-from`` results: the configuration's, at two batch sizes."""
     flag = "--overhead-from"
@@ -449,11 +454,11 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
     if seen[0].compute_s == seen[1].compute_s:
         raise UsageError(f"{flag}: the 1-device steps of {named[0].get('label')} and "
                          f"{named[1].get('label')} are equal; a fit needs two")
-    made = projection.overlap_from(window.step_s, window.compute_s, window.comm_s,
-                                   window.source, window.step_span,
-                                   window.comm_span, projection.overlaps_whole_step(
+    made = overlap_from(window.step_s, window.compute_s, window.comm_s,
+                        window.source, window.step_span,
+                        window.comm_span, overlaps_whole_step(
                                        links[5], int(named[0]["case"].get("nnodes") or 1)))
-    return projection.fitted(made, (seen[0], seen[1]), compute_s)
+    return fitted(made, (seen[0], seen[1]), compute_s)
 
 
 def bucket_given(args: argparse.Namespace) -> Packing | None:
@@ -463,13 +468,13 @@ def bucket_given(args: argparse.Namespace) -> Packing | None:
     if not args.bucket_mb > 0:
         raise UsageError(f"--bucket-mb: {args.bucket_mb} must be > 0")
     return Packing(f"--bucket-mb {args.bucket_mb:g}",
-                   bucket_bytes=max(1, int(args.bucket_mb * projection.MIB)))
+                   bucket_bytes=max(1, int(args.bucket_mb * MIB)))
 
 
 def taken_as_ddp(why: str) -> Packing:
     """PyTorch DDP's 25 MiB buckets for an engine whose packing is not known, saying why."""
     return Packing(f"{why}: taken as PyTorch DDP's 25 MiB buckets",
-                   bucket_bytes=projection.DDP_BUCKET_BYTES)
+                   bucket_bytes=DDP_BUCKET_BYTES)
 
 
 def packing_of(args: argparse.Namespace, case: dict[str, Any], device: str) -> Packing:
@@ -505,16 +510,16 @@ def messages_of(packing: Packing, gradient: int, case: dict[str, Any],
     return count
 
 
-def from_result(args: argparse.Namespace) -> projection.Projection:
+def from_result(args: argparse.Namespace) -> Projection:
     result = source_result(args)
     case = result["case"]
-    shapes = projection.targets(args.devices_per_node, args.nnodes)
+    shapes = targets(args.devices_per_node, args.nnodes)
     device = str(result.get("device") or case.get("device"))
     wire = spec.wire_of(str(case.get("framework")), args.launcher, device_kind(device))
     params = (result.get("model") or {}).get("params")
     if not params:
         raise UsageError(f"RESULT: {result.get('label')} records no parameter count")
-    gradient = projection.gradient_bytes(int(params), case.get("precision", "fp32"))
+    gradient = gradient_bytes(int(params), case.get("precision", "fp32"))
     packing = packing_of(args, case, device)
     messages = messages_of(packing, gradient, case, "RESULT")
     message = packing.message_bytes(gradient)
@@ -526,7 +531,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
     if any(s.nodes > 1 for s in shapes) and inter is None:
         raise UsageError("--inter: targets of several nodes need the link between nodes "
                          "(measured[:LINK] or RATE@LATENCY)")
-    median, low, high = projection.spread_of(result["throughput"])
+    median, low, high = spread_of(result["throughput"])
     batch = int(case["batch_size"])
     start = Shape(int(case.get("devices") or 1), 1)
     samples = batch * start.devices  # the start's step, from its whole job's throughput
@@ -564,7 +569,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
                         f"{spread[0]:.1%}-{spread[1]:.1%} at its source's 95 % interval ends (it "
                         f"is that step less the compute and the exchange: all of the step's "
                         f"spread lands on it), which the interval carries")
-    points = [projection.project(inputs, s) for s in shapes]
+    points = [project(inputs, s) for s in shapes]
     beyond = [p for p in points if p.model_error.beyond]
     if beyond:
         widest = beyond[0].model_error.check
@@ -572,7 +577,7 @@ def from_result(args: argparse.Namespace) -> projection.Projection:
                         f"past every validated shape (at most {widest.nodes} nodes, "
                         f"{widest.devices} devices): the model's error there is not known; "
                         f"the interval carries the largest seen ({widest.name} check)")
-    return projection.Projection(
+    return Projection(
         str(result.get("label")),
         {"run_id": result.get("run_id"), "label": result.get("label"),
          "case_key": result.get("case_key"), "throughput": median,
@@ -591,7 +596,7 @@ class Compared:
     framework: str
     shape: Shape
     published: float
-    point: projection.Point
+    point: Point
 
     @property
     def error(self) -> float:
@@ -602,7 +607,7 @@ class Compared:
         return self.point.throughput.low <= self.published <= self.point.throughput.high
 
 
-def published(args: argparse.Namespace) -> tuple[projection.Projection | None, list[Compared]]:
+def published(args: argparse.Namespace) -> tuple[Projection | None, list[Compared]]:
     from dlperf import reference
 
     try:
@@ -629,7 +634,7 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
         raise UsageError(f"--published: {args.published} has no model of the catalogue and "
                          f"batch size per device to project")
     params = models.get(model).params({})
-    gradient = projection.gradient_bytes(params, precision.lower())
+    gradient = gradient_bytes(params, precision.lower())
     packing = bucket_given(args) or taken_as_ddp(
         f"{args.published} does not say how its implementations packed their gradients")
     messages = messages_of(packing, gradient, {"model": model}, "--published")
@@ -655,7 +660,7 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
             if shape.devices <= start.devices or value.value is None:
                 continue
             compared.append(Compared(framework, shape, float(value.value),
-                                     projection.project(inputs, shape)))
+                                     project(inputs, shape)))
     if not compared:
         raise UsageError(f"--published: {args.published} has no 1-GPU figure with larger "
                          f"shapes to project")
@@ -666,7 +671,7 @@ def published(args: argparse.Namespace) -> tuple[projection.Projection | None, l
 # showing and storing
 # ------------------------------------------------------------------------------------------------
 
-def show(made: projection.Projection) -> None:
+def show(made: Projection) -> None:
     rows = [[str(p.shape.nodes), str(p.shape.per_node), str(p.shape.devices),
              p.allreduce_s.scaled(1e3).text(), p.step_s.scaled(1e3).text(),
              p.throughput.text(), _ends(p.throughput_with_model_error),
@@ -689,7 +694,7 @@ def show(made: projection.Projection) -> None:
         shapes = ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in made.points
                            if p.model_error.check == check)
         display.out.print(f"  {shapes}: {check.text()}", soft_wrap=True, highlight=False)
-    display.out.print("not modelled: " + "; ".join(projection.not_modelled(
+    display.out.print("not modelled: " + "; ".join(not_modelled(
         made.inputs.exchange)), soft_wrap=True, highlight=False)
     for warning in made.warnings:
         display.warn(warning)

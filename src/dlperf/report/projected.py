@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlperf.projection import Span
+from dlperf.projection.span import Span
 from dlperf.report.tables import Cell, Report, Table
 
 

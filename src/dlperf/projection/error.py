@@ -11,6 +11,9 @@ be beyond what was validated. Within that check, a projection of an engine with 
 :data:`MIN_ENGINE_CASES` cases of its own takes those cases' errors: the engines miss in their
 own ways (MXNet's parameter server by −35 % over a 1 Gbit/s link, torch DDP within 12 %), and
 one engine's miss says nothing of another's.
+
+Apart from the model because it is data, not arithmetic: the checks' declared errors, traced by
+the tests to the docs' tables, and :func:`median_abs`, which every validation reports with.
 """
 
 from __future__ import annotations
