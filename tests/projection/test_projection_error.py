@@ -79,7 +79,8 @@ def test_the_one_host_check_is_the_docs_table():
             ("Zen 4 again", "The same sweep on the Zen 4 again", 7),
             ("Xeon", "The same sweep on a 2-core Intel Xeon", 8),
             ("AVX2", "The same sweep on the AVX2-only EPYC", 8),
-            ("AVX2", "Caffe2's part of the same sweep on the AVX2-only EPYC", 1)):
+            ("AVX2", "Caffe2's part of the same sweep on the AVX2-only EPYC", 1),
+            ("Zen 4 12-07", "The same sweep, Caffe2's cases with it, on another Zen 4", 9)):
         text = section(title, "Median |error|")
         rows = re.findall(r"^\| (\w+) \| [\d.]+ \| [\d.]+ \([\d.]+-[\d.]+\) \| " + SIGNED,
                           text, re.M)
@@ -320,7 +321,7 @@ def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     assert point["throughput_with_model_error"] == {"value": wide.value, "low": wide.low,
                                                     "high": wide.high}
     assert point["model_error"]["check"] == "one-host"
-    assert point["model_error"]["cases"] == len(ONE_HOST.errors) == 66
+    assert point["model_error"]["cases"] == len(ONE_HOST.errors) == 75
     assert point["model_error"]["beyond_validated"] is False
 
 

@@ -358,7 +358,9 @@ def made_again(folder: str, sweep: str, cases: set[tuple[str, str]], median: str
     ("one-host-xeon-2026-12-04", "projection-one-host", 8),
     # the AVX2-only EPYC, quiet too (median CV 2.0 %)
     ("one-host-avx2-epyc-2026-12-06", "projection-one-host", 8),
-    ("one-host-caffe2-avx2-epyc-2026-12-07", "projection-one-host-caffe2", 1)])
+    ("one-host-caffe2-avx2-epyc-2026-12-07", "projection-one-host-caffe2", 1),
+    # another Zen 4 (family 25 model 17), every framework of the file with Caffe2's cases
+    ("one-host-zen4-2026-12-07", "projection-one-host", 9)])
 def test_a_one_host_data_folders_table_is_made_again_from_its_stored_results(
         folder, sweep, frameworks, tmp_path):
     # the one-host check as committed: each framework's 2-process case projected again from the

@@ -104,7 +104,8 @@ ONE_HOST = Check(
     "Zen 5, 2026-12-03 (interleaved; TF 1.15 and MXNet again after the window fix), and the "
     "Zen 4 again, 2026-12-04 (interleaved, after the window fix; a noisy host), and a 2-core "
     "Intel Xeon with AMX, 2026-12-04 (interleaved; a quiet host), and a 2-core AVX2-only AMD "
-    "EPYC (family 23), 2026-12-06 (interleaved; a quiet host), and Caffe2's there, 2026-12-07",
+    "EPYC (family 23), 2026-12-06 (interleaved; a quiet host), and Caffe2's there, 2026-12-07, "
+    "and another 2-core AMD EPYC Zen 4 (family 25 model 17), 2026-12-07 (interleaved, all nine)",
     "dlperf sweep sweeps/projection-one-host.yaml --db DB; "
     "python benchmarks/projection_validation.py --db DB --one-host",
     (("torch Zen 3", -0.140), ("tensorflow Zen 3", 0.041), ("tensorflow1 Zen 3", -0.143),
@@ -135,7 +136,12 @@ ONE_HOST = Check(
      ("oneflow Xeon", 0.006), ("mindspore Xeon", -0.004),
      ("torch AVX2", 0.067), ("tensorflow AVX2", -0.022), ("tensorflow1 AVX2", 0.040),
      ("jax AVX2", -0.025), ("paddle AVX2", 0.000), ("mxnet AVX2", 0.048),
-     ("oneflow AVX2", -0.001), ("mindspore AVX2", 0.013), ("caffe2 AVX2", 0.001)),
+     ("oneflow AVX2", -0.001), ("mindspore AVX2", 0.013), ("caffe2 AVX2", 0.001),
+     ("torch Zen 4 12-07", -0.052), ("tensorflow Zen 4 12-07", -0.092),
+     ("tensorflow1 Zen 4 12-07", 0.005), ("jax Zen 4 12-07", -0.022),
+     ("paddle Zen 4 12-07", 0.011), ("mxnet Zen 4 12-07", -0.028),
+     ("oneflow Zen 4 12-07", -0.005), ("mindspore Zen 4 12-07", 0.039),
+     ("caffe2 Zen 4 12-07", 0.000)),
     start_devices=1)
 
 EMULATED_HOSTS = Check(
