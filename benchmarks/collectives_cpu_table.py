@@ -1,5 +1,6 @@
 """The CPU each collective path costs, as docs/collectives.md tabulates it: from a data folder's
-``collectives.json`` (the stored rows of `dlperf collectives` runs, a list a run), per run the
+``collectives.json`` (the stored rows of `dlperf collectives` runs, a list a run), per run (its
+all-reduce, or MXNet's push-pull, where it measured several operations) the
 bus bandwidth at the sizes from ``--from`` up (their median), the largest size's time and CPU,
 and the range of the CPU a byte and of the CPU's share of the time over those sizes.
 
@@ -24,9 +25,28 @@ HEADER = ("| framework | path | busbw GB/s | largest: time, CPU (ms) | CPU ns/B 
           "|---|---|---:|---:|---:|---:|")
 
 
+#: the operation a run's line describes, the first of these the run measured: what a training
+#: step's gradients go through (MXNet's kvstore has only its push-pull)
+GRADIENT_OPS = ("allreduce", "pushpull")
+
+
+def gradient_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's rows of its gradient operation: a run of several operations (`dlperf collectives`
+    measures all-reduce, all-gather and broadcast by default) is read as its all-reduce only,
+    not as their mixture."""
+    ops = {r["op"] for r in rows}
+    op = next((name for name in GRADIENT_OPS if name in ops), None)
+    if op is None:
+        raise SystemExit(f"run {rows[0]['run']}: no all-reduce or push-pull among "
+                         f"{', '.join(sorted(ops))}")
+    return [r for r in rows if r["op"] == op]
+
+
 def row(rows: list[dict[str, Any]], from_bytes: int = FROM_BYTES) -> str:
-    """One run's line of the table (its rows with CPU taken, at ``from_bytes`` and up)."""
-    big = sorted((r for r in rows if r["bytes"] >= from_bytes), key=lambda r: r["bytes"])
+    """One run's line of the table (its gradient operation's rows with CPU taken, at
+    ``from_bytes`` and up)."""
+    big = sorted((r for r in gradient_rows(rows) if r["bytes"] >= from_bytes),
+                 key=lambda r: r["bytes"])
     cpu = [study.cpu_us(r) for r in big]
     if not big or None in cpu:
         raise SystemExit(f"run {rows[0]['run']}: no CPU taken at {from_bytes} bytes and up")

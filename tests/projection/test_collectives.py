@@ -471,6 +471,35 @@ def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows(kind):
 
 
 @pytest.mark.parallel
+def test_a_run_of_several_operations_is_tabulated_by_its_all_reduce():
+    """benchmarks/collectives_cpu_table.py over runs that measured all-reduce, all-gather and
+    broadcast (`dlperf collectives`' default) reads each run's all-reduce alone (MXNet's
+    kvstore: its push-pull), as its data folder's README holds it, never their mixture."""
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import collectives_cpu_table as cpu_table
+
+    folder = root / "benchmarks" / "data" / "collectives-two-processes-zen4-2026-12-07"
+    runs = json.loads((folder / "collectives.json").read_text())
+    made = cpu_table.table(folder)
+    assert made in (folder / "README.md").read_text()
+    assert len(made.splitlines()) == 2 + len(runs) == 17  # the fifteen CPU paths
+    torch_gloo = next(rows for rows in runs if rows[0]["path"] == "gloo"
+                      and rows[0]["framework"] == "torch")
+    assert {r["op"] for r in torch_gloo} == {"allreduce", "allgather", "broadcast"}
+    reduced = [r for r in torch_gloo if r["op"] == "allreduce"]
+    assert cpu_table.row(torch_gloo) == cpu_table.row(reduced)
+    biggest = max(reduced, key=lambda r: r["bytes"])
+    assert cpu_table.row(torch_gloo).split(" | ")[3].startswith(f"{biggest['time_us'] / 1e3:.1f},")
+    kvstore = next(rows for rows in runs if rows[0]["path"] == "kvstore")
+    assert cpu_table.gradient_rows(kvstore) == kvstore  # push-pull only
+    with pytest.raises(SystemExit, match="no all-reduce or push-pull among allgather"):
+        cpu_table.row([r for r in torch_gloo if r["op"] == "allgather"])
+
+
+@pytest.mark.parallel
 def test_how_the_cpu_of_an_all_reduce_grew_with_the_ring_is_its_stored_rows():
     """The growth docs/projection.md states ("What TensorFlow's overhead is"): from 2 emulated
     hosts of 1 process to 2 of 2, the busiest process's CPU a call grew 1.09-1.33 times in
