@@ -216,18 +216,17 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
     step = int(other.get("global_batch") or 0) / float(other["throughput"]["median"])
     source = f"run {other.get('run_id')}: {other.get('label')}"
     span = _step_span(other)
+    # the start's own all-reduce, which every reading but the probe's takes off
+    start_s = allreduce_s(gradient, messages, start.per_node, start.nodes, intra, inter, exchange)
     own = own_links(other, db, str(result["case"]["framework"]), intra, inter)
     if own is not None:
-        comm = (allreduce_s(gradient, messages, per_node, nodes, *own, exchange)
-                - allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                              inter, exchange))
+        comm = allreduce_s(gradient, messages, per_node, nodes, *own, exchange) - start_s
         where = own[1] if nodes > 1 and own[1] is not None else own[0]
         return Seen(step, compute_s, comm,
                     f"{source} (priced by {where.source.split(', run ')[0]})", span)
     probed = scaling.allreduce_seconds(other)
     if probed is not None:
-        at_start = allreduce_s(gradient, 1, start.per_node, start.nodes, intra,
-                               inter, exchange)
+        at_start = allreduce_s(gradient, 1, start.per_node, start.nodes, intra, inter, exchange)
         interval = scaling.allreduce_interval(other)
         return Seen(step, compute_s, probed - at_start,
                     f"{source} (its all-reduce probe: {probed * 1e3:.4g} ms)", span,
@@ -235,9 +234,7 @@ def seen_in(other: dict[str, Any], flag: str, db: str, result: dict[str, Any],
                     (interval[0] - at_start, interval[1] - at_start))
     if nodes > 1 and inter is None:
         return None
-    comm = (allreduce_s(gradient, messages, per_node, nodes, intra, inter, exchange)
-            - allreduce_s(gradient, messages, start.per_node, start.nodes, intra,
-                          inter, exchange))
+    comm = allreduce_s(gradient, messages, per_node, nodes, intra, inter, exchange) - start_s
     return Seen(step, compute_s, comm, source, span)
 
 
@@ -454,10 +451,9 @@ def _fitted(args: argparse.Namespace, result: dict[str, Any], compute_s: float,
     if seen[0].compute_s == seen[1].compute_s:
         raise UsageError(f"{flag}: the 1-device steps of {named[0].get('label')} and "
                          f"{named[1].get('label')} are equal; a fit needs two")
-    made = overlap_from(window.step_s, window.compute_s, window.comm_s,
-                        window.source, window.step_span,
-                        window.comm_span, overlaps_whole_step(
-                                       links[5], int(named[0]["case"].get("nnodes") or 1)))
+    whole = overlaps_whole_step(links[5], int(named[0]["case"].get("nnodes") or 1))
+    made = overlap_from(window.step_s, window.compute_s, window.comm_s, window.source,
+                        window.step_span, window.comm_span, whole)
     return fitted(made, (seen[0], seen[1]), compute_s)
 
 
