@@ -29,6 +29,8 @@ from dlperf.store import Store
 from dlperf.studies import collectives as study
 from dlperf.worker.collectives import bus_factor, elements
 
+ROOT = Path(__file__).resolve().parents[2]
+
 KIB = 1024
 MIB = 1024 * KIB
 TINY = ["--sizes", "4K:64K", "--iters", "3", "--warmup", "1"]
@@ -440,6 +442,16 @@ def test_tf1_ring_across_two_emulated_hosts_of_two_processes_is_one_ring_through
     assert link_bytes(RING, 2, 2) == pytest.approx(1.5)
 
 
+def cpu_table_script():
+    """benchmarks/collectives_cpu_table.py as a module, imported when a test asks for it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import collectives_cpu_table
+
+    return collectives_cpu_table
+
+
 @pytest.mark.parallel
 @pytest.mark.parametrize("kind", ["xeon", "zen4"])
 def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows(kind):
@@ -447,15 +459,11 @@ def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows(kind):
     Zen 4's) are what benchmarks/collectives_cpu_table.py makes from their data folders' stored
     rows; each row's CPU per byte is its median CPU over its bytes, its share that CPU over its
     median time."""
-    import sys
+    cpu_table = cpu_table_script()
 
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import collectives_cpu_table as cpu_table
-
-    folder = root / "benchmarks" / "data" / f"collectives-cpu-every-path-{kind}-2026-12-05"
+    folder = ROOT / "benchmarks" / "data" / f"collectives-cpu-every-path-{kind}-2026-12-05"
     made = cpu_table.table(folder)
-    assert made in (root / "docs" / "collectives.md").read_text()
+    assert made in (ROOT / "docs" / "collectives.md").read_text()
     runs = json.loads((folder / "collectives.json").read_text())
     assert len(made.splitlines()) == 2 + len(runs) == 16  # the fourteen paths
     for rows in runs:
@@ -475,13 +483,9 @@ def test_a_run_of_several_operations_is_tabulated_by_its_all_reduce():
     """benchmarks/collectives_cpu_table.py over runs that measured all-reduce, all-gather and
     broadcast (`dlperf collectives`' default) reads each run's all-reduce alone (MXNet's
     kvstore: its push-pull), as its data folder's README holds it, never their mixture."""
-    import sys
+    cpu_table = cpu_table_script()
 
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import collectives_cpu_table as cpu_table
-
-    folder = root / "benchmarks" / "data" / "collectives-two-processes-zen4-2026-12-07"
+    folder = ROOT / "benchmarks" / "data" / "collectives-two-processes-zen4-2026-12-07"
     runs = json.loads((folder / "collectives.json").read_text())
     made = cpu_table.table(folder)
     assert made in (folder / "README.md").read_text()
@@ -505,8 +509,7 @@ def test_how_the_cpu_of_an_all_reduce_grew_with_the_ring_is_its_stored_rows():
     hosts of 1 process to 2 of 2, the busiest process's CPU a call grew 1.09-1.33 times in
     torch's gloo and 2.6-6.6 times in TensorFlow's ring, where a ring's bytes a process grow
     1.5 times (2(P-1)/P)."""
-    root = Path(__file__).resolve().parents[2]
-    folder = root / "benchmarks" / "data" / "collectives-cpu-ranks-xeon-2026-12-05"
+    folder = ROOT / "benchmarks" / "data" / "collectives-cpu-ranks-xeon-2026-12-05"
     runs = json.loads((folder / "collectives.json").read_text())
     cpu = {(rows[0]["framework"], rows[0]["nproc"]): {r["bytes"]: study.cpu_us(r) for r in rows}
            for rows in runs}
@@ -516,5 +519,5 @@ def test_how_the_cpu_of_an_all_reduce_grew_with_the_ring_is_its_stored_rows():
     assert [round(g, 2) for g in growth["torch"]] == [1.09, 1.13, 1.33]
     assert [round(g, 2) for g in growth["tensorflow"]] == [2.64, 3.62, 6.62]
     assert bus_factor("allreduce", 4) / bus_factor("allreduce", 2) == 1.5
-    text = " ".join((root / "docs" / "projection.md").read_text().split())
+    text = " ".join((ROOT / "docs" / "projection.md").read_text().split())
     assert "grew 1.09-1.33 times in torch's gloo and 2.6-6.6 times in TensorFlow's ring" in text
