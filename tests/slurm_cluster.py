@@ -80,9 +80,22 @@ class ClusterError(RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range: a port the kernel picks (bind to 0)
+    comes from the range outgoing connections use, and another test's connection took one
+    between the pick and slurmd's bind ("Unable to bind listen port: Address already in use")."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768  # Linux's default start
+    for _ in range(200):
+        port = random.randrange(10000, max(ephemeral, 10001))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port found in 10000-{ephemeral - 1}")
 
 
 def clean_environ() -> dict[str, str]:
