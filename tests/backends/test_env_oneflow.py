@@ -58,8 +58,11 @@ def test_environment_matches_pinned_set(oneflow_env):
     assert pinned["oneflow"] == VERSION
     assert tuple(int(x) for x in pinned["numpy"].split(".")[:2]) < (1, 24)
     assert {"nvidia-cublas-cu11", "nvidia-cudnn-cu11"} <= set(pinned)
-    frozen = subprocess.run([oneflow_env, "-m", "pip", "freeze", "--all"], capture_output=True,
-                            text=True, timeout=TIMEOUT, check=True).stdout.split()
+    # exactly the lock (and pip, where the venv was made with it before the installer ran
+    # from outside)
+    frozen = subprocess.run([manage.uv(), "pip", "freeze", "--python", oneflow_env],
+                            capture_output=True, text=True, timeout=TIMEOUT,
+                            check=True).stdout.split()
     frozen_pins = dict(x.lower().split("==", 1) for x in frozen if not x.startswith("pip=="))
     assert {name.replace("_", "-"): version for name, version in frozen_pins.items()} == pinned
     assert envs.install("oneflow", say=lambda line: None).action == "up to date"

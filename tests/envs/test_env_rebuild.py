@@ -1,5 +1,6 @@
 """`envs install` builds a new environment beside the old one and swaps it in only when it
-works: a rebuild that fails leaves the working environment as it was. Real venvs, real pip."""
+works: a rebuild that fails leaves the working environment as it was. Real venvs, the real
+installer."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def six_version(python: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-@needs_pypi  # pip installs six from the package index, three times
+@needs_pypi  # the installer gets six from the package index, three times
 def test_failed_rebuild_keeps_the_working_environment(toy):
     toy.write_text("six==1.16.0\n")
     done = manage.install("toy", say=lambda line: None)

@@ -4,7 +4,7 @@ On a GPU machine DALI comes with torch's CUDA build (``requirements/torch-cuda.t
 ``dlperf envs install torch --variant cuda``). On a CPU machine dlperf's environment is left as
 ``make setup`` made it (DALI's wheel is large, and ``make setup`` must stay quick): DALI's own
 hashed lock, ``requirements/torch-dali.txt`` (``dlperf envs lock dali`` from ``torch-dali.in``),
-is installed with ``pip install --target`` into ``<envs root>/torch-dali/site``, leaving out the
+is installed with ``uv pip install --target`` into ``<envs root>/torch-dali/site``, leaving out the
 packages dlperf's environment already has, and a ``--loader dali`` worker appends that directory
 to its ``sys.path`` (:mod:`dlperf.backends.torch.dali_site`). DALI then runs in its CPU-only mode
 (``device_id=None``, CPU operators only). Like a framework environment, the overlay is built
@@ -115,16 +115,15 @@ def install(force: bool = False, verbose: bool = False,
         pins.write_text("\n".join(wanted) + "\n")
         log = target.parent / f"{dali_site.OVERLAY}.{manage.LOG_NAME}"
         log.write_text("")
-        say(f"{NAME}: pip install --target {target / 'site'} -r {LOCK.requirements_file} "
+        say(f"{NAME}: uv pip install --target {target / 'site'} -r {LOCK.requirements_file} "
             f"({len(wanted)} packages; from dlperf's environment: {', '.join(present) or '-'}; "
             f"log: {log})")
-        code = manage._run_logged(
-            [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-             "--progress-bar", "off", "--no-deps", *manage.locked_install_options(LOCK),
-             "--target", str(staging / "site"), "-r", str(pins)], log, verbose)
+        code = manage._run_logged(manage.installer(
+            sys.executable, "--no-deps", *manage.locked_install_options(LOCK),
+            "--target", str(staging / "site"), "-r", str(pins)), log, verbose)
         if code != 0:
             shutil.rmtree(staging, ignore_errors=True)
-            raise InstallError(f"{NAME}: pip install failed (exit {code}); see {log}\n"
+            raise InstallError(f"{NAME}: uv pip install failed (exit {code}); see {log}\n"
                                f"{manage._tail(log)}")
         ok, version = import_version(staging / "site")
         if not ok:

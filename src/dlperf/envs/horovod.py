@@ -380,7 +380,8 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
         try:
             return manage.build(manage.Build(fw, env, base, full, wanted, steps, None,
                                              _checker(fw, mpi, start, wheel),
-                                             _overlay if fw.main else None), verbose, say, start)
+                                             _overlay if fw.main else None, pip=True),
+                                verbose, say, start)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -417,9 +418,9 @@ def _wheel_step(fw: Framework, key: str, mpi: bool, folder: Path, wheel: dict[st
         wheel["path"] = str(kept.path)
         pinned_wheel = folder / "horovod-wheel.txt"
         pinned_wheel.write_text(f"{kept.path} --hash=sha256:{kept.sha256}\n")
-        say(f"{env}: pip install {kept.path.name} (log: {log})")
-        code = manage._run_logged(manage.pip(python, "install", "--require-hashes", "--no-deps",
-                                             "-r", str(pinned_wheel)), log, verbose)
+        say(f"{env}: uv pip install {kept.path.name} (log: {log})")
+        code = manage._run_logged(manage.installer(python, "--require-hashes", "--no-deps",
+                                                   "-r", str(pinned_wheel)), log, verbose)
         if code != 0:
             raise InstallError(f"{env}: installing Horovod's wheel failed (exit {code}); see "
                                f"{log}\n{manage._tail(log)}")
