@@ -369,19 +369,21 @@ def install(name: str, variant: str = "cpu", python: str | None = None, force: b
             + (", mpi" if mpi else " (no Open MPI here: `make horovod` adds it)"))
         folder = Path(tempfile.mkdtemp(prefix="dlperf-horovod-"))
         # Everything but Horovod goes in first: Horovod's build (no isolation) imports
-        # setuptools and wheel, and the framework it compiles against.
+        # setuptools and wheel, and the framework it compiles against. --no-deps: the Horovod
+        # lock is what the framework's lock (or dlperf's, which torch+horovod reads through
+        # its overlay, where the installer does not look) lacks, so the two are complete
+        # together and nothing is left to resolve.
         tools = [line for line in pins if line.split("==")[0] != "horovod"]
         (folder / "build.txt").write_text("\n".join(tools) + "\n")
         steps: list[list[str] | manage.Step] = [] if fw.main else [manage.framework_step(fw)]
-        steps += [["--require-hashes", "--only-binary=:all:", "-r", str(folder / "build.txt")]
-                  ] if tools else []
+        steps += [["--require-hashes", "--only-binary=:all:", "--no-deps", "-r",
+                   str(folder / "build.txt")]] if tools else []
         wheel: dict[str, Any] = {"key": key}
         steps.append(_wheel_step(fw, key, mpi, folder, wheel, say))
         try:
             return manage.build(manage.Build(fw, env, base, full, wanted, steps, None,
                                              _checker(fw, mpi, start, wheel),
-                                             _overlay if fw.main else None, pip=True),
-                                verbose, say, start)
+                                             _overlay if fw.main else None), verbose, say, start)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -455,10 +455,6 @@ class Build:
     step_env: list[dict[str, str]] | None = None
     check: Callable[[str, Path], dict[str, Any]] | None = None
     prepare: Callable[[Path], None] | None = None  # given the new venv, before the steps
-    # pip inside the venv (ensurepip: ~4 CPU-s a venv): only for a build that runs pip in it
-    # (Horovod's `pip wheel`); the installer works from outside, and an environment holds
-    # exactly its lock (`uv pip list --python <env>/bin/python` lists it)
-    pip: bool = False
 
 
 def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -> InstallResult:
@@ -475,8 +471,9 @@ def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -
     log = target.parent / f"{name}.{LOG_NAME}"  # kept beside the envs if the build fails
     log.write_text("")
     python_new = str(staging / "bin" / "python")
-    venv = [job.base, "-m", "venv", *([] if job.pip else ["--without-pip"]), str(staging)]
-    if _run_logged(venv, log, verbose) != 0:
+    # with ensurepip's pip and setuptools, which the locks leave out where a framework uses
+    # setuptools undeclared (Paddle imports it) and Horovod's build runs pip inside the venv
+    if _run_logged([job.base, "-m", "venv", str(staging)], log, verbose) != 0:
         raise InstallError(f"{name}: creating the venv failed; see {log}\n{_tail(log)}")
     if job.prepare is not None:
         job.prepare(staging)
