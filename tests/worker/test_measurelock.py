@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -61,15 +62,31 @@ def test_second_run_waits_then_measures(tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "dlperf.cli", "run", *TINY, "--db",
                              str(tmp_path / "r.db"), "--json", str(out)],
-                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
                             env=env(tmp_path))
-    time.sleep(8)
-    assert proc.poll() is None and not out.exists()  # still waiting
-    lock.stdin.close()
-    lock.wait()
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr
-    assert f"waiting for the host's measurement lock, held by pid {lock.pid}" in stderr
+    waiting = f"waiting for the host's measurement lock, held by pid {lock.pid}"
+    said: list[str] = []
+    told = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if waiting in line:
+                told.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # it says whom it waits for; a moment later it still waits, its result not written
+        assert told.wait(120), "".join(said)
+        time.sleep(1)
+        assert proc.poll() is None and not out.exists()
+    finally:
+        lock.stdin.close()
+        lock.wait()
+    assert proc.wait(timeout=600) == 0, "".join(said)
+    reader.join(60)
     assert out.exists()
 
 
