@@ -68,8 +68,10 @@ lint: setup
 
 # The framework environments the tests use, each from its pinned set in src/dlperf/envs/requirements.
 # Cached under $DLPERF_ENVS (default ~/.cache/dlperf/envs): a no-op while the pins are unchanged.
-# Two installs at a time (each framework has its own install lock; pip spends much of an install
-# byte-compiling on one core), the largest first; xargs exits non-zero if any install failed.
+# Two installs at a time (each framework has its own install lock), the largest first, each
+# through uv (docs/envs.md: from empty caches the eight took 89-103 s and 162-189 CPU-s against
+# pip's 127-142 s and 228-256 CPU-s on a bare 2-core Zen 4, interleaved, 2026-12-07); xargs
+# exits non-zero if any install failed.
 TEST_ENVS ?= mindspore oneflow caffe2 tensorflow tensorflow1 jax paddle mxnet
 ENV_JOBS ?= 2
 envs: setup
@@ -116,7 +118,8 @@ horovod-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 
 # The version environments tests/envs/test_env_versions.py runs (it reads this list): their
-# first install (34 and 41 s on a bare Zen 4, pip resolving, downloading and byte-compiling) is
+# first install (34 and 41 s on a bare Zen 4 with pip; jax's 19.5 s with uv, pip resolving its
+# lock and uv downloading and byte-compiling) is
 # install work, not a test's: `make test` does it beside its first phases, before Horovod's
 # builds (below; a test that needs one first waits on its install lock, and its idle core is
 # what the install then runs on), so a test's time no longer depends on whether the environment
