@@ -118,13 +118,13 @@ def install(force: bool = False, verbose: bool = False,
         say(f"{NAME}: uv pip install --target {target / 'site'} -r {LOCK.requirements_file} "
             f"({len(wanted)} packages; from dlperf's environment: {', '.join(present) or '-'}; "
             f"log: {log})")
-        code = manage._run_logged(manage.installer(
-            sys.executable, "--no-deps", *manage.locked_install_options(LOCK),
-            "--target", str(staging / "site"), "-r", str(pins)), log, verbose)
-        if code != 0:
+        try:
+            manage.install_logged(NAME, sys.executable, [
+                "--no-deps", *manage.locked_install_options(LOCK),
+                "--target", str(staging / "site"), "-r", str(pins)], log, verbose)
+        except InstallError:
             shutil.rmtree(staging, ignore_errors=True)
-            raise InstallError(f"{NAME}: uv pip install failed (exit {code}); see {log}\n"
-                               f"{manage._tail(log)}")
+            raise
         ok, version = import_version(staging / "site")
         if not ok:
             shutil.rmtree(staging, ignore_errors=True)

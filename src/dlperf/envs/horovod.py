@@ -421,11 +421,9 @@ def _wheel_step(fw: Framework, key: str, mpi: bool, folder: Path, wheel: dict[st
         pinned_wheel = folder / "horovod-wheel.txt"
         pinned_wheel.write_text(f"{kept.path} --hash=sha256:{kept.sha256}\n")
         say(f"{env}: uv pip install {kept.path.name} (log: {log})")
-        code = manage._run_logged(manage.installer(python, "--require-hashes", "--no-deps",
-                                                   "-r", str(pinned_wheel)), log, verbose)
-        if code != 0:
-            raise InstallError(f"{env}: installing Horovod's wheel failed (exit {code}); see "
-                               f"{log}\n{manage._tail(log)}")
+        manage.install_logged(env, python, ["--require-hashes", "--no-deps", "-r",
+                                            str(pinned_wheel)], log, verbose,
+                              what="installing Horovod's wheel")
 
     return step
 

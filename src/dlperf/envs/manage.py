@@ -32,7 +32,7 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -283,11 +283,8 @@ def _install_main_variant(fw: Framework, verbose: bool, say: Callable[[str], Non
     log.parent.mkdir(parents=True, exist_ok=True)
     say(f"{fw.name}: uv pip install -r {fw.requirements_file} into dlperf's own environment "
         f"(log: {log})")
-    code = _run_logged(installer(sys.executable, *locked_install_options(fw),
-                                 "-r", str(fw.requirements_file)), log, verbose)
-    if code != 0:
-        raise InstallError(f"{fw.name}: uv pip install failed (exit {code}); see {log}\n"
-                           f"{_tail(log)}")
+    install_logged(fw.name, sys.executable,
+                   [*locked_install_options(fw), "-r", str(fw.requirements_file)], log, verbose)
     st = status(fw.name)
     return InstallResult(fw.name, "installed", sys.executable, st.python or "", st.version,
                          time.monotonic() - start)
@@ -324,6 +321,16 @@ def installer(python: str, *args: str) -> list[str]:
     return [uv(), "pip", "install", "--python", python, "--no-config", "--color", "never",
             "--no-progress", "--compile-bytecode", "--index-strategy", "unsafe-best-match",
             *args]
+
+
+def install_logged(label: str, python: str, args: Sequence[str], log: Path, verbose: bool,
+                   extra_env: dict[str, str] | None = None, what: str = "uv pip install") -> None:
+    """Install ``args`` into ``python``'s environment with :func:`installer`, its output
+    appended to ``log``; an InstallError that names ``what`` failed, its exit code and the
+    log, then the log's last lines, when it fails (every install site says it the same way)."""
+    code = _run_logged(installer(python, *args), log, verbose, extra_env)
+    if code != 0:
+        raise InstallError(f"{label}: {what} failed (exit {code}); see {log}\n{_tail(log)}")
 
 
 def _run_logged(argv: list[str], log: Path, echo: bool,
@@ -487,12 +494,12 @@ def build(job: Build, verbose: bool, say: Callable[[str], None], start: float) -
             continue
         say(f"{name}: uv pip install {' '.join(a for a in args if a == '-r' or a[0] != '-')} "
             f"(log: {log})")
-        code = _run_logged(installer(python_new, *args), log, verbose,
+        try:
+            install_logged(name, python_new, args, log, verbose,
                            (job.step_env or [{}] * len(job.steps))[i])
-        if code != 0:
+        except InstallError:
             shutil.rmtree(staging, ignore_errors=True)
-            raise InstallError(f"{name}: uv pip install failed (exit {code}); see {log}\n"
-                               f"{_tail(log)}")
+            raise
     ok, version = import_version(python_new, fw)
     facts: dict[str, Any] = {}
     try:
