@@ -1,9 +1,10 @@
 """`dlperf reproduce STUDY`: each study's CPU scale run at --tiny shapes (real workers, real
 SQLite; the dlperf, NVIDIA and Dell EMC studies from their own sweep files, ResNet-50 cut to a
-bottleneck a stage, the dlperf and NVIDIA ones narrowed to the cells the tests read) to a report
-laid out like the published tables, checked against the reference tables' rows and columns and
-against the stored results; the refusals; every sweep file under sweeps/ loaded and validated
-(and named in docs/sweeps.md); the report's precision columns."""
+bottleneck a stage, the dlperf and NVIDIA ones narrowed to the cells the tests read, the cases
+Dell EMC shares with NVIDIA measured once) to a report laid out like the published tables,
+checked against the reference tables' rows and columns and against the stored results; the
+refusals; every sweep file under sweeps/ loaded and validated (and named in docs/sweeps.md);
+the report's precision columns."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from conftest import CUT_RESNET50, dlperf_main, gpus_listed, own_lock
 from dlperf import reference
 from dlperf.reference import render
 from dlperf.report.ratios import ratio_text
+from dlperf.store import Store
 from dlperf.studies import reproduce
 from dlperf.studies import sweep as sweep_mod
 
@@ -192,16 +194,46 @@ def test_the_published_scale_names_what_this_machine_lacks(tmp_path):
 
 # --- each study, measured at --tiny ----------------------------------------------------------
 
-def reproduced(tmp_path_factory, name: str, *args: str) -> tuple[Path, str, list[dict]]:
+def reproduced(tmp_path_factory, name: str, *args: str,
+               reused: Path | None = None) -> tuple[Path, str, list[dict]]:
     """`dlperf reproduce NAME --tiny ARGS`: its database, its Markdown report, what it stored.
     Through dlperf's main in this process: its workers are still fresh processes, and a harness
-    interpreter of its own (~2 s of CPU) checks nothing test_fuzz_cli does not."""
+    interpreter of its own (~2 s of CPU) checks nothing test_fuzz_cli does not. With
+    ``reused``, the runs of that database that are cases of this reproduction are stored first
+    (:func:`copy_runs`) and it runs with --resume: it measures only the others."""
     root = tmp_path_factory.mktemp(name)
     db, out = root / "r.db", root / "report.md"
+    copied = 0
+    if reused is not None:
+        sweep = Path(args[args.index("--sweep") + 1])
+        plan = reproduce.plan(reproduce.get(name), "cpu", sweep, tiny=True)
+        copied = copy_runs(reused, db, plan.sweep.name, plan.all_keys)
+        assert copied, f"no run of {reused} is a case of {name}"
+        args = (*args, "--resume")
     proc = dlperf_main("reproduce", name, "--tiny", *args, "--db", str(db), "-o", str(out),
                        timeout=600, env=LOCK)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not copied or f"{copied} taken from the database" in proc.stdout, proc.stdout
     return db, out.read_text(), stored(db)
+
+
+def copy_runs(source: Path, db: Path, sweep: str, keys: frozenset[str]) -> int:
+    """Store in ``db``, as runs of ``sweep``, the finished runs of ``source`` whose case is one
+    of ``keys`` (their case, environment, repeats and result as they are), through the store's
+    own writes: what `dlperf reproduce --resume` then takes as measured (it resumes by sweep
+    name and case key). How many were copied."""
+    copied = 0
+    with Store(source, readonly=True) as old, Store(db) as new:
+        for row in old.runs("result_json IS NOT NULL"):
+            if row["case_key"] not in keys:
+                continue
+            run_id = new.start_run(row["case_key"], row["label"], json.loads(row["case_json"]),
+                                   old.decode(row, "env_json"), sweep)
+            for index, repeat in enumerate(old.repeats(row["id"])):
+                new.add_repeat(run_id, index, repeat)
+            new.finish_run(run_id, {**old.decode(row), "run_id": run_id})
+            copied += 1
+    return copied
 
 
 def narrowed_sweep(root: Path, study: str, precisions: list[str] | None = None,
@@ -403,12 +435,19 @@ def test_report_precision_columns_and_baseline(nvidia_study):
 
 @pytest.fixture(scope="module")
 @slow_setup("six cases (MXNet ResNet-50 fp32 and amp-bf16 on 1 and 2 processes over its "
-            "kvstore, ONNX Runtime int8 and fp32), each in fresh worker processes")
-def dell_study(tmp_path_factory):
-    # the study's own cases, its ResNet-50 cut (narrowed_sweep)
+            "kvstore, ONNX Runtime int8 and fp32), four of them measured in fresh worker "
+            "processes: the two fp32 ones are nvidia_study's runs of the same cases")
+def dell_study(tmp_path_factory, nvidia_study):
+    # the study's own cases, its ResNet-50 cut (narrowed_sweep). MXNet fp32 at batch 4 on 1 and
+    # 2 processes is a cell of both studies, the same case at --tiny (the same key): measured
+    # once, by nvidia_study, and stored here before the rest is measured (--resume). They were
+    # 11 of this fixture's 26 worker CPU-s (3 + 8: the 2-process run is four MXNet
+    # interpreters, kvstore scheduler and server beside the ranks).
     sweep = narrowed_sweep(tmp_path_factory.mktemp("dell-sweep"), "dell-emc")
-    return reproduced(tmp_path_factory, "dell-emc", "--framework", "mxnet,onnxruntime",
-                      "--sweep", str(sweep))
+    found = reproduced(tmp_path_factory, "dell-emc", "--framework", "mxnet,onnxruntime",
+                       "--sweep", str(sweep), reused=nvidia_study[0])
+    assert len(found[2]) == 6, [r["label"] for r in found[2]]
+    return found
 
 
 @pytest.mark.spans_cores
