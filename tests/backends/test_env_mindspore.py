@@ -81,7 +81,9 @@ def test_environment_matches_pinned_set(mindspore_env):
 def test_both_models_have_the_catalogue_parameter_count(plain_truths):
     """Built inside MindSpore's own interpreter, default (full-size) knobs, and ResNet-50 cut
     to one block per stage (``max_blocks=1``): the first thing the interpreter of
-    :func:`plain_truths` does, before any case sets a mode."""
+    :func:`plain_truths` does, before any case sets a mode. Every Cell and Parameter is built
+    with its shape; only the initial values are not drawn (``TRUTH``'s ``no_init_parameters``),
+    which a count never reads."""
     built = plain_truths["params"]
     assert built == {"resnet50": models.get("resnet50").params(),
                      "resnet50 max_blocks=1": models.get("resnet50").params({"max_blocks": 1}),
@@ -196,9 +198,14 @@ out = {}
 if sys.argv[3] == "count":  # the catalogue's parameter counts, before any case sets a mode
     from dlperf.backends.mindspore import bert, resnet
     from dlperf.backends.mindspore.workload import count_params
-    out["params"] = {"resnet50": count_params(resnet.ResNet50(1000)),
-                     "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
-                     "bert-base": count_params(bert.BertForPreTraining())}
+    try:  # each Parameter with its shape, its values not drawn (BERT-Base's 110 M: 3 CPU-s)
+        from mindspore.nn.utils import no_init_parameters
+    except ImportError:  # marked to go after 2.9.0, still in 2.10.0: without it, values drawn
+        from contextlib import nullcontext as no_init_parameters
+    with no_init_parameters():
+        out["params"] = {"resnet50": count_params(resnet.ResNet50(1000)),
+                         "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
+                         "bert-base": count_params(bert.BertForPreTraining())}
 from dlperf.backends.mindspore import backend
 set_threads, threads = backend.set_threads, []
 def set_threads_once():  # MindSpore sizes its CPU pool once a process: the first case's stays
@@ -273,18 +280,32 @@ FP16 = [("resnet50", "train", "amp-fp16"), ("bert-base", "train", "amp-fp16"),
         ("resnet50", "infer", "fp16"), ("bert-base", "infer", "fp16")]
 
 
-@pytest.fixture(scope="module")
-def plain_truths(mindspore_env, tmp_path_factory) -> dict:
-    """The parameter counts, then each of BF16 one step, in one MindSpore interpreter."""
-    return run_in_env([case[:4] for case in BF16], tmp_path_factory.mktemp("bf16"), count=True)
+# MindSpore's C++ log at errors (GLOG_v=3, as the worker keeps it) but for its DEVICE module at
+# INFO, whose kernel selection (kernel_select_cpu.cc) writes every "kernel attr info" line that
+# GLOG_v=1 writes: the same 2090 lines for FP16's four cases, in 0.8 MB of log instead of 7.4 MB
+KERNEL_SELECTION_LOG = {"GLOG_v": "3", "MS_SUBMODULE_LOG_v": "{DEVICE:1}"}
 
 
 @pytest.fixture(scope="module")
-def logged_truths(mindspore_env, tmp_path_factory) -> dict:
-    """Each of FP16 one compiled step in one MindSpore interpreter, its kernel selection logged
-    at INFO (GLOG_v=1) to each case's own log."""
-    return run_in_env([(*case, True) for case in FP16], tmp_path_factory.mktemp("fp16"),
-                      env={"GLOG_v": "1"})
+def truths(mindspore_env, tmp_path_factory) -> dict:
+    """The parameter counts, then each of FP16 one compiled step, then each of BF16 one step
+    (the ones that fail, last), all in one MindSpore interpreter (one start-up and import, 1.1 to
+    1.5 CPU-s, for both sets), its kernel selection logged (KERNEL_SELECTION_LOG) to each case's
+    own log."""
+    return run_in_env([(*case, True) for case in FP16] + [case[:4] for case in BF16],
+                      tmp_path_factory.mktemp("truths"), env=KERNEL_SELECTION_LOG, count=True)
+
+
+@pytest.fixture(scope="module")
+def plain_truths(truths) -> dict:
+    """The parameter counts and each of BF16's outcome and log."""
+    return {key: truths[key] for key in ["params", *(case[:4] for case in BF16)]}
+
+
+@pytest.fixture(scope="module")
+def logged_truths(truths) -> dict:
+    """Each of FP16's compiled step: its outcome and its log, with the kernel selection."""
+    return {key: truths[key] for key in [(*case, True) for case in FP16]}
 
 
 @pytest.mark.parametrize("model,task,precision,compiled,error", BF16,
@@ -304,9 +325,10 @@ KERNEL = re.compile(r"/(\w+)-op\d+ kernel attr info: input\[([^\]]*)\] output\[(
 
 @pytest.mark.parametrize("model,task,precision", FP16)
 def test_declared_fp16_refusal_is_what_mindspore_does(logged_truths, model, task, precision):
-    """float16 runs on the CPU, but MindSpore's kernel selection (logged at INFO, GLOG_v=1)
-    picks the Float32 kernels of every convolution and matrix product and casts to and from
-    float16 around them: fp32 arithmetic under an fp16 label, which the declaration refuses."""
+    """float16 runs on the CPU, but MindSpore's kernel selection (logged at INFO,
+    KERNEL_SELECTION_LOG) picks the Float32 kernels of every convolution and matrix product and
+    casts to and from float16 around them: fp32 arithmetic under an fp16 label, which the
+    declaration refuses."""
     assert "insert_cast_cpu" in SUPPORT.reason("cpu/" + precision)
     result, log = logged_truths[(model, task, precision, True)]
     assert result.startswith("VALUE="), (result, log[-3000:])
