@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (CUT_RESNET50_FLAGS, VOTE_MAX_STEPS, check_voted_warmup, dlperf, files_of,
-                      load, pinned_env, tiny_dataset)
+from conftest import (CUT_RESNET50_FLAGS, VOTE_MAX_STEPS, check_voted_warmup, dlperf_main,
+                      files_of, load, pinned_env, tiny_dataset)
 from dlperf.store import Store
 
 # two ranks, a core each, reading disjoint shards.
@@ -43,6 +43,9 @@ FRAMEWORKS = ("torch", "tensorflow", "jax", "paddle")
 PIPELINE = {"torch": ("torch.utils.data.DataLoader", None), "tensorflow": ("tf.data", "NHWC"),
             "jax": ("numpy loader", "NHWC"), "paddle": ("paddle.io.DataLoader", "NCHW")}
 MANIFEST = "dlperf-dataset.json"
+# each test's `dlperf run` goes through dlperf_main in this process: the harness itself is not
+# what is checked (its ranks and launchers are still fresh processes), and a fresh harness
+# interpreter cost ~0.5 CPU-s a test (of 8) on a 2-core EPYC
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +129,10 @@ def test_two_processes_train_on_disjoint_shards(framework, even, tmp_path, tagge
     db = tmp_path / "r.db"
     # ResNet-50 cut to a bottleneck a stage (conftest's CUT_RESNET50): what is checked is the
     # shards the ranks read and the pipeline that fed the model, whatever its depth
-    proc = dlperf("run", "--framework", framework, *TINY, *CUT_RESNET50_FLAGS,
-                  "--warmup-steps", str(WARMUP), "--steps", str(STEPS), "--devices", str(RANKS),
-                  "--threads-per-process", "1", "--data", str(even), "--db", str(db),
-                  "--json", str(tmp_path / "r.json"), timeout=600)
+    proc = dlperf_main("run", "--framework", framework, *TINY, *CUT_RESNET50_FLAGS,
+                       "--warmup-steps", str(WARMUP), "--steps", str(STEPS), "--devices", str(RANKS),
+                       "--threads-per-process", "1", "--data", str(even), "--db", str(db),
+                       "--json", str(tmp_path / "r.json"), timeout=600)
     result = load(tmp_path / "r.json")
     assert proc.returncode == 0, (result.get("error"), proc.stderr[-3000:])
     check_ranks(result, steps=STEPS)
@@ -160,11 +163,11 @@ def test_data_only_on_two_processes_uneven_split(framework, odd, tmp_path, tagge
     by a vote through the framework's collectives."""
     prepare(framework)
     db = tmp_path / "r.db"
-    proc = dlperf("run", "--framework", framework, *TINY, "--warmup-steps", "auto",
-                  "--warmup-max-steps", str(VOTE_MAX_STEPS), "--steps", str(STEPS),
-                  "--devices", str(RANKS), "--threads-per-process", "1", "--data", str(odd),
-                  "--data-only", "--timeout", "300", "--db", str(db),
-                  "--json", str(tmp_path / "r.json"), timeout=600)
+    proc = dlperf_main("run", "--framework", framework, *TINY, "--warmup-steps", "auto",
+                       "--warmup-max-steps", str(VOTE_MAX_STEPS), "--steps", str(STEPS),
+                       "--devices", str(RANKS), "--threads-per-process", "1", "--data", str(odd),
+                       "--data-only", "--timeout", "300", "--db", str(db),
+                       "--json", str(tmp_path / "r.json"), timeout=600)
     result = load(tmp_path / "r.json")
     assert proc.returncode == 0, (result.get("error"), proc.stderr[-3000:])
     check_ranks(result, steps=STEPS)
