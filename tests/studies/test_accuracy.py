@@ -25,6 +25,7 @@ import sklearn  # noqa: F401  (the accuracy extra: a missing one must fail, not 
 import torch
 
 TIMEOUT_S = 900
+BATCH = 128  # the end-to-end test's training batch (the recipe's default is 32)
 
 
 def dlperf(*args: object, cache: Path, check: int | None = None, in_process: bool = False,
@@ -151,9 +152,13 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     cache = tmp_path / "cache"
     first = tmp_path / "first.json"
     # INT8 calibrated on 64 training images (the default is 256): it must still score far
-    # above chance (below). One epoch (its warm-up, then its cosine decay): the scores need only
-    # be far above chance, and training is most of the test's CPU time
-    proc = dlperf("--model", "googlenet", "--epochs", "1", "--precisions", "fp32,int8",
+    # above chance (below). One epoch (its warm-up, then its cosine decay) in batches of 128:
+    # the scores need only be far above chance. Batch 128 trains the epoch in 9 steps for
+    # 5.0-5.5 CPU-s against 7.0-7.3 in batch 32's 39 (one core, 2026-12-07), its held-out top-1
+    # 87-92 % over seeds 0-3 (batch 32: 91 % at seed 0); the later runs reuse these weights
+    # only with the same recipe, so they pass the same --batch-size
+    proc = dlperf("--model", "googlenet", "--epochs", "1", "--batch-size", BATCH,
+                  "--precisions", "fp32,int8",
                   "--frameworks", "torch,onnxruntime", "--calibration-samples", "64",
                   "--json", first, cache=cache, check=0, in_process=True, timeout=TIMEOUT_S)
     assert "fp32 top-1" in proc.stdout and "googlenet" in proc.stdout
@@ -182,7 +187,7 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     assert weights.exists() and weights.parent == cache / "accuracy"
 
     second = tmp_path / "second.json"
-    dlperf("--model", "googlenet", "--epochs", "1", "--precisions", "fp32",
+    dlperf("--model", "googlenet", "--epochs", "1", "--batch-size", BATCH, "--precisions", "fp32",
            "--json", second, cache=cache, check=0, in_process=True, timeout=TIMEOUT_S)
     again = json.loads(second.read_text())["results"][0]
     assert again["training"]["cached"] is True
@@ -192,9 +197,9 @@ def test_digits_fp32_vs_int8_end_to_end_with_cache(tmp_path):
     # ONNX Runtime's fp16 is its fp32 export (cached above) converted: the same network, whose
     # answers move by a sample or two at most
     half = tmp_path / "half.json"
-    dlperf("--model", "googlenet", "--epochs", "1", "--precisions", "fp16", "--frameworks",
-           "onnxruntime", "--json", half, cache=cache, check=0, in_process=True,
-           timeout=TIMEOUT_S)
+    dlperf("--model", "googlenet", "--epochs", "1", "--batch-size", BATCH, "--precisions",
+           "fp16", "--frameworks", "onnxruntime", "--json", half, cache=cache, check=0,
+           in_process=True, timeout=TIMEOUT_S)
     row = json.loads(half.read_text())["rows"][0]
     assert (row["framework"], row["precision"], row["status"]) == ("onnxruntime", "fp16", "ok")
     assert row["fp32_top1"] == rows[("onnxruntime", "int8")]["fp32_top1"]

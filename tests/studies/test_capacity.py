@@ -16,18 +16,25 @@ TINY_BERT = ["--framework", "torch", "--model", "bert-base", "--batch-size", "1"
              "--knob", "layers=1", "--knob", "hidden=32", "--knob", "heads=2",
              "--knob", "intermediate=64", "--knob", "vocab_size=500"]
 # a narrow Wide & Deep: its memory is the two embedding tables (and their Adam moments), so the
-# vocabulary bounds it and each probe's step stays a few milliseconds, whatever its size
+# vocabulary bounds it and each probe's step stays a few milliseconds, whatever its size. One
+# thread a worker: each thread's stack and arena count in the data segment (~17 MB; 32 threads
+# against 1: +536 MB), so with a thread a core the boundary moved with the machine's cores
 TINY_WIDE_DEEP = ["--framework", "torch", "--model", "wide-deep", "--batch-size", "64",
-                  "--knob", "hidden_units=1", "--knob", "hidden_size=16"]
-LIMIT = "1200MiB"
-# 3M rows fit with room to spare (2M: ~0.7 GiB resident of the 1.2 GiB address space; the
-# boundary is near 4.7M): growth 3M, 6M reaches it in two probes, a probe sooner than from 2M
-# (2M, 4M, 8M) and two sooner than from 1M. A resolution of 1M bisects 3M..6M in two probes
-# (4.5M, then 5.25M or 3.75M), as many as 4M..8M took (6M, 5M) and one fewer than a resolution
-# of 0.5M; each probe is a fresh torch worker, ~5 s
-START = 3_000_000
-RESOLUTION = 1_000_000
-SEARCH_LIMIT = int(1.8 * 2**30)  # the on_oom: search sweep's address-space limit
+                  "--knob", "hidden_units=1", "--knob", "hidden_size=16",
+                  "--threads-per-process", "1"]
+# A row costs ~205 bytes of the data segment (its 17 floats and their two Adam moments) over a
+# one-thread torch worker's own ~0.3 GB: under 700 MiB the boundary is between 2.25M rows (ok)
+# and 2.5M (oom) in a worker alone (in this test 2.25M ran and 2.625M did not). Each probe is
+# a fresh torch worker whose import is most of its ~2.5 CPU-s; the table's rows add the rest:
+# under 1200 MiB (boundary ~4.8M rows) a probe took ~0.5 CPU-s more, ~3 CPU-s over the test's
+# six (measured on a loaded 2-core AMD EPYC, 2026-12-07).
+LIMIT = "700MiB"
+# growth 1.5M (ok), 3M (oom) reaches the boundary in two probes; a resolution of 0.5M bisects
+# 1.5M..3M in two (2.25M, then 2.625M or 1.875M), and the direct check one resolution either
+# side of the answer, ~100 MB of the limit, is two probes (series: below, then above, < 2x)
+START = 1_500_000
+RESOLUTION = 500_000
+SEARCH_LIMIT = int(1.15 * 2**30)  # the on_oom: search sweep's address-space limit
 
 
 def run_capacity(tmp_path, *args,
@@ -103,10 +110,13 @@ def test_search_finds_the_boundary_a_direct_check_confirms(tmp_path):
 def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp_path):
     # each size doubles the step time; a short --timeout ends the growth with `timeout` (the
     # sizes before it, if any on this machine, ran ok). From batch 256 (~1 s a step on a 2-core
-    # CPU, 6 steps) the first probe is the one that times out here: one probe of 5 s, not an ok
-    # probe at 32 before it (growth through ok probes: the boundary search above)
+    # CPU, 6 steps, after ~2.5 CPU-s of import and build) the first probe is the one that times
+    # out: one probe of 2 s, not an ok probe at 32 before it (growth through ok probes: the
+    # boundary search above). The worker computes until it is stopped: under `make test` (a
+    # core of its own) each second of --timeout is a CPU-second. Through dlperf's main in this
+    # process, as the search above: the probe is still a fresh worker
     proc, answer = run_capacity(tmp_path, *TINY_RESNET, "--param", "batch_size", "--from", "256",
-                          "--timeout", "5")
+                                "--timeout", "2", run=dlperf_main)
     assert proc.returncode == 1, proc.stderr[-2000:]
     statuses = [p["status"] for p in answer["probes"]]
     assert statuses[-1] == "timeout" and set(statuses[:-1]) <= {"ok"}
@@ -116,8 +126,10 @@ def test_a_failure_other_than_memory_stops_the_search_instead_of_bounding_it(tmp
 
 def test_the_models_own_range_ends_the_search_with_its_reason(tmp_path):
     # BERT's position table has 512 rows: seq_len 1024 is refused by the model, not a memory
-    # bound (one probe that runs, at the table's own size, then the refusal)
-    proc, answer = run_capacity(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "512")
+    # bound (one probe that runs, at the table's own size, then the refusal); through dlperf's
+    # main in this process, as the search above: the probe is still a fresh worker
+    proc, answer = run_capacity(tmp_path, *TINY_BERT, "--param", "seq_len", "--from", "512",
+                                run=dlperf_main)
     assert proc.returncode == 1
     assert [(p["value"], p["status"]) for p in answer["probes"]] == [(512, "ok")]
     assert answer["stopped"] == ("probe 1024: refused: knobs: seq_len (1024) exceeds "
@@ -146,17 +158,23 @@ def test_bad_questions_are_one_line_and_exit_2(tmp_path, args, message):
 
 def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_path,
                                                                         monkeypatch):
-    """The sweep library under a 1.8 GiB address-space launcher (the session's oom-halve
-    launcher, its limit lowered): a 50k-vocabulary BERT runs out of memory at batch 8 of 256
+    """The sweep library under a 1.15 GiB address-space launcher (the session's oom-halve
+    launcher, its limit lowered): a 25k-vocabulary BERT runs out of memory at batch 8 of 256
     tokens; `on_oom: search` halves to a size that fits, bisects between it and 8 with short
     probes, and measures the case at the largest.
 
     The session's oom-halve sweep (100k vocabulary, 32 x 64 tokens, 3 GiB) in 8 x 256 tokens:
     the bisection from 4 to 8 takes two probes where 16 to 32 took four. The [tokens, vocabulary]
-    logits are nearly all of a step's bytes and time: half the vocabulary under a limit ~1.2 GiB
-    lower (a torch worker's own address space is ~0.85 GiB) keeps the boundary between 6 and 7,
-    with about the same margin below 8 (~0.25 GiB) and ~0.35 GiB above 4, and halves each
-    probe's seconds of softmax (measured 85 s -> 46 s for the whole search, loaded 2-core).
+    logits are nearly all of a step's bytes and time, ~80 MiB of address space a sample at 25k.
+    One thread a worker (`threads: 1`): each thread of a torch worker adds ~49 MB of address
+    space (its stack and malloc arena; VmSize with 32 threads against 1), so without it the
+    boundary moved with the machine's cores (50k under 1.8 GiB: batch 4, 1.45 GB with two
+    threads, stops fitting from ~12) and by ~120 MB between a `make test` worker pinned to a
+    core and an unpinned one on two cores. With it, a worker as the harness starts it (with its
+    lifeline thread) peaks at 1063, 1139, 1218, 1294 and 1369 MiB at batch 4 to 8 (VmPeak, two
+    runs each within 4 MiB), so 1.15 GiB (1178 MiB) keeps 5 and 6 ~40 MiB either side of it, 4
+    115 MiB inside and 8 190 MiB outside. 50k under 1.8 GiB took ~1.5 CPU-s more a run (of
+    ~3.5 at 25k; five runs: 8, 4, 6, 5 and the measurement at 5).
     The probes' window is the measurement's, one warmup step and two timed (the product's is
     two and three): the second step is the first whose forward and backward run beside Adam's
     moments, and no later one needs more; the softmax's seconds are most of a probe's."""
@@ -174,7 +192,8 @@ def test_a_sweep_with_on_oom_search_measures_the_largest_batch_that_fits(tmp_pat
     text = (OOM_SWEEP.replace("on_oom: halve", "on_oom: search")
             .replace("name: oom-halve", "name: oom-search"))
     for old, new in (("seq_len: 64", "seq_len: 256"), ("batch_size: [32]", "batch_size: [8]"),
-                     ("vocab_size: 100000", "vocab_size: 50000")):
+                     ("vocab_size: 100000", "vocab_size: 25000"),
+                     ("  repeats: 1\n", "  repeats: 1\n  threads: 1\n")):
         assert old in text
         text = text.replace(old, new)
     sweep_file.write_text(text)
