@@ -78,13 +78,13 @@ def test_environment_matches_pinned_set(mindspore_env):
     assert "CUDA 11" in (envs.registry.get("mindspore", "cuda").refused or "")
 
 
-def test_both_models_have_the_catalogue_parameter_count(plain_truths):
+def test_both_models_have_the_catalogue_parameter_count(truths):
     """Built inside MindSpore's own interpreter, default (full-size) knobs, and ResNet-50 cut
     to one block per stage (``max_blocks=1``): the first thing the interpreter of
-    :func:`plain_truths` does, before any case sets a mode. Every Cell and Parameter is built
+    :func:`truths` does, before any case sets a mode. Every Cell and Parameter is built
     with its shape; only the initial values are not drawn (``TRUTH``'s ``no_init_parameters``),
     which a count never reads."""
-    built = plain_truths["params"]
+    built = truths["params"]
     assert built == {"resnet50": models.get("resnet50").params(),
                      "resnet50 max_blocks=1": models.get("resnet50").params({"max_blocks": 1}),
                      "bert-base": models.get("bert-base").params()}
@@ -198,10 +198,9 @@ out = {}
 if sys.argv[3] == "count":  # the catalogue's parameter counts, before any case sets a mode
     from dlperf.backends.mindspore import bert, resnet
     from dlperf.backends.mindspore.workload import count_params
-    try:  # each Parameter with its shape, its values not drawn (BERT-Base's 110 M: 3 CPU-s)
-        from mindspore.nn.utils import no_init_parameters
-    except ImportError:  # marked to go after 2.9.0, still in 2.10.0: without it, values drawn
-        from contextlib import nullcontext as no_init_parameters
+    # each Parameter with its shape, its values not drawn (BERT-Base's 110 M: 3 CPU-s); MindSpore
+    # marks no_init_parameters to go after 2.9.0: a pin without it fails here, by name
+    from mindspore.nn.utils import no_init_parameters
     with no_init_parameters():
         out["params"] = {"resnet50": count_params(resnet.ResNet50(1000)),
                          "resnet50 max_blocks=1": count_params(resnet.ResNet50(1000, 1)),
@@ -296,26 +295,15 @@ def truths(mindspore_env, tmp_path_factory) -> dict:
                       tmp_path_factory.mktemp("truths"), env=KERNEL_SELECTION_LOG, count=True)
 
 
-@pytest.fixture(scope="module")
-def plain_truths(truths) -> dict:
-    """The parameter counts and each of BF16's outcome and log."""
-    return {key: truths[key] for key in ["params", *(case[:4] for case in BF16)]}
-
-
-@pytest.fixture(scope="module")
-def logged_truths(truths) -> dict:
-    """Each of FP16's compiled step: its outcome and its log, with the kernel selection."""
-    return {key: truths[key] for key in [(*case, True) for case in FP16]}
-
 
 @pytest.mark.parametrize("model,task,precision,compiled,error", BF16,
                          ids=[f"{m}-{t}-{p}-{'graph' if c else 'pynative'}"
                               for m, t, p, c, e in BF16])
-def test_declared_bf16_refusal_is_mindspores_own_error(plain_truths, model, task, precision,
+def test_declared_bf16_refusal_is_mindspores_own_error(truths, model, task, precision,
                                                       compiled, error):
     assert SUPPORT.refusal({"model": model, "task": task, "precision": precision}, "cpu")
     assert error in SUPPORT.reason("cpu/" + precision)
-    result, log = plain_truths[(model, task, precision, compiled)]
+    result, log = truths[(model, task, precision, compiled)]
     assert result.startswith("ERROR=") and error in result, (result, log[-3000:])
 
 
@@ -324,13 +312,13 @@ KERNEL = re.compile(r"/(\w+)-op\d+ kernel attr info: input\[([^\]]*)\] output\[(
 
 
 @pytest.mark.parametrize("model,task,precision", FP16)
-def test_declared_fp16_refusal_is_what_mindspore_does(logged_truths, model, task, precision):
+def test_declared_fp16_refusal_is_what_mindspore_does(truths, model, task, precision):
     """float16 runs on the CPU, but MindSpore's kernel selection (logged at INFO,
     KERNEL_SELECTION_LOG) picks the Float32 kernels of every convolution and matrix product and
     casts to and from float16 around them: fp32 arithmetic under an fp16 label, which the
     declaration refuses."""
     assert "insert_cast_cpu" in SUPPORT.reason("cpu/" + precision)
-    result, log = logged_truths[(model, task, precision, True)]
+    result, log = truths[(model, task, precision, True)]
     assert result.startswith("VALUE="), (result, log[-3000:])
     kernels = KERNEL.findall(log.replace(" DefaultFormat", ""))
     heavy = [inputs for op, inputs, _ in kernels if op in HEAVY_OPS]

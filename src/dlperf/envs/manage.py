@@ -312,12 +312,12 @@ def installer(python: str, *args: str) -> list[str]:
     """The command line that installs ``args`` (pip's install options and ``-r FILE``) into
     the environment of ``python``: uv's pip interface, the same hashed, wheels-only install
     as pip with about a quarter less CPU time (the eight environments `make test` installs
-    first: 162-189 CPU-s against 228-256, docs/envs.md). Where the two differ it is told to do what pip does: bytecode compiled at install (the project's
-    machines set PYTHONDONTWRITEBYTECODE, so no import would write it later), every index
-    searched for the best match, no configuration file of the working directory's. Its files
-    are hard-linked from uv's cache (``uv cache dir``) where that is on the same file system,
-    so a second environment with the same wheel (a Horovod environment's framework) unpacks
-    nothing."""
+    first: 162-189 CPU-s against 228-256, docs/envs.md). Where the two differ it is told to do
+    what pip does: bytecode compiled at install (the project's machines set
+    PYTHONDONTWRITEBYTECODE, so no import would write it later), every index searched for the
+    best match, no configuration file of the working directory's. Its files are hard-linked
+    from uv's cache (``uv cache dir``) where that is on the same file system, so a second
+    environment with the same wheel (a Horovod environment's framework) unpacks nothing."""
     return [uv(), "pip", "install", "--python", python, "--no-config", "--color", "never",
             "--no-progress", "--compile-bytecode", "--index-strategy", "unsafe-best-match",
             *args]
