@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from ceiling import slow_setup
-from conftest import CUT_RESNET50_FLAGS, dlperf, dlperf_main, load
+from conftest import CUT_RESNET50_FLAGS, dlperf_main, load
 from dlperf.commands import _flags, gate
 from dlperf.history import changepoints, reproduce, series
 from dlperf.spec import Case
@@ -184,8 +184,8 @@ def test_history_finds_the_slowdown_where_it_began(history_db, tmp_path):
     assert len({p.case_key for p in points}) == 1  # one case: the core count is not its identity
     assert [p.label for p in points] == list(LABELS)
     out = tmp_path / "h.json"
-    proc = dlperf("history", "--db", str(history_db), "--framework", "torch", "--model",
-                  "resnet50", "--json", str(out), check=True)
+    proc = dlperf_main("history", "--db", str(history_db), "--framework", "torch", "--model",
+                       "resnet50", "--json", str(out), check=True)
     found = load(out)["change_points"]
     assert [c["index"] for c in found] == [4], proc.stdout
     assert found[0]["relative_change"] < -0.2 and found[0]["p_value"] < changepoints.ALPHA
@@ -264,9 +264,10 @@ def test_gate_remeasure_runs_both_sides_again_interleaved(history_db, tmp_path):
     """c's slowdown came from its one shared core, not from its case: measured again from the
     commands that reproduce both sides, interleaved, the two are the same."""
     out = tmp_path / "again.json"
-    proc = dlperf("gate", "--db", str(history_db), "--baseline", "label=b", "--candidate",
-                  "label=c", "--remeasure", "--pairs", "2", "--max-slowdown", "40%",
-                  "--json", str(out), timeout=600)
+    # in this process: the sides' own `dlperf run` processes are still fresh interpreters
+    proc = dlperf_main("gate", "--db", str(history_db), "--baseline", "label=b", "--candidate",
+                       "label=c", "--remeasure", "--pairs", "2", "--max-slowdown", "40%",
+                       "--json", str(out), timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     case = load(out)["cases"][0]
     assert case["how"].startswith("re-measured interleaved") and case["verdict"] == "pass"
