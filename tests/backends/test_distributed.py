@@ -12,7 +12,9 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -81,14 +83,18 @@ def test_resnet50_two_processes_amp_bf16_and_speedup_over_one(tmp_path, tagged):
     # the harness through dlperf_main in this process (its worker and ranks are still fresh
     # processes): the harness process itself is not what is checked
     dlperf_main("run", *common, "--json", str(tmp_path / "one.json"), check=True, timeout=600)
+    elastic = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     proc = dlperf_main("run", *common, "--devices", "2", "--json", str(tmp_path / "two.json"),
                        check=True, timeout=600)
+    # torchrun's logs went to the repeat's own folder, deleted with it: none left behind
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= elastic
     one, two = load(tmp_path / "one.json"), load(tmp_path / "two.json")
     assert two["status"] == "ok" and two["case"]["devices"] == 2
     assert two["global_batch"] == 4
     check_aggregation(two)
     threads = max(1, launch.usable_cores() // 2)  # the node's cores divided between 2 processes
     assert two["launch"]["launcher"] == "torchrun"
+    assert two["launch"]["log_dir"] == torchrun.LOG_DIR
     assert two["launch"]["threads_per_process"] == threads
     assert [r["threads"] for r in two["ranks"]] == [threads, threads]
     assert two["env"]["worker"]["framework"]["ddp"] is True

@@ -22,6 +22,12 @@ from dlperf.launchers.launch import (START_OTHERS, Launch, MultiLauncher, Rendez
                                      rendezvous_timeout, worker_argv)
 from dlperf.spec import Case
 
+#: torchrun's log folder (``--log-dir``: a folder per rank, and a rank's error.json where it
+#: wrote one), inside the repeat's directory: deleted with it, a failed repeat's files kept by
+#: the runner. Without it torchrun makes a ``torchelastic_*`` folder in the system's temporary
+#: directory each run and never removes it.
+LOG_DIR = "torchrun-log"
+
 
 class Torchrun(MultiLauncher):
     """The launcher for torch cases with devices x nnodes > 1."""
@@ -32,17 +38,19 @@ class Torchrun(MultiLauncher):
         start = self.begin(case)
         rdzv = self.rendezvous
         argv = [start.python, "-m", "torch.distributed.run", "--nproc-per-node",
-                str(case.devices), "--nnodes", str(case.nnodes), "--max-restarts", "0"]
+                str(case.devices), "--nnodes", str(case.nnodes), "--max-restarts", "0",
+                "--log-dir", str(out_dir / LOG_DIR)]
         if case.nnodes == 1:
             argv.append("--standalone")
-            facts = self.facts(case, start, rendezvous="standalone")
+            facts = self.facts(case, start, rendezvous="standalone", log_dir=LOG_DIR)
         else:
             argv += ["--rdzv-backend", "static", "--node-rank", str(rdzv.node_rank),
                      "--master-addr", str(rdzv.master_addr),
                      "--master-port", str(rdzv.master_port),
                      "--rdzv-conf", f"timeout={max(1, round(rdzv.timeout_s))}",
                      "--rdzv-id", f"dlperf-{case.key()}-{start.number}"]
-            facts = self.facts(case, start, rendezvous="static", master=rdzv.endpoint)
+            facts = self.facts(case, start, rendezvous="static", master=rdzv.endpoint,
+                               log_dir=LOG_DIR)
         # the worker module and its arguments, as torchrun's ``-m`` entry point
         argv += ["-m", *worker_argv(start.python, case_file, out_dir)[2:]]
         return Launch(argv, env=self.worker_env(start), ranks=self.ranks_here(case),
