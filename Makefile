@@ -102,18 +102,22 @@ allocators:
 
 # Debian's cmake, g++ and Open MPI: Horovod compiles from its source archive (PyPI has no wheel)
 # into the framework's own <fw>+horovod environment, with its MPI controller when Open MPI is
-# there. Installed once, only when a tool is missing.
+# there; and ccache, through which Horovod's CMake compiles where it is installed, so the builds
+# share what they compile alike (docs/envs.md). Installed once, only when a tool is missing.
 horovod:
 	command -v cmake >/dev/null 2>&1 && command -v g++ >/dev/null 2>&1 && \
-		command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 || { \
+		command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && \
+		command -v ccache >/dev/null 2>&1 || { \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ make \
-			libopenmpi-dev openmpi-bin; }
+			libopenmpi-dev openmpi-bin ccache; }
 
 # Horovod built into tensorflow1+horovod, mxnet+horovod and torch+horovod (`dlperf envs install
 # NAME --horovod`), each its own environment (none needs the plain one); cached like them (a
 # no-op while the pins are unchanged), the compiler's output in <envs>/<fw>+horovod/install.log.
-HOROVOD_ENVS ?= tensorflow1 mxnet torch
+# MXNet's after TensorFlow 1's (torch's beside the first): its build then takes the 38 Gloo
+# objects TensorFlow 1's compiled from ccache (torch's, in C++17, compiles its own).
+HOROVOD_ENVS ?= tensorflow1 torch mxnet
 horovod-envs: setup horovod
 	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
 

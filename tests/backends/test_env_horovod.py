@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -224,6 +225,37 @@ def test_the_compiler_wrapper_has_the_last_word(standard, tmp_path):
     subprocess.run(["g++", "-g", "-O1", "-c", str(source), "-o", str(tmp_path / "plain.o")],
                    check=True, capture_output=True)
     assert b".debug_info" in (tmp_path / "plain.o").read_bytes()
+
+
+@pytest.mark.parallel
+@pytest.mark.skipif(shutil.which("ccache") is None or shutil.which("g++") is None,
+                    reason="no ccache or g++ here (`make horovod` adds them)")
+def test_two_builds_compiling_alike_share_their_objects(tmp_path, monkeypatch):
+    """As Horovod's CMake compiles (``ccache <CXX> ...``): one source compiled by two builds,
+    each unpacked in its own temporary folder with its own new wrapper, compiles once; a
+    wrapper with other options (torch's C++17) compiles its own."""
+    monkeypatch.setenv("DLPERF_ENVS", str(tmp_path / "envs"))
+
+    def build(name: str, standard: str | None) -> dict[str, int]:
+        folder = tmp_path / name  # under the temporary folder, as pip's pip-wheel-* are
+        (folder / "src").mkdir(parents=True)
+        (folder / "build").mkdir()
+        (folder / "src" / "ring.cc").write_text("int ring(int n) { return 2 * (n - 1); }\n")
+        env = {**os.environ, **horovod.object_cache(standard)}
+        subprocess.run(["ccache", str(horovod._compiler(folder, standard)), "-O2", "-c",
+                        str(folder / "src" / "ring.cc"), "-o", "ring.o"], cwd=folder / "build",
+                       env=env, check=True, capture_output=True)
+        assert (folder / "build" / "ring.o").stat().st_size > 0
+        printed = subprocess.run(["ccache", "--print-stats"], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+        counts = dict(line.split("\t") for line in printed.splitlines() if "\t" in line)
+        return {"hits": int(counts["direct_cache_hit"]) + int(counts["preprocessed_cache_hit"]),
+                "misses": int(counts["cache_miss"])}
+
+    assert build("pip-wheel-a", None) == {"hits": 0, "misses": 1}
+    assert build("pip-wheel-b", None) == {"hits": 1, "misses": 1}
+    assert build("pip-wheel-c", "c++17") == {"hits": 1, "misses": 2}
+    assert (tmp_path / "envs" / horovod.OBJECT_CACHE).is_dir()
 
 
 @pytest.mark.parallel
