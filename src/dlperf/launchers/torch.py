@@ -42,15 +42,15 @@ class Torchrun(MultiLauncher):
                 "--log-dir", str(out_dir / LOG_DIR)]
         if case.nnodes == 1:
             argv.append("--standalone")
-            facts = self.facts(case, start, rendezvous="standalone", log_dir=LOG_DIR)
+            details = {"rendezvous": "standalone"}
         else:
             argv += ["--rdzv-backend", "static", "--node-rank", str(rdzv.node_rank),
                      "--master-addr", str(rdzv.master_addr),
                      "--master-port", str(rdzv.master_port),
                      "--rdzv-conf", f"timeout={max(1, round(rdzv.timeout_s))}",
                      "--rdzv-id", f"dlperf-{case.key()}-{start.number}"]
-            facts = self.facts(case, start, rendezvous="static", master=rdzv.endpoint,
-                               log_dir=LOG_DIR)
+            details = {"rendezvous": "static", "master": rdzv.endpoint}
+        facts = self.facts(case, start, log_dir=LOG_DIR, **details)
         # the worker module and its arguments, as torchrun's ``-m`` entry point
         argv += ["-m", *worker_argv(start.python, case_file, out_dir)[2:]]
         return Launch(argv, env=self.worker_env(start), ranks=self.ranks_here(case),
