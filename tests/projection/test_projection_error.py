@@ -293,13 +293,14 @@ def test_the_interval_widens_by_the_largest_errors_either_way():
     """Measured = projected / (1 + error): errors from -10 % to +25 % put a projection of
     100-120 samples/s at 100 / 1.25 = 80 to 120 / 0.9 = 133.3."""
     made = Check("x", "", 1, 2, "", "", (("a", -0.10), ("b", 0.25), ("c", 0.05)),
-                 start_devices=1)
+                 start_devices=1, device="cpu")
     assert (made.under, made.over) == (-0.10, 0.25)
     assert made.median_abs == 0.10
     low, high = ModelError(made, False).widen(100.0, 120.0)
     assert low == pytest.approx(80.0) and high == pytest.approx(133.333, abs=1e-3)
     # a check that was never below (or above) leaves that end as it was
-    above = Check("y", "", 1, 2, "", "", (("a", 0.02), ("b", 0.04)), start_devices=1)
+    above = Check("y", "", 1, 2, "", "", (("a", 0.02), ("b", 0.04)), start_devices=1,
+                  device="cpu")
     assert ModelError(above, False).widen(100.0, 120.0) == (100.0 / 1.04, 120.0)
     # of an even count, the median is the mean of the middle two
     assert median_abs([0.01, -0.02, 0.04, -0.08]) == pytest.approx(0.03)
@@ -323,6 +324,49 @@ def test_every_projected_point_carries_its_check_and_stores_both_intervals():
     assert point["model_error"]["check"] == "one-host"
     assert point["model_error"]["cases"] == len(ONE_HOST.errors) == 75
     assert point["model_error"]["beyond_validated"] is False
+
+
+def test_a_target_past_every_check_on_its_kind_of_device_keeps_their_errors():
+    """A CPU start of OneFlow projected to 4 nodes: only the GPU study's figures reach 4 nodes,
+    and OneFlow's 3 cases there miss by -0.8 % to +1.0 %, where its CPU cases at 2 emulated hosts
+    miss by -7.0 % to +41.6 %. The interval at 4 nodes takes the CPU checks' errors with the
+    published one's (-14.0 % to +41.6 %: its one-host cases too), never narrower than at 2
+    nodes, and says so; a GPU start keeps the published check alone, and a target a CPU check
+    reaches keeps that check alone."""
+    def found(nodes, devices, device, engine="oneflow", start=(1, 1)):
+        return for_target(nodes, devices, start_nodes=start[0], start_devices=start[1],
+                          engine=engine, device=device)
+
+    two, four = found(2, 2, "cpu"), found(4, 4, "cpu")
+    assert two.check.name == "emulated-hosts (oneflow)" and two.short_of is None
+    assert (two.check.under, two.check.over) == (-0.070, 0.416)
+    assert four.check.name == ("one-host (oneflow), emulated-hosts (oneflow) and published "
+                               "(oneflow)") and not four.beyond
+    published = PUBLISHED.of_engine("oneflow")
+    assert published is not None and (published.under, published.over) == (-0.008, 0.010)
+    assert (four.check.under, four.check.over) == (-0.140, 0.416)
+    assert len(four.check.errors) == 9 + 20 + 3
+    assert four.short_of is not None and four.short_of.device == "cpu"
+    assert (four.short_of.nodes, four.short_of.devices) == (2, 2)
+    assert four.to_dict()["past_its_device"] == {"device": "cpu", "nodes": 2, "devices": 2}
+    assert four.check.text().startswith("-14.0% to +41.6% (the one-host (oneflow), "
+                                        "emulated-hosts (oneflow) and published (oneflow) checks: "
+                                        "32 cases")
+    low, high = four.widen(100.0, 120.0)
+    assert low == pytest.approx(100.0 / 1.416) and high == pytest.approx(120.0 / 0.86)
+    # a GPU start: the published check is its own kind's
+    gpu = found(4, 4, "cuda")
+    assert gpu.check == published and gpu.short_of is None
+    assert gpu.to_dict()["past_its_device"] is None
+    # past every check: the furthest one and its own kind's, said beyond
+    far = found(8, 8, "cpu")
+    assert far.beyond and far.check.parts == ("one-host (oneflow)", "emulated-hosts (oneflow)",
+                                              "published (oneflow)")
+    # a CPU node of 2 processes to 4 nodes of 2: the from-node checks of both kinds
+    node = found(4, 8, "cpu", "torch", start=(1, 2))
+    assert node.check.parts == ("emulated-hosts-from-node (torch)", "published-from-node (torch)")
+    # no device given (a caller that does not know it): the nearest check, as before
+    assert found(4, 4, None).check == published
 
 
 def test_a_point_projected_from_a_whole_node_carries_the_check_from_a_node():

@@ -57,3 +57,17 @@ def test_a_projection_from_a_run_and_a_measured_model_is_stored_and_reported(tmp
     # the HTML report draws it apart from the measured figures, beyond the measured point
     page = dlperf("report", "--db", str(db), "--format", "html", check=True).stdout
     assert f"projected (not measured), projection {made['id']}</figcaption>" in page
+    # 4 nodes of 2: past every check made on a CPU (2 nodes, 2 devices at most), where only the
+    # GPU study's reach: the interval keeps the CPU checks' errors, and says so
+    far = tmp_path / "far.json"
+    proc = dlperf("project", "1", "--db", str(db), "--devices-per-node", "2", "--nnodes", "4",
+                  "--inter", "1gbit@50us", "--json", str(far), check=True)
+    (point,) = json.loads(far.read_text())["points"]
+    error = point["model_error"]
+    assert error["check"] == "one-host (torch), emulated-hosts (torch) and published (torch)"
+    assert error["past_its_device"] == {"device": "cpu", "nodes": 2, "devices": 2}
+    assert error["beyond_validated"] is False and error["under"] <= -0.176
+    assert "4 x 2: past every shape checked on a CPU (at most 2 nodes, 2 devices)" in \
+        " ".join(proc.stdout.split())
+    report = dlperf("report", "--db", str(db), "--format", "md", check=True).stdout
+    assert ", past the shapes checked on a CPU (at most 2 nodes, 2 devices))" in report

@@ -536,7 +536,7 @@ def from_result(args: argparse.Namespace) -> Projection:
                                start, wire.exchange)
     engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(wire.exchange), intra,
-                    inter, overlap, start, engine, wire.exchange)
+                    inter, overlap, start, engine, wire.exchange, device_kind(device))
     warnings = wire_warnings(args.db, result, wire) + said
     for name, link in (("--intra", intra), ("--inter", inter)):
         if link is not None and link.beyond and link.message_bytes is not None:
@@ -566,19 +566,38 @@ def from_result(args: argparse.Namespace) -> Projection:
                         f"is that step less the compute and the exchange: all of the step's "
                         f"spread lands on it), which the interval carries")
     points = [project(inputs, s) for s in shapes]
-    beyond = [p for p in points if p.model_error.beyond]
-    if beyond:
-        widest = beyond[0].model_error.check
-        warnings.append(f"{', '.join(f'{p.shape.nodes} x {p.shape.per_node}' for p in beyond)}: "
-                        f"past every validated shape (at most {widest.nodes} nodes, "
-                        f"{widest.devices} devices): the model's error there is not known; "
-                        f"the interval carries the largest seen ({widest.name} check)")
+    warnings += model_error_warnings(points, device_kind(device))
     return Projection(
         str(result.get("label")),
         {"run_id": result.get("run_id"), "label": result.get("label"),
          "case_key": result.get("case_key"), "throughput": median,
          "throughput_interval": [low, high]},
         inputs, points, warnings)
+
+
+def model_error_warnings(points: list[Point], device: str) -> list[str]:
+    """A line for the targets past every validated shape, and one for those past every shape
+    validated on the start's ``device`` kind (their model error joins both kinds' checks)."""
+    warnings = []
+    beyond = [p for p in points if p.model_error.beyond]
+    if beyond:
+        widest = beyond[0].model_error.check
+        warnings.append(f"{', '.join(f'{p.shape.nodes} x {p.shape.per_node}' for p in beyond)}: "
+                        f"past every validated shape (at most {widest.nodes} nodes, "
+                        f"{widest.devices} devices): the model's error there is not known; "
+                        f"the interval carries the largest seen ({widest.name} "
+                        f"check{'s' if widest.parts else ''})")
+    past = [p for p in points if p.model_error.short_of is not None and not p.model_error.beyond]
+    if past:
+        own = past[0].model_error.short_of
+        assert own is not None
+        warnings.append(f"{', '.join(f'{p.shape.nodes} x {p.shape.per_node}' for p in past)}: "
+                        f"past every shape checked on a {device.upper()} (at most "
+                        f"{own.nodes} nodes, {own.devices} devices): the model's error there is "
+                        f"not known on this kind of device; 'with model error' carries the "
+                        f"{own.name} check{'s' if own.parts else ''} with the one that reaches "
+                        f"it on other hardware")
+    return warnings
 
 
 # ------------------------------------------------------------------------------------------------
@@ -649,7 +668,7 @@ def published(args: argparse.Namespace) -> tuple[Projection | None, list[Compare
         step = batch * start.devices / float(start_value.value or 0)
         inputs = Inputs(Span(step, step, step), batch, gradient, messages, packing.describe(),
                         intra, inter, Overlap(None, "the study states none"), start,
-                        engine_named(framework))
+                        engine_named(framework), device="cuda")
         for value in mine:
             shape = Shape(int(value.keys.get("gpus_per_node") or 1),
                           int(value.keys.get("nodes") or 1))

@@ -10,7 +10,9 @@ does, the smallest whose shapes reach it, and past every check's shapes the wide
 be beyond what was validated. Within that check, a projection of an engine with at least
 :data:`MIN_ENGINE_CASES` cases of its own takes those cases' errors: the engines miss in their
 own ways (MXNet's parameter server by −35 % over a 1 Gbit/s link, torch DDP within 12 %), and
-one engine's miss says nothing of another's.
+one engine's miss says nothing of another's. A check made on another kind of device than
+the start's never narrows its interval: past every check of its own kind, a target takes their
+errors too.
 
 Apart from the model because it is data, not arithmetic: the checks' declared errors, traced by
 the tests to the docs' tables, and :func:`median_abs`, which every validation reports with.
@@ -60,6 +62,8 @@ class Check:
     command: str
     errors: tuple[tuple[str, float], ...]  # (case, error)
     start_devices: int = field(kw_only=True)  # its start: 1 device, or a whole node of so many
+    device: str = field(kw_only=True)  # the kind of device its cases ran on: "cpu" or "cuda"
+    parts: tuple[str, ...] = field(default=(), kw_only=True)  # the checks it joins (joined)
 
     @property
     def over(self) -> float:
@@ -80,7 +84,8 @@ class Check:
         return nodes <= self.nodes and devices <= self.devices
 
     def text(self) -> str:
-        return (f"{self.under:+.1%} to {self.over:+.1%} (the {self.name} check: "
+        return (f"{self.under:+.1%} to {self.over:+.1%} (the {self.name} "
+                f"check{'s' if self.parts else ''}: "
                 f"{len(self.errors)} cases, median |error| {self.median_abs:.1%}; {self.where})")
 
     def of_engine(self, engine: str | None) -> "Check | None":
@@ -92,7 +97,20 @@ class Check:
         if len(own) < MIN_ENGINE_CASES:
             return None
         return Check(f"{self.name} ({engine})", self.what, self.nodes, self.devices, self.where,
-                     self.command, own, start_devices=self.start_devices)
+                     self.command, own, start_devices=self.start_devices, device=self.device)
+
+
+def joined(checks: list[Check]) -> Check:
+    """One check of several checks' cases together: its errors reach as far as any of theirs
+    either way, its shapes as far as the furthest; the first one's start and device."""
+    first = checks[0]
+    names = tuple(name for c in checks for name in (c.parts or (c.name,)))
+    return Check(", ".join(names[:-1]) + " and " + names[-1], "; ".join(c.what for c in checks),
+                 max(c.nodes for c in checks), max(c.devices for c in checks),
+                 "; ".join(dict.fromkeys(c.where for c in checks)),
+                 "; ".join(dict.fromkeys(c.command for c in checks)),
+                 tuple(e for c in checks for e in c.errors), start_devices=first.start_devices,
+                 device=first.device, parts=names)
 
 
 ONE_HOST = Check(
@@ -142,7 +160,7 @@ ONE_HOST = Check(
      ("paddle Zen 4 12-07", 0.011), ("mxnet Zen 4 12-07", -0.028),
      ("oneflow Zen 4 12-07", -0.005), ("mindspore Zen 4 12-07", 0.039),
      ("caffe2 Zen 4 12-07", 0.000)),
-    start_devices=1)
+    start_devices=1, device="cpu")
 
 EMULATED_HOSTS = Check(
     "emulated-hosts", "2 emulated hosts (1 process each) from 1 process, at 10 Gbit/s, 1 Gbit/s "
@@ -292,7 +310,7 @@ EMULATED_HOSTS = Check(
      ("MXNet 1.2 Gbit/s 12-07 AVX2 last", 0.057), ("MXNet 600 Mbit/s 12-07 AVX2 last", 0.173),
      ("Caffe2 1.2 Gbit/s 12-07 AVX2 Caffe2", 0.005),
      ("Caffe2 600 Mbit/s 12-07 AVX2 Caffe2", -0.195)),
-    start_devices=1)
+    start_devices=1, device="cpu")
 
 PUBLISHED = Check(
     "published", "DLPerf v1.0 report's ResNet-50 FP32 throughputs at 1, 2 and 4 nodes of 8 V100 "
@@ -310,7 +328,7 @@ PUBLISHED = Check(
      ("TensorFlow 2.x 2x8", 0.041), ("TensorFlow 2.x 4x8", 0.070), ("PyTorch 1x8", 0.054),
      ("PyTorch 2x8", 0.067), ("PyTorch 4x8", 0.088), ("PaddlePaddle 1x8", 0.069),
      ("PaddlePaddle 2x8", 0.128), ("PaddlePaddle 4x8", 0.180)),
-    start_devices=1)
+    start_devices=1, device="cuda")
 
 PUBLISHED_FROM_NODE = Check(
     "published-from-node", "DLPerf v1.0 report's ResNet-50 FP32 throughputs at 2 and 4 nodes of 8 "
@@ -325,7 +343,7 @@ PUBLISHED_FROM_NODE = Check(
      ("MXNet 2x8", 0.037), ("MXNet 4x8", 0.050), ("TensorFlow 2.x 2x8", -0.001),
      ("TensorFlow 2.x 4x8", 0.028), ("PyTorch 2x8", 0.013), ("PyTorch 4x8", 0.033),
      ("PaddlePaddle 2x8", 0.056), ("PaddlePaddle 4x8", 0.104)),
-    start_devices=8)
+    start_devices=8, device="cuda")
 
 EMULATED_HOSTS_FROM_NODE = Check(
     "emulated-hosts-from-node", "2 emulated hosts of 2 processes from 1 node of 2 processes (on "
@@ -344,7 +362,7 @@ EMULATED_HOSTS_FROM_NODE = Check(
      ("TensorFlow 1 Gbit/s", 0.055), ("TensorFlow 100 Mbit/s", 0.000),
      ("Paddle 10 Gbit/s", -0.046), ("Paddle 1 Gbit/s", -0.026), ("Paddle 100 Mbit/s", -0.015),
      ("JAX 10 Gbit/s", -0.154), ("JAX 1 Gbit/s", 0.191), ("JAX 100 Mbit/s", -0.099)),
-    start_devices=2)
+    start_devices=2, device="cpu")
 
 CHECKS = (ONE_HOST, EMULATED_HOSTS, PUBLISHED, PUBLISHED_FROM_NODE, EMULATED_HOSTS_FROM_NODE)
 
@@ -356,6 +374,9 @@ class ModelError:
 
     check: Check
     beyond: bool  # the target is past every check's shapes: its error was not validated
+    #: where the target is past every check made on its start's kind of device while a check on
+    #: another kind reaches it: those checks, joined (their errors are in ``check`` too)
+    short_of: Check | None = None
 
     def widen(self, low: float, high: float) -> tuple[float, float]:
         """A throughput interval's ends widened by the model's error: the measured figure is
@@ -366,24 +387,33 @@ class ModelError:
     def to_dict(self) -> dict[str, object]:
         return {"check": self.check.name, "under": self.check.under, "over": self.check.over,
                 "cases": len(self.check.errors), "median_abs": self.check.median_abs,
-                "where": self.check.where, "beyond_validated": self.beyond}
+                "where": self.check.where, "beyond_validated": self.beyond,
+                "past_its_device": None if self.short_of is None else {
+                    "device": self.short_of.device, "nodes": self.short_of.nodes,
+                    "devices": self.short_of.devices}}
 
 
 def for_target(nodes: int, devices: int, *, start_nodes: int, start_devices: int,
-               engine: str | None = None) -> ModelError:
+               engine: str | None = None, device: str | None = None) -> ModelError:
     """The check nearest a projection from ``start_devices`` on ``start_nodes`` to ``devices``
     on ``nodes``: of the checks that start as it does and whose shapes reach the target, the one
     of fewest devices (then nodes); past them all, the one of them reaching furthest (on a tie,
     the one from 1 device), marked beyond.
 
-    A start of several devices on each node has measured what they lose within the node, which
+    A start of several devices on each node has measured what they lose within it, which
     every check from 1 device counts as the model's error (the published check's 1x8 cases, up
     to +19.6 %). Projected to more nodes of as many devices, it is checked as the checks from a
     whole node were made: a measured node, nodes added. So a CPU start of 1 x 2 processes takes
     the emulated-hosts-from-node check for 2 x 2 (made that way), and the published-from-node
     check to 3 or 4 nodes. A target that adds devices within each node, or that no check from
     a node reaches, takes the checks from 1 device, as a start of 1 does.
-    The check chosen answers with ``engine``'s own cases where it has enough of them."""
+    The check chosen answers with ``engine``'s own cases where it has enough of them.
+
+    A check made on another kind of device than the start's ``device`` says nothing of how the
+    model misses on this one: a target past every check of its group made on ``device`` (a CPU
+    start at 4 nodes, where only the GPU study's figures reach) takes those checks' errors as
+    well as the chosen one's, so that its interval is never narrower than at the shapes that
+    were checked on its own kind of device (``short_of``)."""
     from_node = start_devices > start_nodes and devices * start_nodes == start_devices * nodes
     applicable = [c for c in CHECKS if c.start_devices == 1 or from_node]
     for group in ([c for c in applicable if c.start_devices > 1],
@@ -391,6 +421,18 @@ def for_target(nodes: int, devices: int, *, start_nodes: int, start_devices: int
         reaching = [c for c in group if c.reaches(nodes, devices)]
         if reaching:
             chosen = min(reaching, key=lambda c: (c.devices, c.nodes))
-            return ModelError(chosen.of_engine(engine) or chosen, False)
+            return _on_its_device(chosen, group, False, nodes, devices, engine, device)
     widest = max(applicable, key=lambda c: (c.devices, c.nodes, c.start_devices == 1))
-    return ModelError(widest.of_engine(engine) or widest, True)
+    return _on_its_device(widest, applicable, True, nodes, devices, engine, device)
+
+
+def _on_its_device(chosen: Check, group: list[Check], beyond: bool, nodes: int, devices: int,
+                   engine: str | None, device: str | None) -> ModelError:
+    """``chosen``'s error (its engine's part), with the checks of ``group`` made on ``device``
+    joined to it where the target is past all of them and ``chosen`` was made on another."""
+    own = [c for c in group if c.device == device]
+    if device is None or chosen.device == device or not own \
+            or any(c.reaches(nodes, devices) for c in own):
+        return ModelError(chosen.of_engine(engine) or chosen, beyond)
+    mine = joined([c.of_engine(engine) or c for c in own])
+    return ModelError(joined([mine, chosen.of_engine(engine) or chosen]), beyond, mine)

@@ -99,6 +99,7 @@ class Inputs:
     start: Shape = Shape(1, 1)
     engine: str | None = None  # whose cases of a check its model error takes (projection.error)
     exchange: str = RING  # how the engine's all-reduce moves the gradients (EXCHANGES)
+    device: str | None = None  # the start's kind ("cpu", "cuda"): which checks are its own
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,8 @@ def project(inputs: Inputs, shape: Shape) -> Point:
     return Point(shape, comm_span, step, throughput, speedup,
                  speedup.scaled(1 / shape.devices),
                  for_target(shape.nodes, shape.devices, start_nodes=start.nodes,
-                            start_devices=start.devices, engine=inputs.engine))
+                            start_devices=start.devices, engine=inputs.engine,
+                            device=inputs.device))
 
 
 @dataclass

@@ -34,6 +34,10 @@ def _with_model_error(point: dict[str, Any]) -> str:
     if not wider or not error:
         return "not stored"
     beyond = ", past the validated shapes" if error.get("beyond_validated") else ""
+    own = error.get("past_its_device")  # stored since 2026-12-07
+    if own and not beyond:
+        beyond = (f", past the shapes checked on a {own['device'].upper()} (at most "
+                  f"{own['nodes']} nodes, {own['devices']} devices)")
     return (f"{wider['low']:,.1f}–{wider['high']:,.1f} ({error['check']} check: "
             f"{error['under']:+.1%} to {error['over']:+.1%}{beyond})")
 
