@@ -703,8 +703,9 @@ def show(made: Projection) -> None:
     display.out.print("intervals: the inputs' spread (the start's 95 % interval, the links' fit "
                       "error or their calls' interval, the overlap's and the overhead's range); "
                       "'with model error' widens the samples/s "
-                      "interval by the model's own error as validated:", soft_wrap=True,
-                      highlight=False)
+                      "interval by the model's own error as validated (each check's cases, "
+                      "where and when: docs/projection.md; stored with the projection, --json's "
+                      "model_error):", soft_wrap=True, highlight=False)
     for check in dict.fromkeys(p.model_error.check for p in made.points):
         shapes = ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in made.points
                            if p.model_error.check == check)

@@ -64,6 +64,7 @@ class Check:
     start_devices: int = field(kw_only=True)  # its start: 1 device, or a whole node of so many
     device: str = field(kw_only=True)  # the kind of device its cases ran on: "cpu" or "cuda"
     parts: tuple[str, ...] = field(default=(), kw_only=True)  # the checks it joins (joined)
+    part_devices: tuple[str, ...] = field(default=(), kw_only=True)  # and their devices
 
     @property
     def over(self) -> float:
@@ -84,9 +85,17 @@ class Check:
         return nodes <= self.nodes and devices <= self.devices
 
     def text(self) -> str:
+        """Its errors either way, what it is and how many cases, in one short line (where and
+        when its cases ran is the stored ``where``: one check's is a paragraph)."""
+        kind = {"cpu": "CPUs", "cuda": "GPUs"}
+        devices = " and ".join(dict.fromkeys(kind.get(d, d) for d in self.devices_of()))
         return (f"{self.under:+.1%} to {self.over:+.1%} (the {self.name} "
-                f"check{'s' if self.parts else ''}: "
-                f"{len(self.errors)} cases, median |error| {self.median_abs:.1%}; {self.where})")
+                f"check{'s' if self.parts else ''}: {len(self.errors)} cases on {devices}, "
+                f"median |error| {self.median_abs:.1%})")
+
+    def devices_of(self) -> tuple[str, ...]:
+        """The kinds of device its cases ran on (a joined check's, each part's)."""
+        return self.part_devices or (self.device,)
 
     def of_engine(self, engine: str | None) -> "Check | None":
         """This check narrowed to ``engine``'s own cases, None where it has fewer than
@@ -110,7 +119,8 @@ def joined(checks: list[Check]) -> Check:
                  "; ".join(dict.fromkeys(c.where for c in checks)),
                  "; ".join(dict.fromkeys(c.command for c in checks)),
                  tuple(e for c in checks for e in c.errors), start_devices=first.start_devices,
-                 device=first.device, parts=names)
+                 device=first.device, parts=names,
+                 part_devices=tuple(d for c in checks for d in c.devices_of()))
 
 
 ONE_HOST = Check(
