@@ -115,11 +115,13 @@ horovod:
 # Horovod built into tensorflow1+horovod, mxnet+horovod and torch+horovod (`dlperf envs install
 # NAME --horovod`), each its own environment (none needs the plain one); cached like them (a
 # no-op while the pins are unchanged), the compiler's output in <envs>/<fw>+horovod/install.log.
-# MXNet's after TensorFlow 1's (torch's beside the first): its build then takes the 38 Gloo
-# objects TensorFlow 1's compiled from ccache (torch's, in C++17, compiles its own).
-HOROVOD_ENVS ?= tensorflow1 torch mxnet
+# Each word is a lane, its builds (comma-separated) one after another, ENV_JOBS lanes at a time:
+# MXNet's after torch's, both compiled as C++17 (the registry's cxx), so MXNet's takes 68 of its
+# 72 objects from ccache (docs/envs.md); TensorFlow 1's (the old C++ ABI) shares none, beside them.
+HOROVOD_ENVS ?= torch,mxnet tensorflow1
 horovod-envs: setup horovod
-	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -n 1 $(BIN)/dlperf envs install --horovod
+	printf '%s\n' $(HOROVOD_ENVS) | xargs -P $(ENV_JOBS) -I LANE sh -c \
+		'for env in $$(echo LANE | tr , " "); do $(BIN)/dlperf envs install --horovod $$env || exit 1; done'
 
 # The version environments tests/envs/test_env_versions.py runs (it reads this list): their
 # first install (34 and 41 s on a bare Zen 4 with pip; jax's 19.5 s with uv, pip resolving its

@@ -246,12 +246,28 @@ def test_horovod_lists_follow_the_declarations():
     built = {name for name, fw in envs_registry.load().items() if fw.horovod}
     assert wanted == built, f"frameworks.yaml horovod: builds {sorted(built)}, SUPPORT " \
                             f"declares launcher horovod for {sorted(wanted)}"
-    assert set(make_list("HOROVOD_ENVS")) == wanted, "Makefile HOROVOD_ENVS"
+    lanes = [lane.split(",") for lane in make_list("HOROVOD_ENVS")]
+    assert sorted(env for lane in lanes for env in lane) == sorted(wanted), "Makefile HOROVOD_ENVS"
     tested = ast.literal_eval(literal(ROOT / "tests" / "backends" / "test_horovod.py", "FRAMEWORKS"))
     assert set(tested) == wanted, "tests/backends/test_horovod.py FRAMEWORKS"
     for framework in wanted:
         path = SRC / "dlperf" / "backends" / framework / "horovod.py"
         assert path.is_file(), f"{framework} declares launcher horovod without {path.name}"
+
+
+def test_horovod_builds_compiling_alike_share_a_lane():
+    """The builds of one C++ standard (the registry's ``cxx``; the ABI of the framework's own
+    build decides the rest) run in one lane of `make horovod-envs`, one after another, so the
+    later ones take the first's objects from ccache (MXNet's 68 of 72 from torch's): a lane
+    each would build them side by side, and neither would find the other's."""
+    lanes = [lane.split(",") for lane in make_list("HOROVOD_ENVS")]
+    lane_of = {env: i for i, lane in enumerate(lanes) for env in lane}
+    by_standard: dict[str | None, set[int]] = {}
+    for env in lane_of:
+        by_standard.setdefault(envs_registry.get(env).horovod_cxx, set()).add(lane_of[env])
+    assert all(len(found) == 1 for found in by_standard.values()), (
+        f"Makefile HOROVOD_ENVS: builds of one standard in several lanes: {by_standard}")
+    assert envs_registry.get("mxnet").horovod_cxx == envs_registry.get("torch").horovod_cxx
 
 
 def test_data_pipeline_lists_follow_the_declarations():

@@ -1,8 +1,8 @@
 """Horovod 0.28.1 built from its hashed source archive into `<fw>+horovod` environments.
 
-`make test` builds them first (`make horovod-envs`: tensorflow1 and mxnet, after the plain
-environments and Debian's cmake, g++ and Open MPI); the fixture's install is then a no-op, or
-does the build itself when this file runs alone. The tests run the real `horovodrun` in each
+`make test` builds them beside its first phases (`make horovod-envs`: torch then mxnet, and
+tensorflow1, after the plain environments and Debian's cmake, g++, Open MPI and ccache); the
+fixture's install is then a no-op, or does the build itself when this file runs alone. The tests run the real `horovodrun` in each
 environment: its build report, and a two-process `hvd.allreduce` over Gloo and over MPI.
 """
 
@@ -286,7 +286,7 @@ def test_a_compiled_wheel_is_keyed_by_everything_its_build_depends_on(tmp_path, 
                horovod.wheel_key(fw, "3.11", True, tools.replace("12.2.0", "13.1.0")),
                horovod.wheel_key(fw, "3.11", True, tools.replace("4.1.4", "5.0.1")),
                horovod.wheel_key(registry.get("tensorflow1"), "3.11", True, tools),
-               horovod.wheel_key(dataclasses.replace(fw, horovod_cxx="c++17"), "3.11", True,
+               horovod.wheel_key(dataclasses.replace(fw, horovod_cxx="c++20"), "3.11", True,
                                  tools)]
     copy = tmp_path / "requirements"
     shutil.copytree(registry.REQUIREMENTS_DIR, copy)
