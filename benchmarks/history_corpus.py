@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import ruptures
 
 from dlperf.history import changepoints
 from dlperf.store import StoreError
@@ -146,19 +145,27 @@ def pelt_alone(medians: Sequence[float], repeats: Sequence[Sequence[float]]) -> 
     return changepoints.candidates(medians, changepoints.noise_sigma(medians))
 
 
+def _ruptures() -> Any:
+    """ruptures, imported when a search of its runs: with scipy it takes 1.5-2 CPU-s, which
+    every pytest process collecting tests/history/test_history_corpus.py paid."""
+    import ruptures
+
+    return ruptures
+
+
 def pelt_bic(medians: Sequence[float], repeats: Sequence[Sequence[float]]) -> list[int]:
     penalty = 2.0 * changepoints.noise_sigma(medians) ** 2 * math.log(len(medians))
-    algo = ruptures.Pelt(model="l2", min_size=changepoints.MIN_SIZE, jump=1)
+    algo = _ruptures().Pelt(model="l2", min_size=changepoints.MIN_SIZE, jump=1)
     return _inner(algo.fit(_signal(medians)).predict(pen=penalty), len(medians))
 
 
 def binseg(medians: Sequence[float], repeats: Sequence[Sequence[float]]) -> list[int]:
-    algo = ruptures.Binseg(model="l2", min_size=changepoints.MIN_SIZE, jump=1)
+    algo = _ruptures().Binseg(model="l2", min_size=changepoints.MIN_SIZE, jump=1)
     return _inner(algo.fit(_signal(medians)).predict(pen=_sigma_penalty(medians)), len(medians))
 
 
 def window(medians: Sequence[float], repeats: Sequence[Sequence[float]]) -> list[int]:
-    algo = ruptures.Window(width=WINDOW, model="l2", min_size=changepoints.MIN_SIZE, jump=1)
+    algo = _ruptures().Window(width=WINDOW, model="l2", min_size=changepoints.MIN_SIZE, jump=1)
     return _inner(algo.fit(_signal(medians)).predict(pen=_sigma_penalty(medians)), len(medians))
 
 

@@ -6,14 +6,16 @@ gradients came from fresh pages every step: the compiled ResNet-50 ran 4 % slowe
 independent loop (docs/fidelity.md, Compiled modes).
 """
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-from dlperf.backends.torch.workload import Precision, TorchWorkload
 
 
 def test_gradients_are_dropped_after_the_forward_each_step_its_own():
+    # torch imported here, not when pytest collects the file: every pytest process collects it
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from dlperf.backends.torch.workload import Precision, TorchWorkload
+
     torch.manual_seed(0)
     model = nn.Linear(4, 2)
     grads_during_forward = []
