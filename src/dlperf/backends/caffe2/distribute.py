@@ -217,12 +217,19 @@ def any_world_blob():
 def gather_results(payload):
     # type: (Dict[str, Any]) -> Optional[List[Dict[str, Any]]]
     """Every shard's result at rank 0 (None elsewhere); one process gets its own back. Rank 0
-    then removes the store directory: every shard has passed the gather, so none reads it."""
+    then removes the store directory: every shard has passed the gather, so none reads it.
+
+    The gather ends with Caffe2's Gloo barrier, which is rooted at rank 0 (every shard sends to
+    it, then it releases them): a shard leaves only once rank 0 has finished its gather. A
+    shard that exited straight after the gather's last all-gather closed its connections while
+    rank 0 was still inside it, and rank 0 failed with "Connection closed by peer" (once, in
+    `make test`'s framework phase on a busy 2-core host, 2026-12-07)."""
     if not _job:
         return [payload]
     collectives = _job[0]
     everyone = gather_json(payload, collectives.all_gather, collectives.rank == 0,
                            "float32", "float32")
+    collectives.barrier()
     if collectives.rank == 0:
         shutil.rmtree(os.environ.get(STORE_VARIABLE, ""), ignore_errors=True)
     return everyone
