@@ -511,7 +511,8 @@ def from_result(args: argparse.Namespace) -> Projection:
     case = result["case"]
     shapes = targets(args.devices_per_node, args.nnodes)
     device = str(result.get("device") or case.get("device"))
-    wire = spec.wire_of(str(case.get("framework")), args.launcher, device_kind(device))
+    kind = device_kind(device)
+    wire = spec.wire_of(str(case.get("framework")), args.launcher, kind)
     params = (result.get("model") or {}).get("params")
     if not params:
         raise UsageError(f"RESULT: {result.get('label')} records no parameter count")
@@ -536,7 +537,7 @@ def from_result(args: argparse.Namespace) -> Projection:
                                start, wire.exchange)
     engine = "horovod" if args.launcher == "horovod" else str(case["framework"])
     inputs = Inputs(compute, batch, gradient, messages, packing.describe(wire.exchange), intra,
-                    inter, overlap, start, engine, wire.exchange, device_kind(device))
+                    inter, overlap, start, engine, wire.exchange, kind)
     warnings = wire_warnings(args.db, result, wire) + said
     for name, link in (("--intra", intra), ("--inter", inter)):
         if link is not None and link.beyond and link.message_bytes is not None:
@@ -566,13 +567,18 @@ def from_result(args: argparse.Namespace) -> Projection:
                         f"is that step less the compute and the exchange: all of the step's "
                         f"spread lands on it), which the interval carries")
     points = [project(inputs, s) for s in shapes]
-    warnings += model_error_warnings(points, device_kind(device))
+    warnings += model_error_warnings(points, kind)
     return Projection(
         str(result.get("label")),
         {"run_id": result.get("run_id"), "label": result.get("label"),
          "case_key": result.get("case_key"), "throughput": median,
          "throughput_interval": [low, high]},
         inputs, points, warnings)
+
+
+def shapes_text(points: list[Point]) -> str:
+    """The targets of ``points`` as the command names them: "2 x 1, 4 x 1"."""
+    return ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in points)
 
 
 def model_error_warnings(points: list[Point], device: str) -> list[str]:
@@ -582,7 +588,7 @@ def model_error_warnings(points: list[Point], device: str) -> list[str]:
     beyond = [p for p in points if p.model_error.beyond]
     if beyond:
         widest = beyond[0].model_error.check
-        warnings.append(f"{', '.join(f'{p.shape.nodes} x {p.shape.per_node}' for p in beyond)}: "
+        warnings.append(f"{shapes_text(beyond)}: "
                         f"past every validated shape (at most {widest.nodes} nodes, "
                         f"{widest.devices} devices): the model's error there is not known; "
                         f"the interval carries the largest seen ({widest.name} "
@@ -591,7 +597,7 @@ def model_error_warnings(points: list[Point], device: str) -> list[str]:
     if past:
         own = past[0].model_error.short_of
         assert own is not None
-        warnings.append(f"{', '.join(f'{p.shape.nodes} x {p.shape.per_node}' for p in past)}: "
+        warnings.append(f"{shapes_text(past)}: "
                         f"past every shape checked on a {device.upper()} (at most "
                         f"{own.nodes} nodes, {own.devices} devices): the model's error there is "
                         f"not known on this kind of device; 'with model error' carries the "
@@ -707,8 +713,7 @@ def show(made: Projection) -> None:
                       "where and when: docs/projection.md; stored with the projection, --json's "
                       "model_error):", soft_wrap=True, highlight=False)
     for check in dict.fromkeys(p.model_error.check for p in made.points):
-        shapes = ", ".join(f"{p.shape.nodes} x {p.shape.per_node}" for p in made.points
-                           if p.model_error.check == check)
+        shapes = shapes_text([p for p in made.points if p.model_error.check == check])
         display.out.print(f"  {shapes}: {check.text()}", soft_wrap=True, highlight=False)
     display.out.print("not modelled: " + "; ".join(not_modelled(
         made.inputs.exchange)), soft_wrap=True, highlight=False)

@@ -450,10 +450,11 @@ OBJECT_CACHE = ".horovod-objects"  # ccache's folder, under the environments' ro
 def object_cache(standard: str | None) -> dict[str, str]:
     """ccache's settings for a build. Horovod's CMake compiles through ccache where it is
     installed (`make horovod` installs it), so what two builds compile alike (68 of MXNet's 72
-    objects in torch's build, both C++17; all of a framework's built again) compiles once. By default ccache would key each object by a new compiler (the wrapper,
-    :func:`_compiler`, made afresh in each build's folder) and by the folder pip unpacks the
-    sources to, and reuse nothing; here the compiler is named by g++'s version and the
-    wrapper's options, and paths under the temporary folder count relative to the build's."""
+    objects in torch's build, both C++17; all of a framework's built again) compiles once. By
+    default ccache would key each object by a new compiler (the wrapper, :func:`_compiler`,
+    made afresh in each build's folder) and by the folder pip unpacks the sources to, and
+    reuse nothing; here the compiler is named by g++'s version and the wrapper's options, and
+    paths under the temporary folder count relative to the build's."""
     compiler = f"{toolchain(False)} {_compiler_options(standard)}"
     return {"CCACHE_DIR": str(manage.root() / OBJECT_CACHE),
             "CCACHE_BASEDIR": str(Path(tempfile.gettempdir()).resolve()),

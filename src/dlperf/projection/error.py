@@ -63,8 +63,7 @@ class Check:
     errors: tuple[tuple[str, float], ...]  # (case, error)
     start_devices: int = field(kw_only=True)  # its start: 1 device, or a whole node of so many
     device: str = field(kw_only=True)  # the kind of device its cases ran on: "cpu" or "cuda"
-    parts: tuple[str, ...] = field(default=(), kw_only=True)  # the checks it joins (joined)
-    part_devices: tuple[str, ...] = field(default=(), kw_only=True)  # and their devices
+    parts: tuple["Check", ...] = field(default=(), kw_only=True)  # the checks it joins (joined)
 
     @property
     def over(self) -> float:
@@ -95,7 +94,7 @@ class Check:
 
     def devices_of(self) -> tuple[str, ...]:
         """The kinds of device its cases ran on (a joined check's, each part's)."""
-        return self.part_devices or (self.device,)
+        return tuple(part.device for part in self.parts) or (self.device,)
 
     def of_engine(self, engine: str | None) -> "Check | None":
         """This check narrowed to ``engine``'s own cases, None where it has fewer than
@@ -113,15 +112,14 @@ def joined(checks: list[Check]) -> Check:
     """One check of several checks' cases together: its errors reach as far as any of theirs
     either way, its shapes as far as the furthest; the first one's start and device."""
     first = checks[0]
-    names = tuple(name for c in checks for name in (c.parts or (c.name,)))
+    parts = tuple(part for c in checks for part in (c.parts or (c,)))
+    names = [part.name for part in parts]
     return Check(", ".join(names[:-1]) + " and " + names[-1], "; ".join(c.what for c in checks),
                  max(c.nodes for c in checks), max(c.devices for c in checks),
                  "; ".join(dict.fromkeys(c.where for c in checks)),
                  "; ".join(dict.fromkeys(c.command for c in checks)),
                  tuple(e for c in checks for e in c.errors), start_devices=first.start_devices,
-                 device=first.device, parts=names,
-                 part_devices=tuple(d for c in checks for d in c.devices_of()))
-
+                 device=first.device, parts=parts)
 
 ONE_HOST = Check(
     "one-host", "2 processes on one host from 1 (ResNet-50 at image 32, batch 16 per process; "
