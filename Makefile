@@ -157,8 +157,12 @@ test-prepare:
 	$(MAKE) --no-print-directory -j2 lint test-envs
 
 # The tests in three phases, all of which always run; any failing fails `make test`:
-# 1. those marked `parallel` (they start no framework and assert nothing about time) on TEST_JOBS
-#    pytest-xdist processes;
+# 1. those marked `parallel` (they start no framework and assert nothing about time) on
+#    PARALLEL_JOBS pytest-xdist processes, two to a core: the others fill the cores while one
+#    waits on a child it started (a deadline it must see, a refusal's interpreter). Alone on a
+#    2-core Zen 5 (2026-12-08, interleaved runs): this phase 124 and 120 s at 2 processes, 114
+#    and 106 at 3; `make test-quick` 102 and 100 s at 2, 88 and 88 at 3, then 91 and 89 at 3,
+#    87 and 82 at 4;
 # 2. the framework tests, TEST_JOBS units at a time (a file's tests on one process, so that its
 #    module fixtures are made once; one framework's tests from every file together, so that its
 #    libraries are read from disk once: tests/work_units.py), each xdist process pinned to its own slice
@@ -208,13 +212,14 @@ test-prepare:
 # its kind's ceiling (pyproject.toml) unless marked slow with its reason, and each phase lists
 # its 60 slowest tests.
 TEST_JOBS ?= 2
+PARALLEL_JOBS ?= $(shell echo $$((2 * $(TEST_JOBS))))
 PYTEST_ARGS ?=
 AT_IDLE_PRIORITY := $(shell chrt --idle 0 true >/dev/null 2>&1 && echo chrt --idle 0 || echo nice -n 19)
 test: test-prepare
 	$(BIN)/python -m compileall -q src tests
 	builds=$$(mktemp); ended=$$builds.ended; { $(AT_IDLE_PRIORITY) $(MAKE) --no-print-directory \
 		version-envs horovod-envs >$$builds 2>&1; echo $$? >$$builds.rc; mv $$builds.rc $$ended; } & lane=$$!; \
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/python -m pytest -q -n $(PARALLEL_JOBS) -m parallel --ignore=tests/gpu $(PYTEST_ARGS); parallel=$$?; \
 	DLPERF_TEST_BUILDS_DONE=$$ended DLPERF_TEST_SHARE_CPUS=1 $(BIN)/python -m pytest -q -n $(TEST_JOBS) \
 		--dist loadfile -m "not parallel and not whole_machine" --ignore=tests/gpu $(PYTEST_ARGS); \
 	shared=$$?; wait $$lane; built=$$(cat $$ended); \
@@ -225,7 +230,7 @@ test: test-prepare
 
 # The inner loop (CONTRIBUTING): only the tests marked `parallel` (the harness, the store, the
 # reports, the statistics, the structure, the refusals: they start no framework, need no framework
-# environment and measure nothing) and not `slow` (those wait for `make test`), on TEST_JOBS
+# environment and measure nothing) and not `slow` (those wait for `make test`), on PARALLEL_JOBS
 # processes, with an empty folder of environments (DLPERF_ENVS): a test that needs an installed
 # framework fails here instead of passing where one happens to be. Nothing to install first but
 # `setup` (an allocator's tests skip where it is missing; those needing the package index, where
@@ -236,7 +241,7 @@ QUICK_FUZZ_EXAMPLES ?= 60
 test-quick: setup lint
 	$(BIN)/python -m compileall -q src tests
 	envs=$$(mktemp -d) && DLPERF_ENVS=$$envs DLPERF_FUZZ_EXAMPLES=$(QUICK_FUZZ_EXAMPLES) \
-		$(BIN)/python -m pytest -q -n $(TEST_JOBS) \
+		$(BIN)/python -m pytest -q -n $(PARALLEL_JOBS) \
 		-m "parallel and not slow" --ignore=tests/gpu $(PYTEST_ARGS); code=$$?; rm -rf "$$envs"; \
 		test $$code -eq 0 -o $$code -eq 5
 
