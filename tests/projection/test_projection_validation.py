@@ -302,6 +302,11 @@ def test_the_check_on_another_cpu_kind_is_made_again(tmp_path):
     # and Caffe2 there, its first, the model frozen at cb71c57
     made_again("link-rates-avx2-caffe2-epyc-2026-12-07", "link-rates-avx2-caffe2",
                {("caffe2", link) for link in ("1200mbit", "600mbit")}, "10.0%", tmp_path)
+    # torch DDP, TensorFlow, JAX and Paddle on a Zen 5 (family 26 model 2) at 2.2 Gbit/s and
+    # 700 Mbit/s, the model frozen at 46bc5f9
+    made_again("link-rates-zen5-2026-12-08", "link-rates-zen5",
+               {(fw, link) for fw in ("torch", "tensorflow", "jax", "paddle")
+                for link in ("2200mbit", "700mbit")}, "3.6%", tmp_path)
 
 
 @pytest.mark.parallel
@@ -313,7 +318,7 @@ def test_the_probes_priced_three_ways_are_made_again_from_the_stored_folders(tmp
     assert proc.returncode == 0, proc.stderr
     kept = ROOT / "benchmarks" / "data" / "link-rates-tf-sizes-xeon-2026-12-04" / "probe-pricing.md"
     assert out.read_text() == kept.read_text()
-    assert "| every size | 72 | 9.5% |" in proc.stdout and "| near | 72 | 5.4% |" in proc.stdout
+    assert "| every size | 80 | 6.7% |" in proc.stdout and "| near | 80 | 4.3% |" in proc.stdout
 
 
 @pytest.mark.parallel

@@ -177,7 +177,7 @@ EMULATED_HOSTS = Check(
     "at 2 Gbit/s, 750 Mbit/s and 350 Mbit/s, six engines at 5 Gbit/s, 1.5 Gbit/s and 400 Mbit/s, "
     "torch DDP's and OneFlow's at 3 Gbit/s, 1.2 Gbit/s, 800 Mbit/s and 600 Mbit/s, TensorFlow's, "
     "JAX's and Paddle's, then TF 1.15's, MindSpore's, MXNet's and Caffe2's, at 1.2 Gbit/s and "
-    "600 Mbit/s "
+    "600 Mbit/s, torch DDP's, TensorFlow's, JAX's and Paddle's at 2.2 Gbit/s and 700 Mbit/s "
     "(ResNet-50; the window from another rate, "
     "the overhead unshaped)", 2, 2,
     "AMD EPYC Zen 4, 2026-11-29, 2026-12-01 (twice: before and after a 1-process case was "
@@ -208,7 +208,9 @@ EMULATED_HOSTS = Check(
     "and the two again on a CPU kind no check had run on, at 1.2 Gbit/s and 600 Mbit/s (an "
     "AVX2-only AMD EPYC, family 23, 2026-12-06), then TensorFlow's, JAX's and Paddle's there "
     "(the same EPYC, 2026-12-06, evening), then TF 1.15's, MindSpore's and MXNet's there, "
-    "and Caffe2's, its first (the same EPYC, 2026-12-07)",
+    "and Caffe2's, its first (the same EPYC, 2026-12-07); and torch DDP's, TensorFlow's, "
+    "JAX's and Paddle's on an AMD EPYC Zen 5 (family 26 model 2) at 2.2 Gbit/s and 700 Mbit/s "
+    "(2026-12-08)",
     "sudo dlperf sweep sweeps/link-rates.yaml --emulate-hosts --db DB; "
     "python benchmarks/projection_validation.py --db DB (and the same with "
     "sweeps/link-rates-frameworks.yaml, --sweep link-rates-frameworks)",
@@ -317,7 +319,11 @@ EMULATED_HOSTS = Check(
      ("MindSpore 600 Mbit/s 12-07 AVX2 last", 0.038),
      ("MXNet 1.2 Gbit/s 12-07 AVX2 last", 0.057), ("MXNet 600 Mbit/s 12-07 AVX2 last", 0.173),
      ("Caffe2 1.2 Gbit/s 12-07 AVX2 Caffe2", 0.005),
-     ("Caffe2 600 Mbit/s 12-07 AVX2 Caffe2", -0.195)),
+     ("Caffe2 600 Mbit/s 12-07 AVX2 Caffe2", -0.195),
+     ("torch DDP 2.2 Gbit/s 12-08 Zen 5", 0.149), ("torch DDP 700 Mbit/s 12-08 Zen 5", -0.056),
+     ("TensorFlow 2.2 Gbit/s 12-08 Zen 5", 0.005), ("TensorFlow 700 Mbit/s 12-08 Zen 5", -0.003),
+     ("JAX 2.2 Gbit/s 12-08 Zen 5", -0.016), ("JAX 700 Mbit/s 12-08 Zen 5", 0.016),
+     ("Paddle 2.2 Gbit/s 12-08 Zen 5", -0.087), ("Paddle 700 Mbit/s 12-08 Zen 5", 0.062)),
     start_devices=1, device="cpu")
 
 PUBLISHED = Check(
