@@ -161,8 +161,8 @@ test-prepare:
 #    PARALLEL_JOBS pytest-xdist processes, two to a core: the others fill the cores while one
 #    waits on a child it started (a deadline it must see, a refusal's interpreter). Alone on a
 #    2-core Zen 5 (2026-12-08, interleaved runs): this phase 124 and 120 s at 2 processes, 114
-#    and 106 at 3; `make test-quick` 102 and 100 s at 2, 88 and 88 at 3, then 91 and 89 at 3,
-#    87 and 82 at 4;
+#    and 106 at 3, then 109 and 107 at 3, 105 and 105 at 4; `make test-quick` 102 and 100 s at
+#    2, 88 and 88 at 3, then 91 and 89 at 3, 87 and 82 at 4;
 # 2. the framework tests, TEST_JOBS units at a time (a file's tests on one process, so that its
 #    module fixtures are made once; one framework's tests from every file together, so that its
 #    libraries are read from disk once: tests/work_units.py), each xdist process pinned to its own slice
