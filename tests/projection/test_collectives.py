@@ -482,13 +482,15 @@ def test_the_cpu_table_of_every_path_is_made_again_from_its_stored_rows(kind):
 
 
 @pytest.mark.parallel
-def test_a_run_of_several_operations_is_tabulated_by_its_all_reduce():
+@pytest.mark.parametrize("folder_name", ["collectives-two-processes-zen4-2026-12-07",
+                                         "collectives-two-processes-zen5-2026-12-08"])
+def test_a_run_of_several_operations_is_tabulated_by_its_all_reduce(folder_name):
     """benchmarks/collectives_cpu_table.py over runs that measured all-reduce, all-gather and
     broadcast (`dlperf collectives`' default) reads each run's all-reduce alone (MXNet's
     kvstore: its push-pull), as its data folder's README holds it, never their mixture."""
     cpu_table = cpu_table_script()
 
-    folder = ROOT / "benchmarks" / "data" / "collectives-two-processes-zen4-2026-12-07"
+    folder = ROOT / "benchmarks" / "data" / folder_name
     runs = json.loads((folder / "collectives.json").read_text())
     made = cpu_table.table(folder)
     assert made in (folder / "README.md").read_text()
